@@ -1,0 +1,17 @@
+//! `tuneline.toml`: schema, loading with precise errors, validation, secrets and the `init` template.
+
+mod error;
+mod load;
+mod schema;
+mod secret;
+mod validate;
+mod values;
+
+pub use error::{ConfigError, Problem};
+pub use load::{Loaded, SECRET_ENV};
+pub use schema::*;
+pub use secret::Secret;
+pub use values::{HumanDuration, SaveSteps};
+
+/// The commented `tuneline.toml` that `tuneline init` writes: every section, HF / PEFT names.
+pub const TEMPLATE: &str = include_str!("template.toml");

@@ -1,0 +1,384 @@
+//! The shape of `tuneline.toml`: one struct per section, with the defaults a
+//! fresh `tuneline init` writes. Training and LoRA keys use the Hugging Face /
+//! PEFT names users already type.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::secret::Secret;
+use super::values::{HumanDuration, SaveSteps};
+
+/// A whole `tuneline.toml`, every section optional.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// `[project]`: names runs and datasets.
+    pub project: ProjectConfig,
+    /// `[store]`: where artifacts live.
+    pub store: StoreConfig,
+    /// `[model]`: the base model.
+    pub model: ModelConfig,
+    /// `[data]`: the data plane.
+    pub data: DataConfig,
+    /// `[training]`: Hugging Face TrainingArguments names.
+    pub training: TrainingConfig,
+    /// `[lora]`: PEFT LoraConfig names.
+    pub lora: LoraConfig,
+    /// `[workers]`: the worker pool.
+    pub workers: WorkersConfig,
+    /// `[providers.<name>]`: one table per provider backend.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[server]`: the control plane's API.
+    pub server: ServerConfig,
+    /// `[cost]`: prices and the offer catalog.
+    pub cost: CostConfig,
+}
+
+/// `[project]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProjectConfig {
+    /// Names runs and datasets; a store path segment.
+    pub name: String,
+}
+
+impl Default for ProjectConfig {
+    fn default() -> Self {
+        Self { name: "tuneline".into() }
+    }
+}
+
+/// `[store]`: the artifact store URL and the settings S3-compatible endpoints need.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreConfig {
+    /// `file://DIR`, a plain path, `s3://bucket/prefix` or `memory://`.
+    pub url: String,
+    /// S3-compatible endpoint (MinIO, Garage, R2, OSS); AWS when unset.
+    pub endpoint: Option<String>,
+    /// S3 region.
+    pub region: Option<String>,
+    /// Allow plain-HTTP endpoints.
+    pub allow_http: bool,
+    /// Path-style requests (`endpoint/bucket/key`) instead of virtual-hosted.
+    pub path_style: bool,
+    /// S3 access key id; `AWS_ACCESS_KEY_ID` overrides it.
+    pub access_key_id: Option<Secret>,
+    /// S3 secret access key; `AWS_SECRET_ACCESS_KEY` overrides it.
+    pub secret_access_key: Option<Secret>,
+    /// Files transferred at once.
+    pub concurrency: usize,
+    /// Retries of a failed transfer, with exponential backoff.
+    pub retries: u32,
+    /// How long to wait for a connection to the endpoint.
+    pub connect_timeout: HumanDuration,
+    /// How long one request may take.
+    pub request_timeout: HumanDuration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: "file://./.tuneline/store".into(),
+            endpoint: None,
+            region: None,
+            allow_http: false,
+            path_style: false,
+            access_key_id: None,
+            secret_access_key: None,
+            concurrency: 8,
+            retries: 4,
+            connect_timeout: HumanDuration::from_secs(5),
+            request_timeout: HumanDuration::from_secs(300),
+        }
+    }
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelConfig {
+    /// A GGUF file or a Hugging Face safetensors directory.
+    pub path: String,
+    /// Keep GGUF blocks quantized in memory (QLoRA-style).
+    pub quantized_base: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self { path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(), quantized_base: false }
+    }
+}
+
+/// Record formats the data plane reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataFormat {
+    /// Detected per file.
+    #[default]
+    Auto,
+    /// `instruction` / `input` / `output`.
+    Alpaca,
+    /// `conversations` of `from` / `value`.
+    Sharegpt,
+    /// OpenAI `messages` of `role` / `content`.
+    Messages,
+    /// `prompt` / `completion`.
+    PromptCompletion,
+    /// Raw `text`.
+    Text,
+}
+
+/// What to do with a record that cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Count it and go on.
+    #[default]
+    Skip,
+    /// Stop with an error naming the file and line.
+    Fail,
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataConfig {
+    /// Names `datasets/<name>/<version>`.
+    pub name: String,
+    /// Files, globs or store URLs.
+    pub inputs: Vec<String>,
+    /// Longest packed sequence, in tokens.
+    pub max_seq_length: u32,
+    /// Fraction of samples held out for eval.
+    pub eval_fraction: f64,
+    /// A fixed number of eval samples instead of a fraction.
+    pub eval_count: Option<u64>,
+    /// Record format.
+    pub format: DataFormat,
+    /// Train on prompts too, not only on assistant turns.
+    pub train_on_inputs: bool,
+    /// Exact and near dedup.
+    pub dedup: DedupConfig,
+    /// Pack samples into full sequences.
+    pub packing: bool,
+    /// What to do with a bad record.
+    pub on_error: OnError,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            name: "default".into(),
+            inputs: vec!["data/*.jsonl".into()],
+            max_seq_length: 2048,
+            eval_fraction: 0.05,
+            eval_count: None,
+            format: DataFormat::Auto,
+            train_on_inputs: false,
+            dedup: DedupConfig::default(),
+            packing: true,
+            on_error: OnError::Skip,
+        }
+    }
+}
+
+/// `data.dedup`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DedupConfig {
+    /// Drop exact duplicates of normalized text.
+    pub exact: bool,
+    /// Drop near duplicates (MinHash-LSH).
+    pub near: bool,
+    /// Jaccard similarity above which two samples are near duplicates.
+    pub threshold: f64,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        Self { exact: true, near: true, threshold: 0.8 }
+    }
+}
+
+/// Learning-rate schedules, by their Hugging Face names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedulerType {
+    /// Linear decay to zero after warmup.
+    Linear,
+    /// Cosine decay to zero after warmup.
+    #[default]
+    Cosine,
+    /// Constant, no warmup.
+    Constant,
+    /// Constant after warmup.
+    ConstantWithWarmup,
+}
+
+/// `[training]`: Hugging Face TrainingArguments names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainingConfig {
+    /// Optimizer steps to run; overrides `num_train_epochs`.
+    pub max_steps: Option<u64>,
+    /// Epochs over the train split, when `max_steps` is unset.
+    pub num_train_epochs: f64,
+    /// Sequences per micro-batch.
+    pub per_device_train_batch_size: u32,
+    /// Micro-batches per optimizer step.
+    pub gradient_accumulation_steps: u32,
+    /// Peak learning rate.
+    pub learning_rate: f64,
+    /// Schedule after warmup.
+    pub lr_scheduler_type: LrSchedulerType,
+    /// Fraction of steps spent warming up.
+    pub warmup_ratio: f64,
+    /// AdamW decoupled weight decay.
+    pub weight_decay: f64,
+    /// Gradient clipping norm (0 disables it).
+    pub max_grad_norm: f64,
+    /// Steps between eval-loss measurements.
+    pub eval_steps: u64,
+    /// Steps between checkpoints, or `"auto"` from the planner.
+    pub save_steps: SaveSteps,
+    /// Committed checkpoints kept per run.
+    pub save_total_limit: Option<u32>,
+    /// `"auto"` (latest committed checkpoint), `"none"`, or a checkpoint prefix.
+    pub resume_from_checkpoint: String,
+    /// Seed for init, dropout and data order.
+    pub seed: u64,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: None,
+            num_train_epochs: 1.0,
+            per_device_train_batch_size: 2,
+            gradient_accumulation_steps: 8,
+            learning_rate: 2e-4,
+            lr_scheduler_type: LrSchedulerType::Cosine,
+            warmup_ratio: 0.03,
+            weight_decay: 0.0,
+            max_grad_norm: 1.0,
+            eval_steps: 50,
+            save_steps: SaveSteps::Steps(250),
+            save_total_limit: Some(3),
+            resume_from_checkpoint: "auto".into(),
+            seed: 42,
+        }
+    }
+}
+
+/// `[lora]`: PEFT LoraConfig names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoraConfig {
+    /// Rank.
+    pub lora_r: u32,
+    /// Scaling numerator: scale = alpha / r (or alpha / sqrt(r) with rsLoRA).
+    pub lora_alpha: f64,
+    /// Dropout on the LoRA input.
+    pub lora_dropout: f64,
+    /// Linear layers to adapt, by module name.
+    pub target_modules: Vec<String>,
+    /// Rank-stabilized scaling.
+    pub use_rslora: bool,
+}
+
+impl Default for LoraConfig {
+    fn default() -> Self {
+        Self {
+            lora_r: 64,
+            lora_alpha: 128.0,
+            lora_dropout: 0.05,
+            target_modules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+                .map(String::from)
+                .to_vec(),
+            use_rslora: false,
+        }
+    }
+}
+
+/// Job phase, which decides what may be rented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Spot instances allowed.
+    #[default]
+    Experiment,
+    /// On-demand only.
+    Validation,
+    /// CPU only.
+    Delivery,
+}
+
+/// `[workers]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkersConfig {
+    /// Provider backend name; `[providers.<name>]` configures it.
+    pub provider: String,
+    /// Most workers alive at once.
+    pub max_workers: u32,
+    /// An idle worker is terminated after this long.
+    pub idle_timeout: HumanDuration,
+    /// A worker silent for this long is declared lost.
+    pub lease_timeout: HumanDuration,
+    /// Job phase.
+    pub phase: Phase,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self {
+            provider: "local".into(),
+            max_workers: 2,
+            idle_timeout: HumanDuration::from_secs(30 * 60),
+            lease_timeout: HumanDuration::from_secs(30),
+            phase: Phase::Experiment,
+        }
+    }
+}
+
+/// `[providers.<name>]`: what one provider launches.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderConfig {
+    /// Instance type to launch.
+    pub instance_type: Option<String>,
+    /// Region to launch in.
+    pub region: Option<String>,
+    /// Launch spot / preemptible instances.
+    pub spot: bool,
+    /// Price per hour, when the catalog does not know it.
+    pub price_per_hour: Option<f64>,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerConfig {
+    /// Address the API listens on.
+    pub listen: String,
+    /// Bearer token; `TUNELINE_TOKEN` overrides it.
+    pub token: Option<Secret>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { listen: "127.0.0.1:8470".into(), token: None }
+    }
+}
+
+/// `[cost]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CostConfig {
+    /// A user catalog merged over the shipped one.
+    pub catalog: Option<String>,
+    /// What this worker costs per hour, when not from a catalog.
+    pub gpu_price_per_hour: Option<f64>,
+}

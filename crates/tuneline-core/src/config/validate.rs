@@ -1,0 +1,86 @@
+//! Range checks on a parsed config. Each failure names the field and the allowed range.
+
+use super::schema::Config;
+use super::values::SaveSteps;
+
+/// Every out-of-range value, as `(field path, message)`.
+pub fn validate(c: &Config) -> Vec<(String, String)> {
+    let mut v = Checks(Vec::new());
+    v.name("project.name", &c.project.name);
+    v.name("data.name", &c.data.name);
+    v.check("store.concurrency", c.store.concurrency as f64, "1..=256", (1..=256).contains(&c.store.concurrency));
+    v.check("store.retries", c.store.retries as f64, "0..=20", c.store.retries <= 20);
+
+    let d = &c.data;
+    v.check("data.max_seq_length", d.max_seq_length as f64, ">= 16", d.max_seq_length >= 16);
+    v.check("data.eval_fraction", d.eval_fraction, "0 <= x < 1", (0.0..1.0).contains(&d.eval_fraction));
+    v.check("data.dedup.threshold", d.dedup.threshold, "0 < x <= 1", d.dedup.threshold > 0.0 && d.dedup.threshold <= 1.0);
+
+    let t = &c.training;
+    if let Some(n) = t.max_steps {
+        v.check("training.max_steps", n as f64, ">= 1", n >= 1);
+    }
+    v.check("training.num_train_epochs", t.num_train_epochs, "> 0", t.num_train_epochs > 0.0);
+    let bs = t.per_device_train_batch_size;
+    v.check("training.per_device_train_batch_size", bs as f64, ">= 1", bs >= 1);
+    let ga = t.gradient_accumulation_steps;
+    v.check("training.gradient_accumulation_steps", ga as f64, ">= 1", ga >= 1);
+    let lr = t.learning_rate;
+    v.check("training.learning_rate", lr, "0 < x <= 1", lr > 0.0 && lr <= 1.0);
+    v.check("training.warmup_ratio", t.warmup_ratio, "0 <= x <= 1", (0.0..=1.0).contains(&t.warmup_ratio));
+    v.check("training.weight_decay", t.weight_decay, ">= 0", t.weight_decay >= 0.0);
+    v.check("training.max_grad_norm", t.max_grad_norm, ">= 0 (0 disables clipping)", t.max_grad_norm >= 0.0);
+    v.check("training.eval_steps", t.eval_steps as f64, ">= 1", t.eval_steps >= 1);
+    if let SaveSteps::Steps(n) = t.save_steps {
+        v.check("training.save_steps", n as f64, ">= 1 or \"auto\"", n >= 1);
+    }
+    if let Some(n) = t.save_total_limit {
+        v.check("training.save_total_limit", n as f64, ">= 1", n >= 1);
+    }
+    if t.resume_from_checkpoint.trim().is_empty() {
+        v.fail("training.resume_from_checkpoint", "is empty; use \"auto\", \"none\" or a checkpoint prefix");
+    }
+
+    let l = &c.lora;
+    v.check("lora.lora_r", l.lora_r as f64, "1..=4096", (1..=4096).contains(&l.lora_r));
+    v.check("lora.lora_alpha", l.lora_alpha, "> 0", l.lora_alpha > 0.0);
+    v.check("lora.lora_dropout", l.lora_dropout, "0 <= x < 1", (0.0..1.0).contains(&l.lora_dropout));
+    if l.target_modules.is_empty() {
+        v.fail("lora.target_modules", "is empty; name at least one module, such as \"q_proj\"");
+    }
+
+    v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
+    for (name, p) in &c.providers {
+        if let Some(price) = p.price_per_hour {
+            v.check(&format!("providers.{name}.price_per_hour"), price, ">= 0", price >= 0.0);
+        }
+    }
+    if let Some(price) = c.cost.gpu_price_per_hour {
+        v.check("cost.gpu_price_per_hour", price, ">= 0", price >= 0.0);
+    }
+    v.0
+}
+
+struct Checks(Vec<(String, String)>);
+
+impl Checks {
+    fn check(&mut self, field: &str, value: f64, allowed: &str, ok: bool) {
+        if !ok || value.is_nan() {
+            self.fail(field, &format!("{value} is out of range; allowed: {allowed}"));
+        }
+    }
+
+    fn fail(&mut self, field: &str, message: &str) {
+        self.0.push((field.to_string(), message.to_string()));
+    }
+
+    /// Names become store path segments, so they are kept to a safe alphabet.
+    fn name(&mut self, field: &str, value: &str) {
+        let ok = !value.is_empty()
+            && !value.starts_with('.')
+            && value.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+        if !ok {
+            self.fail(field, &format!("`{value}` is not a valid name; use letters, digits, `-`, `_` and `.`"));
+        }
+    }
+}

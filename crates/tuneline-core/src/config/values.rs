@@ -1,0 +1,82 @@
+//! Config value types that are more than a number or a string.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A duration written the way people write it: `"30s"`, `"30m"`, `"1h 30m"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    /// A whole number of seconds.
+    pub const fn from_secs(secs: u64) -> Self {
+        Self(Duration::from_secs(secs))
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map(HumanDuration).map_err(|e| {
+            de::Error::custom(format!("`{text}` is not a duration ({e}); write it like \"30s\", \"30m\" or \"2h\""))
+        })
+    }
+}
+
+/// `save_steps`: a fixed interval, or `"auto"` to take the planner's optimum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaveSteps {
+    /// Every this many optimizer steps.
+    Steps(u64),
+    /// Chosen by `tuneline plan` (Young/Daly interval).
+    Auto,
+}
+
+impl Serialize for SaveSteps {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SaveSteps::Steps(n) => s.serialize_u64(*n),
+            SaveSteps::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SaveSteps {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SaveSteps;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a positive number of steps or \"auto\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SaveSteps, E> {
+                u64::try_from(v).map(SaveSteps::Steps).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SaveSteps, E> {
+                Ok(SaveSteps::Steps(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SaveSteps, E> {
+                match v {
+                    "auto" => Ok(SaveSteps::Auto),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

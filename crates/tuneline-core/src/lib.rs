@@ -1,0 +1,3 @@
+//! Shared pieces of tuneline: the `tuneline.toml` schema, its loading and validation.
+
+pub mod config;

@@ -1,0 +1,93 @@
+//! `tuneline.toml` loading: what a user sees when the file is right and when it is wrong.
+
+use tuneline_core::config::{Config, ConfigError, LrSchedulerType, SaveSteps, TEMPLATE};
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn problems(text: &str) -> String {
+    match Config::parse(text, "tuneline.toml", no_env) {
+        Ok(_) => panic!("config should be rejected:\n{text}"),
+        Err(e @ ConfigError::Invalid { .. }) => e.to_string(),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+#[test]
+fn template_parses_with_every_section_and_hf_names() {
+    let loaded = Config::parse(TEMPLATE, "tuneline.toml", no_env).expect("the init template is valid");
+    let c = loaded.config;
+    assert_eq!(c.training.max_steps, Some(500));
+    assert_eq!(c.training.per_device_train_batch_size, 2);
+    assert_eq!(c.training.lr_scheduler_type, LrSchedulerType::Cosine);
+    assert_eq!(c.training.save_steps, SaveSteps::Steps(250));
+    assert_eq!(c.lora.lora_r, 64);
+    assert_eq!(c.lora.target_modules.len(), 7);
+    for section in ["[project]", "[store]", "[model]", "[data]", "[training]", "[lora]", "[workers]", "[providers.local]", "[server]", "[cost]"] {
+        assert!(TEMPLATE.contains(section), "template lacks {section}");
+    }
+}
+
+#[test]
+fn unknown_key_names_full_path_line_and_closest_key() {
+    let msg = problems("[training]\nlearning_rate = 1e-4\nlora_rr = 8\n");
+    assert_eq!(msg, "tuneline.toml:3: training.lora_rr: unknown key in [training]; did you mean `lora_r` in [lora]?");
+    let msg = problems("[training]\nlearnig_rate = 1e-4\n");
+    assert_eq!(msg, "tuneline.toml:2: training.learnig_rate: unknown key in [training]; did you mean `learning_rate`?");
+    let msg = problems("[data]\ndedup = { exact = true, treshold = 0.5 }\n");
+    assert!(msg.contains("data.dedup.treshold") && msg.contains("`threshold`"), "{msg}");
+    let msg = problems("[trainig]\nmax_steps = 1\n");
+    assert!(msg.contains("tuneline.toml:1: trainig: unknown key at the top level; did you mean `training`?"), "{msg}");
+}
+
+#[test]
+fn out_of_range_values_name_field_and_allowed_range() {
+    let msg = problems("[lora]\nlora_r = 0\n[training]\nlearning_rate = -1\n");
+    let lines: Vec<&str> = msg.lines().collect();
+    assert_eq!(lines, [
+        "tuneline.toml:2: lora.lora_r: 0 is out of range; allowed: 1..=4096",
+        "tuneline.toml:4: training.learning_rate: -1 is out of range; allowed: 0 < x <= 1",
+    ]);
+}
+
+#[test]
+fn wrong_type_names_field_and_line() {
+    let msg = problems("[lora]\nlora_r = \"eight\"\n");
+    assert!(msg.starts_with("tuneline.toml:2: lora.lora_r: invalid type: string \"eight\", expected u32"), "{msg}");
+    let msg = problems("[training]\nlr_scheduler_type = \"cosin\"\n");
+    assert!(msg.contains("training.lr_scheduler_type") && msg.contains("`cosine`"), "{msg}");
+    let msg = problems("[workers]\nidle_timeout = \"soon\"\n");
+    assert!(msg.contains("workers.idle_timeout") && msg.contains("\"30m\""), "{msg}");
+}
+
+#[test]
+fn syntax_error_gives_line() {
+    let msg = problems("[project]\nname = \n");
+    assert!(msg.starts_with("tuneline.toml:2:"), "{msg}");
+}
+
+#[test]
+fn secrets_come_from_env_over_file_and_are_masked() {
+    let text = "[store]\naccess_key_id = \"AKIAFILEKEY\"\nsecret_access_key = \"filesecret\"\n";
+    let env = |k: &str| (k == "AWS_SECRET_ACCESS_KEY").then(|| "envsecret".to_string());
+    let loaded = Config::parse(text, "t.toml", env).unwrap();
+    let store = &loaded.config.store;
+    assert_eq!(store.access_key_id.as_ref().unwrap().expose(), "AKIAFILEKEY");
+    assert_eq!(store.secret_access_key.as_ref().unwrap().expose(), "envsecret");
+    assert_eq!(loaded.secret_sources, [
+        ("store.access_key_id".to_string(), "file".to_string()),
+        ("store.secret_access_key".to_string(), "env AWS_SECRET_ACCESS_KEY".to_string()),
+    ]);
+    let shown = format!("{:?} {}", loaded.config, toml::to_string(&loaded.config).unwrap());
+    assert!(!shown.contains("AKIAFILEKEY") && !shown.contains("envsecret"), "{shown}");
+
+    let token = Config::parse("", "t.toml", |k| (k == "TUNELINE_TOKEN").then(|| "tok".into())).unwrap();
+    assert_eq!(token.config.server.token.unwrap().expose(), "tok");
+}
+
+#[test]
+fn bad_names_are_rejected() {
+    let msg = problems("[project]\nname = \"../escape\"\n");
+    assert!(msg.contains("project.name") && msg.contains("not a valid name"), "{msg}");
+}
