@@ -1,0 +1,98 @@
+//! Committing an artifact (COMMIT.json last, conditional create) and reading commits back.
+
+use std::collections::HashMap;
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions};
+
+use crate::error::{Result, StoreError};
+use crate::key;
+use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
+use crate::store::ArtifactStore;
+
+impl ArtifactStore {
+    /// Commits `files` (already uploaded under `prefix`) by writing `COMMIT.json`.
+    ///
+    /// Every file must be present with its size first, so a truncated upload
+    /// cannot be committed. The manifest is a conditional create: of two
+    /// writers racing to commit the same prefix, exactly one succeeds and the
+    /// other gets [`StoreError::AlreadyCommitted`].
+    pub async fn commit(&self, prefix: &str, files: Vec<FileEntry>) -> Result<Commit> {
+        key::check(prefix)?;
+        let present = self.sizes_under(prefix).await?;
+        for f in &files {
+            match present.get(&f.path) {
+                Some(&size) if size == f.size => {}
+                Some(&size) => {
+                    return Err(StoreError::Corrupt {
+                        key: key::join(prefix, &f.path),
+                        what: format!("stored size {size} differs from the {} bytes uploaded; not committing", f.size),
+                    })
+                }
+                None => {
+                    return Err(StoreError::Corrupt {
+                        key: key::join(prefix, &f.path),
+                        what: "is missing from the store; not committing".into(),
+                    })
+                }
+            }
+        }
+        let commit = Commit::new(prefix, files);
+        let body = serde_json::to_vec_pretty(&commit).expect("a commit serializes");
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        let location = key::path(&key::join(prefix, COMMIT_FILE))?;
+        match self.inner.put_opts(&location, body.into(), opts).await {
+            Ok(_) => Ok(commit),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() })
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// The commit manifest of `prefix`, or [`StoreError::NotCommitted`].
+    pub async fn read_commit(&self, prefix: &str) -> Result<Commit> {
+        let location = key::path(&key::join(prefix, COMMIT_FILE))?;
+        let bytes = match self.inner.get(&location).await {
+            Ok(got) => got.bytes().await.map_err(|e| self.err(e))?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StoreError::NotCommitted { prefix: prefix.trim_matches('/').to_string() })
+            }
+            Err(e) => return Err(self.err(e)),
+        };
+        let commit: Commit = serde_json::from_slice(&bytes)
+            .map_err(|e| StoreError::Corrupt { key: location.to_string(), what: format!("unreadable manifest: {e}") })?;
+        for f in &commit.files {
+            key::check(&f.path).map_err(|e| StoreError::Corrupt { key: location.to_string(), what: e.to_string() })?;
+        }
+        Ok(commit)
+    }
+
+    /// Whether `prefix` is committed.
+    pub async fn is_committed(&self, prefix: &str) -> Result<bool> {
+        match self.read_commit(prefix).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotCommitted { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sizes of the objects under `prefix`, keyed by path relative to it.
+    pub(crate) async fn sizes_under(&self, prefix: &str) -> Result<HashMap<String, u64>> {
+        let root = prefix.trim_matches('/');
+        Ok(self
+            .list_objects(prefix)
+            .await?
+            .into_iter()
+            .filter_map(|m| relative(root, m.location.as_ref()).map(|rel| (rel.to_string(), m.size)))
+            .collect())
+    }
+}
+
+/// `key` relative to `prefix`, if it lies under it.
+pub(crate) fn relative<'a>(prefix: &str, key: &'a str) -> Option<&'a str> {
+    if prefix.is_empty() {
+        Some(key)
+    } else {
+        key.strip_prefix(prefix)?.strip_prefix('/')
+    }
+}

@@ -1,0 +1,139 @@
+//! Pulling a committed artifact into a local directory (the worker's cache):
+//! files already there with a matching sha256 are skipped, interrupted
+//! downloads resume from their `.part` file, and every file is verified.
+
+use std::path::{Path, PathBuf};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::{GetOptions, GetRange};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{Result, StoreError};
+use crate::hashing::{hash_file, CHUNK};
+use crate::key;
+use crate::manifest::FileEntry;
+use crate::progress::Progress;
+use crate::retry::with_backoff;
+use crate::store::ArtifactStore;
+
+/// What a pull or push moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TransferReport {
+    /// Files in the artifact.
+    pub files: usize,
+    /// Files actually transferred (the rest were already in place).
+    pub files_transferred: usize,
+    /// Bytes actually transferred.
+    pub bytes_transferred: u64,
+    /// Bytes in the artifact.
+    pub bytes_total: u64,
+}
+
+impl ArtifactStore {
+    /// Downloads the committed artifact at `prefix` into `dir`.
+    pub async fn pull(&self, prefix: &str, dir: &Path, progress: &dyn Progress) -> Result<TransferReport> {
+        let commit = self.read_commit(prefix).await?;
+        progress.set_total(commit.total_size());
+        let moved: Vec<u64> = futures::stream::iter(&commit.files)
+            .map(|entry| {
+                let dest = dir.join(&entry.path);
+                let key = key::join(prefix, &entry.path);
+                async move {
+                    with_backoff(self.retries, &key, || self.fetch_once(&key, &dest, entry, progress)).await
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .try_collect()
+            .await?;
+        Ok(TransferReport {
+            files: commit.files.len(),
+            files_transferred: moved.iter().filter(|&&n| n > 0).count(),
+            bytes_transferred: moved.iter().sum(),
+            bytes_total: commit.total_size(),
+        })
+    }
+
+    /// Brings one file to `dest`; returns the bytes downloaded (0 when it was already there).
+    async fn fetch_once(&self, key: &str, dest: &Path, entry: &FileEntry, progress: &dyn Progress) -> Result<u64> {
+        if already_there(dest, entry).await? {
+            progress.advance(entry.size);
+            return Ok(0);
+        }
+        let part = part_path(dest);
+        if let Some(parent) = dest.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| StoreError::local(parent, e))?;
+        }
+        // Resume: hash what an earlier attempt left, then fetch only the rest.
+        let mut hasher = Sha256::new();
+        let mut have = 0u64;
+        if let Ok(mut old) = tokio::fs::File::open(&part).await {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = old.read(&mut buf).await.map_err(|e| StoreError::local(&part, e))?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                have += n as u64;
+            }
+        }
+        if have > entry.size {
+            have = 0;
+            hasher = Sha256::new();
+            tokio::fs::remove_file(&part).await.map_err(|e| StoreError::local(&part, e))?;
+        }
+        progress.advance(have);
+        let mut out = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&part)
+            .await
+            .map_err(|e| StoreError::local(&part, e))?;
+        let mut downloaded = 0u64;
+        if have < entry.size {
+            let location = key::path(key)?;
+            let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
+            let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| self.err(e))?;
+                out.write_all(&chunk).await.map_err(|e| StoreError::local(&part, e))?;
+                hasher.update(&chunk);
+                downloaded += chunk.len() as u64;
+                progress.advance(chunk.len() as u64);
+            }
+        }
+        out.flush().await.map_err(|e| StoreError::local(&part, e))?;
+        drop(out);
+        let sha256 = hex::encode(hasher.finalize());
+        if have + downloaded != entry.size || sha256 != entry.sha256 {
+            let _ = tokio::fs::remove_file(&part).await;
+            return Err(StoreError::Corrupt {
+                key: key.to_string(),
+                what: format!(
+                    "downloaded {} bytes with sha256 {sha256}, but the commit lists {} bytes with sha256 {}",
+                    have + downloaded,
+                    entry.size,
+                    entry.sha256
+                ),
+            });
+        }
+        tokio::fs::rename(&part, dest).await.map_err(|e| StoreError::local(dest, e))?;
+        Ok(downloaded)
+    }
+}
+
+/// Whether `dest` already holds exactly the committed content.
+async fn already_there(dest: &Path, entry: &FileEntry) -> Result<bool> {
+    match tokio::fs::metadata(dest).await {
+        Ok(meta) if meta.is_file() && meta.len() == entry.size => Ok(hash_file(dest).await?.1 == entry.sha256),
+        _ => Ok(false),
+    }
+}
+
+/// Where an unfinished download of `dest` is kept.
+pub fn part_path(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    dest.with_file_name(name)
+}

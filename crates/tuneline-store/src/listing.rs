@@ -1,0 +1,80 @@
+//! Listing committed artifacts. An artifact is listed only when its
+//! `COMMIT.json` exists and every file it names is present with its size;
+//! full checksums are `verify`'s job.
+
+use std::collections::HashMap;
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::Result;
+use crate::manifest::{Commit, COMMIT_FILE};
+use crate::store::ArtifactStore;
+
+/// A committed artifact, as `ls` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Artifact {
+    /// Its prefix in the store.
+    pub prefix: String,
+    /// Number of files.
+    pub files: usize,
+    /// Total bytes.
+    pub size: u64,
+    /// When it was committed.
+    pub committed_at: String,
+}
+
+/// Committed artifacts under a prefix, and the commits that are broken.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Listing {
+    /// Complete artifacts, sorted by prefix.
+    pub artifacts: Vec<Artifact>,
+    /// `(prefix, what is wrong)` for commits whose files are missing or the wrong size.
+    pub broken: Vec<(String, String)>,
+}
+
+impl ArtifactStore {
+    /// Committed artifacts under `prefix` (the prefix itself included).
+    pub async fn list_committed(&self, prefix: &str) -> Result<Listing> {
+        let objects = self.list_objects(prefix).await?;
+        let sizes: HashMap<&str, u64> = objects.iter().map(|m| (m.location.as_ref(), m.size)).collect();
+        let prefixes: Vec<String> = commit_prefixes(objects.iter().map(|m| m.location.as_ref()));
+        let commits: Vec<Commit> = futures::stream::iter(prefixes)
+            .map(|p| async move { self.read_commit(&p).await })
+            .buffered(self.concurrency)
+            .try_collect()
+            .await?;
+        let mut listing = Listing::default();
+        for commit in commits {
+            let bad: Vec<String> = commit
+                .files
+                .iter()
+                .filter(|f| sizes.get(crate::key::join(&commit.prefix, &f.path).as_str()) != Some(&f.size))
+                .map(|f| f.path.clone())
+                .collect();
+            if bad.is_empty() {
+                listing.artifacts.push(Artifact {
+                    prefix: commit.prefix.clone(),
+                    files: commit.files.len(),
+                    size: commit.total_size(),
+                    committed_at: commit.committed_at.clone(),
+                });
+            } else {
+                let what = format!("{} file(s) missing or the wrong size: {}", bad.len(), bad.join(", "));
+                listing.broken.push((commit.prefix.clone(), what));
+            }
+        }
+        Ok(listing)
+    }
+}
+
+/// The prefixes that hold a `COMMIT.json`, among `keys` (sorted in, sorted out).
+pub(crate) fn commit_prefixes<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    keys.filter_map(|k| {
+        if k == COMMIT_FILE {
+            Some(String::new())
+        } else {
+            k.strip_suffix(COMMIT_FILE)?.strip_suffix('/').map(str::to_string)
+        }
+    })
+    .collect()
+}

@@ -1,0 +1,55 @@
+//! `COMMIT.json`: the manifest that makes an artifact exist. It lists every
+//! file with its size and sha256 and is written last, with a conditional create.
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the commit manifest inside an artifact prefix.
+pub const COMMIT_FILE: &str = "COMMIT.json";
+
+/// Format tag written into every manifest.
+pub const COMMIT_FORMAT: &str = "tuneline.commit/1";
+
+/// One file of an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Path relative to the artifact prefix, `/`-separated.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Lowercase hex sha256 of the content.
+    pub sha256: String,
+}
+
+/// The contents of `COMMIT.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    /// Always [`COMMIT_FORMAT`].
+    pub format: String,
+    /// The artifact prefix this manifest commits.
+    pub prefix: String,
+    /// When it was committed (RFC 3339, UTC).
+    pub committed_at: String,
+    /// The tuneline version that committed it.
+    pub tuneline_version: String,
+    /// Every file, sorted by path.
+    pub files: Vec<FileEntry>,
+}
+
+impl Commit {
+    /// A manifest for `files` under `prefix`, stamped now.
+    pub fn new(prefix: &str, mut files: Vec<FileEntry>) -> Self {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Self {
+            format: COMMIT_FORMAT.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+            committed_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tuneline_version: env!("CARGO_PKG_VERSION").to_string(),
+            files,
+        }
+    }
+
+    /// Total bytes of all files.
+    pub fn total_size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}

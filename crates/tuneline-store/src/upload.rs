@@ -1,0 +1,120 @@
+//! Uploads: one file streamed through multipart upload while it is hashed,
+//! and a whole directory pushed in parallel and then committed.
+
+use std::path::{Path, PathBuf};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::buffered::BufWriter;
+use object_store::ObjectStoreExt;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{Result, StoreError};
+use crate::hashing::CHUNK;
+use crate::key;
+use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
+use crate::progress::Progress;
+use crate::retry::with_backoff;
+use crate::store::{ArtifactStore, PART_SIZE};
+
+/// Multipart parts in flight per file; with [`PART_SIZE`] this bounds memory per upload.
+const PARTS_IN_FLIGHT: usize = 4;
+
+impl ArtifactStore {
+    /// Uploads the local file at `local` to `key`, retrying transient failures,
+    /// and returns its size and sha256. Memory stays bounded whatever the size.
+    pub async fn put_file(&self, local: &Path, key: &str, progress: &dyn Progress) -> Result<(u64, String)> {
+        key::check(key)?;
+        with_backoff(self.retries, key, || self.put_file_once(local, key, progress)).await
+    }
+
+    async fn put_file_once(&self, local: &Path, key: &str, progress: &dyn Progress) -> Result<(u64, String)> {
+        let location = key::path(key)?;
+        let mut file = tokio::fs::File::open(local).await.map_err(|e| StoreError::local(local, e))?;
+        let mut writer =
+            BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE).with_max_concurrency(PARTS_IN_FLIGHT);
+        let mut hasher = Sha256::new();
+        let mut size = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        let written: std::io::Result<()> = async {
+            loop {
+                let n = file.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                writer.write_all(&buf[..n]).await?;
+                size += n as u64;
+                progress.advance(n as u64);
+            }
+            writer.shutdown().await
+        }
+        .await;
+        if let Err(e) = written {
+            let _ = writer.abort().await;
+            return Err(self.from_io(local, e));
+        }
+        // What landed must be what was sent: a short object is retried, never committed.
+        let stored = self.inner.head(&location).await.map_err(|e| self.err(e))?.size;
+        if stored != size {
+            return Err(StoreError::Corrupt { key: key.to_string(), what: format!("stored {stored} bytes of {size}") });
+        }
+        Ok((size, hex::encode(hasher.finalize())))
+    }
+
+    /// Uploads every file under `dir` to `prefix` in parallel, then commits it.
+    /// Refuses a prefix that is already committed: artifacts are immutable.
+    pub async fn push_dir(&self, dir: &Path, prefix: &str, progress: &dyn Progress) -> Result<Commit> {
+        key::check(prefix)?;
+        if self.is_committed(prefix).await? {
+            return Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() });
+        }
+        let files = local_files(dir)?;
+        progress.set_total(files.iter().map(|(_, _, size)| size).sum());
+        let entries: Vec<FileEntry> = futures::stream::iter(files)
+            .map(|(rel, abs, _)| async move {
+                let (size, sha256) = self.put_file(&abs, &key::join(prefix, &rel), progress).await?;
+                Ok::<_, StoreError>(FileEntry { path: rel, size, sha256 })
+            })
+            .buffer_unordered(self.concurrency)
+            .try_collect()
+            .await?;
+        self.commit(prefix, entries).await
+    }
+
+    /// An io error from a buffered upload, unwrapped to the store error inside when there is one.
+    fn from_io(&self, local: &Path, e: std::io::Error) -> StoreError {
+        match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
+            Some(Ok(store_error)) => self.err(*store_error),
+            Some(Err(other)) => StoreError::local(local, std::io::Error::other(other)),
+            None => StoreError::local(local, std::io::Error::other("upload failed")),
+        }
+    }
+}
+
+/// `(relative path, absolute path, size)` of every regular file under `dir`, sorted.
+fn local_files(dir: &Path) -> Result<Vec<(String, PathBuf, u64)>> {
+    let meta = std::fs::metadata(dir).map_err(|e| StoreError::local(dir, e))?;
+    if !meta.is_dir() {
+        return Err(StoreError::local(dir, std::io::Error::other("is not a directory")));
+    }
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(true).sort_by_file_name() {
+        let entry = entry.map_err(|e| StoreError::local(dir, e.into()))?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).expect("walkdir stays under its root");
+        let rel = rel.to_str().ok_or_else(|| {
+            StoreError::local(entry.path(), std::io::Error::other("file name is not UTF-8; rename it"))
+        })?;
+        let rel = rel.replace(std::path::MAIN_SEPARATOR, "/");
+        if rel == COMMIT_FILE {
+            return Err(StoreError::local(entry.path(), std::io::Error::other("COMMIT.json is reserved for the commit manifest")));
+        }
+        key::check(&rel)?;
+        let size = entry.metadata().map_err(|e| StoreError::local(entry.path(), e.into()))?.len();
+        files.push((rel, entry.path().to_path_buf(), size));
+    }
+    Ok(files)
+}
