@@ -2,9 +2,10 @@
 
 use std::collections::HashMap;
 
-use object_store::{ObjectStoreExt, PutMode, PutOptions};
+use object_store::ObjectStoreExt;
 
 use crate::error::{Result, StoreError};
+use crate::exclusive::Created;
 use crate::key;
 use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
 use crate::store::ArtifactStore;
@@ -38,14 +39,10 @@ impl ArtifactStore {
         }
         let commit = Commit::new(prefix, files);
         let body = serde_json::to_vec_pretty(&commit).expect("a commit serializes");
-        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         let location = key::path(&key::join(prefix, COMMIT_FILE))?;
-        match self.inner.put_opts(&location, body.into(), opts).await {
-            Ok(_) => Ok(commit),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() })
-            }
-            Err(e) => Err(self.err(e)),
+        match self.create_exclusive(&location, body).await? {
+            Created::Yes => Ok(commit),
+            Created::AlreadyExists => Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() }),
         }
     }
 

@@ -91,20 +91,26 @@ impl ArtifactStore {
             .await
             .map_err(|e| StoreError::local(&part, e))?;
         let mut downloaded = 0u64;
-        if have < entry.size {
-            let location = key::path(key)?;
-            let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
-            let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| self.err(e))?;
-                out.write_all(&chunk).await.map_err(|e| StoreError::local(&part, e))?;
-                hasher.update(&chunk);
-                downloaded += chunk.len() as u64;
-                progress.advance(chunk.len() as u64);
+        let streamed: Result<()> = async {
+            if have < entry.size {
+                let location = key::path(key)?;
+                let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
+                let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| self.err(e))?;
+                    out.write_all(&chunk).await.map_err(|e| StoreError::local(&part, e))?;
+                    hasher.update(&chunk);
+                    downloaded += chunk.len() as u64;
+                    progress.advance(chunk.len() as u64);
+                }
             }
+            Ok(())
         }
+        .await;
+        // Flushed even when the stream broke, so the next attempt resumes from every byte received.
         out.flush().await.map_err(|e| StoreError::local(&part, e))?;
         drop(out);
+        streamed?;
         let sha256 = hex::encode(hasher.finalize());
         if have + downloaded != entry.size || sha256 != entry.sha256 {
             let _ = tokio::fs::remove_file(&part).await;

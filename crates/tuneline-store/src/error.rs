@@ -57,6 +57,12 @@ pub enum StoreError {
         /// Which check failed, with expected and actual values.
         what: String,
     },
+    /// Another writer claimed an exclusive create and did not finish it.
+    #[error("`{key}`: another writer claimed this commit but never wrote it; try again")]
+    Contended {
+        /// The object.
+        key: String,
+    },
     /// A local file or directory could not be read or written.
     #[error("{}: {source}", path.display())]
     Local {
@@ -88,7 +94,7 @@ impl StoreError {
                     | object_store::Error::NotImplemented { .. }
                     | object_store::Error::UnknownConfigurationKey { .. }
             ),
-            StoreError::Corrupt { .. } => true,
+            StoreError::Corrupt { .. } | StoreError::Contended { .. } => true,
             _ => false,
         }
     }

@@ -1,5 +1,5 @@
 //! A fault-injecting wrapper store: the Nth upload fails or lands truncated,
-//! the Nth download breaks after some bytes. It composes over any backend, so
+//! the Nth download breaks after some bytes (or the next transfer of a named key). It composes over any backend, so
 //! the same faults are tested on `memory://`, `file://` and real S3.
 
 use std::fmt;
@@ -27,42 +27,80 @@ pub enum Fault {
     BreakDownloadAfter(usize),
 }
 
-/// Wraps a store and injects planned faults into the Nth upload or download
-/// (1-based, counted over all keys).
+/// Which transfer a planned fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The Nth upload (or download, for download faults) from when it is planned; 1 = the next.
+    Nth(usize),
+    /// The next transfer of a key ending with this string.
+    KeyEndsWith(String),
+}
+
+/// Wraps a store and injects each planned fault once, into the transfer it targets.
 #[derive(Debug)]
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
     uploads: AtomicUsize,
     downloads: AtomicUsize,
-    plan: Mutex<Vec<(usize, Fault)>>,
+    largest_write: Arc<AtomicUsize>,
+    plan: Mutex<Vec<(Target, Fault)>>,
 }
 
 impl FaultyStore {
     /// A wrapper that injects nothing until faults are planned.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, uploads: AtomicUsize::new(0), downloads: AtomicUsize::new(0), plan: Mutex::new(Vec::new()) }
+        Self {
+            inner,
+            uploads: AtomicUsize::new(0),
+            downloads: AtomicUsize::new(0),
+            largest_write: Arc::default(),
+            plan: Mutex::new(Vec::new()),
+        }
     }
 
-    /// Plans `fault` for the `nth` upload or download from now (1 = the next one).
-    pub fn inject(&self, nth: usize, fault: Fault) {
-        let counter = match fault {
+    /// Plans `fault` for the transfer `target` names.
+    pub fn inject(&self, target: Target, fault: Fault) {
+        let target = match target {
+            Target::Nth(n) => Target::Nth(self.counter(fault).load(Ordering::SeqCst) + n),
+            key => key,
+        };
+        self.plan.lock().unwrap().push((target, fault));
+    }
+
+    /// Plans `fault` for the next transfer of a key ending with `suffix`.
+    pub fn inject_on(&self, suffix: &str, fault: Fault) {
+        self.inject(Target::KeyEndsWith(suffix.to_string()), fault);
+    }
+
+    /// The most bytes handed to the backend in one write (a whole put or one part):
+    /// what an upload holds in memory at most per request.
+    pub fn largest_write(&self) -> usize {
+        self.largest_write.load(Ordering::SeqCst)
+    }
+
+    fn counter(&self, fault: Fault) -> &AtomicUsize {
+        match fault {
             Fault::BreakDownloadAfter(_) => &self.downloads,
             _ => &self.uploads,
-        };
-        self.plan.lock().unwrap().push((counter.load(Ordering::SeqCst) + nth, fault));
+        }
     }
 
-    /// Uploads and downloads started so far.
-    pub fn counts(&self) -> (usize, usize) {
-        (self.uploads.load(Ordering::SeqCst), self.downloads.load(Ordering::SeqCst))
-    }
-
-    fn take(&self, counter: &AtomicUsize, is_upload: bool) -> Option<Fault> {
+    /// The fault planned for this transfer of `location`, if any, removed from the plan.
+    fn take(&self, location: &Path, is_upload: bool) -> Option<Fault> {
+        let counter = if is_upload { &self.uploads } else { &self.downloads };
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
         let mut plan = self.plan.lock().unwrap();
-        let pos = plan.iter().position(|&(at, f)| at == n && matches!(f, Fault::BreakDownloadAfter(_)) != is_upload)?;
+        let pos = plan.iter().position(|(target, fault)| {
+            let kind_matches = matches!(fault, Fault::BreakDownloadAfter(_)) != is_upload;
+            kind_matches
+                && match target {
+                    Target::Nth(at) => *at == n,
+                    Target::KeyEndsWith(suffix) => location.as_ref().ends_with(suffix.as_str()),
+                }
+        })?;
         Some(plan.remove(pos).1)
     }
+
 }
 
 fn injected(what: &str) -> object_store::Error {
@@ -78,7 +116,8 @@ impl fmt::Display for FaultyStore {
 #[async_trait]
 impl ObjectStore for FaultyStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
-        match self.take(&self.uploads, true) {
+        self.largest_write.fetch_max(payload.content_length(), Ordering::SeqCst);
+        match self.take(location, true) {
             Some(Fault::FailUpload) => Err(injected("upload failed")),
             Some(Fault::TruncateUpload) => {
                 let bytes = Bytes::from(payload);
@@ -94,13 +133,13 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        let fault = self.take(&self.uploads, true);
+        let fault = self.take(location, true);
         let inner = self.inner.put_multipart_opts(location, opts).await?;
-        Ok(Box::new(FaultyUpload { inner, fault, parts: 0 }))
+        Ok(Box::new(FaultyUpload { inner, fault, parts: 0, largest_write: self.largest_write.clone() }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        let fault = self.take(&self.downloads, false);
+        let fault = self.take(location, false);
         let result = self.inner.get_opts(location, options).await?;
         let Some(Fault::BreakDownloadAfter(limit)) = fault else { return Ok(result) };
         let GetResult { meta, range, attributes, extensions, .. } = &result;
@@ -158,12 +197,14 @@ struct FaultyUpload {
     inner: Box<dyn MultipartUpload>,
     fault: Option<Fault>,
     parts: usize,
+    largest_write: Arc<AtomicUsize>,
 }
 
 #[async_trait]
 impl MultipartUpload for FaultyUpload {
     fn put_part(&mut self, data: PutPayload) -> UploadPart {
         self.parts += 1;
+        self.largest_write.fetch_max(data.content_length(), Ordering::SeqCst);
         if self.fault == Some(Fault::TruncateUpload) && self.parts > 1 {
             return Box::pin(futures::future::ready(Ok(())));
         }
@@ -172,7 +213,6 @@ impl MultipartUpload for FaultyUpload {
 
     async fn complete(&mut self) -> object_store::Result<PutResult> {
         if self.fault == Some(Fault::FailUpload) {
-            let _ = self.inner.abort().await;
             return Err(injected("multipart upload failed at completion"));
         }
         self.inner.complete().await

@@ -9,6 +9,7 @@
 mod commit;
 mod download;
 mod error;
+mod exclusive;
 pub mod fault;
 mod gc;
 mod hashing;

@@ -20,6 +20,8 @@ pub struct ArtifactStore {
     pub(crate) url: String,
     pub(crate) concurrency: usize,
     pub(crate) retries: u32,
+    /// Whether the backend honours conditional creates; probed on first commit.
+    pub(crate) conditional_put: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl ArtifactStore {
@@ -31,7 +33,13 @@ impl ArtifactStore {
 
     /// Wraps any backend (a fault-injecting wrapper, say) with `config`'s transfer settings.
     pub fn from_backend(inner: Arc<dyn ObjectStore>, url: &str, config: &StoreConfig) -> Self {
-        Self { inner, url: url.to_string(), concurrency: config.concurrency.max(1), retries: config.retries }
+        Self {
+            inner,
+            url: url.to_string(),
+            concurrency: config.concurrency.max(1),
+            retries: config.retries,
+            conditional_put: Arc::default(),
+        }
     }
 
     /// The URL this store was opened from.

