@@ -105,6 +105,7 @@ impl StoreError {
             object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
                 StoreError::AccessDenied { store: store.to_string(), detail: short(&e) }
             }
+            e if is_denied(&e) => StoreError::AccessDenied { store: store.to_string(), detail: s3_message(&e) },
             e if is_connection_error(&e) => StoreError::Unreachable { store: store.to_string(), detail: short(&e) },
             e => StoreError::Backend(e),
         }
@@ -124,6 +125,19 @@ fn short(e: &(dyn std::error::Error + 'static)) -> String {
     let text = cause.to_string();
     let line = text.lines().next().unwrap_or_default();
     line.chars().take(200).collect()
+}
+
+/// The S3 client reports some 401/403 answers (listings among them) as generic errors.
+fn is_denied(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    ["status code: 403", "status code: 401"].iter().any(|code| text.contains(code))
+}
+
+/// The `<Message>` of an S3 error document, or the innermost cause.
+fn s3_message(e: &object_store::Error) -> String {
+    let text = e.to_string();
+    let message = text.split_once("<Message>").and_then(|(_, rest)| rest.split_once("</Message>")).map(|(m, _)| m);
+    message.map(str::to_string).unwrap_or_else(|| short(e))
 }
 
 fn is_connection_error(e: &(dyn std::error::Error + 'static)) -> bool {
