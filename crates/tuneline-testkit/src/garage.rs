@@ -80,15 +80,19 @@ fn start() -> Result<Garage, String> {
     let child: Child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     std::mem::forget(child);
 
-    let admin = |args: &[&str]| admin(&bin, &config, args);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let node = loop {
-        match admin(&["node", "id", "-q"]) {
-            Ok(out) => break out.trim().split('@').next().unwrap_or_default().to_string(),
-            Err(e) if Instant::now() > deadline => return Err(format!("Garage did not start: {e}; see {}/server.log", dir.display())),
+    // The server answers admin commands only once its RPC is up: retry each until then.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let admin = |args: &[&str]| loop {
+        match admin(&bin, &config, args) {
+            Ok(out) => return Ok(out),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("Garage did not come up: {e}; see {}/server.log", dir.display()))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     };
+    let node = admin(&["node", "id", "-q"])?.trim().split('@').next().unwrap_or_default().to_string();
+    admin(&["status"])?;
     admin(&["layout", "assign", "-z", "dc1", "-c", "20G", &node])?;
     admin(&["layout", "apply", "--version", "1"])?;
     let bucket = "tuneline-test".to_string();

@@ -86,11 +86,15 @@ fn with_env_secrets(mut config: Config, env: impl Fn(&str) -> Option<String>) ->
 /// A `toml` syntax or type error as a one-line problem with its line.
 fn toml_problem(text: &str, e: &toml::de::Error, field: String) -> Problem {
     let field = if field == "." { String::new() } else { field };
-    Problem {
-        line: e.span().map(|s| line_at(text, s.start)),
-        field,
-        message: e.message().trim().replace('\n', "; "),
+    let line = e.span().map(|s| line_at(text, s.start));
+    let mut message = e.message().trim().replace('\n', "; ");
+    if field.is_empty() {
+        // A syntax error has no field to name, so quote the line it is on.
+        if let Some(source) = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).filter(|s| !s.is_empty()) {
+            message = format!("{message}: `{source}`");
+        }
     }
+    Problem { line, field, message }
 }
 
 /// Key segments of a path reported by `serde_ignored`.

@@ -1,0 +1,5 @@
+//! One module per command group.
+
+pub mod config;
+pub mod init;
+pub mod store;

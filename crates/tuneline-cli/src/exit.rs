@@ -1,0 +1,52 @@
+//! Errors with the exit code the CLI documents.
+
+use std::process::ExitCode;
+
+use tuneline_core::config::ConfigError;
+use tuneline_store::StoreError;
+
+/// A failure and the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code: 1 operation failed, 2 bad input, 3 verification failed.
+    pub code: u8,
+    /// What to print, already worded for the user.
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad usage or bad input.
+    pub fn input(message: impl Into<String>) -> Self {
+        Self { code: 2, message: message.into() }
+    }
+
+    /// Verification found problems (already printed).
+    pub fn verification(message: impl Into<String>) -> Self {
+        Self { code: 3, message: message.into() }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.code)
+    }
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Self::input(e.to_string())
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let code = match e {
+            StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => 2,
+            StoreError::NotCommitted { .. } | StoreError::AlreadyCommitted { .. } => 2,
+            _ => 1,
+        };
+        Self { code, message: e.to_string() }
+    }
+}
+
+/// What commands return.
+pub type CliResult<T = ()> = Result<T, Failure>;

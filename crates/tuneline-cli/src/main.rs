@@ -1,0 +1,48 @@
+//! The `tuneline` binary.
+
+mod cli;
+mod commands;
+mod context;
+mod exit;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command, ConfigCommand};
+use crate::exit::CliResult;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.verbose, cli.global.quiet);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(&cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            failure.exit_code()
+        }
+    }
+}
+
+async fn run(cli: &Cli) -> CliResult {
+    match &cli.command {
+        Command::Init(args) => commands::init::run(args, cli.global.json),
+        Command::Config(ConfigCommand::Check) => commands::config::check(&cli.global),
+        Command::Store(command) => commands::store::run(&cli.global, command).await,
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the level chosen by -v / -q.
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (_, 0) => "warn",
+        (_, 1) => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}

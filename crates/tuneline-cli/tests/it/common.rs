@@ -1,0 +1,72 @@
+//! The shared test context: a temp project directory and the binary run inside it.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// A scratch project directory; commands run with it as their working directory.
+pub struct TestContext {
+    pub dir: TempDir,
+}
+
+impl TestContext {
+    pub fn new() -> Self {
+        Self { dir: TempDir::new().unwrap() }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// `tuneline ARGS` in the project directory, with no store credentials
+    /// from the caller's environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::cargo_bin("tuneline").unwrap();
+        cmd.current_dir(self.dir.path()).args(args);
+        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "TUNELINE_TOKEN", "RUST_LOG"] {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    /// Runs `tuneline ARGS` and returns (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        output(self.cmd(args))
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+}
+
+/// Runs a prepared command and returns (exit code, stdout, stderr).
+pub fn output(mut cmd: Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every regular file under `dir`, relative, sorted.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of the `tuneline` binary: real files, a real Garage
+//! server, and assertions on what a user sees. One module per command.
+
+mod common;
+mod config;
+mod help;
+mod init;
+mod store;
+mod store_s3;

