@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use indicatif::HumanBytes;
-use tuneline_store::{ArtifactStore, GcOptions};
+use tuneline_store::{ArtifactStore, GcOptions, StoreError};
 
 use crate::cli::{Global, StoreCommand};
 use crate::context::{load_config, open_store};
@@ -17,12 +17,9 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
     match command {
         StoreCommand::Ls { prefix } => ls(global, &store, prefix).await,
         StoreCommand::Push { local_dir, prefix } => {
-            let shown = Shown::new(&format!("push {prefix}"), global.quiet || global.json);
-            let started = Instant::now();
-            let commit = store.push_dir(local_dir, prefix, &shown).await;
-            shown.finish();
-            let commit = commit?;
-            let secs = started.elapsed().as_secs_f64();
+            let (commit, secs) =
+                with_progress(global, &format!("push {prefix}"), async |p| store.push_dir(local_dir, prefix, p).await)
+                    .await?;
             if global.json {
                 print_json(&serde_json::json!({ "commit": commit, "seconds": secs }));
             } else {
@@ -37,12 +34,8 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
             Ok(())
         }
         StoreCommand::Pull { prefix, local_dir } => {
-            let shown = Shown::new(&format!("pull {prefix}"), global.quiet || global.json);
-            let started = Instant::now();
-            let report = store.pull(prefix, local_dir, &shown).await;
-            shown.finish();
-            let report = report?;
-            let secs = started.elapsed().as_secs_f64();
+            let (report, secs) =
+                with_progress(global, &format!("pull {prefix}"), async |p| store.pull(prefix, local_dir, p).await).await?;
             if global.json {
                 print_json(&serde_json::json!({ "report": report, "seconds": secs }));
             } else {
@@ -102,10 +95,8 @@ async fn ls(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
 }
 
 async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
-    let shown = Shown::new(&format!("verify {prefix}"), global.quiet || global.json);
-    let results = store.verify(prefix, &shown).await;
-    shown.finish();
-    let results = results?;
+    let (results, _) =
+        with_progress(global, &format!("verify {prefix}"), async |p| store.verify(prefix, p).await).await?;
     let bad: usize = results.iter().map(|r| r.problems.len()).sum();
     if global.json {
         print_json(&serde_json::json!({ "ok": bad == 0, "artifacts": results }));
@@ -123,6 +114,19 @@ async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResu
         return Err(Failure::verification(format!("{bad} file(s) corrupt or missing{}", under(prefix))));
     }
     Ok(())
+}
+
+/// Runs a transfer while showing its progress; returns its result and the seconds it took.
+async fn with_progress<T>(
+    global: &Global,
+    what: &str,
+    transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>,
+) -> CliResult<(T, f64)> {
+    let shown = Shown::new(what, global.quiet || global.json);
+    let started = Instant::now();
+    let result = transfer(&shown).await;
+    shown.finish();
+    Ok((result?, started.elapsed().as_secs_f64()))
 }
 
 /// " under `PREFIX`", or nothing for the whole store.
