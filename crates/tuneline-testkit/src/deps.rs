@@ -26,3 +26,10 @@ pub fn smollm2_gguf() -> PathBuf {
     assert!(path.is_file(), "SmolLM2 GGUF not found at {}: {SETUP}", path.display());
     path
 }
+
+/// A file under the repository's `tests/fixtures/` (reference outputs of transformers + PEFT).
+pub fn fixture(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel);
+    assert!(path.exists(), "fixture {} is missing from the checkout", path.display());
+    path
+}

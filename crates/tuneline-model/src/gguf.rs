@@ -1,0 +1,88 @@
+//! GGUF metadata, read with candle's GGUF parser.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+
+use crate::error::ModelError;
+
+/// The metadata of a GGUF file, with typed accessors that name the missing key.
+pub struct GgufMetadata {
+    path: std::path::PathBuf,
+    values: HashMap<String, Value>,
+}
+
+impl GgufMetadata {
+    /// Reads the header of the GGUF file at `path` (tensor data is not read).
+    pub fn read(path: &Path) -> Result<Self, ModelError> {
+        let mut file = std::fs::File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
+        let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
+        Ok(Self { path: path.to_path_buf(), values: content.metadata })
+    }
+
+    /// The raw value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
+    /// A string value.
+    pub fn string(&self, key: &str) -> Result<&str, ModelError> {
+        match self.get(key) {
+            Some(Value::String(s)) => Ok(s),
+            other => Err(self.wrong(key, "a string", other)),
+        }
+    }
+
+    /// An unsigned integer value of any width.
+    pub fn uint(&self, key: &str) -> Result<u64, ModelError> {
+        let v = self.get(key);
+        match v {
+            Some(Value::U8(x)) => Ok(*x as u64),
+            Some(Value::U16(x)) => Ok(*x as u64),
+            Some(Value::U32(x)) => Ok(*x as u64),
+            Some(Value::U64(x)) => Ok(*x),
+            Some(Value::I32(x)) if *x >= 0 => Ok(*x as u64),
+            Some(Value::I64(x)) if *x >= 0 => Ok(*x as u64),
+            _ => Err(self.wrong(key, "an unsigned integer", v)),
+        }
+    }
+
+    /// An array of strings.
+    pub fn strings(&self, key: &str) -> Result<Vec<&str>, ModelError> {
+        let v = self.get(key);
+        let Some(Value::Array(items)) = v else { return Err(self.wrong(key, "an array of strings", v)) };
+        items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s.as_str()),
+                other => Err(self.wrong(key, "an array of strings", Some(other))),
+            })
+            .collect()
+    }
+
+    /// An array of integers, as i64.
+    pub fn ints(&self, key: &str) -> Result<Vec<i64>, ModelError> {
+        let v = self.get(key);
+        let Some(Value::Array(items)) = v else { return Err(self.wrong(key, "an array of integers", v)) };
+        items
+            .iter()
+            .map(|i| match i {
+                Value::I32(x) => Ok(*x as i64),
+                Value::U32(x) => Ok(*x as i64),
+                Value::I64(x) => Ok(*x),
+                Value::U8(x) => Ok(*x as i64),
+                Value::I8(x) => Ok(*x as i64),
+                other => Err(self.wrong(key, "an array of integers", Some(other))),
+            })
+            .collect()
+    }
+
+    fn wrong(&self, key: &str, expected: &str, got: Option<&Value>) -> ModelError {
+        let what = match got {
+            None => "is missing".to_string(),
+            Some(v) => format!("is {:?}", v.value_type()),
+        };
+        ModelError::new(&self.path, format!("metadata `{key}` {what}, expected {expected}"))
+    }
+}

@@ -1,0 +1,14 @@
+//! tuneline's model side: reading GGUF files and Hugging Face model
+//! directories, and the tokenizer and chat template they carry, shared by the
+//! data plane (tokenizing datasets) and the training plane.
+
+mod chat_template;
+mod error;
+pub mod gguf;
+mod source;
+mod tokenizer;
+
+pub use chat_template::{ChatTemplate, Message};
+pub use error::ModelError;
+pub use source::ModelSource;
+pub use tokenizer::{ModelTokenizer, SpecialTokens};

@@ -1,0 +1,44 @@
+//! Where a model comes from: a GGUF file or a Hugging Face directory.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::ModelError;
+
+/// A model on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A single `.gguf` file: weights, tokenizer and chat template in its metadata.
+    Gguf(PathBuf),
+    /// A Hugging Face directory: `config.json`, safetensors, `tokenizer.json`, `tokenizer_config.json`.
+    HfDir(PathBuf),
+}
+
+impl ModelSource {
+    /// Recognizes `path` as a GGUF file or a Hugging Face directory.
+    pub fn detect(path: &Path) -> Result<Self, ModelError> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| ModelError::new(path, format!("{e}; set [model] path to a .gguf file or a Hugging Face directory")))?;
+        if meta.is_dir() {
+            if !path.join("tokenizer.json").is_file() {
+                return Err(ModelError::new(path, "is a directory without tokenizer.json; expected a Hugging Face model directory"));
+            }
+            return Ok(Self::HfDir(path.to_path_buf()));
+        }
+        let mut magic = [0u8; 4];
+        use std::io::Read;
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
+        if &magic != b"GGUF" {
+            return Err(ModelError::new(path, "is not a GGUF file (no GGUF magic) nor a Hugging Face directory"));
+        }
+        Ok(Self::Gguf(path.to_path_buf()))
+    }
+
+    /// The path itself.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Gguf(p) | Self::HfDir(p) => p,
+        }
+    }
+}

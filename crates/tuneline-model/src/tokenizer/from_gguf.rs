@@ -1,0 +1,92 @@
+//! Building the tokenizer from GGUF metadata: a byte-level BPE from
+//! `tokenizer.ggml.tokens` / `merges`, the pre-tokenizer named by
+//! `tokenizer.ggml.pre`, and the control tokens as special tokens.
+
+use std::path::Path;
+
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
+use tokenizers::{AddedToken, Tokenizer};
+
+use super::{ModelTokenizer, SpecialTokens};
+use crate::chat_template::ChatTemplate;
+use crate::error::ModelError;
+use crate::gguf::GgufMetadata;
+
+/// GGUF token types (llama.cpp's `llama_token_type`).
+const CONTROL: i64 = 3;
+const USER_DEFINED: i64 = 4;
+
+/// Loads the tokenizer stored in the GGUF file at `path`.
+pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
+    let meta = GgufMetadata::read(path)?;
+    let model = meta.string("tokenizer.ggml.model")?;
+    if model != "gpt2" {
+        return Err(ModelError::new(
+            path,
+            format!("tokenizer.ggml.model is `{model}`; only byte-level BPE (`gpt2`) GGUF tokenizers are supported, so use the model's Hugging Face directory (tokenizer.json)"),
+        ));
+    }
+    let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    let types = meta.ints("tokenizer.ggml.token_type")?;
+    let merges: Vec<(String, String)> = meta
+        .strings("tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|m| {
+            let (a, b) = m.split_once(' ').ok_or_else(|| ModelError::new(path, format!("merge `{m}` has no space")))?;
+            Ok((a.to_string(), b.to_string()))
+        })
+        .collect::<Result<_, ModelError>>()?;
+    let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|e| ModelError::new(path, format!("cannot build the BPE model: {e}")))?;
+
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(pre_tokenizer(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?));
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    tokenizer.with_post_processor(Some(ByteLevelProcessor::default().trim_offsets(false)));
+    let added: Vec<AddedToken> = tokens
+        .iter()
+        .zip(&types)
+        .filter(|(_, &t)| t == CONTROL || t == USER_DEFINED)
+        .map(|(token, &t)| AddedToken::from(token.to_string(), t == CONTROL))
+        .collect();
+    tokenizer.add_special_tokens(&added);
+
+    let token = |key: &str| meta.uint(key).ok().and_then(|id| tokens.get(id as usize)).map(|t| t.to_string());
+    let special = SpecialTokens {
+        bos: token("tokenizer.ggml.bos_token_id"),
+        eos: token("tokenizer.ggml.eos_token_id"),
+        pad: token("tokenizer.ggml.padding_token_id"),
+        unk: token("tokenizer.ggml.unknown_token_id"),
+    };
+    let chat_template = match meta.string("tokenizer.chat_template") {
+        Ok(source) => Some(ChatTemplate::new(source, special.clone()).map_err(|e| ModelError::new(path, e))?),
+        Err(_) => None,
+    };
+    Ok(ModelTokenizer { tokenizer, chat_template, special })
+}
+
+/// The pre-tokenizer llama.cpp calls `pre`, as the Hugging Face pipeline that defines it.
+fn pre_tokenizer(path: &Path, pre: &str) -> Result<PreTokenizerWrapper, ModelError> {
+    let byte_level = || PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
+    match pre {
+        "default" | "gpt-2" | "gpt2" => Ok(byte_level()),
+        // SmolLM: every digit on its own, then GPT-2's byte-level regex.
+        "smollm" => Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Digits(Digits::new(true)),
+            byte_level(),
+        ]))),
+        other => Err(ModelError::new(
+            path,
+            format!("pre-tokenizer `{other}` is not supported from GGUF; use the model's Hugging Face directory (tokenizer.json)"),
+        )),
+    }
+}

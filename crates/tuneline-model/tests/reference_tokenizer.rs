@@ -1,0 +1,48 @@
+//! The SmolLM2 tokenizer and chat template, built from the real GGUF's
+//! metadata, against transformers' outputs in `tests/fixtures/smollm2/reference.json`.
+
+use serde_json::Value;
+use tuneline_model::{Message, ModelTokenizer};
+
+fn reference() -> Value {
+    let text = std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+#[test]
+fn gguf_tokenizer_matches_transformers_token_for_token() {
+    let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let cases = reference()["tokenizer_cases"].as_array().unwrap().clone();
+    assert_eq!(cases.len(), 8);
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let expected = ids(&case["ids"]);
+        assert_eq!(tok.encode(text).unwrap(), expected, "{text:?}");
+        assert_eq!(tok.decode(&expected).unwrap(), text, "decoding {text:?}");
+    }
+}
+
+#[test]
+fn gguf_chat_template_renders_byte_for_byte() {
+    let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let template = tok.chat_template.as_ref().expect("SmolLM2's GGUF carries a chat template");
+    assert_eq!(tok.special.eos.as_deref(), Some("<|im_end|>"));
+    let cases = reference()["chat_template_cases"].as_array().unwrap().clone();
+    assert_eq!(cases.len(), 6);
+    for case in cases {
+        let messages: Vec<Message> = case["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        let add = case["add_generation_prompt"].as_bool().unwrap();
+        let rendered = template.render(&messages, add).unwrap();
+        assert_eq!(rendered, case["rendered"].as_str().unwrap(), "{messages:?} add_generation_prompt={add}");
+        assert_eq!(tok.encode(&rendered).unwrap(), ids(&case["ids"]), "ids of {rendered:?}");
+    }
+}
