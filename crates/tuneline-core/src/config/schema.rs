@@ -165,6 +165,44 @@ pub struct DataConfig {
     pub packing: bool,
     /// What to do with a bad record.
     pub on_error: OnError,
+    /// Field names of your data, for each canonical name they stand for
+    /// (`messages = "dialog"`, `role = "speaker"`, `instruction = "question"`).
+    pub fields: BTreeMap<String, String>,
+    /// Cleaning rules.
+    pub clean: CleanConfig,
+}
+
+/// Turn-order policy for conversations whose roles do not alternate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Alternation {
+    /// Merge consecutive turns of one role, drop stray system and leading assistant turns.
+    #[default]
+    Repair,
+    /// Remove the conversation.
+    Reject,
+}
+
+/// `data.clean`: the cleaning rules (each one is counted in the dataset stats).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CleanConfig {
+    /// Strip HTML tags and entities left over from scraping.
+    pub strip_html: bool,
+    /// Turn-order policy.
+    pub alternation: Alternation,
+    /// Fewest characters a conversation may have.
+    pub min_chars: usize,
+    /// Most characters a conversation may have.
+    pub max_chars: usize,
+    /// Most turns a conversation may have.
+    pub max_turns: usize,
+}
+
+impl Default for CleanConfig {
+    fn default() -> Self {
+        Self { strip_html: true, alternation: Alternation::Repair, min_chars: 1, max_chars: 200_000, max_turns: 256 }
+    }
 }
 
 impl Default for DataConfig {
@@ -180,6 +218,8 @@ impl Default for DataConfig {
             dedup: DedupConfig::default(),
             packing: true,
             on_error: OnError::Skip,
+            fields: BTreeMap::new(),
+            clean: CleanConfig::default(),
         }
     }
 }

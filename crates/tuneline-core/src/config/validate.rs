@@ -16,6 +16,17 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     v.check("data.eval_fraction", d.eval_fraction, "0 <= x < 1", (0.0..1.0).contains(&d.eval_fraction));
     v.check("data.dedup.threshold", d.dedup.threshold, "0 < x <= 1", d.dedup.threshold > 0.0 && d.dedup.threshold <= 1.0);
 
+    const CANONICAL: [&str; 13] = [
+        "instruction", "input", "output", "system", "conversations", "from", "value", "messages", "role", "content",
+        "prompt", "completion", "text",
+    ];
+    for name in d.fields.keys().filter(|k| !CANONICAL.contains(&k.as_str())) {
+        v.fail(&format!("data.fields.{name}"), &format!("is not a field tuneline reads; map one of: {}", CANONICAL.join(", ")));
+    }
+    let cl = &d.clean;
+    v.check("data.clean.max_chars", cl.max_chars as f64, ">= data.clean.min_chars", cl.max_chars >= cl.min_chars);
+    v.check("data.clean.max_turns", cl.max_turns as f64, ">= 2", cl.max_turns >= 2);
+
     let t = &c.training;
     if let Some(n) = t.max_steps {
         v.check("training.max_steps", n as f64, ">= 1", n >= 1);

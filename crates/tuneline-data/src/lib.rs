@@ -1,0 +1,10 @@
+//! tuneline's data plane: raw chat data in (JSONL, JSON arrays, CSV; gzip or
+//! zstd), then normalize, clean, dedup, split, tokenize and pack on CPU, and
+//! version the result in the store. Every input record is accounted for:
+//! kept, removed with a reason, or rejected with a reason.
+
+pub mod clean;
+pub mod format;
+pub mod ingest;
+pub mod read;
+pub mod stats;
