@@ -4,7 +4,11 @@
 //! kept, removed with a reason, or rejected with a reason.
 
 pub mod clean;
+pub mod dedup;
 pub mod format;
 pub mod ingest;
+pub mod pack;
 pub mod read;
+pub mod split;
+pub mod tokenize;
 pub mod stats;

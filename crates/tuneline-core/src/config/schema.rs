@@ -130,6 +130,17 @@ pub enum DataFormat {
     Text,
 }
 
+/// What to do with a sample longer than `max_seq_length`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// Leave it out (counted).
+    #[default]
+    Drop,
+    /// Keep its first `max_seq_length` tokens (counted).
+    Truncate,
+}
+
 /// What to do with a record that cannot be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -163,6 +174,8 @@ pub struct DataConfig {
     pub dedup: DedupConfig,
     /// Pack samples into full sequences.
     pub packing: bool,
+    /// What to do with a sample longer than `max_seq_length`.
+    pub overflow: Overflow,
     /// What to do with a bad record.
     pub on_error: OnError,
     /// Field names of your data, for each canonical name they stand for
@@ -217,6 +230,7 @@ impl Default for DataConfig {
             train_on_inputs: false,
             dedup: DedupConfig::default(),
             packing: true,
+            overflow: Overflow::Drop,
             on_error: OnError::Skip,
             fields: BTreeMap::new(),
             clean: CleanConfig::default(),

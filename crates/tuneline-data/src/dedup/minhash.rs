@@ -1,0 +1,115 @@
+//! MinHash-LSH with datatrove's defaults: word 5-grams, 14 bands of 8 rows,
+//! 64-bit hashes.
+
+use std::collections::HashMap;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// LSH bands.
+pub const BANDS: usize = 14;
+/// Rows (hashes) per band.
+pub const ROWS: usize = 8;
+/// Words per shingle.
+const NGRAM: usize = 5;
+/// The Mersenne prime 2^61 - 1 of the universal hash family.
+const PRIME: u64 = (1 << 61) - 1;
+
+/// Computes MinHash signatures with fixed permutations, so dataset versions are reproducible.
+pub struct MinHasher {
+    /// `(a, b)` of each permutation `h -> (a*h + b) mod p`.
+    params: Vec<(u64, u64)>,
+}
+
+impl Default for MinHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MinHasher {
+    /// The `BANDS * ROWS` permutations, derived from a fixed seed by splitmix64
+    /// (written out rather than taken from `rand`, whose streams may change
+    /// between versions and would silently change every dataset version).
+    pub fn new() -> Self {
+        let mut state = 0x7475_6e65_6c69_6e65u64; // "tuneline"
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let params = (0..BANDS * ROWS).map(|_| (next() % (PRIME - 1) + 1, next() % PRIME)).collect();
+        Self { params }
+    }
+
+    /// The signature of `text`: for each permutation, the minimum over its word 5-grams.
+    pub fn signature(&self, text: &str) -> Vec<u64> {
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '\''))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let shingles: Vec<u64> = if words.len() <= NGRAM {
+            vec![xxh3_64(words.join(" ").as_bytes())]
+        } else {
+            words.windows(NGRAM).map(|w| xxh3_64(w.join(" ").as_bytes())).collect()
+        };
+        self.params
+            .iter()
+            .map(|&(a, b)| shingles.iter().map(|&h| permute(a, b, h)).min().unwrap_or(u64::MAX))
+            .collect()
+    }
+}
+
+fn permute(a: u64, b: u64, h: u64) -> u64 {
+    let x = (a as u128 * (h % PRIME) as u128 + b as u128) % PRIME as u128;
+    x as u64
+}
+
+/// Pairs `(i, j)`, `i < j`, whose signatures agree on a whole band, each pair once.
+pub fn candidate_pairs(signatures: &[Vec<u64>]) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    for band in 0..BANDS {
+        let mut first: HashMap<u64, usize> = HashMap::with_capacity(signatures.len());
+        for (i, sig) in signatures.iter().enumerate() {
+            let rows = &sig[band * ROWS..(band + 1) * ROWS];
+            let key = xxh3_64(le_bytes(rows).as_slice());
+            match first.get(&key) {
+                Some(&j) => pairs.push((j, i)),
+                None => {
+                    first.insert(key, i);
+                }
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
+fn le_bytes(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Estimated Jaccard similarity: the share of equal signature positions.
+pub fn similarity(a: &[u64], b: &[u64]) -> f64 {
+    a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / a.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_copies_collide_and_strangers_do_not() {
+        let h = MinHasher::new();
+        let base = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the door";
+        let near = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the window";
+        let other = "completely different words about training language models on rented graphics cards cheaply";
+        let s = [h.signature(base), h.signature(near), h.signature(other)];
+        assert!(similarity(&s[0], &s[1]) > 0.7, "{}", similarity(&s[0], &s[1]));
+        assert!(similarity(&s[0], &s[2]) < 0.1);
+        assert_eq!(candidate_pairs(&s), [(0, 1)]);
+        assert_eq!(h.signature(base), MinHasher::new().signature(base), "signatures are reproducible");
+    }
+}
