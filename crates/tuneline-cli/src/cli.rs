@@ -53,6 +53,26 @@ pub enum Command {
     /// Committed artifacts in the store: list, push, pull, verify, clean up
     #[command(subcommand)]
     Store(StoreCommand),
+    /// The data plane: raw chat data in, a versioned, tokenized, packed dataset out
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+/// `tuneline data ...`.
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Clean, dedup, split, tokenize and pack [data] inputs into datasets/<name>/<version>
+    Prepare {
+        /// Input files, directories or globs, instead of data.inputs
+        inputs: Vec<String>,
+    },
+    /// Per-stage counts, token length percentiles and packing efficiency of a dataset
+    Show {
+        /// NAME or NAME@VERSION (default: the newest version)
+        dataset: String,
+    },
+    /// List committed datasets
+    Ls,
 }
 
 /// `tuneline init`.

@@ -48,5 +48,11 @@ impl From<StoreError> for Failure {
     }
 }
 
+impl From<tuneline_data::ingest::DataError> for Failure {
+    fn from(e: tuneline_data::ingest::DataError) -> Self {
+        Self::input(e.to_string())
+    }
+}
+
 /// What commands return.
 pub type CliResult<T = ()> = Result<T, Failure>;

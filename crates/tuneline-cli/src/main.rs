@@ -32,6 +32,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Init(args) => commands::init::run(args, cli.global.json),
         Command::Config(ConfigCommand::Check) => commands::config::check(&cli.global),
         Command::Store(command) => commands::store::run(&cli.global, command).await,
+        Command::Data(command) => commands::data::run(&cli.global, command).await,
     }
 }
 

@@ -21,6 +21,14 @@ pub enum DataError {
         /// What went wrong.
         reason: String,
     },
+    /// A stage left no samples at all.
+    #[error("no samples left after {stage}: {detail}")]
+    Empty {
+        /// The stage that removed the last samples.
+        stage: String,
+        /// What removed them, with counts.
+        detail: String,
+    },
     /// A record was rejected and `on_error = "fail"`.
     #[error("{origin}: {detail} (set data.on_error = \"skip\" to quarantine such records instead)")]
     Rejected {

@@ -1,9 +1,10 @@
 //! Per-stage counts of a dataset build: every input record is kept, removed
-//! or rejected, each with its reason.
+//! or rejected, each with its reason; then token and packing figures.
 
 use std::collections::BTreeMap;
 
 use crate::clean::CleanCounts;
+use crate::dedup::DedupCounts;
 
 /// What reading and normalizing did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -16,13 +17,80 @@ pub struct ReadCounts {
     pub unknown_roles: BTreeMap<String, u64>,
 }
 
-/// All counts of one build.
+/// What templating and tokenizing did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenizeCounts {
+    /// Samples removed, per reason (`longer than max_seq_length`, ...).
+    pub removed: BTreeMap<String, u64>,
+    /// Samples cut to `max_seq_length` (with `overflow = "truncate"`).
+    pub truncated: u64,
+}
+
+/// Token-length distribution of the samples, before packing.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Lengths {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Longest.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Lengths {
+    /// The distribution of `lengths` (nearest-rank percentiles).
+    pub fn of(mut lengths: Vec<u64>) -> Self {
+        if lengths.is_empty() {
+            return Self::default();
+        }
+        lengths.sort_unstable();
+        let rank = |p: f64| lengths[((p * lengths.len() as f64).ceil() as usize).clamp(1, lengths.len()) - 1];
+        Self {
+            p50: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+            max: *lengths.last().expect("not empty"),
+            mean: lengths.iter().sum::<u64>() as f64 / lengths.len() as f64,
+        }
+    }
+}
+
+/// One split of the dataset.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SplitStats {
+    /// Samples.
+    pub samples: u64,
+    /// Packed rows.
+    pub rows: u64,
+    /// Tokens.
+    pub tokens: u64,
+    /// Tokens the loss counts.
+    pub trained_tokens: u64,
+    /// Real tokens / (rows x max_seq_length).
+    pub packing_efficiency: f64,
+    /// Parquet shards.
+    pub files: Vec<String>,
+}
+
+/// All counts of one build.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     /// Reading and normalizing.
     pub input: ReadCounts,
     /// Cleaning.
     pub clean: CleanCounts,
-    /// Samples left after all stages.
+    /// Deduplication.
+    pub dedup: DedupCounts,
+    /// Templating and tokenizing.
+    pub tokenize: TokenizeCounts,
+    /// Samples in the dataset (train + eval).
     pub kept: u64,
+    /// Token lengths of the kept samples.
+    pub lengths: Lengths,
+    /// `train` and `eval`.
+    pub splits: BTreeMap<String, SplitStats>,
 }

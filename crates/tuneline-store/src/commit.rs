@@ -64,6 +64,22 @@ impl ArtifactStore {
         Ok(commit)
     }
 
+    /// The content of one file of the committed artifact at `prefix`, checked against its sha256.
+    pub async fn read_committed(&self, prefix: &str, path: &str) -> Result<bytes::Bytes> {
+        let commit = self.read_commit(prefix).await?;
+        let key = key::join(prefix, path);
+        let entry = commit.files.iter().find(|f| f.path == path).ok_or_else(|| StoreError::Corrupt {
+            key: key.clone(),
+            what: format!("is not part of the commit of `{prefix}`"),
+        })?;
+        let bytes = self.inner.get(&key::path(&key)?).await.map_err(|e| self.err(e))?.bytes().await.map_err(|e| self.err(e))?;
+        let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        if sha256 != entry.sha256 {
+            return Err(StoreError::Corrupt { key, what: format!("sha256 {sha256}, commit says {}", entry.sha256) });
+        }
+        Ok(bytes)
+    }
+
     /// Whether `prefix` is committed.
     pub async fn is_committed(&self, prefix: &str) -> Result<bool> {
         match self.read_commit(prefix).await {

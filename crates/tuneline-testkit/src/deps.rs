@@ -40,3 +40,11 @@ pub fn sharegpt_json() -> PathBuf {
     assert!(path.is_file(), "ShareGPT file not found at {}: {SETUP}", path.display());
     path
 }
+
+/// A Python with Hugging Face `datasets`, for compatibility checks only:
+/// `$TUNELINE_TEST_PYTHON`, default `<cache>/venv/bin/python`. Panics, saying how to get it, when absent.
+pub fn python_with_datasets() -> PathBuf {
+    let path = std::env::var_os("TUNELINE_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("venv/bin/python"));
+    assert!(path.is_file(), "Python with `datasets` not found at {}: {SETUP}", path.display());
+    path
+}

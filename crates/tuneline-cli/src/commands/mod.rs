@@ -1,5 +1,6 @@
 //! One module per command group.
 
 pub mod config;
+pub mod data;
 pub mod init;
 pub mod store;

@@ -11,6 +11,7 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
+use sha2::{Digest, Sha256};
 use tokenizers::{AddedToken, Tokenizer};
 
 use super::{ModelTokenizer, SpecialTokens};
@@ -71,7 +72,22 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         Ok(source) => Some(ChatTemplate::new(source, special.clone()).map_err(|e| ModelError::new(path, e))?),
         Err(_) => None,
     };
-    Ok(ModelTokenizer { tokenizer, chat_template, special })
+    let mut hash = Sha256::new();
+    for key in ["tokenizer.ggml.pre", "tokenizer.chat_template"] {
+        hash.update(meta.string(key).unwrap_or_default().as_bytes());
+        hash.update([0]);
+    }
+    for (token, kind) in tokens.iter().zip(&types) {
+        hash.update(token.as_bytes());
+        hash.update(kind.to_le_bytes());
+    }
+    for merge in meta.strings("tokenizer.ggml.merges")? {
+        hash.update(merge.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(format!("{special:?}").as_bytes());
+    let fingerprint = hex::encode(hash.finalize());
+    Ok(ModelTokenizer { tokenizer, chat_template, special, fingerprint })
 }
 
 /// The pre-tokenizer llama.cpp calls `pre`, as the Hugging Face pipeline that defines it.

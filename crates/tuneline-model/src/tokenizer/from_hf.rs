@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::{ModelTokenizer, SpecialTokens};
@@ -39,5 +40,11 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
     let chat_template = source
         .map(|s| ChatTemplate::new(&s, special.clone()).map_err(|e| ModelError::new(&config_path, e)))
         .transpose()?;
-    Ok(ModelTokenizer { tokenizer, chat_template, special })
+    let mut hash = Sha256::new();
+    for path in [&file, &config_path] {
+        hash.update(std::fs::read(path).unwrap_or_default());
+        hash.update([0]);
+    }
+    let fingerprint = hex::encode(hash.finalize());
+    Ok(ModelTokenizer { tokenizer, chat_template, special, fingerprint })
 }

@@ -31,6 +31,9 @@ pub struct ModelTokenizer {
     pub chat_template: Option<ChatTemplate>,
     /// Special tokens by role.
     pub special: SpecialTokens,
+    /// sha256 (hex) of everything that decides tokenization and templating,
+    /// so datasets are re-tokenized exactly when it changes.
+    pub fingerprint: String,
 }
 
 impl ModelTokenizer {

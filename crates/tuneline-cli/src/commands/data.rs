@@ -1,0 +1,158 @@
+//! `tuneline data prepare | show | ls`.
+
+use std::path::PathBuf;
+
+use indicatif::HumanBytes;
+use tuneline_data::prepare::{build, plan, Manifest, MANIFEST};
+use tuneline_store::{ArtifactStore, NoProgress, StoreError};
+
+use crate::cli::{DataCommand, Global};
+use crate::context::{load_config, open_store};
+use crate::exit::{CliResult, Failure};
+
+/// Runs a `tuneline data` command.
+pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
+    let loaded = load_config(global, true)?;
+    let store = open_store(global, &loaded.config)?;
+    match command {
+        DataCommand::Prepare { inputs } => prepare(global, &store, &loaded.config, inputs).await,
+        DataCommand::Show { dataset } => {
+            let manifest = find(&store, dataset).await?;
+            if global.json {
+                println!("{}", serde_json::to_string_pretty(&manifest).expect("serializable"));
+            } else {
+                print!("{}", render(&manifest));
+            }
+            Ok(())
+        }
+        DataCommand::Ls => {
+            let listing = store.list_committed("datasets").await?;
+            let mut rows = Vec::new();
+            for a in &listing.artifacts {
+                let m = manifest_at(&store, &a.prefix).await?;
+                rows.push((m, a.committed_at.clone(), a.size));
+            }
+            if global.json {
+                let v: Vec<_> = rows
+                    .iter()
+                    .map(|(m, at, size)| serde_json::json!({"name": m.name, "version": m.version, "committed_at": at, "bytes": size, "samples": m.stats.kept}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v).expect("serializable"));
+            } else if rows.is_empty() {
+                println!("no datasets in {}", store.url());
+            } else {
+                println!("{:<24} {:<18} {:>9} {:>10}  COMMITTED", "NAME", "VERSION", "SAMPLES", "SIZE");
+                for (m, at, size) in &rows {
+                    println!("{:<24} {:<18} {:>9} {:>10}  {at}", m.name, m.version, m.stats.kept, HumanBytes(*size).to_string());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult {
+    let base = PathBuf::from(".");
+    let plan = tokio::task::block_in_place(|| plan(config, &base, inputs))?;
+    let prefix = plan.prefix();
+    if store.is_committed(&prefix).await? {
+        let manifest = manifest_at(store, &prefix).await?;
+        return report(global, &manifest, &prefix, "is up to date; nothing to do");
+    }
+    let staging = PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
+    let _ = std::fs::remove_dir_all(&staging);
+    let manifest = tokio::task::block_in_place(|| build(&plan, config, &staging))?;
+    match store.push_dir(&staging, &prefix, &NoProgress).await {
+        Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let _ = std::fs::remove_dir_all(&staging);
+    report(global, &manifest, &prefix, "committed")
+}
+
+fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> CliResult {
+    if global.json {
+        println!("{}", serde_json::json!({ "prefix": prefix, "status": what, "manifest": manifest }));
+    } else {
+        println!("dataset {}@{} {what} ({prefix})", manifest.name, manifest.version);
+        if !global.quiet {
+            print!("{}", render(manifest));
+        }
+    }
+    Ok(())
+}
+
+/// The manifest of NAME or NAME@VERSION (the newest committed version by default).
+async fn find(store: &ArtifactStore, spec: &str) -> CliResult<Manifest> {
+    let (name, version) = spec.split_once('@').map_or((spec, None), |(n, v)| (n, Some(v)));
+    tuneline_store::check_key(name)?;
+    let listing = store.list_committed(&format!("datasets/{name}")).await?;
+    let chosen = match version {
+        Some(v) => listing.artifacts.iter().find(|a| a.prefix.rsplit('/').next() == Some(v)),
+        None => listing.artifacts.iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)),
+    };
+    let Some(artifact) = chosen else {
+        let known: Vec<&str> = listing.artifacts.iter().filter_map(|a| a.prefix.rsplit('/').next()).collect();
+        return Err(Failure::input(format!(
+            "no committed dataset `{spec}` in {}; versions of `{name}`: {}",
+            store.url(),
+            if known.is_empty() { "none (see `tuneline data ls`)".to_string() } else { known.join(", ") }
+        )));
+    };
+    manifest_at(store, &artifact.prefix).await
+}
+
+async fn manifest_at(store: &ArtifactStore, prefix: &str) -> CliResult<Manifest> {
+    let bytes = store.read_committed(prefix, MANIFEST).await?;
+    serde_json::from_slice(&bytes).map_err(|e| Failure { code: 1, message: format!("{prefix}/{MANIFEST}: unreadable manifest: {e}") })
+}
+
+/// The human view of a manifest: counts at every stage, lengths, packing.
+fn render(m: &Manifest) -> String {
+    use std::fmt::Write;
+    let s = &m.stats;
+    let mut out = String::new();
+    let bytes: u64 = m.inputs.iter().map(|i| i.size).sum();
+    let _ = writeln!(out, "inputs       {} file(s), {}", m.inputs.len(), HumanBytes(bytes));
+    for t in &m.truncated_inputs {
+        let _ = writeln!(out, "  truncated  {t}");
+    }
+    let _ = writeln!(out, "read         {:>9}", s.input.read);
+    section(&mut out, "rejected", &s.input.rejected);
+    section(&mut out, "removed", &s.clean.removed);
+    let d = &s.dedup;
+    let _ = writeln!(out, "dedup        {:>9}  ({} exact, {} near; {} clusters, largest {})", d.exact_removed + d.near_removed, d.exact_removed, d.near_removed, d.clusters, d.largest_cluster);
+    section(&mut out, "dropped", &s.tokenize.removed);
+    for (role, n) in &s.input.unknown_roles {
+        let _ = writeln!(out, "  unknown role `{role}`: {n}");
+    }
+    let _ = writeln!(out, "edited       (samples changed, kept)");
+    for (edit, n) in &s.clean.edited {
+        let _ = writeln!(out, "  {edit:<36} {n:>9}");
+    }
+    let _ = writeln!(out, "kept         {:>9}", s.kept);
+    let l = &s.lengths;
+    let _ = writeln!(out, "tokens/sample p50 {}, p90 {}, p99 {}, max {}, mean {:.0}", l.p50, l.p90, l.p99, l.max, l.mean);
+    for (name, split) in &s.splits {
+        let _ = writeln!(
+            out,
+            "{name:<12} {:>9} samples, {} rows, {} tokens ({} trained), packing efficiency {:.1}%",
+            split.samples,
+            split.rows,
+            split.tokens,
+            split.trained_tokens,
+            split.packing_efficiency * 100.0
+        );
+    }
+    out
+}
+
+/// A stage's total and its count per reason.
+fn section(out: &mut String, title: &str, counts: &std::collections::BTreeMap<String, u64>) {
+    use std::fmt::Write;
+    let total: u64 = counts.values().sum();
+    let _ = writeln!(out, "{title:<12} {total:>9}");
+    for (reason, n) in counts {
+        let _ = writeln!(out, "  {reason:<36} {n:>9}");
+    }
+}

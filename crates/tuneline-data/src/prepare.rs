@@ -1,0 +1,262 @@
+//! `data prepare` end to end: plan (hash inputs and tokenizer into a version,
+//! so an unchanged rerun does nothing), then build the dataset into a local
+//! directory that the caller commits to `datasets/<name>/<version>/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use tuneline_core::config::Config;
+use tuneline_model::ModelTokenizer;
+
+use crate::dedup::{dedup, normalized_text};
+use crate::format::Record;
+use crate::ingest::{ingest, resolve_inputs, DataError, Ingested};
+use crate::output::write_split;
+use crate::pack::pack;
+use crate::read::Truncation;
+use crate::split::{split, EvalSize};
+use crate::stats::{Lengths, SplitStats, Stats};
+use crate::tokenize::{Tokenized, Tokenizer, IGNORE};
+
+/// The manifest file inside a dataset version.
+pub const MANIFEST: &str = "manifest.json";
+/// Records rejected with `on_error = "skip"`, one JSON object per line.
+pub const QUARANTINE: &str = "quarantine.jsonl";
+
+/// An input file and its content hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputFile {
+    /// As resolved from `data.inputs`.
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+    /// sha256 (hex).
+    pub sha256: String,
+}
+
+/// `manifest.json`: what a dataset version was built from, and what the build did.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    /// Always `tuneline.dataset/1`.
+    pub format: String,
+    /// `data.name`.
+    pub name: String,
+    /// Content hash of inputs, pipeline config and tokenizer.
+    pub version: String,
+    /// The tuneline that built it.
+    pub tuneline_version: String,
+    /// Inputs with their hashes.
+    pub inputs: Vec<InputFile>,
+    /// The model the tokenizer and template came from, and their fingerprint.
+    pub tokenizer: TokenizerRef,
+    /// The pipeline settings that shaped the data.
+    pub pipeline: serde_json::Value,
+    /// Inputs that were cut short.
+    pub truncated_inputs: Vec<String>,
+    /// Per-stage counts.
+    pub stats: Stats,
+}
+
+/// Which tokenizer a dataset was built with.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TokenizerRef {
+    /// `model.path`.
+    pub model: String,
+    /// sha256 of everything that decides tokenization and templating.
+    pub fingerprint: String,
+}
+
+/// What a build will do, decided before any heavy work.
+pub struct Plan {
+    /// `data.name`.
+    pub name: String,
+    /// The version the inputs, settings and tokenizer hash to.
+    pub version: String,
+    /// Input files.
+    pub inputs: Vec<(PathBuf, InputFile)>,
+    /// The model's tokenizer and template.
+    pub tokenizer: ModelTokenizer,
+    model: String,
+    pipeline: serde_json::Value,
+}
+
+impl Plan {
+    /// `datasets/<name>/<version>`.
+    pub fn prefix(&self) -> String {
+        format!("datasets/{}/{}", self.name, self.version)
+    }
+}
+
+/// Resolves and hashes the inputs, loads the tokenizer, and computes the version.
+/// Relative inputs and model paths are taken from `base`; `inputs` overrides `data.inputs`.
+pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, DataError> {
+    let wanted = if inputs.is_empty() { &config.data.inputs } else { inputs };
+    let files = resolve_inputs(wanted, base)?;
+    let hashed: Vec<(PathBuf, InputFile)> = files
+        .par_iter()
+        .map(|path| {
+            let (size, sha256) = hash_file(path).map_err(|e| DataError::Input { path: path.display().to_string(), reason: e.to_string() })?;
+            Ok((path.clone(), InputFile { path: path.display().to_string(), size, sha256 }))
+        })
+        .collect::<Result<_, DataError>>()?;
+    let model_path = base.join(&config.model.path);
+    let tokenizer = ModelTokenizer::load(&model_path)
+        .map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
+    let d = &config.data;
+    let pipeline = serde_json::json!({
+        "format": d.format, "fields": d.fields, "clean": d.clean, "dedup": d.dedup,
+        "max_seq_length": d.max_seq_length, "eval_fraction": d.eval_fraction, "eval_count": d.eval_count,
+        "train_on_inputs": d.train_on_inputs, "packing": d.packing, "overflow": d.overflow, "on_error": d.on_error,
+        "seed": config.training.seed,
+    });
+    let mut h = Sha256::new();
+    h.update(b"tuneline.dataset/1\0");
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    for (_, f) in &hashed {
+        h.update(f.sha256.as_bytes());
+    }
+    h.update(pipeline.to_string().as_bytes());
+    h.update(tokenizer.fingerprint.as_bytes());
+    let version = hex::encode(h.finalize())[..16].to_string();
+    Ok(Plan { name: d.name.clone(), version, inputs: hashed, tokenizer, model: config.model.path.clone(), pipeline })
+}
+
+/// Builds the dataset of `plan` into `out` (shards, manifest, quarantine).
+pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataError> {
+    let d = &config.data;
+    let io = |e: std::io::Error| DataError::Input { path: out.display().to_string(), reason: e.to_string() };
+    std::fs::create_dir_all(out).map_err(io)?;
+    let mut stats = Stats::default();
+
+    let started = Instant::now();
+    let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
+    let mut records: Vec<Record> = Vec::new();
+    let Ingested { input, clean, truncations, quarantined } = ingest(&files, d, &mut |r| records.push(r))?;
+    for t in &truncations {
+        tracing::warn!("{}: {} at line {} (byte {})", t.file.display(), t.reason, t.line, t.byte);
+    }
+    stats.input = input;
+    stats.clean = clean;
+    tracing::info!("read {} records, {} kept after cleaning ({:.1?})", stats.input.read, records.len(), started.elapsed());
+    nonempty(records.len(), "reading and cleaning", &stats.input.rejected, &stats.clean.removed)?;
+    write_quarantine(&out.join(QUARANTINE), &quarantined).map_err(io)?;
+
+    let started = Instant::now();
+    let deduped = dedup(&records, &d.dedup);
+    stats.dedup = deduped.counts.clone();
+    tracing::info!(
+        "dedup: {} exact and {} near duplicates removed, {} clusters ({:.1?})",
+        stats.dedup.exact_removed,
+        stats.dedup.near_removed,
+        stats.dedup.clusters,
+        started.elapsed()
+    );
+
+    // Split by cluster: every member of a cluster shares its representative's key.
+    let keys: Vec<String> = deduped
+        .kept
+        .par_iter()
+        .map(|&i| hex::encode(Sha256::digest(normalized_text(&records[deduped.cluster_of[i]].sample).as_bytes())))
+        .collect();
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let size = match d.eval_count {
+        Some(n) => EvalSize::Count(n),
+        None => EvalSize::Fraction(d.eval_fraction),
+    };
+    let is_eval = split(&key_refs, config.training.seed, size);
+
+    let started = Instant::now();
+    let tok = Tokenizer {
+        model: &plan.tokenizer,
+        train_on_inputs: d.train_on_inputs,
+        max_seq_length: d.max_seq_length as usize,
+        overflow: d.overflow,
+    };
+    let tokenized: Vec<Result<Tokenized, &'static str>> =
+        deduped.kept.par_iter().map(|&i| tok.tokenize(&records[i].sample)).collect();
+    let (mut train, mut eval) = (Vec::new(), Vec::new());
+    for (result, eval_flag) in tokenized.into_iter().zip(is_eval) {
+        match result {
+            Ok(t) => {
+                stats.tokenize.truncated += u64::from(t.truncated);
+                if eval_flag { eval.push(t) } else { train.push(t) }
+            }
+            Err(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
+        }
+    }
+    stats.kept = (train.len() + eval.len()) as u64;
+    tracing::info!("tokenized {} samples ({:.1?})", stats.kept, started.elapsed());
+    if train.is_empty() {
+        let why = stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ");
+        return Err(DataError::Empty { stage: "templating and tokenizing".into(), detail: why });
+    }
+    stats.lengths = Lengths::of(train.iter().chain(&eval).map(|t| t.input_ids.len() as u64).collect());
+
+    for (name, samples) in [("train", &train), ("eval", &eval)] {
+        let packing = pack(samples, d.max_seq_length as usize, d.packing);
+        let files = write_split(out, name, &packing.rows).map_err(io)?;
+        stats.splits.insert(
+            name.to_string(),
+            SplitStats {
+                samples: samples.len() as u64,
+                rows: packing.rows.len() as u64,
+                tokens: samples.iter().map(|t| t.input_ids.len() as u64).sum(),
+                trained_tokens: samples.iter().map(|t| t.labels.iter().filter(|&&l| l != IGNORE).count() as u64).sum(),
+                packing_efficiency: packing.efficiency,
+                files,
+            },
+        );
+    }
+
+    let manifest = Manifest {
+        format: "tuneline.dataset/1".into(),
+        name: plan.name.clone(),
+        version: plan.version.clone(),
+        tuneline_version: env!("CARGO_PKG_VERSION").into(),
+        inputs: plan.inputs.iter().map(|(_, f)| f.clone()).collect(),
+        tokenizer: TokenizerRef { model: plan.model.clone(), fingerprint: plan.tokenizer.fingerprint.clone() },
+        pipeline: plan.pipeline.clone(),
+        truncated_inputs: truncations.iter().map(describe).collect(),
+        stats,
+    };
+    let text = serde_json::to_string_pretty(&manifest).expect("manifest serializes");
+    std::fs::write(out.join(MANIFEST), text).map_err(io)?;
+    Ok(manifest)
+}
+
+fn describe(t: &Truncation) -> String {
+    format!("{}: {} (cut at line {}, byte {})", t.file.display(), t.reason, t.line, t.byte)
+}
+
+/// Fails when a stage left nothing, naming the stage and what removed the records.
+fn nonempty(
+    left: usize,
+    stage: &str,
+    rejected: &std::collections::BTreeMap<String, u64>,
+    removed: &std::collections::BTreeMap<String, u64>,
+) -> Result<(), DataError> {
+    if left > 0 {
+        return Ok(());
+    }
+    let why: Vec<String> = rejected.iter().chain(removed).map(|(k, v)| format!("{v} {k}")).collect();
+    Err(DataError::Empty { stage: stage.into(), detail: if why.is_empty() { "the inputs hold no records".into() } else { why.join(", ") } })
+}
+
+fn write_quarantine(path: &Path, records: &[crate::ingest::Quarantined]) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for q in records {
+        serde_json::to_writer(&mut file, q)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()
+}
+
+fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let size = std::io::copy(&mut file, &mut h)?;
+    Ok((size, hex::encode(h.finalize())))
+}
