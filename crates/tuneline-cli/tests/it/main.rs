@@ -3,6 +3,7 @@
 
 mod common;
 mod config;
+mod data;
 mod help;
 mod init;
 mod store;

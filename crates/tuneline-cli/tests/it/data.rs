@@ -1,0 +1,65 @@
+//! `tuneline data prepare | show | ls` on a small chat set with the real SmolLM2 model.
+
+use crate::common::TestContext;
+
+fn project() -> TestContext {
+    let ctx = TestContext::new();
+    std::fs::create_dir(ctx.path("models")).unwrap();
+    std::os::unix::fs::symlink(tuneline_testkit::smollm2_gguf(), ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    ctx.write("tuneline.toml", "[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 512\neval_count = 2\n");
+    let lines: Vec<String> = (0..24)
+        .map(|i| {
+            serde_json::json!({"conversations": [
+                {"from": "human", "value": format!("Ticket {i}: my order {} has not arrived", 1000 + i * 37)},
+                {"from": "gpt", "value": format!("Sorry about order {}. It ships in {} days.", 1000 + i * 37, i % 5 + 1)},
+            ]})
+            .to_string()
+        })
+        .collect();
+    ctx.write("data/tickets.jsonl", lines.join("\n"));
+    ctx
+}
+
+#[test]
+fn prepare_commits_a_version_and_a_rerun_does_nothing() {
+    let ctx = project();
+    let (code, out, err) = ctx.run(&["data", "prepare"]);
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap().to_string();
+    assert!(first.starts_with("dataset support@") && first.contains(" committed (datasets/support/"), "{out}");
+    assert!(out.contains("kept                24"), "{out}");
+
+    let (code, out, _) = ctx.run(&["data", "prepare"]);
+    assert_eq!(code, 0);
+    assert!(out.lines().next().unwrap().contains("is up to date; nothing to do"), "{out}");
+
+    let (_, out, _) = ctx.run(&["data", "ls"]);
+    assert!(out.lines().nth(1).unwrap().starts_with("support "), "{out}");
+    let (code, json, _) = ctx.run(&["--json", "data", "show", "support"]);
+    assert_eq!(code, 0);
+    let m: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(m["stats"]["input"]["read"], 24);
+    assert_eq!(m["stats"]["splits"]["eval"]["samples"], 2);
+    let version = m["version"].as_str().unwrap();
+    let (code, out, _) = ctx.run(&["data", "show", &format!("support@{version}")]);
+    assert_eq!(code, 0);
+    assert!(out.contains("packing efficiency"), "{out}");
+
+    // Changed data is a new version; the old one stays.
+    ctx.write("data/more.jsonl", r#"{"messages": [{"role": "user", "content": "Where is my refund?"}, {"role": "assistant", "content": "It was sent today."}]}"#);
+    let (_, out, _) = ctx.run(&["data", "prepare"]);
+    assert!(out.contains(" committed "), "{out}");
+    let (_, out, _) = ctx.run(&["data", "ls"]);
+    assert_eq!(out.lines().count(), 3, "{out}");
+}
+
+#[test]
+fn bad_data_inputs_are_named() {
+    let ctx = project();
+    let (code, _, err) = ctx.run(&["data", "prepare", "nowhere/*.jsonl"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim(), "error: nowhere/*.jsonl: matches no file");
+    let (code, _, err) = ctx.run(&["data", "show", "missing"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no committed dataset `missing`"), "{err}");
+}
