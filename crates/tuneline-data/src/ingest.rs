@@ -85,7 +85,7 @@ pub fn resolve_inputs(inputs: &[String], base: &Path) -> Result<Vec<PathBuf>, Da
             let matched: Vec<PathBuf> =
                 entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && is_data_file(p)).collect();
             if matched.is_empty() {
-                return Err(err("directory holds no .jsonl, .json or .csv files".into()));
+                return Err(err("directory holds no .jsonl, .json, .csv or .parquet files".into()));
             }
             files.extend(matched);
         } else if path.is_file() {
@@ -102,7 +102,7 @@ pub fn resolve_inputs(inputs: &[String], base: &Path) -> Result<Vec<PathBuf>, Da
 fn is_data_file(p: &Path) -> bool {
     let name = p.file_name().unwrap_or_default().to_string_lossy().to_lowercase();
     let name = name.trim_end_matches(".gz").trim_end_matches(".zst");
-    [".jsonl", ".ndjson", ".json", ".csv"].iter().any(|ext| name.ends_with(ext))
+    [".jsonl", ".ndjson", ".json", ".csv", ".parquet"].iter().any(|ext| name.ends_with(ext))
 }
 
 /// Reads, normalizes and cleans every record of `files`, handing kept ones to `keep`.

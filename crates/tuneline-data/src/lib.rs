@@ -1,5 +1,5 @@
-//! tuneline's data plane: raw chat data in (JSONL, JSON arrays, CSV; gzip or
-//! zstd), then normalize, clean, dedup, split, tokenize and pack on CPU, and
+//! tuneline's data plane: raw chat data in (JSONL, JSON arrays, CSV, Parquet;
+//! gzip or zstd), then normalize, clean, dedup, split, tokenize and pack on CPU, and
 //! version the result in the store. Every input record is accounted for:
 //! kept, removed with a reason, or rejected with a reason.
 

@@ -106,6 +106,28 @@ fn compressed_csv_and_mapped_fields_read_the_same_records() {
 }
 
 #[test]
+fn parquet_rows_are_records() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pc.parquet");
+    let prompts = arrow_array::StringArray::from(vec!["What is 2+2?", "Capital of France?"]);
+    let answers = arrow_array::StringArray::from(vec!["4", "Paris"]);
+    let batch = arrow_array::RecordBatch::try_from_iter([
+        ("prompt", Arc::new(prompts) as arrow_array::ArrayRef),
+        ("completion", Arc::new(answers) as arrow_array::ArrayRef),
+    ])
+    .unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let (kept, out) = run(&[path.clone()], &DataConfig::default());
+    assert_eq!(out.input.read, 2);
+    assert_eq!(kept[1].origin.to_string(), format!("{}:2", path.display()));
+    let Sample::Chat(turns) = &kept[1].sample else { panic!() };
+    assert_eq!(turns[1].content, "Paris");
+}
+
+#[test]
 fn inputs_that_match_nothing_are_named() {
     let err = resolve_inputs(&["data/*.jsonl".into()], Path::new("/nonexistent")).unwrap_err();
     assert_eq!(err.to_string(), "data/*.jsonl: matches no file");

@@ -5,6 +5,7 @@ mod compression;
 mod csv_rows;
 mod json_array;
 mod jsonl;
+mod parquet_rows;
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use serde_json::Value;
 
 pub use compression::open;
 
-/// Where a record came from: file and 1-based line of its first byte.
+/// Where a record came from: file and 1-based line of its first byte (row, for Parquet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// The input file.
@@ -76,6 +77,8 @@ pub enum Layout {
     JsonArray,
     /// CSV with a header row.
     Csv,
+    /// Apache Parquet (rows of a record batch).
+    Parquet,
 }
 
 impl Layout {
@@ -83,6 +86,9 @@ impl Layout {
     pub fn of(path: &Path) -> std::io::Result<Self> {
         let name = path.file_name().unwrap_or_default().to_string_lossy().to_lowercase();
         let name = name.trim_end_matches(".gz").trim_end_matches(".zst");
+        if name.ends_with(".parquet") {
+            return Ok(Layout::Parquet);
+        }
         if name.ends_with(".csv") {
             return Ok(Layout::Csv);
         }
@@ -116,5 +122,6 @@ pub fn read_file(
         Layout::JsonLines => jsonl::read(path, on_record, on_unreadable),
         Layout::JsonArray => json_array::read(path, on_record, on_unreadable),
         Layout::Csv => csv_rows::read(path, on_record, on_unreadable),
+        Layout::Parquet => parquet_rows::read(path, on_record, on_unreadable),
     }
 }
