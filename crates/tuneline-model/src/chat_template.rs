@@ -28,6 +28,7 @@ impl Message {
 /// A compiled chat template with the special tokens it may refer to.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    source: String,
     special: SpecialTokens,
 }
 
@@ -49,7 +50,12 @@ impl ChatTemplate {
             Err(Error::new(ErrorKind::InvalidOperation, message))
         });
         env.add_template_owned("chat", source.to_string()).map_err(|e| format!("invalid chat template: {e}"))?;
-        Ok(Self { env, special })
+        Ok(Self { env, source: source.to_string(), special })
+    }
+
+    /// The Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's reply begins.

@@ -46,3 +46,17 @@ fn gguf_chat_template_renders_byte_for_byte() {
         assert_eq!(tok.encode(&rendered).unwrap(), ids(&case["ids"]), "ids of {rendered:?}");
     }
 }
+
+#[test]
+fn exported_hf_files_load_back_identically() {
+    let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let dir = std::env::temp_dir().join(format!("tuneline-export-{}", std::process::id()));
+    tok.save_hf(&dir).unwrap();
+    let back = ModelTokenizer::load(&dir).unwrap();
+    for case in reference()["chat_template_cases"].as_array().unwrap() {
+        let text = case["rendered"].as_str().unwrap();
+        assert_eq!(back.encode(text).unwrap(), ids(&case["ids"]));
+    }
+    assert_eq!(back.special, tok.special);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -60,6 +60,23 @@ impl ModelTokenizer {
         self.tokenizer.decode(ids, false).map_err(|e| ModelError::new("<ids>", format!("decoding failed: {e}")))
     }
 
+    /// Writes `tokenizer.json` and `tokenizer_config.json` (chat template and
+    /// special tokens) into `dir`, the files Hugging Face tools load.
+    pub fn save_hf(&self, dir: &Path) -> Result<(), ModelError> {
+        std::fs::create_dir_all(dir).map_err(|e| ModelError::new(dir, e.to_string()))?;
+        let file = dir.join("tokenizer.json");
+        self.tokenizer.save(&file, false).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+        let s = &self.special;
+        let config = serde_json::json!({
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "chat_template": self.chat_template.as_ref().map(ChatTemplate::source),
+            "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk,
+        });
+        let file = dir.join("tokenizer_config.json");
+        std::fs::write(&file, serde_json::to_string_pretty(&config).expect("serializable"))
+            .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))
+    }
+
     /// The id of a token, if it is in the vocabulary.
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.tokenizer.token_to_id(token)
