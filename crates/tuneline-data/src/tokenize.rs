@@ -48,16 +48,23 @@ impl Tokenizer<'_> {
                 (text, vec![0..len])
             }
         };
-        let encoding = self.model.tokenizer.encode(text.as_str(), false).map_err(|_| "tokenizer failed")?;
-        let input_ids = encoding.get_ids().to_vec();
-        let labels = input_ids
+        // Samples that will be dropped are not tokenized past the limit.
+        let limit = if self.overflow == Overflow::Drop { self.max_seq_length } else { usize::MAX };
+        let encoded = self
+            .model
+            .encode_within(&text, limit)
+            .map_err(|_| "tokenizer failed")?
+            .ok_or("longer than max_seq_length")?;
+        let labels = encoded
+            .ids
             .iter()
-            .zip(encoding.get_offsets())
+            .zip(&encoded.offsets)
             .map(|(&id, &(start, _))| {
                 let trained = self.train_on_inputs || spans.iter().any(|s| s.contains(&start));
                 if trained { id as i32 } else { IGNORE }
             })
             .collect();
+        let input_ids = encoded.ids;
         self.fit(Tokenized { input_ids, labels, truncated: false })
     }
 

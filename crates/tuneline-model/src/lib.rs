@@ -11,4 +11,4 @@ mod tokenizer;
 pub use chat_template::{ChatTemplate, Message};
 pub use error::ModelError;
 pub use source::ModelSource;
-pub use tokenizer::{ModelTokenizer, SpecialTokens};
+pub use tokenizer::{Encoded, ModelTokenizer, SpecialTokens};

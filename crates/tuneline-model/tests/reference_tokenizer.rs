@@ -60,3 +60,18 @@ fn exported_hf_files_load_back_identically() {
     assert_eq!(back.special, tok.special);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn bounded_encoding_matches_full_encoding_and_stops_past_the_limit() {
+    let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let r = reference();
+    let texts = r["chat_template_cases"].as_array().unwrap().iter().chain(r["tokenizer_cases"].as_array().unwrap());
+    for case in texts {
+        let text = case.get("rendered").or(case.get("text")).unwrap().as_str().unwrap();
+        let full = tok.tokenizer.encode(text, false).unwrap();
+        let bounded = tok.encode_within(text, 4096).unwrap().expect("within the limit");
+        assert_eq!(bounded.ids, full.get_ids(), "{text:?}");
+        assert_eq!(bounded.offsets, full.get_offsets(), "{text:?}");
+        assert!(tok.encode_within(text, full.len() - 1).unwrap().is_none());
+    }
+}

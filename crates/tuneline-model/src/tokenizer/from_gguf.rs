@@ -87,7 +87,7 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     }
     hash.update(format!("{special:?}").as_bytes());
     let fingerprint = hex::encode(hash.finalize());
-    Ok(ModelTokenizer { tokenizer, chat_template, special, fingerprint })
+    Ok(ModelTokenizer::new(tokenizer, chat_template, special, fingerprint))
 }
 
 /// The pre-tokenizer llama.cpp calls `pre`, as the Hugging Face pipeline that defines it.

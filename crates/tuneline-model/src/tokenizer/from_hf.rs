@@ -46,5 +46,5 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
         hash.update([0]);
     }
     let fingerprint = hex::encode(hash.finalize());
-    Ok(ModelTokenizer { tokenizer, chat_template, special, fingerprint })
+    Ok(ModelTokenizer::new(tokenizer, chat_template, special, fingerprint))
 }

@@ -1,10 +1,13 @@
 //! The tokenizer a model carries, from `tokenizer.json` or GGUF metadata,
 //! with its chat template and special tokens.
 
+mod bounded;
 mod from_gguf;
 mod from_hf;
 
 use std::path::Path;
+
+pub use bounded::Encoded;
 
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
@@ -34,9 +37,20 @@ pub struct ModelTokenizer {
     /// sha256 (hex) of everything that decides tokenization and templating,
     /// so datasets are re-tokenized exactly when it changes.
     pub fingerprint: String,
+    splitter: Option<bounded::Splitter>,
 }
 
 impl ModelTokenizer {
+    fn new(
+        tokenizer: tokenizers::Tokenizer,
+        chat_template: Option<ChatTemplate>,
+        special: SpecialTokens,
+        fingerprint: String,
+    ) -> Self {
+        let splitter = bounded::Splitter::new(&tokenizer);
+        Self { tokenizer, chat_template, special, fingerprint, splitter }
+    }
+
     /// Loads the tokenizer of the model at `path` (a GGUF file or an HF directory).
     pub fn load(path: &Path) -> Result<Self, ModelError> {
         match ModelSource::detect(path)? {
@@ -53,6 +67,17 @@ impl ModelTokenizer {
             .encode(text, false)
             .map_err(|e| ModelError::new("<text>", format!("tokenization failed: {e}")))?;
         Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Ids and byte offsets of `text`, or `None` when it has more than `limit`
+    /// tokens; a text far over the limit is not tokenized to the end.
+    pub fn encode_within(&self, text: &str, limit: usize) -> Result<Option<Encoded>, ModelError> {
+        let failed = |e| ModelError::new("<text>", format!("tokenization failed: {e}"));
+        if let Some(splitter) = &self.splitter {
+            return splitter.encode(&self.tokenizer, text, limit).map_err(failed);
+        }
+        let enc = self.tokenizer.encode(text, false).map_err(failed)?;
+        Ok((enc.len() <= limit).then(|| Encoded { ids: enc.get_ids().to_vec(), offsets: enc.get_offsets().to_vec() }))
     }
 
     /// The text of `ids`, special tokens included.
