@@ -26,14 +26,12 @@ pub fn split(cluster_key: &[&str], seed: u64, size: EvalSize) -> Vec<bool> {
             let mut order: Vec<usize> = (0..score.len()).collect();
             order.sort_by_key(|&i| (score[i], cluster_key[i]));
             let mut eval = vec![false; score.len()];
-            let mut taken = 0u64;
             let mut last: Option<u64> = None;
-            for i in order {
-                if taken >= n && last != Some(score[i]) {
+            for (taken, i) in order.into_iter().enumerate() {
+                if taken as u64 >= n && last != Some(score[i]) {
                     break;
                 }
                 eval[i] = true;
-                taken += 1;
                 last = Some(score[i]);
             }
             eval

@@ -44,8 +44,9 @@ impl Tokenizer<'_> {
                 if let Some(eos) = &self.model.special.eos {
                     text.push_str(eos);
                 }
-                let len = text.len();
-                (text, vec![0..len])
+                // The whole text is trained on.
+                let whole = Range { start: 0, end: text.len() };
+                (text, vec![whole])
             }
         };
         // Samples that will be dropped are not tokenized past the limit.

@@ -23,7 +23,7 @@ fn accounted(kept: usize, out: &Ingested) {
 #[test]
 fn the_real_truncated_sharegpt_file_yields_every_complete_record() {
     let file = tuneline_testkit::sharegpt_json();
-    let (kept, out) = run(&[file.clone()], &DataConfig::default());
+    let (kept, out) = run(std::slice::from_ref(&file), &DataConfig::default());
     // 17,672 records start in the file; the last is cut mid-string.
     assert_eq!(out.input.read, 17_671);
     let t = &out.truncations[0];
@@ -64,7 +64,7 @@ fn bad_records_are_reported_with_file_line_and_reason() {
     writeln!(bytes, r#"{{"messages": [{{"role": "narrator", "content": "once"}}, {{"role": "assistant", "content": "x"}}]}}"#).unwrap();
     writeln!(bytes, "{GOOD}").unwrap();
     let file = write(dir.path(), "chat.jsonl", &bytes);
-    let (kept, out) = run(&[file.clone()], &DataConfig::default());
+    let (kept, out) = run(std::slice::from_ref(&file), &DataConfig::default());
     assert_eq!(kept.len(), 2);
     accounted(kept.len(), &out);
     let q: Vec<(String, &str)> = out.quarantined.iter().map(|q| (q.origin.clone(), q.category.as_str())).collect();
@@ -74,7 +74,7 @@ fn bad_records_are_reported_with_file_line_and_reason() {
     assert!(out.quarantined[1].detail.contains("unknown role `narrator` in messages[0].role"));
 
     let strict = DataConfig { on_error: OnError::Fail, ..DataConfig::default() };
-    let err = ingest(&[file.clone()], &strict, &mut |_| {}).unwrap_err();
+    let err = ingest(std::slice::from_ref(&file), &strict, &mut |_| {}).unwrap_err();
     assert!(matches!(err, DataError::Rejected { .. }));
     assert!(err.to_string().starts_with(&format!("{}: ", at(4))), "{err}");
 }
@@ -120,7 +120,7 @@ fn parquet_rows_are_records() {
     let mut writer = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
-    let (kept, out) = run(&[path.clone()], &DataConfig::default());
+    let (kept, out) = run(std::slice::from_ref(&path), &DataConfig::default());
     assert_eq!(out.input.read, 2);
     assert_eq!(kept[1].origin.to_string(), format!("{}:2", path.display()));
     let Sample::Chat(turns) = &kept[1].sample else { panic!() };

@@ -99,11 +99,7 @@ impl ArtifactStore {
 /// Whether `key` lies inside an artifact slot of the store layout.
 fn in_artifact_slot(key: &str) -> bool {
     let s: Vec<&str> = key.split('/').collect();
-    match s.as_slice() {
-        ["datasets" | "models", _, _, _, ..] => true,
-        ["runs", _, "checkpoints", _, _, ..] => true,
-        _ => false,
-    }
+    matches!(s.as_slice(), ["datasets" | "models", _, _, _, ..] | ["runs", _, "checkpoints", _, _, ..])
 }
 
 /// Committed checkpoints past the newest `limit` of each run.

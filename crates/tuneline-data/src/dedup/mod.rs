@@ -84,11 +84,10 @@ pub fn dedup(records: &[Record], config: &DedupConfig) -> Dedup {
         counts.largest_cluster = counts.largest_cluster.max(size);
     }
     let mut kept = Vec::new();
-    for i in 0..n {
-        let exact_root = exact.find(i);
-        if exact_root != i && config.exact {
+    for (i, &root) in cluster_of.iter().enumerate() {
+        if exact.find(i) != i && config.exact {
             counts.exact_removed += 1;
-        } else if cluster_of[i] != i && config.near {
+        } else if root != i && config.near {
             counts.near_removed += 1;
         } else {
             kept.push(i);
