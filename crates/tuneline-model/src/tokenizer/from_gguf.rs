@@ -59,7 +59,9 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         .filter(|(_, &t)| t == CONTROL || t == USER_DEFINED)
         .map(|(token, &t)| AddedToken::from(token.to_string(), t == CONTROL))
         .collect();
-    tokenizer.add_special_tokens(&added);
+    tokenizer
+        .add_special_tokens(added)
+        .map_err(|e| ModelError::new(path, format!("cannot add the control tokens: {e}")))?;
 
     let token = |key: &str| meta.uint(key).ok().and_then(|id| tokens.get(id as usize)).map(|t| t.to_string());
     let special = SpecialTokens {
