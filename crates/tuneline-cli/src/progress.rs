@@ -1,5 +1,5 @@
-//! Transfer progress on the terminal: a bar with rate and ETA on a terminal,
-//! a plain log line every few seconds otherwise, nothing with `--quiet`.
+//! Progress on the terminal: a bar with rate and ETA on a terminal, a plain
+//! log line per stage and every few seconds otherwise, nothing with `--quiet`.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,77 +7,108 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use tuneline_store::Progress;
+use tuneline_core::progress::Progress;
 
-/// How often plain log lines are printed.
+/// How often plain log lines are printed within a stage.
 const LOG_EVERY: Duration = Duration::from_secs(5);
 
-/// Shows one transfer's progress on stderr.
+/// What the counted units are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes, shown as KiB / MiB.
+    Bytes,
+    /// Samples or records, shown as counts.
+    Items,
+}
+
+/// Shows one command's progress on stderr.
 pub enum Shown {
     /// An interactive bar.
-    Bar(ProgressBar),
-    /// Periodic plain lines.
-    Lines { what: String, total: AtomicU64, done: AtomicU64, started: Instant, last: Mutex<Instant> },
+    Bar { bar: ProgressBar, prefix: String },
+    /// Plain lines.
+    Lines { prefix: String, unit: Unit, state: Mutex<LineState>, done: AtomicU64 },
     /// Nothing.
     Hidden,
 }
 
+/// The current stage, for plain lines.
+pub struct LineState {
+    what: String,
+    total: u64,
+    started: Instant,
+    last: Instant,
+}
+
 impl Shown {
-    /// Progress for a transfer called `what` (such as "push models/x").
-    pub fn new(what: &str, quiet: bool) -> Self {
+    /// Progress for a command described by `prefix` (such as "push models/x").
+    pub fn new(prefix: &str, unit: Unit, quiet: bool) -> Self {
         if quiet {
-            Shown::Hidden
-        } else if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new(0).with_message(what.to_string());
-            bar.set_style(
-                ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
-            );
-            Shown::Bar(bar)
-        } else {
-            let now = Instant::now();
-            Shown::Lines {
-                what: what.to_string(),
-                total: AtomicU64::new(0),
-                done: AtomicU64::new(0),
-                started: now,
-                last: Mutex::new(now),
-            }
+            return Shown::Hidden;
         }
+        if std::io::stderr().is_terminal() {
+            let counts = match unit {
+                Unit::Bytes => "{bytes}/{total_bytes} {bytes_per_sec}",
+                Unit::Items => "{pos}/{len} {per_sec}",
+            };
+            let template = format!("{{msg}} [{{bar:30}}] {counts} eta {{eta}}");
+            let bar = ProgressBar::new(0).with_message(prefix.to_string());
+            bar.set_style(ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> "));
+            return Shown::Bar { bar, prefix: prefix.to_string() };
+        }
+        let now = Instant::now();
+        let state = LineState { what: String::new(), total: 0, started: now, last: now };
+        Shown::Lines { prefix: prefix.to_string(), unit, state: Mutex::new(state), done: AtomicU64::new(0) }
     }
 
-    /// Removes the bar once the transfer is over.
+    /// Removes the bar once the work is over.
     pub fn finish(&self) {
-        if let Shown::Bar(bar) = self {
+        if let Shown::Bar { bar, .. } = self {
             bar.finish_and_clear();
         }
     }
 }
 
+fn amount(unit: Unit, n: u64) -> String {
+    match unit {
+        Unit::Bytes => HumanBytes(n).to_string(),
+        Unit::Items => n.to_string(),
+    }
+}
+
 impl Progress for Shown {
-    fn set_total(&self, bytes: u64) {
+    fn start(&self, what: &str, total: u64) {
         match self {
-            Shown::Bar(bar) => bar.set_length(bytes),
-            Shown::Lines { total, .. } => total.store(bytes, Ordering::Relaxed),
+            Shown::Bar { bar, prefix } => {
+                bar.set_message(format!("{prefix}: {what}"));
+                bar.set_length(total);
+                bar.set_position(0);
+                bar.reset_eta();
+            }
+            Shown::Lines { prefix, unit, state, done } => {
+                let now = Instant::now();
+                *state.lock().unwrap() = LineState { what: what.to_string(), total, started: now, last: now };
+                done.store(0, Ordering::Relaxed);
+                eprintln!("{prefix}: {what} ({})", amount(*unit, total));
+            }
             Shown::Hidden => {}
         }
     }
 
-    fn advance(&self, bytes: u64) {
+    fn advance(&self, n: u64) {
         match self {
-            Shown::Bar(bar) => bar.inc(bytes),
-            Shown::Lines { what, total, done, started, last } => {
-                let done = done.fetch_add(bytes, Ordering::Relaxed) + bytes;
-                let mut last = last.lock().unwrap();
-                if last.elapsed() >= LOG_EVERY {
-                    *last = Instant::now();
-                    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            Shown::Bar { bar, .. } => bar.inc(n),
+            Shown::Lines { prefix, unit, state, done } => {
+                let done = done.fetch_add(n, Ordering::Relaxed) + n;
+                let mut s = state.lock().unwrap();
+                if s.last.elapsed() >= LOG_EVERY {
+                    s.last = Instant::now();
+                    let rate = done as f64 / s.started.elapsed().as_secs_f64().max(1e-3);
                     eprintln!(
-                        "{what}: {} / {} ({}/s)",
-                        HumanBytes(done),
-                        HumanBytes(total.load(Ordering::Relaxed)),
-                        HumanBytes(rate as u64)
+                        "{prefix}: {}: {} / {} ({}/s)",
+                        s.what,
+                        amount(*unit, done),
+                        amount(*unit, s.total),
+                        amount(*unit, rate as u64)
                     );
                 }
             }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use tuneline_core::config::{DataConfig, DataFormat, OnError};
+use tuneline_core::progress::Progress;
 
 use crate::clean::{CleanCounts, Cleaner};
 use crate::format::{self, FieldNames, Record, Rejection};
@@ -105,8 +106,14 @@ fn is_data_file(p: &Path) -> bool {
     [".jsonl", ".ndjson", ".json", ".csv", ".parquet"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// Reads, normalizes and cleans every record of `files`, handing kept ones to `keep`.
-pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Record)) -> Result<Ingested, DataError> {
+/// Reads, normalizes and cleans every record of `files`, handing kept ones to
+/// `keep`; `progress` advances by one per file.
+pub fn ingest(
+    files: &[PathBuf],
+    config: &DataConfig,
+    keep: &mut dyn FnMut(Record),
+    progress: &dyn Progress,
+) -> Result<Ingested, DataError> {
     let names = FieldNames::new(config.fields.clone());
     let cleaner = Cleaner::new(config.clean.clone());
     let mut out = Ingested::default();
@@ -153,6 +160,7 @@ pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Recor
             let category = if u.reason.starts_with("invalid UTF-8") { "invalid UTF-8" } else { "malformed record" };
             reject(&mut out, &u.origin, Rejection::new(category, u.reason));
         }
+        progress.advance(1);
         if let Some(t) = outcome.truncated {
             out.truncations.push(t);
         }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tuneline_core::config::Config;
+use tuneline_core::progress::Progress;
 use tuneline_model::ModelTokenizer;
 
 use crate::dedup::{dedup, normalized_text};
@@ -124,8 +125,9 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
     Ok(Plan { name: d.name.clone(), version, inputs: hashed, tokenizer, model: config.model.path.clone(), pipeline })
 }
 
-/// Builds the dataset of `plan` into `out` (shards, manifest, quarantine).
-pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataError> {
+/// Builds the dataset of `plan` into `out` (shards, manifest, quarantine),
+/// reporting each stage to `progress`.
+pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) -> Result<Manifest, DataError> {
     let d = &config.data;
     let io = |e: std::io::Error| DataError::Input { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(io)?;
@@ -134,7 +136,8 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
     let started = Instant::now();
     let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
     let mut records: Vec<Record> = Vec::new();
-    let Ingested { input, clean, truncations, quarantined } = ingest(&files, d, &mut |r| records.push(r))?;
+    progress.start("read and clean", plan.inputs.len() as u64);
+    let Ingested { input, clean, truncations, quarantined } = ingest(&files, d, &mut |r| records.push(r), progress)?;
     for t in &truncations {
         tracing::warn!("{}: {} at line {} (byte {})", t.file.display(), t.reason, t.line, t.byte);
     }
@@ -145,7 +148,8 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
     write_quarantine(&out.join(QUARANTINE), &quarantined).map_err(io)?;
 
     let started = Instant::now();
-    let deduped = dedup(&records, &d.dedup);
+    progress.start("dedup", if d.dedup.near { records.len() as u64 } else { 0 });
+    let deduped = dedup(&records, &d.dedup, progress);
     stats.dedup = deduped.counts.clone();
     tracing::info!(
         "dedup: {} exact and {} near duplicates removed, {} clusters ({:.1?})",
@@ -169,6 +173,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
     let is_eval = split(&key_refs, config.training.seed, size);
 
     let started = Instant::now();
+    progress.start("template and tokenize", deduped.kept.len() as u64);
     let tok = Tokenizer {
         model: &plan.tokenizer,
         train_on_inputs: d.train_on_inputs,
@@ -176,7 +181,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
         overflow: d.overflow,
     };
     let tokenized: Vec<Result<Tokenized, &'static str>> =
-        deduped.kept.par_iter().map(|&i| tok.tokenize(&records[i].sample)).collect();
+        deduped.kept.par_iter().map(|&i| tok.tokenize(&records[i].sample)).inspect(|_| progress.advance(1)).collect();
     let (mut train, mut eval) = (Vec::new(), Vec::new());
     for (result, eval_flag) in tokenized.into_iter().zip(is_eval) {
         match result {
@@ -195,6 +200,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
     }
     stats.lengths = Lengths::of(train.iter().chain(&eval).map(|t| t.input_ids.len() as u64).collect());
 
+    progress.start("pack and write", 2);
     for (name, samples) in [("train", &train), ("eval", &eval)] {
         let packing = pack(samples, d.max_seq_length as usize, d.packing);
         let files = write_split(out, name, &packing.rows).map_err(io)?;
@@ -209,6 +215,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path) -> Result<Manifest, DataE
                 files,
             },
         );
+        progress.advance(1);
     }
 
     let manifest = Manifest {

@@ -5,12 +5,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tuneline_core::config::{DataConfig, DataFormat, OnError};
+use tuneline_core::progress::NoProgress;
 use tuneline_data::format::{Record, Role, Sample};
 use tuneline_data::ingest::{ingest, resolve_inputs, DataError, Ingested};
 
 fn run(files: &[PathBuf], config: &DataConfig) -> (Vec<Record>, Ingested) {
     let mut kept = Vec::new();
-    let out = ingest(files, config, &mut |r| kept.push(r)).unwrap();
+    let out = ingest(files, config, &mut |r| kept.push(r), &NoProgress).unwrap();
     (kept, out)
 }
 
@@ -74,7 +75,7 @@ fn bad_records_are_reported_with_file_line_and_reason() {
     assert!(out.quarantined[1].detail.contains("unknown role `narrator` in messages[0].role"));
 
     let strict = DataConfig { on_error: OnError::Fail, ..DataConfig::default() };
-    let err = ingest(std::slice::from_ref(&file), &strict, &mut |_| {}).unwrap_err();
+    let err = ingest(std::slice::from_ref(&file), &strict, &mut |_| {}, &NoProgress).unwrap_err();
     assert!(matches!(err, DataError::Rejected { .. }));
     assert!(err.to_string().starts_with(&format!("{}: ", at(4))), "{err}");
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use tuneline_core::config::Config;
+use tuneline_core::progress::NoProgress;
 use tuneline_data::prepare::{build, plan, Manifest};
 use tuneline_model::{Message, ModelTokenizer};
 
@@ -51,7 +52,7 @@ fn a_small_dataset_builds_reproducibly_and_loads_in_python_datasets() {
     assert_ne!(p.version, plan(&changed, Path::new("."), &[]).unwrap().version, "settings change the version");
 
     let out = dir.path().join("out");
-    let m: Manifest = build(&p, &config, &out).unwrap();
+    let m: Manifest = build(&p, &config, &out, &NoProgress).unwrap();
     let s = &m.stats;
     assert_eq!(s.input.read, 62);
     assert_eq!(s.input.rejected["malformed record"], 1);
@@ -116,6 +117,6 @@ fn an_input_emptied_by_cleaning_names_the_stage() {
     std::fs::write(dir.path().join("chat.jsonl"), "{\"messages\": [{\"role\": \"user\", \"content\": \"only a question\"}]}\n").unwrap();
     let config = config(dir.path());
     let p = plan(&config, Path::new("."), &[]).unwrap();
-    let err = build(&p, &config, &dir.path().join("out")).unwrap_err().to_string();
+    let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
     assert_eq!(err, "no samples left after reading and cleaning: 1 no assistant turn");
 }

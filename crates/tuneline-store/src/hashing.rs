@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::error::{Result, StoreError};
 use crate::key;
-use crate::progress::Progress;
+use tuneline_core::progress::Progress;
 use crate::store::ArtifactStore;
 
 /// Chunk size for local reads.

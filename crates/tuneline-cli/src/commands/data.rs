@@ -4,11 +4,12 @@ use std::path::PathBuf;
 
 use indicatif::HumanBytes;
 use tuneline_data::prepare::{build, plan, Manifest, MANIFEST};
-use tuneline_store::{ArtifactStore, NoProgress, StoreError};
+use tuneline_store::{ArtifactStore, StoreError};
 
 use crate::cli::{DataCommand, Global};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
+use crate::progress::{Shown, Unit};
 
 /// Runs a `tuneline data` command.
 pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
@@ -61,8 +62,14 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
     }
     let staging = PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
     let _ = std::fs::remove_dir_all(&staging);
-    let manifest = tokio::task::block_in_place(|| build(&plan, config, &staging))?;
-    match store.push_dir(&staging, &prefix, &NoProgress).await {
+    let shown = Shown::new(&format!("prepare {}", plan.name), Unit::Items, global.quiet || global.json);
+    let manifest = tokio::task::block_in_place(|| build(&plan, config, &staging, &shown));
+    shown.finish();
+    let manifest = manifest?;
+    let upload = Shown::new(&format!("commit {prefix}"), Unit::Bytes, global.quiet || global.json);
+    let pushed = store.push_dir(&staging, &prefix, &upload).await;
+    upload.finish();
+    match pushed {
         Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
         Err(e) => return Err(e.into()),
     }

@@ -25,6 +25,9 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let ctx = project();
     let (code, out, err) = ctx.run(&["data", "prepare"]);
     assert_eq!(code, 0, "{err}");
+    for stage in ["prepare support: read and clean (1)", "prepare support: dedup (24)", "prepare support: template and tokenize (24)"] {
+        assert!(err.contains(stage), "without a terminal, each stage is a log line: {err}");
+    }
     let first = out.lines().next().unwrap().to_string();
     assert!(first.starts_with("dataset support@") && first.contains(" committed (datasets/support/"), "{out}");
     assert!(out.contains("kept                24"), "{out}");

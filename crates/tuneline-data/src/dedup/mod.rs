@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tuneline_core::config::DedupConfig;
+use tuneline_core::progress::Progress;
 
 pub use minhash::{MinHasher, BANDS, ROWS};
 pub use union_find::UnionFind;
@@ -51,8 +52,8 @@ pub fn normalized_text(sample: &Sample) -> String {
     raw.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-/// Finds exact and near duplicates among `records`.
-pub fn dedup(records: &[Record], config: &DedupConfig) -> Dedup {
+/// Finds exact and near duplicates among `records`; `progress` advances per MinHash signature.
+pub fn dedup(records: &[Record], config: &DedupConfig, progress: &dyn Progress) -> Dedup {
     let texts: Vec<String> = records.par_iter().map(|r| normalized_text(&r.sample)).collect();
     let n = texts.len();
     let mut exact = UnionFind::new(n);
@@ -65,7 +66,13 @@ pub fn dedup(records: &[Record], config: &DedupConfig) -> Dedup {
     let mut all = exact.clone();
     if config.near {
         let hasher = MinHasher::new();
-        let signatures: Vec<Vec<u64>> = texts.par_iter().map(|t| hasher.signature(t)).collect();
+        let signatures: Vec<Vec<u64>> = texts
+            .par_iter()
+            .map(|t| {
+                progress.advance(1);
+                hasher.signature(t)
+            })
+            .collect();
         for (a, b) in minhash::candidate_pairs(&signatures) {
             if minhash::similarity(&signatures[a], &signatures[b]) >= config.threshold {
                 all.union(a, b);
