@@ -63,7 +63,7 @@ pub enum Command {
 pub enum DataCommand {
     /// Clean, dedup, split, tokenize and pack [data] inputs into datasets/<name>/<version>
     Prepare {
-        /// Input files, directories or globs, instead of data.inputs
+        /// Input files, directories, globs or store:PREFIX (a committed artifact), instead of data.inputs
         inputs: Vec<String>,
     },
     /// Per-stage counts, token length percentiles and packing efficiency of a dataset

@@ -54,7 +54,9 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
 
 async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult {
     let base = PathBuf::from(".");
-    let plan = tokio::task::block_in_place(|| plan(config, &base, inputs))?;
+    let wanted = if inputs.is_empty() { &config.data.inputs } else { inputs };
+    let local = fetch_store_inputs(global, store, wanted).await?;
+    let plan = tokio::task::block_in_place(|| plan(config, &base, &local))?;
     let prefix = plan.prefix();
     if store.is_committed(&prefix).await? {
         let manifest = manifest_at(store, &prefix).await?;
@@ -75,6 +77,27 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
     }
     let _ = std::fs::remove_dir_all(&staging);
     report(global, &manifest, &prefix, "committed")
+}
+
+/// Inputs written `store:PREFIX` name committed artifacts in the store (raw
+/// data pushed with `tuneline store push`): they are pulled into the local
+/// cache, which skips files already there, and read from it.
+async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, inputs: &[String]) -> CliResult<Vec<String>> {
+    let mut local = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let Some(prefix) = input.strip_prefix("store:") else {
+            local.push(input.clone());
+            continue;
+        };
+        let dir = PathBuf::from(".tuneline/cache/inputs").join(prefix.trim_matches('/'));
+        tuneline_store::check_key(prefix)?;
+        let shown = Shown::new(&format!("fetch {input}"), Unit::Bytes, global.quiet || global.json);
+        let pulled = store.pull(prefix, &dir, &shown).await;
+        shown.finish();
+        pulled?;
+        local.push(dir.display().to_string());
+    }
+    Ok(local)
 }
 
 fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> CliResult {

@@ -66,3 +66,17 @@ fn bad_data_inputs_are_named() {
     assert_eq!(code, 2);
     assert!(err.contains("no committed dataset `missing`"), "{err}");
 }
+
+#[test]
+fn raw_data_can_come_from_the_store() {
+    let ctx = project();
+    let (code, _, err) = ctx.run(&["store", "push", "data", "raw/tickets/v1"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(ctx.path("data")).unwrap();
+    let (code, out, err) = ctx.run(&["data", "prepare", "store:raw/tickets/v1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("read                24"), "{out}");
+    let (code, _, err) = ctx.run(&["data", "prepare", "store:raw/none/v1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no committed artifact at `raw/none/v1`"), "{err}");
+}

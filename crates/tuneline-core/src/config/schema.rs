@@ -158,7 +158,7 @@ pub enum OnError {
 pub struct DataConfig {
     /// Names `datasets/<name>/<version>`.
     pub name: String,
-    /// Files, globs or store URLs.
+    /// Files, directories, globs, or `store:PREFIX` for a committed artifact in the store.
     pub inputs: Vec<String>,
     /// Longest packed sequence, in tokens.
     pub max_seq_length: u32,
