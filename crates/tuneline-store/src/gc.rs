@@ -43,7 +43,11 @@ impl ArtifactStore {
     /// Finds leftovers and rotated checkpoints, and removes them unless `dry_run`.
     pub async fn gc(&self, opts: &GcOptions) -> Result<Vec<Removal>> {
         let objects = self.list_objects("").await?;
-        let cutoff = chrono::Utc::now() - chrono::Duration::from_std(opts.older_than).unwrap_or(chrono::Duration::MAX);
+        // An age too large to subtract protects everything.
+        let cutoff = chrono::Duration::from_std(opts.older_than)
+            .ok()
+            .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
         let committed = commit_prefixes(objects.iter().map(|m| m.location.as_ref()));
         let mut listed: HashMap<String, Vec<String>> = HashMap::new();
         for prefix in &committed {
