@@ -34,11 +34,4 @@ impl ModelSource {
         }
         Ok(Self::Gguf(path.to_path_buf()))
     }
-
-    /// The path itself.
-    pub fn path(&self) -> &Path {
-        match self {
-            Self::Gguf(p) | Self::HfDir(p) => p,
-        }
-    }
 }

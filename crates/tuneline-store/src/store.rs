@@ -47,11 +47,6 @@ impl ArtifactStore {
         &self.url
     }
 
-    /// The backend, for callers that need raw object access.
-    pub fn backend(&self) -> &Arc<dyn ObjectStore> {
-        &self.inner
-    }
-
     /// Every object under `prefix` (recursive), sorted by key: S3 and local
     /// directories order listings differently.
     pub async fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {

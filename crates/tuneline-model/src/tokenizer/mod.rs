@@ -101,9 +101,4 @@ impl ModelTokenizer {
         std::fs::write(&file, serde_json::to_string_pretty(&config).expect("serializable"))
             .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))
     }
-
-    /// The id of a token, if it is in the vocabulary.
-    pub fn token_id(&self, token: &str) -> Option<u32> {
-        self.tokenizer.token_to_id(token)
-    }
 }
