@@ -157,8 +157,7 @@ pub fn ingest(
             .map_err(|e| DataError::Input { path: file.display().to_string(), reason: e.to_string() })?;
         for u in unreadable {
             out.input.read += 1;
-            let category = if u.reason.starts_with("invalid UTF-8") { "invalid UTF-8" } else { "malformed record" };
-            reject(&mut out, &u.origin, Rejection::new(category, u.reason));
+            reject(&mut out, &u.origin, Rejection::new(u.category, u.reason));
         }
         progress.advance(1);
         if let Some(t) = outcome.truncated {

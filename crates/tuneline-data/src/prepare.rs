@@ -12,7 +12,7 @@ use tuneline_core::config::Config;
 use tuneline_core::progress::Progress;
 use tuneline_model::ModelTokenizer;
 
-use crate::dedup::{dedup, normalized_text};
+use crate::dedup::dedup;
 use crate::format::Record;
 use crate::ingest::{ingest, resolve_inputs, DataError, Ingested};
 use crate::output::write_split;
@@ -160,11 +160,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     );
 
     // Split by cluster: every member of a cluster shares its representative's key.
-    let keys: Vec<String> = deduped
-        .kept
-        .par_iter()
-        .map(|&i| hex::encode(Sha256::digest(normalized_text(&records[deduped.cluster_of[i]].sample).as_bytes())))
-        .collect();
+    let keys: Vec<String> = deduped.kept.iter().map(|&i| hex::encode(deduped.text_hash[deduped.cluster_of[i]])).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let size = match d.eval_count {
         Some(n) => EvalSize::Count(n),

@@ -37,6 +37,8 @@ pub struct DedupCounts {
 pub struct Dedup {
     /// For each sample, the index of its cluster's representative (itself if unique).
     pub cluster_of: Vec<usize>,
+    /// For each sample, the sha256 of its normalized text (the exact-dedup key).
+    pub text_hash: Vec<[u8; 32]>,
     /// Indices of the samples kept, in input order.
     pub kept: Vec<usize>,
     /// Counts.
@@ -57,10 +59,10 @@ pub fn dedup(records: &[Record], config: &DedupConfig, progress: &dyn Progress) 
     let texts: Vec<String> = records.par_iter().map(|r| normalized_text(&r.sample)).collect();
     let n = texts.len();
     let mut exact = UnionFind::new(n);
+    let text_hash: Vec<[u8; 32]> = texts.par_iter().map(|t| Sha256::digest(t.as_bytes()).into()).collect();
     let mut first_of: HashMap<[u8; 32], usize> = HashMap::with_capacity(n);
-    for (i, text) in texts.iter().enumerate() {
-        let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
-        let first = *first_of.entry(key).or_insert(i);
+    for (i, key) in text_hash.iter().enumerate() {
+        let first = *first_of.entry(*key).or_insert(i);
         exact.union(first, i);
     }
     let mut all = exact.clone();
@@ -100,5 +102,5 @@ pub fn dedup(records: &[Record], config: &DedupConfig, progress: &dyn Progress) 
             kept.push(i);
         }
     }
-    Dedup { cluster_of, kept, counts }
+    Dedup { cluster_of, text_hash, kept, counts }
 }

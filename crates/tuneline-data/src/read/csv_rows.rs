@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{open, Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
 
 /// Reads every row of `path`.
 pub fn read(
@@ -20,7 +20,11 @@ pub fn read(
             Ok(r) => r,
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line());
-                on_unreadable(Unreadable { origin: Origin { file: path.to_path_buf(), line }, reason: format!("malformed CSV: {e}") });
+                on_unreadable(Unreadable {
+                    origin: Origin { file: path.to_path_buf(), line },
+                    category: MALFORMED,
+                    reason: format!("malformed CSV: {e}"),
+                });
                 continue;
             }
         };
@@ -36,7 +40,7 @@ pub fn read(
             }
         }
         match bad {
-            Some(reason) => on_unreadable(Unreadable { origin, reason }),
+            Some(reason) => on_unreadable(Unreadable { origin, category: INVALID_UTF8, reason }),
             None => {
                 outcome.records += 1;
                 on_record(RawRecord { origin, value: Value::Object(object) });

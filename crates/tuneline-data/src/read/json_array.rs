@@ -11,7 +11,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{open, Origin, RawRecord, ReadOutcome, Truncation, Unreadable};
+use super::{MALFORMED, open, Origin, RawRecord, ReadOutcome, Truncation, Unreadable};
 
 /// Reads every element of the array in `path`.
 pub fn read(
@@ -27,7 +27,7 @@ pub fn read(
     match scan.next_non_ws()? {
         Some(b'[') => {}
         Some(b) => {
-            on_unreadable(Unreadable { origin: origin(scan.line), reason: format!("expected a JSON array, found `{}`", b as char) });
+            on_unreadable(Unreadable { origin: origin(scan.line), category: MALFORMED, reason: format!("expected a JSON array, found `{}`", b as char) });
             return Ok(outcome);
         }
         None => return Ok(outcome),
@@ -58,7 +58,7 @@ pub fn read(
                         outcome.records += 1;
                         on_record(RawRecord { origin: origin(line), value });
                     }
-                    Err(e) => on_unreadable(Unreadable { origin: origin(line), reason: format!("malformed JSON: {e}") }),
+                    Err(e) => on_unreadable(Unreadable { origin: origin(line), category: MALFORMED, reason: format!("malformed JSON: {e}") }),
                 }
             }
         }

@@ -3,7 +3,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{open, Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
 
 /// Reads every line of `path`.
 pub fn read(
@@ -25,7 +25,7 @@ pub fn read(
         let text = match std::str::from_utf8(&buf) {
             Ok(t) => t.trim(),
             Err(e) => {
-                on_unreadable(Unreadable { origin, reason: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()) });
+                on_unreadable(Unreadable { origin, category: INVALID_UTF8, reason: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()) });
                 continue;
             }
         };
@@ -37,7 +37,7 @@ pub fn read(
                 outcome.records += 1;
                 on_record(RawRecord { origin, value });
             }
-            Err(e) => on_unreadable(Unreadable { origin, reason: format!("malformed JSON: {e}") }),
+            Err(e) => on_unreadable(Unreadable { origin, category: MALFORMED, reason: format!("malformed JSON: {e}") }),
         }
     }
 }

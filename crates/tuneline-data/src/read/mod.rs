@@ -37,11 +37,18 @@ pub struct RawRecord {
     pub value: Value,
 }
 
+/// Category of records that are not valid JSON, CSV or rows.
+pub const MALFORMED: &str = "malformed record";
+/// Category of records whose bytes are not UTF-8.
+pub const INVALID_UTF8: &str = "invalid UTF-8";
+
 /// A record that could not be read, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
     /// Where it was.
     pub origin: Origin,
+    /// Counted category: [`MALFORMED`] or [`INVALID_UTF8`].
+    pub category: &'static str,
     /// Why: `malformed JSON: ...`, `invalid UTF-8`, ...
     pub reason: String,
 }

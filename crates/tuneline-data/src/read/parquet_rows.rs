@@ -5,7 +5,7 @@ use std::path::Path;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{MALFORMED, Origin, RawRecord, ReadOutcome, Unreadable};
 
 /// Reads every row of `path`.
 pub fn read(
@@ -32,7 +32,7 @@ pub fn read(
                 outcome.records += 1;
                 on_record(RawRecord { origin, value });
             } else {
-                on_unreadable(Unreadable { origin, reason: "row is not an object".into() });
+                on_unreadable(Unreadable { origin, category: MALFORMED, reason: "row is not an object".into() });
             }
         }
     }
