@@ -49,21 +49,39 @@ impl MinHasher {
             .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '\''))
             .filter(|w| !w.is_empty())
             .collect();
-        let shingles: Vec<u64> = if words.len() <= NGRAM {
-            vec![xxh3_64(words.join(" ").as_bytes())]
-        } else {
-            words.windows(NGRAM).map(|w| xxh3_64(w.join(" ").as_bytes())).collect()
-        };
-        self.params
-            .iter()
-            .map(|&(a, b)| shingles.iter().map(|&h| permute(a, b, h)).min().unwrap_or(u64::MAX))
-            .collect()
+        let mut signature = vec![u64::MAX; self.params.len()];
+        let mut shingle = String::new();
+        for window in words.windows(NGRAM.min(words.len()).max(1)) {
+            shingle.clear();
+            for (i, word) in window.iter().enumerate() {
+                if i > 0 {
+                    shingle.push(' ');
+                }
+                shingle.push_str(word);
+            }
+            let h = reduce(xxh3_64(shingle.as_bytes()) as u128);
+            for (min, &(a, b)) in signature.iter_mut().zip(&self.params) {
+                *min = (*min).min(reduce(a as u128 * h as u128 + b as u128));
+            }
+        }
+        if words.is_empty() {
+            // An empty text has the single empty shingle.
+            let h = reduce(xxh3_64(b"") as u128);
+            for (min, &(a, b)) in signature.iter_mut().zip(&self.params) {
+                *min = reduce(a as u128 * h as u128 + b as u128);
+            }
+        }
+        signature
     }
 }
 
-fn permute(a: u64, b: u64, h: u64) -> u64 {
-    let x = (a as u128 * (h % PRIME) as u128 + b as u128) % PRIME as u128;
-    x as u64
+/// `x mod (2^61 - 1)` for `x < 2^125`, by folding the high bits (2^61 = 1 mod p),
+/// which avoids a 128-bit division per hash.
+fn reduce(x: u128) -> u64 {
+    let p = PRIME as u128;
+    let once = (x & p) + (x >> 61);
+    let twice = ((once & p) + (once >> 61)) as u64;
+    if twice >= PRIME { twice - PRIME } else { twice }
 }
 
 /// Pairs `(i, j)`, `i < j`, whose signatures agree on a whole band, each pair once.
@@ -111,5 +129,17 @@ mod tests {
         assert!(similarity(&s[0], &s[2]) < 0.1);
         assert_eq!(candidate_pairs(&s), [(0, 1)]);
         assert_eq!(h.signature(base), MinHasher::new().signature(base), "signatures are reproducible");
+    }
+
+    #[test]
+    fn folding_reduction_equals_the_modulo() {
+        let mut x = 0x1234_5678_9abc_def0u128;
+        for _ in 0..100_000 {
+            x = (x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407)) >> 3;
+            assert_eq!(reduce(x), (x % PRIME as u128) as u64, "{x}");
+        }
+        for edge in [0, PRIME as u128, PRIME as u128 - 1, (PRIME as u128) * (PRIME as u128), (1u128 << 125) - 1] {
+            assert_eq!(reduce(edge), (edge % PRIME as u128) as u64, "{edge}");
+        }
     }
 }

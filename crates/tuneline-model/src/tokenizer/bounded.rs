@@ -6,10 +6,13 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use tokenizers::Tokenizer;
 
+use super::byte_level::ByteLevelBpe;
+
 /// Splits text at added tokens the way `tokenizers` does, when that is exact.
 pub struct Splitter {
     matcher: AhoCorasick,
     ids: Vec<u32>,
+    fast: Option<ByteLevelBpe>,
 }
 
 impl Splitter {
@@ -25,7 +28,7 @@ impl Splitter {
         }
         let (ids, contents): (Vec<u32>, Vec<String>) = added.iter().map(|(id, t)| (*id, t.content.clone())).unzip();
         let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&contents).ok()?;
-        Some(Self { matcher, ids })
+        Some(Self { matcher, ids, fast: ByteLevelBpe::new(tokenizer) })
     }
 
     /// Ids and byte offsets of `text`, or `None` once more than `limit` tokens are certain.
@@ -34,6 +37,9 @@ impl Splitter {
         let mut at = 0;
         let piece = |out: &mut Encoded, start: usize, end: usize| -> tokenizers::Result<()> {
             if start < end {
+                if let Some(fast) = &self.fast {
+                    return fast.encode(tokenizer.get_model(), &text[start..end], start, out);
+                }
                 let enc = tokenizer.encode(&text[start..end], false)?;
                 out.ids.extend_from_slice(enc.get_ids());
                 out.offsets.extend(enc.get_offsets().iter().map(|&(a, b)| (a + start, b + start)));

@@ -2,6 +2,7 @@
 //! with its chat template and special tokens.
 
 mod bounded;
+mod byte_level;
 mod from_gguf;
 mod from_hf;
 
@@ -26,6 +27,9 @@ pub struct SpecialTokens {
     pub unk: Option<String>,
 }
 
+/// Words the BPE model remembers the merges of.
+const WORD_CACHE: usize = 500_000;
+
 /// A model's tokenizer, chat template and special tokens.
 pub struct ModelTokenizer {
     /// The Hugging Face `tokenizers` pipeline.
@@ -42,11 +46,18 @@ pub struct ModelTokenizer {
 
 impl ModelTokenizer {
     fn new(
-        tokenizer: tokenizers::Tokenizer,
+        mut tokenizer: tokenizers::Tokenizer,
         chat_template: Option<ChatTemplate>,
         special: SpecialTokens,
         fingerprint: String,
     ) -> Self {
+        if let tokenizers::ModelWrapper::BPE(bpe) = tokenizer.get_model() {
+            // The default word cache (10,000 words) thrashes on chat corpora;
+            // a larger one roughly halves BPE time at a few tens of MiB.
+            let mut bpe = bpe.clone();
+            bpe.resize_cache(WORD_CACHE);
+            tokenizer.with_model(bpe);
+        }
         let splitter = bounded::Splitter::new(&tokenizer);
         Self { tokenizer, chat_template, special, fingerprint, splitter }
     }
@@ -62,11 +73,7 @@ impl ModelTokenizer {
     /// Token ids of `text`. Special tokens written in the text (`<|im_start|>`)
     /// are recognized; no BOS/EOS is added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
-        let encoding = self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| ModelError::new("<text>", format!("tokenization failed: {e}")))?;
-        Ok(encoding.get_ids().to_vec())
+        Ok(self.encode_within(text, usize::MAX)?.map(|e| e.ids).unwrap_or_default())
     }
 
     /// Ids and byte offsets of `text`, or `None` when it has more than `limit`
