@@ -11,6 +11,7 @@ pub mod output;
 pub mod pack;
 pub mod prepare;
 pub mod read;
+pub mod spill;
 pub mod split;
 pub mod tokenize;
 pub mod stats;

@@ -2,6 +2,7 @@
 //! columns `input_ids`, `labels`, `position_ids`, `segment_ids`, each a list of int32.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use rayon::prelude::*;
 
 use crate::pack::Packed;
 
@@ -21,8 +23,14 @@ const ROWS_PER_BATCH: usize = 1_000;
 
 const COLUMNS: [&str; 4] = ["input_ids", "labels", "position_ids", "segment_ids"];
 
-/// Writes `rows` as `<dir>/<split>-NNNNN.parquet` shards; returns the file names.
-pub fn write_split(dir: &Path, split: &str, rows: &[Packed]) -> std::io::Result<Vec<String>> {
+/// Writes `rows` rows, built by `row(i)` a batch at a time on every core, as
+/// `<dir>/<split>-NNNNN.parquet` shards; returns the file names.
+pub fn write_split(
+    dir: &Path,
+    split: &str,
+    rows: usize,
+    row: impl Fn(usize) -> std::io::Result<Packed> + Sync,
+) -> std::io::Result<Vec<String>> {
     let schema = Arc::new(Schema::new(
         COLUMNS
             .iter()
@@ -33,12 +41,14 @@ pub fn write_split(dir: &Path, split: &str, rows: &[Packed]) -> std::io::Result<
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
         .build();
     let mut names = Vec::new();
-    let shards: Vec<&[Packed]> = if rows.is_empty() { vec![&[][..]] } else { rows.chunks(ROWS_PER_SHARD).collect() };
+    let shards: Vec<Range<usize>> =
+        if rows == 0 { vec![0..0] } else { (0..rows).step_by(ROWS_PER_SHARD).map(|s| s..(s + ROWS_PER_SHARD).min(rows)).collect() };
     for (i, shard) in shards.into_iter().enumerate() {
         let name = format!("{split}-{i:05}.parquet");
         let file = File::create(dir.join(&name))?;
         let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone())).map_err(std::io::Error::other)?;
-        for batch in shard.chunks(ROWS_PER_BATCH) {
+        for start in shard.clone().step_by(ROWS_PER_BATCH) {
+            let batch: Vec<Packed> = (start..(start + ROWS_PER_BATCH).min(shard.end)).into_par_iter().map(&row).collect::<Result<_, _>>()?;
             let columns: Vec<ArrayRef> = vec![
                 list(batch.iter().map(|r| r.input_ids.iter().map(|&x| x as i32))),
                 list(batch.iter().map(|r| r.labels.iter().copied())),

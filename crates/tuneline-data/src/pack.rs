@@ -20,33 +20,33 @@ pub struct Packed {
     pub segment_ids: Vec<u32>,
 }
 
-/// Rows and how full they are.
+/// Which samples go into which row, and how full the rows are.
 #[derive(Debug, Clone)]
 pub struct Packing {
-    /// The rows, in a deterministic order.
-    pub rows: Vec<Packed>,
+    /// Sample indices of each row, in a deterministic order.
+    pub bins: Vec<Vec<usize>>,
     /// Real tokens / (rows x capacity).
     pub efficiency: f64,
 }
 
-/// Packs `samples` into rows of at most `capacity` tokens; with `pack = false` each sample is its own row.
-pub fn pack(samples: &[Tokenized], capacity: usize, pack: bool) -> Packing {
-    let bins: Vec<Vec<usize>> = if pack { best_fit_decreasing(samples, capacity) } else { (0..samples.len()).map(|i| vec![i]).collect() };
-    let rows: Vec<Packed> = bins.iter().map(|bin| concat(samples, bin)).collect();
-    let tokens: usize = rows.iter().map(|r| r.input_ids.len()).sum();
-    let efficiency = if rows.is_empty() { 0.0 } else { tokens as f64 / (rows.len() * capacity) as f64 };
-    Packing { rows, efficiency }
+/// Packs samples of token counts `lengths` into rows of at most `capacity`
+/// tokens; with `pack = false` each sample is its own row.
+pub fn pack(lengths: &[usize], capacity: usize, pack: bool) -> Packing {
+    let bins: Vec<Vec<usize>> = if pack { best_fit_decreasing(lengths, capacity) } else { (0..lengths.len()).map(|i| vec![i]).collect() };
+    let tokens: usize = lengths.iter().sum();
+    let efficiency = if bins.is_empty() { 0.0 } else { tokens as f64 / (bins.len() * capacity) as f64 };
+    Packing { bins, efficiency }
 }
 
 /// Sample indices per bin: longest first, each into the fullest bin it fits.
-fn best_fit_decreasing(samples: &[Tokenized], capacity: usize) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..samples.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(samples[i].input_ids.len()), i));
+fn best_fit_decreasing(lengths: &[usize], capacity: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(lengths[i]), i));
     let mut bins: Vec<Vec<usize>> = Vec::new();
     // Free space -> bins with that much free space (a bin is reused smallest-index first).
     let mut by_free: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for i in order {
-        let len = samples[i].input_ids.len();
+        let len = lengths[i];
         let fit = by_free.range(len..).next().map(|(&free, _)| free);
         let (bin, free) = match fit {
             Some(free) => {
@@ -73,10 +73,10 @@ fn best_fit_decreasing(samples: &[Tokenized], capacity: usize) -> Vec<Vec<usize>
     bins
 }
 
-fn concat(samples: &[Tokenized], bin: &[usize]) -> Packed {
+/// One row of `samples` back to back, positions restarting at each.
+pub fn concat(samples: &[Tokenized]) -> Packed {
     let mut row = Packed { input_ids: Vec::new(), labels: Vec::new(), position_ids: Vec::new(), segment_ids: Vec::new() };
-    for (segment, &i) in bin.iter().enumerate() {
-        let s = &samples[i];
+    for (segment, s) in samples.iter().enumerate() {
         row.input_ids.extend(&s.input_ids);
         row.labels.extend(&s.labels);
         row.position_ids.extend(0..s.input_ids.len() as u32);
@@ -95,18 +95,14 @@ mod tests {
 
     #[test]
     fn best_fit_decreasing_fills_rows_and_restarts_positions() {
-        let samples: Vec<Tokenized> = [6, 5, 4, 3, 2, 2, 1, 1].map(sample).to_vec();
-        let p = pack(&samples, 8, true);
-        let lens: Vec<usize> = p.rows.iter().map(|r| r.input_ids.len()).collect();
-        assert_eq!(lens, [8, 8, 8]);
+        let lengths = [6, 5, 4, 3, 2, 2, 1, 1];
+        let p = pack(&lengths, 8, true);
+        let filled: Vec<usize> = p.bins.iter().map(|b| b.iter().map(|&i| lengths[i]).sum()).collect();
+        assert_eq!(filled, [8, 8, 8]);
         assert!((p.efficiency - 1.0).abs() < 1e-9);
-        let row = &p.rows[0];
+        let row = concat(&p.bins[0].iter().map(|&i| sample(lengths[i])).collect::<Vec<_>>());
         assert_eq!(row.position_ids, [0, 1, 2, 3, 4, 5, 0, 1]);
         assert_eq!(row.segment_ids, [1, 1, 1, 1, 1, 1, 2, 2]);
-        for r in &p.rows {
-            assert!(r.input_ids.len() <= 8);
-        }
-        let unpacked = pack(&samples, 8, false);
-        assert_eq!(unpacked.rows.len(), 8);
+        assert_eq!(pack(&lengths, 8, false).bins.len(), 8);
     }
 }

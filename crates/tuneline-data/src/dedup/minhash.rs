@@ -84,18 +84,25 @@ fn reduce(x: u128) -> u64 {
     if twice >= PRIME { twice - PRIME } else { twice }
 }
 
-/// Pairs `(i, j)`, `i < j`, whose signatures agree on a whole band, each pair once.
-pub fn candidate_pairs(signatures: &[Vec<u64>]) -> Vec<(usize, usize)> {
+/// One key per band: a hash of the band's rows.
+pub fn band_keys(signature: &[u64]) -> [u64; BANDS] {
+    std::array::from_fn(|band| {
+        let rows: Vec<u8> = signature[band * ROWS..(band + 1) * ROWS].iter().flat_map(|v| v.to_le_bytes()).collect();
+        xxh3_64(&rows)
+    })
+}
+
+/// Pairs `(i, j)`, `i < j`, whose band keys agree on a whole band, each pair
+/// once; `j` is paired with the first earlier sample in that band's bucket.
+pub fn candidate_pairs<'a>(bands: impl Iterator<Item = &'a [u64; BANDS]> + Clone) -> Vec<(usize, usize)> {
     let mut pairs = Vec::new();
     for band in 0..BANDS {
-        let mut first: HashMap<u64, usize> = HashMap::with_capacity(signatures.len());
-        for (i, sig) in signatures.iter().enumerate() {
-            let rows = &sig[band * ROWS..(band + 1) * ROWS];
-            let key = xxh3_64(le_bytes(rows).as_slice());
-            match first.get(&key) {
+        let mut first: HashMap<u64, usize> = HashMap::new();
+        for (i, keys) in bands.clone().enumerate() {
+            match first.get(&keys[band]) {
                 Some(&j) => pairs.push((j, i)),
                 None => {
-                    first.insert(key, i);
+                    first.insert(keys[band], i);
                 }
             }
         }
@@ -103,10 +110,6 @@ pub fn candidate_pairs(signatures: &[Vec<u64>]) -> Vec<(usize, usize)> {
     pairs.sort_unstable();
     pairs.dedup();
     pairs
-}
-
-fn le_bytes(values: &[u64]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 /// Estimated Jaccard similarity: the share of equal signature positions.
@@ -127,7 +130,8 @@ mod tests {
         let s = [h.signature(base), h.signature(near), h.signature(other)];
         assert!(similarity(&s[0], &s[1]) > 0.7, "{}", similarity(&s[0], &s[1]));
         assert!(similarity(&s[0], &s[2]) < 0.1);
-        assert_eq!(candidate_pairs(&s), [(0, 1)]);
+        let bands = s.each_ref().map(|sig| band_keys(sig));
+        assert_eq!(candidate_pairs(bands.iter()), [(0, 1)]);
         assert_eq!(h.signature(base), MinHasher::new().signature(base), "signatures are reproducible");
     }
 

@@ -7,15 +7,13 @@ mod union_find;
 
 use std::collections::HashMap;
 
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tuneline_core::config::DedupConfig;
-use tuneline_core::progress::Progress;
 
-pub use minhash::{MinHasher, BANDS, ROWS};
+pub use minhash::{similarity, MinHasher, BANDS, ROWS};
 pub use union_find::UnionFind;
 
-use crate::format::{Record, Sample};
+use crate::format::Sample;
 
 /// Cluster counts, for the dataset stats.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,13 +30,41 @@ pub struct DedupCounts {
     pub clustered_samples: u64,
 }
 
+/// What dedup needs of one sample: its exact key and its LSH band keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// sha256 of the normalized text (the exact-dedup key).
+    pub text_hash: [u8; 32],
+    /// One key per LSH band (zeros without near dedup).
+    pub bands: [u64; BANDS],
+}
+
+/// Computes fingerprints, and MinHash signatures when near dedup is on.
+pub struct Fingerprinter {
+    minhash: Option<MinHasher>,
+}
+
+impl Fingerprinter {
+    /// A fingerprinter for `config`.
+    pub fn new(config: &DedupConfig) -> Self {
+        Self { minhash: config.near.then(MinHasher::new) }
+    }
+
+    /// The fingerprint of `sample`, and its MinHash signature with near dedup.
+    pub fn fingerprint(&self, sample: &Sample) -> (Fingerprint, Option<Vec<u64>>) {
+        let text = normalized_text(sample);
+        let text_hash = Sha256::digest(text.as_bytes()).into();
+        let signature = self.minhash.as_ref().map(|m| m.signature(&text));
+        let bands = signature.as_deref().map(minhash::band_keys).unwrap_or_default();
+        (Fingerprint { text_hash, bands }, signature)
+    }
+}
+
 /// What dedup decided for each sample.
 #[derive(Debug, Clone)]
 pub struct Dedup {
     /// For each sample, the index of its cluster's representative (itself if unique).
     pub cluster_of: Vec<usize>,
-    /// For each sample, the sha256 of its normalized text (the exact-dedup key).
-    pub text_hash: Vec<[u8; 32]>,
     /// Indices of the samples kept, in input order.
     pub kept: Vec<usize>,
     /// Counts.
@@ -54,29 +80,25 @@ pub fn normalized_text(sample: &Sample) -> String {
     raw.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-/// Finds exact and near duplicates among `records`; `progress` advances per MinHash signature.
-pub fn dedup(records: &[Record], config: &DedupConfig, progress: &dyn Progress) -> Dedup {
-    let texts: Vec<String> = records.par_iter().map(|r| normalized_text(&r.sample)).collect();
-    let n = texts.len();
+/// Finds exact and near duplicates among samples with fingerprints `fps`, in
+/// input order. `similar(a, b)` confirms a pair whose bands collide (it
+/// compares their signatures against the threshold).
+pub fn dedup(
+    fps: &[Fingerprint],
+    config: &DedupConfig,
+    mut similar: impl FnMut(usize, usize) -> std::io::Result<bool>,
+) -> std::io::Result<Dedup> {
+    let n = fps.len();
     let mut exact = UnionFind::new(n);
-    let text_hash: Vec<[u8; 32]> = texts.par_iter().map(|t| Sha256::digest(t.as_bytes()).into()).collect();
     let mut first_of: HashMap<[u8; 32], usize> = HashMap::with_capacity(n);
-    for (i, key) in text_hash.iter().enumerate() {
-        let first = *first_of.entry(*key).or_insert(i);
+    for (i, fp) in fps.iter().enumerate() {
+        let first = *first_of.entry(fp.text_hash).or_insert(i);
         exact.union(first, i);
     }
     let mut all = exact.clone();
     if config.near {
-        let hasher = MinHasher::new();
-        let signatures: Vec<Vec<u64>> = texts
-            .par_iter()
-            .map(|t| {
-                progress.advance(1);
-                hasher.signature(t)
-            })
-            .collect();
-        for (a, b) in minhash::candidate_pairs(&signatures) {
-            if minhash::similarity(&signatures[a], &signatures[b]) >= config.threshold {
+        for (a, b) in minhash::candidate_pairs(fps.iter().map(|f| &f.bands)) {
+            if all.find(a) != all.find(b) && similar(a, b)? {
                 all.union(a, b);
             }
         }
@@ -102,5 +124,5 @@ pub fn dedup(records: &[Record], config: &DedupConfig, progress: &dyn Progress) 
             kept.push(i);
         }
     }
-    Dedup { cluster_of, text_hash, kept, counts }
+    Ok(Dedup { cluster_of, kept, counts })
 }

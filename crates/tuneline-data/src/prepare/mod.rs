@@ -12,15 +12,19 @@ use tuneline_core::config::Config;
 use tuneline_core::progress::Progress;
 use tuneline_model::ModelTokenizer;
 
-use crate::dedup::dedup;
-use crate::format::Record;
-use crate::ingest::{ingest, resolve_inputs, DataError, Ingested};
+use crate::dedup::{dedup, similarity, Fingerprint, BANDS, ROWS};
+use crate::ingest::{resolve_inputs, DataError, Ingested};
 use crate::output::write_split;
-use crate::pack::pack;
+use crate::pack::{concat, pack, Packed};
 use crate::read::Truncation;
+use crate::spill::{get_sample, get_signature};
 use crate::split::{split, EvalSize};
 use crate::stats::{Lengths, SplitStats, Stats};
-use crate::tokenize::{Tokenized, Tokenizer, IGNORE};
+use crate::tokenize::Tokenizer;
+
+mod collect;
+
+use collect::{collect, Collected, Outcome};
 
 /// The manifest file inside a dataset version.
 pub const MANIFEST: &str = "manifest.json";
@@ -126,30 +130,40 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
 }
 
 /// Builds the dataset of `plan` into `out` (shards, manifest, quarantine),
-/// reporting each stage to `progress`.
+/// reporting each stage to `progress`. Memory holds a small entry per
+/// sample; token ids and signatures are spilled to unnamed files in `out`.
 pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) -> Result<Manifest, DataError> {
     let d = &config.data;
     let io = |e: std::io::Error| DataError::Input { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut stats = Stats::default();
+    let tokenizer = Tokenizer {
+        model: &plan.tokenizer,
+        train_on_inputs: d.train_on_inputs,
+        max_seq_length: d.max_seq_length as usize,
+        overflow: d.overflow,
+    };
 
     let started = Instant::now();
     let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
-    let mut records: Vec<Record> = Vec::new();
-    progress.start("read and clean", plan.inputs.len() as u64);
-    let Ingested { input, clean, truncations, quarantined } = ingest(&files, d, &mut |r| records.push(r), progress)?;
+    progress.start("read, clean and tokenize", plan.inputs.len() as u64);
+    let Collected { entries, ingested, samples, signatures } = collect(&files, d, &tokenizer, out, progress)?;
+    let Ingested { input, clean, truncations, quarantined } = ingested;
     for t in &truncations {
         tracing::warn!("{}: {} at line {} (byte {})", t.file.display(), t.reason, t.line, t.byte);
     }
     stats.input = input;
     stats.clean = clean;
-    tracing::info!("read {} records, {} kept after cleaning ({:.1?})", stats.input.read, records.len(), started.elapsed());
-    nonempty(records.len(), "reading and cleaning", &stats.input.rejected, &stats.clean.removed)?;
+    tracing::info!("read {} records, {} kept after cleaning ({:.1?})", stats.input.read, entries.len(), started.elapsed());
+    nonempty(entries.len(), "reading and cleaning", &stats.input.rejected, &stats.clean.removed)?;
     write_quarantine(&out.join(QUARANTINE), &quarantined).map_err(io)?;
 
     let started = Instant::now();
-    progress.start("dedup", if d.dedup.near { records.len() as u64 } else { 0 });
-    let deduped = dedup(&records, &d.dedup, progress);
+    progress.start("dedup", 0);
+    let fingerprints: Vec<Fingerprint> = entries.iter().map(|e| e.fingerprint.clone()).collect();
+    let signature = |i: usize| get_signature(&signatures, entries[i].signature, BANDS * ROWS);
+    let deduped = dedup(&fingerprints, &d.dedup, |a, b| Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold))
+        .map_err(io)?;
     stats.dedup = deduped.counts.clone();
     tracing::info!(
         "dedup: {} exact and {} near duplicates removed, {} clusters ({:.1?})",
@@ -160,53 +174,55 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     );
 
     // Split by cluster: every member of a cluster shares its representative's key.
-    let keys: Vec<String> = deduped.kept.iter().map(|&i| hex::encode(deduped.text_hash[deduped.cluster_of[i]])).collect();
+    let keys: Vec<String> =
+        deduped.kept.iter().map(|&i| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let size = match d.eval_count {
         Some(n) => EvalSize::Count(n),
         None => EvalSize::Fraction(d.eval_fraction),
     };
     let is_eval = split(&key_refs, config.training.seed, size);
-
-    let started = Instant::now();
-    progress.start("template and tokenize", deduped.kept.len() as u64);
-    let tok = Tokenizer {
-        model: &plan.tokenizer,
-        train_on_inputs: d.train_on_inputs,
-        max_seq_length: d.max_seq_length as usize,
-        overflow: d.overflow,
-    };
-    let tokenized: Vec<Result<Tokenized, &'static str>> =
-        deduped.kept.par_iter().map(|&i| tok.tokenize(&records[i].sample)).inspect(|_| progress.advance(1)).collect();
     let (mut train, mut eval) = (Vec::new(), Vec::new());
-    for (result, eval_flag) in tokenized.into_iter().zip(is_eval) {
-        match result {
-            Ok(t) => {
-                stats.tokenize.truncated += u64::from(t.truncated);
-                if eval_flag { eval.push(t) } else { train.push(t) }
+    for (&i, eval_flag) in deduped.kept.iter().zip(is_eval) {
+        match entries[i].outcome {
+            Outcome::Tokenized(at) => {
+                stats.tokenize.truncated += u64::from(at.truncated);
+                if eval_flag { eval.push(at) } else { train.push(at) }
             }
-            Err(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
+            Outcome::Removed(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
+            Outcome::Duplicate => unreachable!("dedup keeps the first of exact duplicates, which is tokenized"),
         }
     }
     stats.kept = (train.len() + eval.len()) as u64;
-    tracing::info!("tokenized {} samples ({:.1?})", stats.kept, started.elapsed());
     if train.is_empty() {
         let why = stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ");
         return Err(DataError::Empty { stage: "templating and tokenizing".into(), detail: why });
     }
-    stats.lengths = Lengths::of(train.iter().chain(&eval).map(|t| t.input_ids.len() as u64).collect());
+    if eval.is_empty() && (d.eval_fraction > 0.0 || d.eval_count.is_some_and(|n| n > 0)) {
+        tracing::warn!(
+            "the eval split is empty: {} samples are too few for eval_fraction {}; set data.eval_count to hold out a fixed number",
+            stats.kept,
+            d.eval_fraction
+        );
+    }
+    stats.lengths = Lengths::of(train.iter().chain(&eval).map(|t| u64::from(t.tokens)).collect());
 
     progress.start("pack and write", 2);
-    for (name, samples) in [("train", &train), ("eval", &eval)] {
-        let packing = pack(samples, d.max_seq_length as usize, d.packing);
-        let files = write_split(out, name, &packing.rows).map_err(io)?;
+    for (name, refs) in [("train", &train), ("eval", &eval)] {
+        let lengths: Vec<usize> = refs.iter().map(|t| t.tokens as usize).collect();
+        let packing = pack(&lengths, d.max_seq_length as usize, d.packing);
+        let row = |r: usize| -> std::io::Result<Packed> {
+            let members = packing.bins[r].iter().map(|&i| get_sample(&samples, &refs[i])).collect::<Result<Vec<_>, _>>()?;
+            Ok(concat(&members))
+        };
+        let files = write_split(out, name, packing.bins.len(), row).map_err(io)?;
         stats.splits.insert(
             name.to_string(),
             SplitStats {
-                samples: samples.len() as u64,
-                rows: packing.rows.len() as u64,
-                tokens: samples.iter().map(|t| t.input_ids.len() as u64).sum(),
-                trained_tokens: samples.iter().map(|t| t.labels.iter().filter(|&&l| l != IGNORE).count() as u64).sum(),
+                samples: refs.len() as u64,
+                rows: packing.bins.len() as u64,
+                tokens: refs.iter().map(|t| u64::from(t.tokens)).sum(),
+                trained_tokens: refs.iter().map(|t| u64::from(t.trained)).sum(),
                 packing_efficiency: packing.efficiency,
                 files,
             },
