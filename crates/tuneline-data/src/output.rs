@@ -41,9 +41,10 @@ pub fn write_split(
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
         .build();
     let mut names = Vec::new();
-    let shards: Vec<Range<usize>> =
-        if rows == 0 { vec![0..0] } else { (0..rows).step_by(ROWS_PER_SHARD).map(|s| s..(s + ROWS_PER_SHARD).min(rows)).collect() };
-    for (i, shard) in shards.into_iter().enumerate() {
+    // An empty split still gets one (empty) shard, so readers find its schema.
+    let shards = rows.div_ceil(ROWS_PER_SHARD).max(1);
+    for i in 0..shards {
+        let shard: Range<usize> = i * ROWS_PER_SHARD..((i + 1) * ROWS_PER_SHARD).min(rows);
         let name = format!("{split}-{i:05}.parquet");
         let file = File::create(dir.join(&name))?;
         let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone())).map_err(std::io::Error::other)?;
