@@ -41,7 +41,7 @@ impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         let code = match e {
             StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => 2,
-            StoreError::NotCommitted { .. } | StoreError::AlreadyCommitted { .. } => 2,
+            StoreError::NotCommitted { .. } | StoreError::NoObject { .. } | StoreError::AlreadyCommitted { .. } => 2,
             _ => 1,
         };
         Self { code, message: e.to_string() }

@@ -40,7 +40,14 @@ impl ArtifactStore {
                 let dest = dir.join(&entry.path);
                 let key = key::join(prefix, &entry.path);
                 async move {
-                    with_backoff(self.retries, &key, || self.fetch_once(&key, &dest, entry, progress)).await
+                    with_backoff(self.retries, &key, || async {
+                        if already_there(&dest, entry).await? {
+                            progress.advance(entry.size);
+                            return Ok(0);
+                        }
+                        self.fetch_once(&key, &dest, entry.size, Some(&entry.sha256), progress).await
+                    })
+                    .await
                 }
             })
             .buffer_unordered(self.concurrency)
@@ -54,15 +61,24 @@ impl ArtifactStore {
         })
     }
 
-    /// Brings one file to `dest`; returns the bytes downloaded (0 when it was already there).
-    async fn fetch_once(&self, key: &str, dest: &Path, entry: &FileEntry, progress: &dyn Progress) -> Result<u64> {
-        if already_there(dest, entry).await? {
-            progress.advance(entry.size);
-            return Ok(0);
-        }
+    /// Downloads `key` (of `size` bytes) to `dest`; returns the bytes downloaded.
+    /// With the committed `sha256`, an interrupted download resumes from its
+    /// `.part` file and the result is verified; without one (a raw object that
+    /// may have changed since) it starts over and only the size is checked.
+    pub(crate) async fn fetch_once(
+        &self,
+        key: &str,
+        dest: &Path,
+        size: u64,
+        sha256: Option<&str>,
+        progress: &dyn Progress,
+    ) -> Result<u64> {
         let part = part_path(dest);
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|e| StoreError::local(parent, e))?;
+        }
+        if sha256.is_none() {
+            let _ = tokio::fs::remove_file(&part).await;
         }
         // Resume: hash what an earlier attempt left, then fetch only the rest.
         let mut hasher = Sha256::new();
@@ -78,7 +94,7 @@ impl ArtifactStore {
                 have += n as u64;
             }
         }
-        if have > entry.size {
+        if have > size {
             have = 0;
             hasher = Sha256::new();
             tokio::fs::remove_file(&part).await.map_err(|e| StoreError::local(&part, e))?;
@@ -92,7 +108,7 @@ impl ArtifactStore {
             .map_err(|e| StoreError::local(&part, e))?;
         let mut downloaded = 0u64;
         let streamed: Result<()> = async {
-            if have < entry.size {
+            if have < size {
                 let location = key::path(key)?;
                 let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
                 let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
@@ -111,16 +127,15 @@ impl ArtifactStore {
         out.flush().await.map_err(|e| StoreError::local(&part, e))?;
         drop(out);
         streamed?;
-        let sha256 = hex::encode(hasher.finalize());
-        if have + downloaded != entry.size || sha256 != entry.sha256 {
+        let got = hex::encode(hasher.finalize());
+        if have + downloaded != size || sha256.is_some_and(|want| want != got) {
             let _ = tokio::fs::remove_file(&part).await;
             return Err(StoreError::Corrupt {
                 key: key.to_string(),
                 what: format!(
-                    "downloaded {} bytes with sha256 {sha256}, but the commit lists {} bytes with sha256 {}",
+                    "downloaded {} bytes with sha256 {got}, but expected {size} bytes with sha256 {}",
                     have + downloaded,
-                    entry.size,
-                    entry.sha256
+                    sha256.unwrap_or("(any)")
                 ),
             });
         }

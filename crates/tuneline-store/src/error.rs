@@ -43,6 +43,14 @@ pub enum StoreError {
         /// The prefix.
         prefix: String,
     },
+    /// No object is at or under this key (raw inputs, which have no commit).
+    #[error("no object at or under `{key}` in {store}")]
+    NoObject {
+        /// The store, as its URL.
+        store: String,
+        /// The key.
+        key: String,
+    },
     /// The prefix is already committed; artifacts are immutable.
     #[error("`{prefix}` is already committed; artifacts are immutable, so push to a new prefix")]
     AlreadyCommitted {

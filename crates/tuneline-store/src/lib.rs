@@ -17,6 +17,7 @@ mod key;
 mod listing;
 mod location;
 mod manifest;
+mod mirror;
 mod retry;
 mod store;
 mod upload;

@@ -316,6 +316,33 @@ async fn keys_cannot_escape_the_store(b: Backend) {
     assert!(store.list_objects("").await.unwrap().is_empty(), "nothing was written");
 }
 
+async fn raw_objects_are_mirrored_and_kept_current(b: Backend) {
+    let store = b.store(0);
+    for (key, body) in [("raw/chat.jsonl", "one\n"), ("raw/set/a.jsonl", "a\n"), ("raw/set/sub/b.jsonl", "b\n")] {
+        b.raw.put(&key.into(), body.into()).await.unwrap();
+    }
+    let dir = TempDir::new().unwrap();
+    let one = store.mirror("raw/chat.jsonl", dir.path(), &NoProgress).await.unwrap();
+    assert_eq!(one, [dir.path().join("chat.jsonl")]);
+    assert_eq!(std::fs::read_to_string(&one[0]).unwrap(), "one\n");
+    let set = store.mirror("raw/set", dir.path(), &NoProgress).await.unwrap();
+    assert_eq!(set, [dir.path().join("set/a.jsonl"), dir.path().join("set/sub/b.jsonl")]);
+
+    // A copy with the object's size and time is current and is not fetched again...
+    let touched = std::fs::metadata(&one[0]).unwrap().modified().unwrap();
+    std::fs::write(&one[0], "ONE\n").unwrap();
+    std::fs::File::options().write(true).open(&one[0]).unwrap().set_modified(touched).unwrap();
+    store.mirror("raw/chat.jsonl", dir.path(), &NoProgress).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&one[0]).unwrap(), "ONE\n");
+    // ...and a changed object is.
+    b.raw.put(&"raw/chat.jsonl".into(), "one, two\n".into()).await.unwrap();
+    store.mirror("raw/chat.jsonl", dir.path(), &NoProgress).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&one[0]).unwrap(), "one, two\n");
+
+    let err = store.mirror("raw/none", dir.path(), &NoProgress).await.unwrap_err();
+    assert!(matches!(err, StoreError::NoObject { .. }), "{err}");
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory { $( #[tokio::test] async fn $case() { super::$case(super::Backend::memory()).await } )* }
@@ -335,4 +362,5 @@ conformance!(
     a_truncated_upload_never_commits_and_a_retry_does,
     gc_removes_leftovers_and_rotates_checkpoints,
     keys_cannot_escape_the_store,
+    raw_objects_are_mirrored_and_kept_current,
 );

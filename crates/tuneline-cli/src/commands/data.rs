@@ -55,7 +55,7 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
 async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult {
     let base = PathBuf::from(".");
     let wanted = if inputs.is_empty() { &config.data.inputs } else { inputs };
-    let local = fetch_store_inputs(global, store, wanted).await?;
+    let local = fetch_store_inputs(global, store, config, wanted).await?;
     let plan = tokio::task::block_in_place(|| plan(config, &base, &local))?;
     let prefix = plan.prefix();
     if store.is_committed(&prefix).await? {
@@ -80,22 +80,39 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
 }
 
 /// Inputs written `store:PREFIX` name committed artifacts in the store (raw
-/// data pushed with `tuneline store push`): they are pulled into the local
-/// cache, which skips files already there, and read from it.
-async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, inputs: &[String]) -> CliResult<Vec<String>> {
+/// data pushed with `tuneline store push`); inputs written `s3://bucket/key`
+/// name plain objects, or every object under a prefix, uploaded with any tool
+/// (same endpoint and credentials as the store). Both are brought into the
+/// local cache, which skips files already current, and read from there.
+async fn fetch_store_inputs(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &tuneline_core::config::Config,
+    inputs: &[String],
+) -> CliResult<Vec<String>> {
+    let cache = PathBuf::from(".tuneline/cache/inputs");
     let mut local = Vec::with_capacity(inputs.len());
     for input in inputs {
-        let Some(prefix) = input.strip_prefix("store:") else {
+        let shown = || Shown::new(&format!("fetch {input}"), Unit::Bytes, global.quiet || global.json);
+        if let Some(prefix) = input.strip_prefix("store:") {
+            let dir = cache.join(prefix.trim_matches('/'));
+            tuneline_store::check_key(prefix)?;
+            let progress = shown();
+            let pulled = store.pull(prefix, &dir, &progress).await;
+            progress.finish();
+            pulled?;
+            local.push(dir.display().to_string());
+        } else if let Some(path) = input.strip_prefix("s3://") {
+            let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+            let bucket_store = ArtifactStore::open(&format!("s3://{bucket}"), &config.store)?;
+            let parent = key.trim_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
+            let progress = shown();
+            let files = bucket_store.mirror(key, &cache.join("s3").join(bucket).join(parent), &progress).await;
+            progress.finish();
+            local.extend(files?.into_iter().map(|f| f.display().to_string()));
+        } else {
             local.push(input.clone());
-            continue;
-        };
-        let dir = PathBuf::from(".tuneline/cache/inputs").join(prefix.trim_matches('/'));
-        tuneline_store::check_key(prefix)?;
-        let shown = Shown::new(&format!("fetch {input}"), Unit::Bytes, global.quiet || global.json);
-        let pulled = store.pull(prefix, &dir, &shown).await;
-        shown.finish();
-        pulled?;
-        local.push(dir.display().to_string());
+        }
     }
     Ok(local)
 }

@@ -2,11 +2,14 @@
 
 use crate::common::TestContext;
 
-fn project() -> TestContext {
-    let ctx = TestContext::new();
+/// Links the real SmolLM2 model where the default config looks for it.
+pub fn link_model(ctx: &TestContext) {
     std::fs::create_dir(ctx.path("models")).unwrap();
     std::os::unix::fs::symlink(tuneline_testkit::smollm2_gguf(), ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
-    ctx.write("tuneline.toml", "[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 512\neval_count = 2\n");
+}
+
+/// 24 support conversations in ShareGPT layout, as JSON lines.
+pub fn tickets() -> String {
     let lines: Vec<String> = (0..24)
         .map(|i| {
             serde_json::json!({"conversations": [
@@ -16,7 +19,14 @@ fn project() -> TestContext {
             .to_string()
         })
         .collect();
-    ctx.write("data/tickets.jsonl", lines.join("\n"));
+    lines.join("\n")
+}
+
+fn project() -> TestContext {
+    let ctx = TestContext::new();
+    link_model(&ctx);
+    ctx.write("tuneline.toml", "[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 512\neval_count = 2\n");
+    ctx.write("data/tickets.jsonl", tickets());
     ctx
 }
 
@@ -25,7 +35,7 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let ctx = project();
     let (code, out, err) = ctx.run(&["data", "prepare"]);
     assert_eq!(code, 0, "{err}");
-    for stage in ["prepare support: read and clean (1)", "prepare support: dedup (24)", "prepare support: template and tokenize (24)"] {
+    for stage in ["prepare support: read, clean and tokenize (1)", "prepare support: pack and write (2)"] {
         assert!(err.contains(stage), "without a terminal, each stage is a log line: {err}");
     }
     let first = out.lines().next().unwrap().to_string();

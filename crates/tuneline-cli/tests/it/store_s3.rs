@@ -76,3 +76,40 @@ fn an_unreachable_endpoint_fails_fast_and_clearly() {
     assert!(err.starts_with("error: cannot reach s3://"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+#[test]
+fn data_prepare_reads_raw_objects_uploaded_with_any_tool() {
+    let g = tuneline_testkit::garage();
+    let ctx = s3_project(&g.endpoint);
+    crate::data::link_model(&ctx);
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[data]\nname = \"support\"\nmax_seq_length = 512\neval_count = 2\n"));
+    // A plain object, put with a bare S3 client rather than through tuneline.
+    let raw = g.fresh_url("raw");
+    let (bucket, key) = raw.trim_start_matches("s3://").split_once('/').unwrap();
+    let client = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&g.endpoint)
+        .with_bucket_name(bucket)
+        .with_region("garage")
+        .with_access_key_id(&g.key_id)
+        .with_secret_access_key(&g.secret)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .build()
+        .unwrap();
+    let path = object_store::path::Path::from(format!("{key}/tickets.jsonl"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(object_store::ObjectStoreExt::put(&client, &path, crate::data::tickets().into())).unwrap();
+    let run = |args: &[&str]| with_keys(&ctx, args, &g.key_id, &g.secret);
+
+    let url = format!("{raw}/tickets.jsonl");
+    let (code, out, err) = run(&["data", "prepare", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("read                24"), "{out}");
+    let (code, out, err) = run(&["data", "prepare", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("is up to date"), "{out}");
+    let (code, _, err) = run(&["data", "prepare", &format!("{raw}/missing.jsonl")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no object at or under"), "{err}");
+}
