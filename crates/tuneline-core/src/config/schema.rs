@@ -158,7 +158,8 @@ pub enum OnError {
 pub struct DataConfig {
     /// Names `datasets/<name>/<version>`.
     pub name: String,
-    /// Files, directories, globs, or `store:PREFIX` for a committed artifact in the store.
+    /// Files, directories, globs, `store:PREFIX` for a committed artifact in the
+    /// store, or `s3://bucket/key` for plain objects (one, or all under a prefix).
     pub inputs: Vec<String>,
     /// Longest packed sequence, in tokens.
     pub max_seq_length: u32,

@@ -3,6 +3,11 @@
 
 use std::collections::HashMap;
 
+use std::sync::LazyLock;
+
+use regex::Regex;
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// LSH bands.
@@ -43,12 +48,10 @@ impl MinHasher {
         Self { params }
     }
 
-    /// The signature of `text`: for each permutation, the minimum over its word 5-grams.
+    /// The signature of `text`: for each permutation, the minimum over the
+    /// hashes of its word 5-grams (of [`words`]).
     pub fn signature(&self, text: &str) -> Vec<u64> {
-        let words: Vec<&str> = text
-            .split(|c: char| c.is_whitespace() || (c.is_ascii_punctuation() && c != '\''))
-            .filter(|w| !w.is_empty())
-            .collect();
+        let words = words(text);
         let mut signature = vec![u64::MAX; self.params.len()];
         let mut shingle = String::new();
         for window in words.windows(NGRAM.min(words.len()).max(1)) {
@@ -73,6 +76,25 @@ impl MinHasher {
         }
         signature
     }
+}
+
+/// datatrove's punctuation (`datatrove.utils.text.PUNCTUATION`, its visible
+/// characters; control characters are handled apart), so shingles match its own.
+const PUNCTUATION: &str = "!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»";
+
+/// Numbers in any script, with an optional decimal part.
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\p{Nd}+([.,،٫⎖⎗⎘]\p{Nd}+)?").expect("valid pattern"));
+
+/// The words of `text` as datatrove's `simplify_text` leaves them (with its
+/// defaults): lowercased, each number replaced by `0`, punctuation and control
+/// characters turned into spaces, diacritics removed; split at whitespace.
+pub fn words(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let numbered = NUMBER.replace_all(&lower, "0");
+    let spaced: String =
+        numbered.chars().map(|c| if PUNCTUATION.contains(c) || (c.is_control() && c != '\t' && c != '\n') { ' ' } else { c }).collect();
+    let plain: String = if spaced.is_ascii() { spaced } else { spaced.nfd().filter(|&c| !is_combining_mark(c)).collect() };
+    plain.split_whitespace().map(str::to_string).collect()
 }
 
 /// `x mod (2^61 - 1)` for `x < 2^125`, by folding the high bits (2^61 = 1 mod p),
