@@ -37,8 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .lines()
                 .map(|line| Ok(serde_json::from_str::<serde_json::Value>(&line?)?["text"].as_str().unwrap_or_default().to_string()))
                 .collect::<Result<_, Box<dyn std::error::Error>>>()?;
-            let threshold = std::env::var("THRESHOLD").map_or(Ok(DedupConfig::default().threshold), |t| t.parse())?;
-            let config = DedupConfig { exact: false, threshold, ..DedupConfig::default() };
+            let config = DedupConfig { exact: false, ..DedupConfig::default() };
             let hasher = Fingerprinter::new(&config);
             let sample = |t: &String| tuneline_data::format::Sample::Text(t.clone());
             let (fingerprints, signatures): (Vec<_>, Vec<_>) = texts.par_iter().map(|t| hasher.fingerprint(&sample(t))).unzip();

@@ -11,6 +11,10 @@ use tuneline_data::prepare::{build, plan, Manifest};
 use tuneline_model::{Message, ModelTokenizer};
 
 const TOPICS: [&str; 6] = ["passwords", "refunds", "exports", "invoices", "shipping", "accounts"];
+const WORDS: [&str; 16] = [
+    "quickly", "laptop", "monthly", "team", "locked", "yesterday", "billing", "twice", "mobile", "shared", "export", "urgent",
+    "again", "manager", "backup", "renewal",
+];
 
 /// 60 distinct conversations, plus an exact copy of the first and a broken line.
 fn write_inputs(dir: &Path) -> Vec<Vec<Message>> {
@@ -18,9 +22,11 @@ fn write_inputs(dir: &Path) -> Vec<Vec<Message>> {
     let mut lines = Vec::new();
     for i in 0..60 {
         let topic = TOPICS[i % TOPICS.len()];
+        // A word sequence of its own makes each conversation distinct, not just its numbers.
+        let words: Vec<&str> = (0..8u64).map(|j| WORDS[((i as u64 * 2_654_435_761 + j * 40_503) >> 7) as usize % WORDS.len()]).collect();
         let conv = vec![
-            Message::new("user", format!("Question {i}: how do {topic} work for customer number {}?", i * 7919 % 1000)),
-            Message::new("assistant", format!("Answer {i}: {topic} are handled in settings, section {}, step {}.", i % 9, i * 31 % 17)),
+            Message::new("user", format!("How do {topic} work? Notes: {}", words[..4].join(" "))),
+            Message::new("assistant", format!("For {topic}, see settings. Context: {}", words[4..].join(" "))),
         ];
         lines.push(serde_json::json!({ "messages": conv }).to_string());
         convs.push(conv);
@@ -59,7 +65,7 @@ fn a_small_dataset_builds_reproducibly_and_loads_in_python_datasets() {
     assert_eq!(s.dedup.exact_removed, 1);
     assert_eq!(s.kept, 60);
     assert_eq!(s.splits["eval"].samples, 6);
-    // ~69-token samples: three fit in 256 tokens, so rows are about 80% full.
+    // Samples of about 60 tokens: four fit in 256 tokens, so rows are well filled.
     assert!(s.splits["train"].packing_efficiency > 0.75, "{:?}", s.splits["train"]);
     let quarantine = std::fs::read_to_string(out.join("quarantine.jsonl")).unwrap();
     assert!(quarantine.contains("chat.jsonl:62") && quarantine.contains("malformed JSON"), "{quarantine}");
@@ -102,7 +108,7 @@ print(json.dumps({k: d[k].to_dict() for k in d}))
                 assert!(expected.contains(&text), "a segment is not one of the conversations: {text:?}");
                 assert_eq!(model.encode(&text).unwrap(), ids[start..end], "token ids are the tokenizer's");
                 let trained: Vec<u32> = labels[start..end].iter().filter(|&&l| l != -100).map(|&l| l as u32).collect();
-                assert!(model.decode(&trained).unwrap().starts_with("Answer "), "labels cover the assistant reply only");
+                assert!(model.decode(&trained).unwrap().starts_with("For "), "labels cover the assistant reply only");
                 seen += 1;
                 start = end;
             }
@@ -119,4 +125,21 @@ fn an_input_emptied_by_cleaning_names_the_stage() {
     let p = plan(&config, Path::new("."), &[]).unwrap();
     let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
     assert_eq!(err, "no samples left after reading and cleaning: 1 no assistant turn");
+}
+
+#[test]
+fn a_dataset_held_out_whole_for_eval_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"messages": [{"role": "user", "content": "How do refunds work?"}, {"role": "assistant", "content": "Open billing and press refund."}]}"#,
+        r#"{"messages": [{"role": "user", "content": "Can I export my notes?"}, {"role": "assistant", "content": "Yes, as Markdown from the menu."}]}"#,
+    ];
+    std::fs::write(dir.path().join("chat.jsonl"), lines.join("\n")).unwrap();
+    let config = config(dir.path());
+    let p = plan(&config, Path::new("."), &[]).unwrap();
+    let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "no samples left after templating, tokenizing and splitting: all 2 went to the eval split (lower data.eval_count or data.eval_fraction)"
+    );
 }

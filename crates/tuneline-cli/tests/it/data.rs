@@ -8,13 +8,17 @@ pub fn link_model(ctx: &TestContext) {
     std::os::unix::fs::symlink(tuneline_testkit::smollm2_gguf(), ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
 }
 
-/// 24 support conversations in ShareGPT layout, as JSON lines.
+/// 24 distinct support conversations in ShareGPT layout, as JSON lines.
 pub fn tickets() -> String {
+    let items = ["lamp", "kettle", "router", "desk chair", "blender", "bike helmet", "phone case", "rug"];
+    let problems = ["has not arrived yet", "arrived with a cracked corner", "came in the wrong colour"];
+    let answers = ["A courier picks it up tomorrow", "We refund you today", "A replacement leaves our warehouse this week"];
     let lines: Vec<String> = (0..24)
         .map(|i| {
+            let (item, problem, answer) = (items[i % 8], problems[i % 3], answers[(i / 3) % 3]);
             serde_json::json!({"conversations": [
-                {"from": "human", "value": format!("Ticket {i}: my order {} has not arrived", 1000 + i * 37)},
-                {"from": "gpt", "value": format!("Sorry about order {}. It ships in {} days.", 1000 + i * 37, i % 5 + 1)},
+                {"from": "human", "value": format!("Hello, the {item} I ordered {problem}. What now?")},
+                {"from": "gpt", "value": format!("Sorry that your {item} {problem}. {answer}.")},
             ]})
             .to_string()
         })

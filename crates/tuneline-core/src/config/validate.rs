@@ -14,7 +14,7 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     let d = &c.data;
     v.check("data.max_seq_length", d.max_seq_length as f64, ">= 16", d.max_seq_length >= 16);
     v.check("data.eval_fraction", d.eval_fraction, "0 <= x < 1", (0.0..1.0).contains(&d.eval_fraction));
-    v.check("data.dedup.threshold", d.dedup.threshold, "0 < x <= 1", d.dedup.threshold > 0.0 && d.dedup.threshold <= 1.0);
+    v.check("data.dedup.threshold", d.dedup.threshold, "0 <= x <= 1", (0.0..=1.0).contains(&d.dedup.threshold));
 
     const CANONICAL: [&str; 13] = [
         "instruction", "input", "output", "system", "conversations", "from", "value", "messages", "role", "content",

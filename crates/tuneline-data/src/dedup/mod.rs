@@ -3,6 +3,7 @@
 //! input order is its representative, so results are deterministic.
 
 mod minhash;
+mod numpy_random;
 mod union_find;
 
 use std::collections::HashMap;
@@ -81,8 +82,8 @@ pub fn normalized_text(sample: &Sample) -> String {
 }
 
 /// Finds exact and near duplicates among samples with fingerprints `fps`, in
-/// input order. `similar(a, b)` confirms a pair whose bands collide (it
-/// compares their signatures against the threshold).
+/// input order. With a threshold, `similar(a, b)` confirms a pair whose bands
+/// match (it compares their signatures against the threshold).
 pub fn dedup(
     fps: &[Fingerprint],
     config: &DedupConfig,
@@ -98,7 +99,7 @@ pub fn dedup(
     let mut all = exact.clone();
     if config.near {
         for (a, b) in minhash::candidate_pairs(fps.iter().map(|f| &f.bands)) {
-            if all.find(a) != all.find(b) && similar(a, b)? {
+            if all.find(a) != all.find(b) && (config.threshold <= 0.0 || similar(a, b)?) {
                 all.union(a, b);
             }
         }

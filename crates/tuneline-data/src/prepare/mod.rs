@@ -159,7 +159,6 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     write_quarantine(&out.join(QUARANTINE), &quarantined).map_err(io)?;
 
     let started = Instant::now();
-    progress.start("dedup", 0);
     let fingerprints: Vec<Fingerprint> = entries.iter().map(|e| e.fingerprint.clone()).collect();
     let signature = |i: usize| get_signature(&signatures, entries[i].signature, BANDS * ROWS);
     let deduped = dedup(&fingerprints, &d.dedup, |a, b| Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold))
@@ -195,8 +194,12 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     }
     stats.kept = (train.len() + eval.len()) as u64;
     if train.is_empty() {
-        let why = stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ");
-        return Err(DataError::Empty { stage: "templating and tokenizing".into(), detail: why });
+        let mut why: Vec<String> = stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        if !eval.is_empty() {
+            let which = if why.is_empty() { "all" } else { "the other" };
+            why.push(format!("{which} {} went to the eval split (lower data.eval_count or data.eval_fraction)", eval.len()));
+        }
+        return Err(DataError::Empty { stage: "templating, tokenizing and splitting".into(), detail: why.join(", ") });
     }
     if eval.is_empty() && (d.eval_fraction > 0.0 || d.eval_count.is_some_and(|n| n > 0)) {
         tracing::warn!(
