@@ -33,3 +33,28 @@ row "pipeline" "wall" "peak RSS"
 measure "tuneline data prepare (exact + near dedup)" "$tuneline" data prepare "$sharegpt"
 measure "tuneline data prepare, rerun (up to date)" "$tuneline" data prepare "$sharegpt"
 measure "HF datasets + transformers (num_proc=2)" "$py" "$PWD/bench/hf_prepare.py" "$sharegpt" "$work/hf-tokenizer"
+
+# Memory stays bounded: the same records SCALE times over (each copy with its
+# own first line, so only near dedup catches it), as one JSONL file.
+scale="${SCALE:-8}"
+"$py" - "$sharegpt" "$work/big.jsonl" "$scale" <<'PY'
+import json, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+decoder, records, at = json.JSONDecoder(), [], text.index("[") + 1
+while True:  # the file is a truncated array: take every complete record
+    at = text.find("{", at)
+    try:
+        record, at = decoder.raw_decode(text, at)
+    except (json.JSONDecodeError, ValueError):
+        break
+    records.append(record)
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    for copy in range(int(sys.argv[3])):
+        for r in records:
+            turns = [dict(t) for t in r.get("conversations", [])]
+            if turns:
+                turns[0]["value"] = f"(copy {copy}) " + str(turns[0].get("value", ""))
+            out.write(json.dumps({"conversations": turns}) + "\n")
+PY
+echo "scaled input: $(du -h "$work/big.jsonl" | cut -f1), ${scale}x the records"
+measure "tuneline data prepare, ${scale}x input" "$tuneline" data prepare "$work/big.jsonl"
