@@ -7,26 +7,17 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 
 /// How often plain log lines are printed within a stage.
 const LOG_EVERY: Duration = Duration::from_secs(5);
-
-/// What the counted units are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Bytes, shown as KiB / MiB.
-    Bytes,
-    /// Samples or records, shown as counts.
-    Items,
-}
 
 /// Shows one command's progress on stderr.
 pub enum Shown {
     /// An interactive bar.
     Bar { bar: ProgressBar, prefix: String },
     /// Plain lines.
-    Lines { prefix: String, unit: Unit, state: Mutex<LineState>, done: AtomicU64 },
+    Lines { prefix: String, state: Mutex<LineState>, done: AtomicU64 },
     /// Nothing.
     Hidden,
 }
@@ -35,29 +26,24 @@ pub enum Shown {
 pub struct LineState {
     what: String,
     total: u64,
+    unit: Unit,
     started: Instant,
     last: Instant,
 }
 
 impl Shown {
     /// Progress for a command described by `prefix` (such as "push models/x").
-    pub fn new(prefix: &str, unit: Unit, quiet: bool) -> Self {
+    pub fn new(prefix: &str, quiet: bool) -> Self {
         if quiet {
             return Shown::Hidden;
         }
         if std::io::stderr().is_terminal() {
-            let counts = match unit {
-                Unit::Bytes => "{bytes}/{total_bytes} {bytes_per_sec}",
-                Unit::Items => "{pos}/{len} {per_sec}",
-            };
-            let template = format!("{{msg}} [{{bar:30}}] {counts} eta {{eta}}");
             let bar = ProgressBar::new(0).with_message(prefix.to_string());
-            bar.set_style(ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> "));
             return Shown::Bar { bar, prefix: prefix.to_string() };
         }
         let now = Instant::now();
-        let state = LineState { what: String::new(), total: 0, started: now, last: now };
-        Shown::Lines { prefix: prefix.to_string(), unit, state: Mutex::new(state), done: AtomicU64::new(0) }
+        let state = LineState { what: String::new(), total: 0, unit: Unit::Items, started: now, last: now };
+        Shown::Lines { prefix: prefix.to_string(), state: Mutex::new(state), done: AtomicU64::new(0) }
     }
 
     /// Removes the bar once the work is over.
@@ -76,19 +62,25 @@ fn amount(unit: Unit, n: u64) -> String {
 }
 
 impl Progress for Shown {
-    fn start(&self, what: &str, total: u64) {
+    fn start(&self, what: &str, total: u64, unit: Unit) {
         match self {
             Shown::Bar { bar, prefix } => {
+                let counts = match unit {
+                    Unit::Bytes => "{bytes}/{total_bytes} {bytes_per_sec}",
+                    Unit::Items => "{pos}/{len} {per_sec}",
+                };
+                let template = format!("{{msg}} [{{bar:30}}] {counts} eta {{eta}}");
+                bar.set_style(ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> "));
                 bar.set_message(format!("{prefix}: {what}"));
                 bar.set_length(total);
                 bar.set_position(0);
                 bar.reset_eta();
             }
-            Shown::Lines { prefix, unit, state, done } => {
+            Shown::Lines { prefix, state, done } => {
                 let now = Instant::now();
-                *state.lock().unwrap() = LineState { what: what.to_string(), total, started: now, last: now };
+                *state.lock().unwrap() = LineState { what: what.to_string(), total, unit, started: now, last: now };
                 done.store(0, Ordering::Relaxed);
-                eprintln!("{prefix}: {what} ({})", amount(*unit, total));
+                eprintln!("{prefix}: {what} ({})", amount(unit, total));
             }
             Shown::Hidden => {}
         }
@@ -97,7 +89,7 @@ impl Progress for Shown {
     fn advance(&self, n: u64) {
         match self {
             Shown::Bar { bar, .. } => bar.inc(n),
-            Shown::Lines { prefix, unit, state, done } => {
+            Shown::Lines { prefix, state, done } => {
                 let done = done.fetch_add(n, Ordering::Relaxed) + n;
                 let mut s = state.lock().unwrap();
                 if s.last.elapsed() >= LOG_EVERY {
@@ -106,9 +98,9 @@ impl Progress for Shown {
                     eprintln!(
                         "{prefix}: {}: {} / {} ({}/s)",
                         s.what,
-                        amount(*unit, done),
-                        amount(*unit, s.total),
-                        amount(*unit, rate as u64)
+                        amount(s.unit, done),
+                        amount(s.unit, s.total),
+                        amount(s.unit, rate as u64)
                     );
                 }
             }

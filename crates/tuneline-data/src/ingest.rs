@@ -107,7 +107,7 @@ fn is_data_file(p: &Path) -> bool {
 }
 
 /// Reads, normalizes and cleans every record of `files`, handing kept ones to
-/// `keep`; `progress` advances by one per file.
+/// `keep`; `progress` advances by the bytes read.
 pub fn ingest(
     files: &[PathBuf],
     config: &DataConfig,
@@ -153,13 +153,12 @@ pub fn ingest(
         };
         // `on_record` holds `out` during the read, so unreadable records are accounted right after it.
         let mut unreadable = Vec::new();
-        let outcome = read::read_file(file, &mut on_record, &mut |u| unreadable.push(u))
+        let outcome = read::read_file(file, &mut on_record, &mut |u| unreadable.push(u), progress)
             .map_err(|e| DataError::Input { path: file.display().to_string(), reason: e.to_string() })?;
         for u in unreadable {
             out.input.read += 1;
             reject(&mut out, &u.origin, Rejection::new(u.category, u.reason));
         }
-        progress.advance(1);
         if let Some(t) = outcome.truncated {
             out.truncations.push(t);
         }

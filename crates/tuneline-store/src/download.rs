@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::hashing::{hash_file, CHUNK};
 use crate::key;
 use crate::manifest::FileEntry;
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 use crate::retry::with_backoff;
 use crate::store::ArtifactStore;
 
@@ -34,7 +34,7 @@ impl ArtifactStore {
     /// Downloads the committed artifact at `prefix` into `dir`.
     pub async fn pull(&self, prefix: &str, dir: &Path, progress: &dyn Progress) -> Result<TransferReport> {
         let commit = self.read_commit(prefix).await?;
-        progress.start("download", commit.total_size());
+        progress.start("download", commit.total_size(), Unit::Bytes);
         let moved: Vec<u64> = futures::stream::iter(&commit.files)
             .map(|entry| {
                 let dest = dir.join(&entry.path);

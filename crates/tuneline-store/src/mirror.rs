@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::key;
 use crate::retry::with_backoff;
 use crate::store::ArtifactStore;
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 
 impl ArtifactStore {
     /// Downloads the object `key`, or every object under `key/`, into `dir`,
@@ -30,7 +30,7 @@ impl ArtifactStore {
             return Err(StoreError::NoObject { store: self.url.clone(), key: key.to_string() });
         }
         let parent = key.trim_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
-        progress.start("download", objects.iter().map(|o| o.size).sum());
+        progress.start("download", objects.iter().map(|o| o.size).sum(), Unit::Bytes);
         let mut files: Vec<PathBuf> = futures::stream::iter(&objects)
             .map(|meta| {
                 let name = meta.location.as_ref();

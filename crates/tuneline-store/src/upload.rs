@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::hashing::CHUNK;
 use crate::key;
 use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 use crate::retry::with_backoff;
 use crate::store::{ArtifactStore, PART_SIZE};
 
@@ -71,7 +71,7 @@ impl ArtifactStore {
             return Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() });
         }
         let files = local_files(dir)?;
-        progress.start("upload", files.iter().map(|(_, _, size)| size).sum());
+        progress.start("upload", files.iter().map(|(_, _, size)| size).sum(), Unit::Bytes);
         let entries: Vec<FileEntry> = futures::stream::iter(files)
             .map(|(rel, abs, _)| async move {
                 let (size, sha256) = self.put_file(&abs, &key::join(prefix, &rel), progress).await?;

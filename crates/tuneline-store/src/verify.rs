@@ -6,7 +6,7 @@ use crate::error::{Result, StoreError};
 use crate::key;
 use crate::listing::commit_prefixes;
 use crate::manifest::FileEntry;
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 use crate::store::ArtifactStore;
 
 /// One file that does not match its commit.
@@ -41,7 +41,7 @@ impl ArtifactStore {
         let mut results = Vec::new();
         for artifact in prefixes {
             let commit = self.read_commit(&artifact).await?;
-            progress.start(&format!("verify {artifact}"), commit.total_size());
+            progress.start(&format!("verify {artifact}"), commit.total_size(), Unit::Bytes);
             let problems: Vec<Option<FileProblem>> = futures::stream::iter(&commit.files)
                 .map(|f| self.check_file(&artifact, f, progress))
                 .buffered(self.concurrency)

@@ -9,7 +9,7 @@ use tuneline_store::{ArtifactStore, StoreError};
 use crate::cli::{DataCommand, Global};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
-use crate::progress::{Shown, Unit};
+use crate::progress::Shown;
 
 /// Runs a `tuneline data` command.
 pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
@@ -64,11 +64,11 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
     }
     let staging = PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
     let _ = std::fs::remove_dir_all(&staging);
-    let shown = Shown::new(&format!("prepare {}", plan.name), Unit::Items, global.quiet || global.json);
+    let shown = Shown::new(&format!("prepare {}", plan.name), global.quiet || global.json);
     let manifest = tokio::task::block_in_place(|| build(&plan, config, &staging, &shown));
     shown.finish();
     let manifest = manifest?;
-    let upload = Shown::new(&format!("commit {prefix}"), Unit::Bytes, global.quiet || global.json);
+    let upload = Shown::new(&format!("commit {prefix}"), global.quiet || global.json);
     let pushed = store.push_dir(&staging, &prefix, &upload).await;
     upload.finish();
     match pushed {
@@ -93,7 +93,7 @@ async fn fetch_store_inputs(
     let cache = PathBuf::from(".tuneline/cache/inputs");
     let mut local = Vec::with_capacity(inputs.len());
     for input in inputs {
-        let shown = || Shown::new(&format!("fetch {input}"), Unit::Bytes, global.quiet || global.json);
+        let shown = || Shown::new(&format!("fetch {input}"), global.quiet || global.json);
         if let Some(prefix) = input.strip_prefix("store:") {
             let dir = cache.join(prefix.trim_matches('/'));
             tuneline_store::check_key(prefix)?;

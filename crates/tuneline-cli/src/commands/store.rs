@@ -8,7 +8,7 @@ use tuneline_store::{ArtifactStore, GcOptions, StoreError};
 use crate::cli::{Global, StoreCommand};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
-use crate::progress::{Shown, Unit};
+use crate::progress::Shown;
 
 /// Runs a `tuneline store` command.
 pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
@@ -122,7 +122,7 @@ async fn with_progress<T>(
     what: &str,
     transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>,
 ) -> CliResult<(T, f64)> {
-    let shown = Shown::new(what, Unit::Bytes, global.quiet || global.json);
+    let shown = Shown::new(what, global.quiet || global.json);
     let started = Instant::now();
     let result = transfer(&shown).await;
     shown.finish();

@@ -39,7 +39,7 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let ctx = project();
     let (code, out, err) = ctx.run(&["data", "prepare"]);
     assert_eq!(code, 0, "{err}");
-    for stage in ["prepare support: read, clean and tokenize (1)", "prepare support: pack and write (2)"] {
+    for stage in ["prepare support: read, clean and tokenize (5.12 KiB)", "prepare support: pack and write (2)"] {
         assert!(err.contains(stage), "without a terminal, each stage is a log line: {err}");
     }
     let first = out.lines().next().unwrap().to_string();

@@ -9,7 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tuneline_core::config::Config;
-use tuneline_core::progress::Progress;
+use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::ModelTokenizer;
 
 use crate::dedup::{dedup, similarity, Fingerprint, BANDS, ROWS};
@@ -146,7 +146,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
 
     let started = Instant::now();
     let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
-    progress.start("read, clean and tokenize", plan.inputs.len() as u64);
+    progress.start("read, clean and tokenize", plan.inputs.iter().map(|(_, f)| f.size).sum(), Unit::Bytes);
     let Collected { entries, ingested, samples, signatures } = collect(&files, d, &tokenizer, out, progress)?;
     let Ingested { input, clean, truncations, quarantined } = ingested;
     for t in &truncations {
@@ -210,7 +210,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     }
     stats.lengths = Lengths::of(train.iter().chain(&eval).map(|t| u64::from(t.tokens)).collect());
 
-    progress.start("pack and write", 2);
+    progress.start("pack and write", 2, Unit::Items);
     for (name, refs) in [("train", &train), ("eval", &eval)] {
         let lengths: Vec<usize> = refs.iter().map(|t| t.tokens as usize).collect();
         let packing = pack(&lengths, d.max_seq_length as usize, d.packing);

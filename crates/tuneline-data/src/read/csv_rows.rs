@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use tuneline_core::progress::Progress;
+
 use serde_json::{Map, Value};
 
 use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
@@ -11,8 +13,9 @@ pub fn read(
     path: &Path,
     on_record: &mut dyn FnMut(RawRecord),
     on_unreadable: &mut dyn FnMut(Unreadable),
+    progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
-    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(open(path)?);
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(open(path, progress)?);
     let headers = reader.headers().map_err(std::io::Error::other)?.clone();
     let mut outcome = ReadOutcome::default();
     for row in reader.byte_records() {

@@ -11,6 +11,8 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use tuneline_core::progress::Progress;
+
 use super::{MALFORMED, open, Origin, RawRecord, ReadOutcome, Truncation, Unreadable};
 
 /// Reads every element of the array in `path`.
@@ -18,8 +20,9 @@ pub fn read(
     path: &Path,
     on_record: &mut dyn FnMut(RawRecord),
     on_unreadable: &mut dyn FnMut(Unreadable),
+    progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
-    let mut scan = Scanner { reader: open(path)?, byte: 0, line: 1 };
+    let mut scan = Scanner { reader: open(path, progress)?, byte: 0, line: 1 };
     let mut outcome = ReadOutcome::default();
     let origin = |line| Origin { file: path.to_path_buf(), line };
     let truncated = |scan: &Scanner, reason: String| Truncation { file: path.to_path_buf(), byte: scan.byte, line: scan.line, reason };
@@ -66,13 +69,13 @@ pub fn read(
 }
 
 /// A reader that knows its byte offset and line.
-struct Scanner {
-    reader: Box<dyn BufRead + Send>,
+struct Scanner<'a> {
+    reader: Box<dyn BufRead + Send + 'a>,
     byte: u64,
     line: u64,
 }
 
-impl Scanner {
+impl Scanner<'_> {
     fn next_byte(&mut self) -> std::io::Result<Option<u8>> {
         let buf = self.reader.fill_buf()?;
         let Some(&b) = buf.first() else { return Ok(None) };

@@ -3,6 +3,8 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use tuneline_core::progress::Progress;
+
 use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
 
 /// Reads every line of `path`.
@@ -10,8 +12,9 @@ pub fn read(
     path: &Path,
     on_record: &mut dyn FnMut(RawRecord),
     on_unreadable: &mut dyn FnMut(Unreadable),
+    progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
-    let mut reader = open(path)?;
+    let mut reader = open(path, progress)?;
     let mut outcome = ReadOutcome::default();
     let mut buf = Vec::new();
     let mut line = 0u64;

@@ -10,6 +10,7 @@ mod parquet_rows;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use tuneline_core::progress::{NoProgress, Progress};
 
 pub use compression::open;
 
@@ -103,7 +104,7 @@ impl Layout {
             return Ok(Layout::JsonLines);
         }
         // `.json` may hold an array or, as often, JSON lines.
-        let mut reader = open(path)?;
+        let mut reader = open(path, &NoProgress)?;
         let first = loop {
             let buf = std::io::BufRead::fill_buf(&mut reader)?;
             match buf.iter().position(|b| !b.is_ascii_whitespace()) {
@@ -119,16 +120,18 @@ impl Layout {
     }
 }
 
-/// Streams every record of `path` to `on_record`, and every unreadable one to `on_unreadable`.
+/// Streams every record of `path` to `on_record`, and every unreadable one to
+/// `on_unreadable`; the bytes read from the file advance `progress`.
 pub fn read_file(
     path: &Path,
     on_record: &mut dyn FnMut(RawRecord),
     on_unreadable: &mut dyn FnMut(Unreadable),
+    progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
     match Layout::of(path)? {
-        Layout::JsonLines => jsonl::read(path, on_record, on_unreadable),
-        Layout::JsonArray => json_array::read(path, on_record, on_unreadable),
-        Layout::Csv => csv_rows::read(path, on_record, on_unreadable),
-        Layout::Parquet => parquet_rows::read(path, on_record, on_unreadable),
+        Layout::JsonLines => jsonl::read(path, on_record, on_unreadable, progress),
+        Layout::JsonArray => json_array::read(path, on_record, on_unreadable, progress),
+        Layout::Csv => csv_rows::read(path, on_record, on_unreadable, progress),
+        Layout::Parquet => parquet_rows::read(path, on_record, on_unreadable, progress),
     }
 }

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use tuneline_core::progress::Progress;
+
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{MALFORMED, Origin, RawRecord, ReadOutcome, Unreadable};
@@ -12,8 +14,11 @@ pub fn read(
     path: &Path,
     on_record: &mut dyn FnMut(RawRecord),
     on_unreadable: &mut dyn FnMut(Unreadable),
+    progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
     let file = std::fs::File::open(path)?;
+    // Parquet is read by seeking between column chunks: the progress counts whole files.
+    let size = file.metadata()?.len();
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.with_batch_size(1024).build())
         .map_err(|e| std::io::Error::other(format!("not a readable Parquet file: {e}")))?;
@@ -36,5 +41,6 @@ pub fn read(
             }
         }
     }
+    progress.advance(size);
     Ok(outcome)
 }
