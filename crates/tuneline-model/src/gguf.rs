@@ -18,7 +18,12 @@ impl GgufMetadata {
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         let mut file = std::fs::File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
         let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
-        Ok(Self { path: path.to_path_buf(), values: content.metadata })
+        Ok(Self::of(path, content.metadata))
+    }
+
+    /// The metadata `values` of the GGUF file at `path`, already read.
+    pub(crate) fn of(path: &Path, values: HashMap<String, Value>) -> Self {
+        Self { path: path.to_path_buf(), values }
     }
 
     /// The raw value of `key`, if present.
@@ -45,6 +50,16 @@ impl GgufMetadata {
             Some(Value::I32(x)) if *x >= 0 => Ok(*x as u64),
             Some(Value::I64(x)) if *x >= 0 => Ok(*x as u64),
             _ => Err(self.wrong(key, "an unsigned integer", v)),
+        }
+    }
+
+    /// A floating-point value.
+    pub fn float(&self, key: &str) -> Result<f64, ModelError> {
+        let v = self.get(key);
+        match v {
+            Some(Value::F32(x)) => Ok(f64::from(*x)),
+            Some(Value::F64(x)) => Ok(*x),
+            _ => Err(self.wrong(key, "a number", v)),
         }
     }
 
@@ -76,6 +91,11 @@ impl GgufMetadata {
                 other => Err(self.wrong(key, "an array of integers", Some(other))),
             })
             .collect()
+    }
+
+    /// An error about this file.
+    pub(crate) fn error(&self, message: String) -> ModelError {
+        ModelError::new(&self.path, message)
     }
 
     fn wrong(&self, key: &str, expected: &str, got: Option<&Value>) -> ModelError {

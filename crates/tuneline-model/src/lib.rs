@@ -5,6 +5,7 @@
 mod chat_template;
 mod error;
 pub mod gguf;
+pub mod llama;
 mod source;
 mod tokenizer;
 

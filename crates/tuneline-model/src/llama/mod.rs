@@ -1,0 +1,133 @@
+//! A Llama-family decoder (Llama, SmolLM, Mistral) whose forward pass is made
+//! of differentiable candle ops only, so LoRA training can take gradients
+//! through it. Weights are kept in Hugging Face's layout.
+
+mod config;
+mod from_gguf;
+mod ops;
+
+use candle_core::{Device, Result, Tensor, D};
+
+pub use config::LlamaConfig;
+use ops::{attention_mask, rms_norm, softmax, Rope};
+
+use crate::error::ModelError;
+
+/// One decoder layer's weights, `(out_features, in_features)` like PyTorch's.
+pub struct Layer {
+    /// RMSNorm before attention.
+    pub input_layernorm: Tensor,
+    /// Query projection.
+    pub q_proj: Tensor,
+    /// Key projection.
+    pub k_proj: Tensor,
+    /// Value projection.
+    pub v_proj: Tensor,
+    /// Attention output projection.
+    pub o_proj: Tensor,
+    /// RMSNorm before the MLP.
+    pub post_attention_layernorm: Tensor,
+    /// MLP gate projection.
+    pub gate_proj: Tensor,
+    /// MLP up projection.
+    pub up_proj: Tensor,
+    /// MLP down projection.
+    pub down_proj: Tensor,
+}
+
+/// A Llama-family model with its weights in memory as f32.
+pub struct Llama {
+    /// Its shape.
+    pub config: LlamaConfig,
+    embed_tokens: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Tensor,
+    rope: Rope,
+}
+
+impl Llama {
+    /// Loads the model at `path` (a GGUF file).
+    pub fn load(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
+        from_gguf::load(path)
+    }
+
+    fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
+        let rope = Rope::new(config.head_dim(), config.rope_theta, max_positions, embed_tokens.device())?;
+        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope })
+    }
+
+    /// The device the weights are on.
+    pub fn device(&self) -> &Device {
+        self.embed_tokens.device()
+    }
+
+    /// Logits `(batch, seq, vocab)` for token ids `(batch, seq)`. `positions`
+    /// restart and `segments` differ between samples packed into one row; a
+    /// token attends to earlier tokens of its own segment only.
+    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor) -> Result<Tensor> {
+        let (batch, seq) = ids.dims2()?;
+        let mask = attention_mask(segments)?;
+        let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
+        for layer in &self.layers {
+            x = self.layer(layer, &x, positions, &mask)?;
+        }
+        let x = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
+        linear(&x, &self.lm_head)
+    }
+
+    /// Logits `(seq, vocab)` of one unpacked sequence.
+    pub fn logits(&self, ids: &[u32]) -> Result<Tensor> {
+        let seq = ids.len();
+        let ids = Tensor::from_slice(ids, (1, seq), self.device())?;
+        let positions = Tensor::arange(0u32, seq as u32, self.device())?.reshape((1, seq))?;
+        let segments = Tensor::ones((1, seq), candle_core::DType::U32, self.device())?;
+        self.forward(&ids, &positions, &segments)?.squeeze(0)
+    }
+
+    /// `steps` tokens chosen greedily after `prompt` (stopping early at `stop`).
+    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>) -> Result<Vec<u32>> {
+        let mut ids = prompt.to_vec();
+        for _ in 0..steps {
+            let logits = self.logits(&ids)?;
+            let next = logits.get(ids.len() - 1)?.argmax(D::Minus1)?.to_scalar::<u32>()?;
+            ids.push(next);
+            if Some(next) == stop {
+                break;
+            }
+        }
+        Ok(ids[prompt.len()..].to_vec())
+    }
+
+    fn layer(&self, w: &Layer, x: &Tensor, positions: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let c = &self.config;
+        let (batch, seq, hidden) = x.dims3()?;
+        let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
+        let h = rms_norm(x, &w.input_layernorm, c.rms_norm_eps)?;
+        let split = |t: Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
+        let q = self.rope.apply(&split(linear(&h, &w.q_proj)?, heads)?, positions)?;
+        let k = self.rope.apply(&split(linear(&h, &w.k_proj)?, kv_heads)?, positions)?;
+        let v = split(linear(&h, &w.v_proj)?, kv_heads)?;
+        let (k, v) = (repeat_kv(&k, heads / kv_heads)?, repeat_kv(&v, heads / kv_heads)?);
+        let scores = (q.matmul(&k.t()?)? / (dim as f64).sqrt())?.broadcast_add(mask)?;
+        let attended = softmax(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, hidden))?;
+        let x = (x + linear(&attended, &w.o_proj)?)?;
+        let h = rms_norm(&x, &w.post_attention_layernorm, c.rms_norm_eps)?;
+        let gated = (linear(&h, &w.gate_proj)?.silu()? * linear(&h, &w.up_proj)?)?;
+        x + linear(&gated, &w.down_proj)?
+    }
+}
+
+/// `x @ weight^T` for `x` `(batch, seq, in)` and `weight` `(out, in)`.
+fn linear(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    x.broadcast_matmul(&weight.t()?)
+}
+
+/// Repeats each key/value head `n` times, for grouped-query attention.
+fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
+    if n == 1 {
+        return Ok(x.clone());
+    }
+    let (batch, kv_heads, seq, dim) = x.dims4()?;
+    x.unsqueeze(2)?.broadcast_as((batch, kv_heads, n, seq, dim))?.reshape((batch, kv_heads * n, seq, dim))
+}

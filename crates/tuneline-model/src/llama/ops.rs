@@ -1,0 +1,72 @@
+//! The ops of a Llama forward pass, composed only of candle ops that carry
+//! gradients. candle-nn's fused `rms_norm`, `softmax_last_dim` and `rope`
+//! have no backward pass and drop gradients silently (see DESIGN.md).
+
+use candle_core::{DType, Device, Result, Tensor, D};
+
+/// RMSNorm over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`.
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
+    let inv = (mean_square + eps)?.sqrt()?.recip()?;
+    x.broadcast_mul(&inv)?.broadcast_mul(weight)
+}
+
+/// Softmax over the last dimension; the row maximum is subtracted for range
+/// (as a constant: it does not change the result, so it carries no gradient).
+pub fn softmax(x: &Tensor) -> Result<Tensor> {
+    let max = x.max_keepdim(D::Minus1)?.detach();
+    let e = x.broadcast_sub(&max)?.exp()?;
+    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
+}
+
+/// Rotary embedding tables for Hugging Face's half-split layout.
+pub struct Rope {
+    /// `(max_positions, head_dim)`: the cosine of each position's angles, the
+    /// `head_dim / 2` frequencies twice over.
+    cos: Tensor,
+    /// Likewise, the sine.
+    sin: Tensor,
+}
+
+impl Rope {
+    /// Tables for positions below `max_positions`, base `theta`.
+    pub fn new(head_dim: usize, theta: f64, max_positions: usize, device: &Device) -> Result<Self> {
+        let half = head_dim / 2;
+        let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)) as f32).collect();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
+        let positions = Tensor::arange(0u32, max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((max_positions, 1))?;
+        let angles = positions.broadcast_mul(&inv_freq)?;
+        let angles = Tensor::cat(&[&angles, &angles], 1)?;
+        Ok(Self { cos: angles.cos()?, sin: angles.sin()? })
+    }
+
+    /// Rotates `x` of shape `(batch, heads, seq, head_dim)` at `positions` `(batch, seq)`.
+    pub fn apply(&self, x: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        let (batch, _, seq, dim) = x.dims4()?;
+        let flat = positions.flatten_all()?;
+        let cos = self.cos.index_select(&flat, 0)?.reshape((batch, 1, seq, dim))?;
+        let sin = self.sin.index_select(&flat, 0)?.reshape((batch, 1, seq, dim))?;
+        let half = dim / 2;
+        let rotated = Tensor::cat(&[&x.narrow(D::Minus1, half, half)?.neg()?, &x.narrow(D::Minus1, 0, half)?], D::Minus1)?;
+        x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?
+    }
+}
+
+/// The additive attention mask `(batch, 1, seq, seq)`: 0 where a token may
+/// attend (an earlier or the same position, in the same segment), minus
+/// infinity elsewhere. `segments` `(batch, seq)` keeps packed samples apart.
+pub fn attention_mask(segments: &Tensor) -> Result<Tensor> {
+    let (batch, seq) = segments.dims2()?;
+    let segs = segments.to_vec2::<u32>()?;
+    let mut mask = vec![f32::NEG_INFINITY; batch * seq * seq];
+    for (b, row) in segs.iter().enumerate() {
+        for i in 0..seq {
+            for j in 0..=i {
+                if row[i] == row[j] {
+                    mask[(b * seq + i) * seq + j] = 0.0;
+                }
+            }
+        }
+    }
+    Tensor::from_vec(mask, (batch, 1, seq, seq), segments.device())
+}
