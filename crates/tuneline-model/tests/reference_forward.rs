@@ -29,7 +29,7 @@ fn smollm2_logits_and_greedy_generation_equal_transformers() {
     );
     let (r, tensors) = reference();
     for (i, case) in r["logit_cases"].as_array().unwrap().iter().enumerate() {
-        let logits = model.logits(&ids(&case["ids"])).unwrap();
+        let logits = model.logits(&ids(&case["ids"]), None).unwrap();
         let last = logits.get(logits.dim(0).unwrap() - 1).unwrap();
         let diff = max_abs_diff(&last, &tensors[&format!("base.{i}.last_logits")]);
         assert!(diff < 1e-3, "case {i}: last-position logits differ by {diff}");
@@ -45,5 +45,5 @@ fn smollm2_logits_and_greedy_generation_equal_transformers() {
     let (prompt, output) = (ids(&g["prompt_ids"]), ids(&g["output_ids"]));
     assert_eq!(output[..prompt.len()], prompt[..]);
     let generated = &output[prompt.len()..];
-    assert_eq!(model.generate_greedy(&prompt, generated.len(), None).unwrap(), generated);
+    assert_eq!(model.generate_greedy(&prompt, generated.len(), None, None).unwrap(), generated);
 }

@@ -4,11 +4,15 @@
 
 mod config;
 mod from_gguf;
+mod lora;
+mod loss;
 mod ops;
 
 use candle_core::{Device, Result, Tensor, D};
 
 pub use config::LlamaConfig;
+pub use lora::{peft_name, Lora, LoraSettings, MODULES};
+pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, rms_norm, softmax, Rope};
 
 use crate::error::ModelError;
@@ -62,34 +66,42 @@ impl Llama {
         self.embed_tokens.device()
     }
 
-    /// Logits `(batch, seq, vocab)` for token ids `(batch, seq)`. `positions`
-    /// restart and `segments` differ between samples packed into one row; a
-    /// token attends to earlier tokens of its own segment only.
-    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor) -> Result<Tensor> {
+    /// Logits `(batch, seq, vocab)` for token ids `(batch, seq)`, through
+    /// `lora` when given. `positions` restart and `segments` differ between
+    /// samples packed into one row; a token attends to earlier tokens of its
+    /// own segment only.
+    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<&Lora>) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let mask = attention_mask(segments)?;
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
-        for layer in &self.layers {
-            x = self.layer(layer, &x, positions, &mask)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let proj = |module: &'static str, x: &Tensor, weight: &Tensor| -> Result<Tensor> {
+                let base = linear(x, weight)?;
+                match lora.and_then(|l| l.delta(i, module, x)) {
+                    Some(delta) => base + delta?,
+                    None => Ok(base),
+                }
+            };
+            x = self.layer(layer, &x, positions, &mask, &proj)?;
         }
         let x = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
         linear(&x, &self.lm_head)
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.
-    pub fn logits(&self, ids: &[u32]) -> Result<Tensor> {
+    pub fn logits(&self, ids: &[u32], lora: Option<&Lora>) -> Result<Tensor> {
         let seq = ids.len();
         let ids = Tensor::from_slice(ids, (1, seq), self.device())?;
         let positions = Tensor::arange(0u32, seq as u32, self.device())?.reshape((1, seq))?;
         let segments = Tensor::ones((1, seq), candle_core::DType::U32, self.device())?;
-        self.forward(&ids, &positions, &segments)?.squeeze(0)
+        self.forward(&ids, &positions, &segments, lora)?.squeeze(0)
     }
 
     /// `steps` tokens chosen greedily after `prompt` (stopping early at `stop`).
-    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>) -> Result<Vec<u32>> {
+    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>, lora: Option<&Lora>) -> Result<Vec<u32>> {
         let mut ids = prompt.to_vec();
         for _ in 0..steps {
-            let logits = self.logits(&ids)?;
+            let logits = self.logits(&ids, lora)?;
             let next = logits.get(ids.len() - 1)?.argmax(D::Minus1)?.to_scalar::<u32>()?;
             ids.push(next);
             if Some(next) == stop {
@@ -99,22 +111,30 @@ impl Llama {
         Ok(ids[prompt.len()..].to_vec())
     }
 
-    fn layer(&self, w: &Layer, x: &Tensor, positions: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    /// One decoder layer; `proj(module, x, weight)` applies a linear layer (and its adapter).
+    fn layer(
+        &self,
+        w: &Layer,
+        x: &Tensor,
+        positions: &Tensor,
+        mask: &Tensor,
+        proj: &dyn Fn(&'static str, &Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let (batch, seq, hidden) = x.dims3()?;
         let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
         let h = rms_norm(x, &w.input_layernorm, c.rms_norm_eps)?;
         let split = |t: Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
-        let q = self.rope.apply(&split(linear(&h, &w.q_proj)?, heads)?, positions)?;
-        let k = self.rope.apply(&split(linear(&h, &w.k_proj)?, kv_heads)?, positions)?;
-        let v = split(linear(&h, &w.v_proj)?, kv_heads)?;
+        let q = self.rope.apply(&split(proj("q_proj", &h, &w.q_proj)?, heads)?, positions)?;
+        let k = self.rope.apply(&split(proj("k_proj", &h, &w.k_proj)?, kv_heads)?, positions)?;
+        let v = split(proj("v_proj", &h, &w.v_proj)?, kv_heads)?;
         let (k, v) = (repeat_kv(&k, heads / kv_heads)?, repeat_kv(&v, heads / kv_heads)?);
         let scores = (q.matmul(&k.t()?)? / (dim as f64).sqrt())?.broadcast_add(mask)?;
         let attended = softmax(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, hidden))?;
-        let x = (x + linear(&attended, &w.o_proj)?)?;
+        let x = (x + proj("o_proj", &attended, &w.o_proj)?)?;
         let h = rms_norm(&x, &w.post_attention_layernorm, c.rms_norm_eps)?;
-        let gated = (linear(&h, &w.gate_proj)?.silu()? * linear(&h, &w.up_proj)?)?;
-        x + linear(&gated, &w.down_proj)?
+        let gated = (proj("gate_proj", &h, &w.gate_proj)?.silu()? * proj("up_proj", &h, &w.up_proj)?)?;
+        x + proj("down_proj", &gated, &w.down_proj)?
     }
 }
 

@@ -1,0 +1,158 @@
+//! LoRA exactly as PEFT does it: for each targeted linear layer,
+//! `y = x W^T + scale * (x A^T) B^T` with `A` `(r, in)` initialized
+//! kaiming-uniform (a = sqrt(5)), `B` `(out, r)` zeros, and `scale = alpha / r`
+//! (`alpha / sqrt(r)` with rsLoRA). Adapters load from and save to PEFT's
+//! `adapter_config.json` + `adapter_model.safetensors`, with PEFT's tensor names.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use candle_core::{DType, Device, Result, Tensor, Var};
+use rand::{Rng, SeedableRng};
+
+use super::LlamaConfig;
+use crate::error::ModelError;
+
+/// The linear layers of a decoder layer, by their PEFT `target_modules` names.
+pub const MODULES: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
+/// PEFT's `LoraConfig`, the fields tuneline uses.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LoraSettings {
+    /// Rank.
+    pub r: usize,
+    /// Scaling numerator.
+    pub lora_alpha: f64,
+    /// Dropout on the adapter's input, in training.
+    pub lora_dropout: f64,
+    /// Module names to adapt (`q_proj`, ...).
+    pub target_modules: Vec<String>,
+    /// rsLoRA: scale by `alpha / sqrt(r)`.
+    #[serde(default)]
+    pub use_rslora: bool,
+}
+
+impl LoraSettings {
+    /// Names a target module this model does not have.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        match self.target_modules.iter().find(|t| !MODULES.contains(&t.as_str())) {
+            Some(t) => Err(format!("target module `{t}` is not a linear layer of a Llama decoder; use some of {MODULES:?}")),
+            None if self.r == 0 => Err("the LoRA rank r must be at least 1".into()),
+            None => Ok(()),
+        }
+    }
+
+    /// The factor the adapter's output is multiplied by.
+    pub fn scale(&self) -> f64 {
+        if self.use_rslora { self.lora_alpha / (self.r as f64).sqrt() } else { self.lora_alpha / self.r as f64 }
+    }
+}
+
+/// A LoRA adapter over a Llama model: trainable `A` and `B` per targeted layer.
+pub struct Lora {
+    /// Its settings.
+    pub settings: LoraSettings,
+    /// `(layer, module)` to `(A, B)`.
+    pairs: BTreeMap<(usize, &'static str), (Var, Var)>,
+}
+
+impl Lora {
+    /// A fresh adapter for `config`, initialized as PEFT does from `seed`.
+    pub fn init(settings: LoraSettings, config: &LlamaConfig, seed: u64, device: &Device) -> Result<Self> {
+        settings.check().map_err(candle_core::Error::Msg)?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut pairs = BTreeMap::new();
+        for layer in 0..config.num_hidden_layers {
+            for module in targets(&settings) {
+                let (out_features, in_features) = shape(config, module);
+                // kaiming_uniform_(a = sqrt(5)): bound = sqrt(6 / ((1 + a^2) * fan_in)) = 1 / sqrt(fan_in).
+                let bound = 1.0 / (in_features as f64).sqrt();
+                let a: Vec<f32> = (0..settings.r * in_features).map(|_| rng.random_range(-bound..bound) as f32).collect();
+                let a = Var::from_vec(a, (settings.r, in_features), device)?;
+                let b = Var::zeros((out_features, settings.r), DType::F32, device)?;
+                pairs.insert((layer, module), (a, b));
+            }
+        }
+        Ok(Self { settings, pairs })
+    }
+
+    /// Loads a PEFT adapter directory.
+    pub fn load(dir: &Path, config: &LlamaConfig, device: &Device) -> std::result::Result<Self, ModelError> {
+        let config_path = dir.join("adapter_config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
+        let settings: LoraSettings =
+            serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
+        settings.check().map_err(|e| ModelError::new(&config_path, e))?;
+        let weights_path = dir.join("adapter_model.safetensors");
+        let mut tensors = candle_core::safetensors::load(&weights_path, device)
+            .map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
+        let mut pairs = BTreeMap::new();
+        for layer in 0..config.num_hidden_layers {
+            for module in targets(&settings) {
+                let mut take = |which: &str, want: (usize, usize)| {
+                    let name = peft_name(layer, module, which);
+                    let t = tensors.remove(&name).ok_or_else(|| ModelError::new(&weights_path, format!("missing tensor `{name}`")))?;
+                    if t.dims() != [want.0, want.1] {
+                        return Err(ModelError::new(&weights_path, format!("`{name}` has shape {:?}, expected {want:?}", t.dims())));
+                    }
+                    let t = t.to_dtype(DType::F32).and_then(|t| Var::from_tensor(&t));
+                    t.map_err(|e| ModelError::new(&weights_path, e.to_string()))
+                };
+                let (out_features, in_features) = shape(config, module);
+                let a = take("lora_A", (settings.r, in_features))?;
+                let b = take("lora_B", (out_features, settings.r))?;
+                pairs.insert((layer, module), (a, b));
+            }
+        }
+        Ok(Self { settings, pairs })
+    }
+
+    /// Writes the adapter as PEFT does (`adapter_config.json`, `adapter_model.safetensors`).
+    pub fn save(&self, dir: &Path) -> std::result::Result<(), ModelError> {
+        let io = |e: std::io::Error| ModelError::new(dir, e.to_string());
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let config = serde_json::json!({
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "bias": "none", "fan_in_fan_out": false,
+            "r": self.settings.r, "lora_alpha": self.settings.lora_alpha, "lora_dropout": self.settings.lora_dropout,
+            "target_modules": self.settings.target_modules, "use_rslora": self.settings.use_rslora,
+        });
+        std::fs::write(dir.join("adapter_config.json"), serde_json::to_string_pretty(&config).expect("serializable")).map_err(io)?;
+        let tensors: HashMap<String, Tensor> = self.named().map(|(name, var)| (name, var.as_detached_tensor())).collect();
+        candle_core::safetensors::save(&tensors, dir.join("adapter_model.safetensors"))
+            .map_err(|e| ModelError::new(dir, format!("cannot write the adapter: {e}")))
+    }
+
+    /// Every trainable tensor with its PEFT name, in a fixed order.
+    pub fn named(&self) -> impl Iterator<Item = (String, &Var)> {
+        self.pairs.iter().flat_map(|(&(layer, module), (a, b))| {
+            [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)]
+        })
+    }
+
+    /// `scale * (x A^T) B^T` for `module` of `layer`, or `None` when it is not adapted.
+    pub(super) fn delta(&self, layer: usize, module: &'static str, x: &Tensor) -> Option<Result<Tensor>> {
+        let (a, b) = self.pairs.get(&(layer, module))?;
+        Some((|| x.broadcast_matmul(&a.t()?)?.broadcast_matmul(&b.t()?)? * self.settings.scale())())
+    }
+}
+
+/// PEFT's saved name of a LoRA tensor.
+pub fn peft_name(layer: usize, module: &str, which: &str) -> String {
+    let block = if ["q_proj", "k_proj", "v_proj", "o_proj"].contains(&module) { "self_attn" } else { "mlp" };
+    format!("base_model.model.model.layers.{layer}.{block}.{module}.{which}.weight")
+}
+
+fn targets(settings: &LoraSettings) -> impl Iterator<Item = &'static str> + '_ {
+    MODULES.into_iter().filter(|m| settings.target_modules.iter().any(|t| t == m))
+}
+
+/// `(out_features, in_features)` of `module`.
+fn shape(c: &LlamaConfig, module: &str) -> (usize, usize) {
+    let kv = c.num_key_value_heads * c.head_dim();
+    match module {
+        "q_proj" | "o_proj" => (c.hidden_size, c.hidden_size),
+        "k_proj" | "v_proj" => (kv, c.hidden_size),
+        "gate_proj" | "up_proj" => (c.intermediate_size, c.hidden_size),
+        _ => (c.hidden_size, c.intermediate_size),
+    }
+}
