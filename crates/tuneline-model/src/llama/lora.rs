@@ -57,8 +57,8 @@ pub struct Lora {
 }
 
 impl Lora {
-    /// A fresh adapter for `config`, initialized as PEFT does from `seed`.
-    pub fn init(settings: LoraSettings, config: &LlamaConfig, seed: u64, device: &Device) -> Result<Self> {
+    /// A fresh adapter for `config` in `dtype`, initialized as PEFT does from `seed`.
+    pub fn init(settings: LoraSettings, config: &LlamaConfig, seed: u64, dtype: DType, device: &Device) -> Result<Self> {
         settings.check().map_err(candle_core::Error::Msg)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut pairs = BTreeMap::new();
@@ -67,9 +67,9 @@ impl Lora {
                 let (out_features, in_features) = shape(config, module);
                 // kaiming_uniform_(a = sqrt(5)): bound = sqrt(6 / ((1 + a^2) * fan_in)) = 1 / sqrt(fan_in).
                 let bound = 1.0 / (in_features as f64).sqrt();
-                let a: Vec<f32> = (0..settings.r * in_features).map(|_| rng.random_range(-bound..bound) as f32).collect();
-                let a = Var::from_vec(a, (settings.r, in_features), device)?;
-                let b = Var::zeros((out_features, settings.r), DType::F32, device)?;
+                let a: Vec<f64> = (0..settings.r * in_features).map(|_| rng.random_range(-bound..bound)).collect();
+                let a = Var::from_tensor(&Tensor::from_vec(a, (settings.r, in_features), device)?.to_dtype(dtype)?)?;
+                let b = Var::zeros((out_features, settings.r), dtype, device)?;
                 pairs.insert((layer, module), (a, b));
             }
         }

@@ -22,7 +22,7 @@ pub fn causal_lm_loss(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
     let index: Vec<u32> = targets.iter().map(|&t| if t == IGNORE { 0 } else { t as u32 }).collect();
     let mask: Vec<f32> = targets.iter().map(|&t| f32::from(u8::from(t != IGNORE))).collect();
     let index = Tensor::from_vec(index, (targets.len(), 1), device)?;
-    let mask = Tensor::from_vec(mask, targets.len(), device)?;
+    let mask = Tensor::from_vec(mask, targets.len(), device)?.to_dtype(logits.dtype())?;
     let max = predict.max_keepdim(D::Minus1)?.detach();
     let logsumexp = (predict.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?.log()? + max)?;
     let nll = (logsumexp - predict.gather(&index, 1)?)?.squeeze(1)?;

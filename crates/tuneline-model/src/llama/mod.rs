@@ -4,6 +4,8 @@
 
 mod config;
 mod from_gguf;
+#[cfg(test)]
+mod gradcheck;
 mod lora;
 mod loss;
 mod ops;
@@ -56,8 +58,9 @@ impl Llama {
         from_gguf::load(path)
     }
 
-    fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
-        let rope = Rope::new(config.head_dim(), config.rope_theta, max_positions, embed_tokens.device())?;
+    /// A model from its weights (all of one dtype).
+    pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
+        let rope = Rope::new(config.head_dim(), config.rope_theta, max_positions, embed_tokens.dtype(), embed_tokens.device())?;
         Ok(Self { config, embed_tokens, layers, norm, lm_head, rope })
     }
 
@@ -72,7 +75,7 @@ impl Llama {
     /// own segment only.
     pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<&Lora>) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
-        let mask = attention_mask(segments)?;
+        let mask = attention_mask(segments, self.embed_tokens.dtype())?;
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
         for (i, layer) in self.layers.iter().enumerate() {
             let proj = |module: &'static str, x: &Tensor, weight: &Tensor| -> Result<Tensor> {

@@ -29,15 +29,15 @@ pub struct Rope {
 }
 
 impl Rope {
-    /// Tables for positions below `max_positions`, base `theta`.
-    pub fn new(head_dim: usize, theta: f64, max_positions: usize, device: &Device) -> Result<Self> {
+    /// Tables in `dtype` for positions below `max_positions`, base `theta`.
+    pub fn new(head_dim: usize, theta: f64, max_positions: usize, dtype: DType, device: &Device) -> Result<Self> {
         let half = head_dim / 2;
         let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)) as f32).collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
         let positions = Tensor::arange(0u32, max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((max_positions, 1))?;
         let angles = positions.broadcast_mul(&inv_freq)?;
         let angles = Tensor::cat(&[&angles, &angles], 1)?;
-        Ok(Self { cos: angles.cos()?, sin: angles.sin()? })
+        Ok(Self { cos: angles.cos()?.to_dtype(dtype)?, sin: angles.sin()?.to_dtype(dtype)? })
     }
 
     /// Rotates `x` of shape `(batch, heads, seq, head_dim)` at `positions` `(batch, seq)`.
@@ -52,10 +52,10 @@ impl Rope {
     }
 }
 
-/// The additive attention mask `(batch, 1, seq, seq)`: 0 where a token may
-/// attend (an earlier or the same position, in the same segment), minus
-/// infinity elsewhere. `segments` `(batch, seq)` keeps packed samples apart.
-pub fn attention_mask(segments: &Tensor) -> Result<Tensor> {
+/// The additive attention mask `(batch, 1, seq, seq)` in `dtype`: 0 where a
+/// token may attend (an earlier or the same position, in the same segment),
+/// minus infinity elsewhere. `segments` `(batch, seq)` keeps packed samples apart.
+pub fn attention_mask(segments: &Tensor, dtype: DType) -> Result<Tensor> {
     let (batch, seq) = segments.dims2()?;
     let segs = segments.to_vec2::<u32>()?;
     let mut mask = vec![f32::NEG_INFINITY; batch * seq * seq];
@@ -68,5 +68,5 @@ pub fn attention_mask(segments: &Tensor) -> Result<Tensor> {
             }
         }
     }
-    Tensor::from_vec(mask, (batch, 1, seq, seq), segments.device())
+    Tensor::from_vec(mask, (batch, 1, seq, seq), segments.device())?.to_dtype(dtype)
 }
