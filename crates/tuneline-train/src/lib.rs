@@ -1,0 +1,6 @@
+//! tuneline's training plane: the LoRA training loop over a prepared dataset,
+//! with an optimizer and schedule whose state is checkpointed, so a run
+//! resumes exactly where it stopped.
+
+pub mod adamw;
+pub mod schedule;
