@@ -28,7 +28,7 @@ fn the_fixture_adapter_gives_peft_s_logits_loss_and_gradients() {
     let (r, tensors) = reference();
     for (i, case) in r["logit_cases"].as_array().unwrap().iter().enumerate() {
         let ids: Vec<u32> = ints(&case["ids"]).into_iter().map(|x| x as u32).collect();
-        let logits = model.logits(&ids, Some(&lora)).unwrap();
+        let logits = model.logits(&ids, Some(lora.inference())).unwrap();
         let last = logits.get(ids.len() - 1).unwrap();
         let diff = max_abs(&(last - &tensors[&format!("lora.{i}.last_logits")]).unwrap());
         assert!(diff < 1e-3, "case {i}: LoRA logits differ by {diff}");
@@ -40,7 +40,7 @@ fn the_fixture_adapter_gives_peft_s_logits_loss_and_gradients() {
     let input = Tensor::from_vec(ids, (1, seq), &Device::Cpu).unwrap();
     let positions = Tensor::arange(0u32, seq as u32, &Device::Cpu).unwrap().reshape((1, seq)).unwrap();
     let segments = Tensor::ones((1, seq), candle_core::DType::U32, &Device::Cpu).unwrap();
-    let logits = model.forward(&input, &positions, &segments, Some(&lora)).unwrap();
+    let logits = model.forward(&input, &positions, &segments, Some(lora.inference())).unwrap();
     let loss = causal_lm_loss(&logits, &labels_tensor(&[ints(&m["labels"])], &Device::Cpu).unwrap()).unwrap();
     let value = loss.to_scalar::<f32>().unwrap();
     let expected = m["loss"].as_f64().unwrap() as f32;

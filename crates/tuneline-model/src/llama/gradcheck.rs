@@ -97,7 +97,7 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
     let settings = LoraSettings {
         r: 2,
         lora_alpha: 4.0,
-        lora_dropout: 0.0,
+        lora_dropout: 0.3,
         target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(),
         use_rslora: false,
     };
@@ -114,5 +114,10 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
     let segments = Tensor::new(&[[1u32, 1, 1, 2, 2, 2], [1, 1, 2, 2, 2, 2]], &Device::Cpu).unwrap();
     let labels = labels_tensor(&[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]], &Device::Cpu).unwrap();
     let vars: Vec<&Var> = lora.named().map(|(_, v)| v).collect();
-    check(&vars, || causal_lm_loss(&model.forward(&ids, &positions, &segments, Some(&lora))?, &labels));
+    // A training pass: dropout masks are fixed by the seed, so the loss is a function of the weights.
+    check(&vars, || causal_lm_loss(&model.forward(&ids, &positions, &segments, Some(lora.training(99)))?, &labels));
+    let train = model.forward(&ids, &positions, &segments, Some(lora.training(99))).unwrap();
+    let eval = model.forward(&ids, &positions, &segments, Some(lora.inference())).unwrap();
+    let diff = (train - eval).unwrap().abs().unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
+    assert!(diff > 1e-6, "dropout changes a training pass");
 }

@@ -129,10 +129,47 @@ impl Lora {
         })
     }
 
-    /// `scale * (x A^T) B^T` for `module` of `layer`, or `None` when it is not adapted.
+    /// This adapter in a training pass, with dropout masks drawn from `seed`.
+    pub fn training(&self, seed: u64) -> LoraPass<'_> {
+        LoraPass { lora: self, dropout_seed: Some(seed) }
+    }
+
+    /// This adapter in an inference pass (no dropout).
+    pub fn inference(&self) -> LoraPass<'_> {
+        LoraPass { lora: self, dropout_seed: None }
+    }
+}
+
+/// An adapter as one forward pass applies it.
+#[derive(Clone, Copy)]
+pub struct LoraPass<'a> {
+    /// The adapter.
+    pub lora: &'a Lora,
+    /// Seed of the pass's dropout masks; `None` applies no dropout.
+    pub dropout_seed: Option<u64>,
+}
+
+impl LoraPass<'_> {
+    /// `scale * (dropout(x) A^T) B^T` for `module` of `layer`, or `None` when
+    /// it is not adapted. Each layer and module draws its own mask from the seed,
+    /// so a pass is reproducible (and a resumed run repeats it exactly).
     pub(super) fn delta(&self, layer: usize, module: &'static str, x: &Tensor) -> Option<Result<Tensor>> {
-        let (a, b) = self.pairs.get(&(layer, module))?;
-        Some((|| x.broadcast_matmul(&a.t()?)?.broadcast_matmul(&b.t()?)? * self.settings.scale())())
+        let (a, b) = self.lora.pairs.get(&(layer, module))?;
+        let p = self.lora.settings.lora_dropout;
+        Some((|| {
+            let x = match self.dropout_seed {
+                Some(seed) if p > 0.0 => {
+                    let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                    let keep = 1.0 / (1.0 - p);
+                    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep as f32 }).collect();
+                    let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
+                    (x * mask)?
+                }
+                _ => x.clone(),
+            };
+            x.broadcast_matmul(&a.t()?)?.broadcast_matmul(&b.t()?)? * self.lora.settings.scale()
+        })())
     }
 }
 

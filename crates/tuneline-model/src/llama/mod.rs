@@ -13,7 +13,7 @@ mod ops;
 use candle_core::{Device, Result, Tensor, D};
 
 pub use config::LlamaConfig;
-pub use lora::{peft_name, Lora, LoraSettings, MODULES};
+pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, rms_norm, softmax, Rope};
 
@@ -73,7 +73,7 @@ impl Llama {
     /// `lora` when given. `positions` restart and `segments` differ between
     /// samples packed into one row; a token attends to earlier tokens of its
     /// own segment only.
-    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<&Lora>) -> Result<Tensor> {
+    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let mask = attention_mask(segments, self.embed_tokens.dtype())?;
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
@@ -92,7 +92,7 @@ impl Llama {
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.
-    pub fn logits(&self, ids: &[u32], lora: Option<&Lora>) -> Result<Tensor> {
+    pub fn logits(&self, ids: &[u32], lora: Option<LoraPass>) -> Result<Tensor> {
         let seq = ids.len();
         let ids = Tensor::from_slice(ids, (1, seq), self.device())?;
         let positions = Tensor::arange(0u32, seq as u32, self.device())?.reshape((1, seq))?;
@@ -101,7 +101,7 @@ impl Llama {
     }
 
     /// `steps` tokens chosen greedily after `prompt` (stopping early at `stop`).
-    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>, lora: Option<&Lora>) -> Result<Vec<u32>> {
+    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>, lora: Option<LoraPass>) -> Result<Vec<u32>> {
         let mut ids = prompt.to_vec();
         for _ in 0..steps {
             let logits = self.logits(&ids, lora)?;
