@@ -3,4 +3,8 @@
 //! resumes exactly where it stopped.
 
 pub mod adamw;
+pub mod batches;
+pub mod checkpoint;
+pub mod rows;
 pub mod schedule;
+pub mod trainer;

@@ -1,0 +1,56 @@
+//! Reading a prepared dataset's Parquet shards (`train-*.parquet`,
+//! `eval-*.parquet`: `input_ids`, `labels`, `position_ids`, `segment_ids`,
+//! each a list of int32 per packed row).
+
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::Array;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// One packed training row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// Token ids.
+    pub input_ids: Vec<u32>,
+    /// Labels, -100 where the loss ignores the token.
+    pub labels: Vec<i64>,
+    /// Position of each token within its sample.
+    pub position_ids: Vec<u32>,
+    /// 1-based sample of each token within the row.
+    pub segment_ids: Vec<u32>,
+}
+
+/// The rows of split `split` (`train` or `eval`) in the dataset directory `dir`, in shard order.
+pub fn read_split(dir: &Path, split: &str) -> std::io::Result<Vec<Row>> {
+    let mut shards: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{split}-")) && n.ends_with(".parquet")))
+        .collect();
+    shards.sort();
+    let mut rows = Vec::new();
+    for shard in shards {
+        let bad = |e: &dyn std::fmt::Display| std::io::Error::other(format!("{}: {e}", shard.display()));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&shard)?).and_then(|b| b.build()).map_err(|e| bad(&e))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| bad(&e))?;
+            let column = |name: &str| -> std::io::Result<Vec<Vec<i32>>> {
+                let list = batch.column_by_name(name).ok_or_else(|| bad(&format!("no column `{name}`")))?;
+                let list = list.as_list_opt::<i32>().ok_or_else(|| bad(&format!("column `{name}` is not a list of int32")))?;
+                Ok((0..list.len()).map(|i| list.value(i).as_primitive::<Int32Type>().values().to_vec()).collect())
+            };
+            let (ids, labels, positions, segments) = (column("input_ids")?, column("labels")?, column("position_ids")?, column("segment_ids")?);
+            for (((ids, labels), positions), segments) in ids.into_iter().zip(labels).zip(positions).zip(segments) {
+                rows.push(Row {
+                    input_ids: ids.into_iter().map(|x| x as u32).collect(),
+                    labels: labels.into_iter().map(i64::from).collect(),
+                    position_ids: positions.into_iter().map(|x| x as u32).collect(),
+                    segment_ids: segments.into_iter().map(|x| x as u32).collect(),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}

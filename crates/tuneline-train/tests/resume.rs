@@ -1,0 +1,98 @@
+//! Training SmolLM2 with LoRA on a dataset prepared by the data plane, and
+//! resuming from a checkpoint: the resumed run's losses and final adapter are
+//! bit-identical to the uninterrupted run's.
+
+use std::path::Path;
+
+use candle_core::{DType, Device};
+use tuneline_core::config::{Config, LrSchedulerType};
+use tuneline_core::progress::NoProgress;
+use tuneline_model::llama::{Llama, Lora, LoraSettings};
+use tuneline_train::adamw::AdamWParams;
+use tuneline_train::rows::{read_split, Row};
+use tuneline_train::schedule::Schedule;
+use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
+
+/// A small support-chat dataset, prepared into `dir/dataset`.
+fn prepare(dir: &Path) -> (Vec<Row>, Vec<Row>) {
+    let topics = ["refunds", "passwords", "exports", "invoices", "shipping", "accounts", "backups", "teams"];
+    let lines: Vec<String> = topics
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({"messages": [
+                {"role": "user", "content": format!("How do {t} work on the plan I bought {} days ago?", i + 2)},
+                {"role": "assistant", "content": format!("Open settings, choose {t}, and follow the steps; it takes about {} minutes.", i * 3 + 1)},
+            ]})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("chat.jsonl"), lines.join("\n")).unwrap();
+    let text = format!(
+        "[model]\npath = \"{}\"\n[data]\nname = \"t\"\ninputs = [\"{}/chat.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n",
+        tuneline_testkit::smollm2_gguf().display(),
+        dir.display()
+    );
+    let config = Config::parse(&text, "tuneline.toml", |_| None).unwrap().config;
+    let plan = tuneline_data::prepare::plan(&config, Path::new("."), &[]).unwrap();
+    let out = dir.join("dataset");
+    tuneline_data::prepare::build(&plan, &config, &out, &NoProgress).unwrap();
+    (read_split(&out, "train").unwrap(), read_split(&out, "eval").unwrap())
+}
+
+fn settings() -> TrainSettings {
+    TrainSettings {
+        max_steps: 4,
+        batch_size: 1,
+        accumulation: 2,
+        schedule: Schedule::new(LrSchedulerType::Cosine, 1e-3, 0.25, 4),
+        adamw: AdamWParams::default(),
+        max_grad_norm: 1.0,
+        seed: 7,
+    }
+}
+
+fn lora(model: &Llama) -> Lora {
+    let s = LoraSettings { r: 4, lora_alpha: 8.0, lora_dropout: 0.1, target_modules: vec!["q_proj".into(), "v_proj".into()], use_rslora: false };
+    Lora::init(s, &model.config, 7, DType::F32, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, eval) = prepare(dir.path());
+    assert!(!train.is_empty() && !eval.is_empty());
+    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+
+    let mut whole = Trainer::new(&model, lora(&model), settings(), train.clone());
+    let before = whole.eval_loss(&eval).unwrap();
+    let mut logs: Vec<StepLog> = Vec::new();
+    while !whole.done() {
+        logs.push(whole.step().unwrap());
+    }
+    let after = whole.eval_loss(&eval).unwrap();
+    assert!(after < before, "training lowers the eval loss: {before} -> {after}");
+    assert!(logs.iter().all(|l| l.loss.is_finite() && l.grad_norm > 0.0), "{logs:?}");
+    assert_eq!(logs[0].learning_rate, 0.0, "warmup starts at 0, as in transformers");
+    whole.save_checkpoint(&dir.path().join("whole"), &logs).unwrap();
+
+    let mut first = Trainer::new(&model, lora(&model), settings(), train.clone());
+    let mut history = vec![first.step().unwrap(), first.step().unwrap()];
+    first.save_checkpoint(&dir.path().join("ckpt-2"), &history).unwrap();
+    drop(first);
+    // A fresh process would start from another adapter; the checkpoint replaces it.
+    let mut resumed = Trainer::new(&model, lora(&model), settings(), train);
+    assert_eq!(resumed.restore_checkpoint(&dir.path().join("ckpt-2")).unwrap(), history);
+    while !resumed.done() {
+        history.push(resumed.step().unwrap());
+    }
+    resumed.save_checkpoint(&dir.path().join("resumed"), &history).unwrap();
+
+    let strip = |l: &StepLog| (l.step, l.loss.to_bits(), l.learning_rate.to_bits(), l.grad_norm.to_bits());
+    assert_eq!(history.iter().map(strip).collect::<Vec<_>>(), logs.iter().map(strip).collect::<Vec<_>>());
+    for file in ["adapter_model.safetensors", "optimizer.safetensors"] {
+        let a = std::fs::read(dir.path().join("whole").join(file)).unwrap();
+        let b = std::fs::read(dir.path().join("resumed").join(file)).unwrap();
+        assert!(a == b, "{file} differs after resuming");
+    }
+}
