@@ -9,7 +9,8 @@ Exit codes:
   0  success
   1  the operation failed (store unreachable, access denied, transfer failed)
   2  bad usage or bad input (config file, store URL, path); the message names it
-  3  verification found corrupt or missing files";
+  3  verification found corrupt or missing files
+  4  preempted: training stopped on SIGTERM after committing a checkpoint; run it again to resume";
 
 /// tuneline: low-cost LLM fine-tuning. Data on CPU, gradients on rented GPUs,
 /// every artifact versioned in object storage.
@@ -56,6 +57,16 @@ pub enum Command {
     /// The data plane: raw chat data in, a versioned, tokenized, packed dataset out
     #[command(subcommand)]
     Data(DataCommand),
+    /// Train a LoRA adapter here, in this process, on the newest version of [data] name; checkpoints go to the store
+    Train(TrainArgs),
+}
+
+/// `tuneline train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Run id (default: the project name and a hash of the config and dataset, so a rerun resumes)
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
 }
 
 /// `tuneline data ...`.

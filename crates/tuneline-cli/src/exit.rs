@@ -8,7 +8,7 @@ use tuneline_store::StoreError;
 /// A failure and the exit code it maps to.
 #[derive(Debug)]
 pub struct Failure {
-    /// Exit code: 1 operation failed, 2 bad input, 3 verification failed.
+    /// Exit code: 1 operation failed, 2 bad input, 3 verification failed, 4 preempted.
     pub code: u8,
     /// What to print, already worded for the user.
     pub message: String,
@@ -18,6 +18,11 @@ impl Failure {
     /// Bad usage or bad input.
     pub fn input(message: impl Into<String>) -> Self {
         Self { code: 2, message: message.into() }
+    }
+
+    /// Training stopped on SIGTERM with its checkpoint committed.
+    pub fn preempted(message: impl Into<String>) -> Self {
+        Self { code: 4, message: message.into() }
     }
 
     /// Verification found problems (already printed).

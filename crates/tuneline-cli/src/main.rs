@@ -38,6 +38,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Config(ConfigCommand::Check) => commands::config::check(&cli.global),
         Command::Store(command) => commands::store::run(&cli.global, command).await,
         Command::Data(command) => commands::data::run(&cli.global, command).await,
+        Command::Train(args) => commands::train::train(&cli.global, args).await,
     }
 }
 

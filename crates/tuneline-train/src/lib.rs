@@ -6,5 +6,6 @@ pub mod adamw;
 pub mod batches;
 pub mod checkpoint;
 pub mod rows;
+pub mod run;
 pub mod schedule;
 pub mod trainer;

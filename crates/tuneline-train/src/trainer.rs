@@ -58,6 +58,9 @@ pub struct StepLog {
     pub tokens: u64,
     /// Tokens per second of wall time.
     pub tokens_per_second: f64,
+    /// Eval loss after the step, on eval steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_loss: Option<f64>,
 }
 
 /// A LoRA run over a frozen base model.
@@ -153,6 +156,7 @@ impl<'m> Trainer<'m> {
             grad_norm,
             tokens,
             tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
+            eval_loss: None,
         })
     }
 

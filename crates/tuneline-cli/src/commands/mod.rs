@@ -4,3 +4,4 @@ pub mod config;
 pub mod data;
 pub mod init;
 pub mod store;
+pub mod train;

@@ -8,3 +8,4 @@ mod help;
 mod init;
 mod store;
 mod store_s3;
+mod train;

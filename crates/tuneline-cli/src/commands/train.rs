@@ -1,0 +1,142 @@
+//! `tuneline train`: LoRA training in this process, on the newest committed
+//! version of `[data] name`, checkpointed to the store and resumed from it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tuneline_core::config::{Config, SaveSteps};
+use tuneline_model::llama::{Llama, Lora, LoraSettings};
+use tuneline_store::ArtifactStore;
+use tuneline_train::adamw::AdamWParams;
+use tuneline_train::rows::read_split;
+use tuneline_train::run::{run, Ended, Resume, RunSpec};
+use tuneline_train::schedule::Schedule;
+use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
+
+use crate::cli::{Global, TrainArgs};
+use crate::context::{load_config, open_store};
+use crate::exit::{CliResult, Failure};
+use crate::progress::Shown;
+
+/// Runs `tuneline train`.
+pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
+    let loaded = load_config(global, false)?;
+    let config = &loaded.config;
+    let store = open_store(global, config)?;
+    let (dataset, local) = fetch_dataset(global, &store, config).await?;
+    let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
+    let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
+    if train_rows.is_empty() {
+        return Err(Failure::input(format!("{dataset} has no train rows")));
+    }
+    let model = tokio::task::block_in_place(|| Llama::load(&PathBuf::from(&config.model.path))).map_err(|e| Failure::input(e.to_string()))?;
+    let t = &config.training;
+    let (batch, accumulation) = (t.per_device_train_batch_size.max(1) as usize, t.gradient_accumulation_steps.max(1) as usize);
+    let max_steps = t.max_steps.unwrap_or_else(|| {
+        let per_epoch = train_rows.len().div_ceil(batch * accumulation) as f64;
+        (per_epoch * t.num_train_epochs).ceil().max(1.0) as u64
+    });
+    let settings = TrainSettings {
+        max_steps,
+        batch_size: batch,
+        accumulation,
+        schedule: Schedule::new(t.lr_scheduler_type, t.learning_rate, t.warmup_ratio, max_steps),
+        adamw: AdamWParams { weight_decay: t.weight_decay, ..AdamWParams::default() },
+        max_grad_norm: t.max_grad_norm,
+        seed: t.seed,
+    };
+    let l = &config.lora;
+    let lora_settings = LoraSettings {
+        r: l.lora_r as usize,
+        lora_alpha: l.lora_alpha,
+        lora_dropout: l.lora_dropout,
+        target_modules: l.target_modules.clone(),
+        use_rslora: l.use_rslora,
+    };
+    let lora = Lora::init(lora_settings, &model.config, t.seed, candle_core::DType::F32, model.device())
+        .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
+    let run_id = args.run.clone().unwrap_or_else(|| run_id(config, &dataset));
+    let stop = Arc::new(AtomicBool::new(false));
+    listen_for_sigterm(stop.clone());
+    let spec = RunSpec {
+        store: &store,
+        run: run_id.clone(),
+        work: PathBuf::from(".tuneline/cache/runs").join(&run_id),
+        save_steps: match t.save_steps {
+            SaveSteps::Steps(n) => n,
+            SaveSteps::Auto => {
+                tracing::warn!("save_steps = \"auto\" needs the planner, which is not built yet: saving every tenth of the run");
+                (max_steps / 10).max(1)
+            }
+        },
+        eval_steps: t.eval_steps,
+        save_total_limit: t.save_total_limit,
+        resume: Resume::parse(&t.resume_from_checkpoint),
+        stop: &stop,
+    };
+    if !global.quiet {
+        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows");
+    }
+    let mut trainer = Trainer::new(&model, lora, settings, train_rows);
+    let quiet = global.quiet || global.json;
+    let handle = tokio::runtime::Handle::current();
+    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |log| print_step(log, max_steps, quiet)))
+        .map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    match ended {
+        Ended::Completed { steps } => {
+            println!("run {run_id} complete: {steps} steps, checkpoints in runs/{run_id}/checkpoints");
+            Ok(())
+        }
+        Ended::Stopped { step } => Err(Failure::preempted(format!(
+            "run {run_id} stopped on SIGTERM after committing step {step}; run the same command again to resume"
+        ))),
+    }
+}
+
+/// The newest committed version of `[data] name`, pulled into the local cache.
+async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config) -> CliResult<(String, PathBuf)> {
+    let name = &config.data.name;
+    let listing = store.list_committed(&format!("datasets/{name}")).await?;
+    let Some(newest) = listing.artifacts.iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)) else {
+        return Err(Failure::input(format!("no committed dataset `{name}` in {}; run `tuneline data prepare` first", store.url())));
+    };
+    let local = PathBuf::from(".tuneline/cache").join(&newest.prefix);
+    let shown = Shown::new(&format!("fetch {}", newest.prefix), global.quiet || global.json);
+    let pulled = store.pull(&newest.prefix, &local, &shown).await;
+    shown.finish();
+    pulled?;
+    Ok((newest.prefix.clone(), local))
+}
+
+/// `<project>-<hash>`: the same config on the same dataset is the same run, so running again resumes it.
+fn run_id(config: &Config, dataset: &str) -> String {
+    let mut training = serde_json::to_value(&config.training).expect("serializable");
+    training.as_object_mut().map(|o| o.remove("resume_from_checkpoint"));
+    let identity = serde_json::json!({ "model": config.model, "dataset": dataset, "training": training, "lora": config.lora });
+    let hash = hex::encode(Sha256::digest(identity.to_string().as_bytes()));
+    format!("{}-{}", config.project.name, &hash[..12])
+}
+
+/// Sets `stop` on SIGTERM (a spot instance's reclaim notice).
+fn listen_for_sigterm(stop: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            term.recv().await;
+            tracing::warn!("SIGTERM: finishing this step and committing a checkpoint");
+            stop.store(true, Ordering::SeqCst);
+        }
+    });
+}
+
+fn print_step(log: &StepLog, max_steps: u64, quiet: bool) {
+    if quiet {
+        return;
+    }
+    let eval = log.eval_loss.map(|l| format!("  eval loss {l:.4}")).unwrap_or_default();
+    eprintln!(
+        "step {}/{max_steps}  loss {:.4}  lr {:.3e}  grad norm {:.3}  {:.0} tok/s{eval}",
+        log.step, log.loss, log.learning_rate, log.grad_norm, log.tokens_per_second
+    );
+}

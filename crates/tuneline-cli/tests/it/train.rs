@@ -1,0 +1,90 @@
+//! `tuneline train` on the real SmolLM2 model: checkpoints are committed to
+//! the store and rotated, metrics are logged, a rerun resumes, and SIGTERM
+//! (a spot notice) stops after a committed checkpoint with exit code 4.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use crate::common::TestContext;
+
+fn project(max_steps: u32, save_steps: u32) -> TestContext {
+    let ctx = TestContext::new();
+    crate::data::link_model(&ctx);
+    ctx.write("data/tickets.jsonl", crate::data::tickets());
+    ctx.write(
+        "tuneline.toml",
+        format!(
+            "[project]\nname = \"support\"\n[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
+             [training]\nmax_steps = {max_steps}\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 1\nlearning_rate = 1e-3\n\
+             save_steps = {save_steps}\neval_steps = 2\nsave_total_limit = 1\n[lora]\nlora_r = 4\nlora_alpha = 8\n\
+             target_modules = [\"q_proj\", \"v_proj\"]\n"
+        ),
+    );
+    ctx
+}
+
+#[test]
+fn train_commits_rotated_checkpoints_and_a_rerun_resumes() {
+    let ctx = project(4, 2);
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no committed dataset `support`") && err.contains("tuneline data prepare"), "{err}");
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+
+    let (code, out, err) = ctx.run(&["train"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("step 4/4") && err.contains("eval loss"), "{err}");
+    let run = out.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap().to_string();
+    assert!(out.contains("complete: 4 steps"), "{out}");
+    let (_, listing, _) = ctx.run(&["store", "ls", &format!("runs/{run}")]);
+    assert!(listing.contains(&format!("runs/{run}/checkpoints/4")), "{listing}");
+    assert!(!listing.contains(&format!("runs/{run}/checkpoints/2")), "save_total_limit = 1 rotates step 2 away: {listing}");
+    let metrics = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl"))).unwrap();
+    assert_eq!(metrics.lines().count(), 4, "{metrics}");
+    assert!(metrics.lines().all(|l| l.contains("\"loss\"") && l.contains("\"learning_rate\"") && l.contains("\"tokens_per_second\"")));
+
+    assert_eq!(ctx.run(&["store", "pull", &format!("runs/{run}/checkpoints/4"), "ckpt"]).0, 0);
+    for file in ["adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors", "trainer_state.json", "scheduler.json"] {
+        assert!(ctx.path("ckpt").join(file).exists(), "{file} is in the checkpoint");
+    }
+    let (code, out, err) = ctx.run(&["train"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("complete: 4 steps") && !err.contains("step 1/4"), "a rerun resumes the finished run: {err}");
+}
+
+#[test]
+fn sigterm_commits_a_checkpoint_and_exits_preempted() {
+    let ctx = project(40, 100);
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .arg("train")
+        .current_dir(ctx.path(""))
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("step 2/40") {
+            sigterm(child.id());
+            break;
+        }
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "{seen}{}", rest.join("\n"));
+    let stopped_at: u64 = rest.iter().filter_map(|l| l.strip_prefix("step ")?.split('/').next()?.parse().ok()).next_back().unwrap_or(2);
+    assert!(rest.iter().any(|l| l.contains("stopped on SIGTERM after committing step")), "{rest:?}");
+    let (_, listing, _) = ctx.run(&["store", "ls", "runs"]);
+    assert!(listing.contains(&format!("/checkpoints/{stopped_at}")), "{listing}");
+}
+
+/// Sends SIGTERM to `pid`, as a spot reclaim notice does.
+fn sigterm(pid: u32) {
+    let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+}

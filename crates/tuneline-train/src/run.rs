@@ -1,0 +1,200 @@
+//! A training run against the store: resume from the latest committed
+//! checkpoint, train, log every step to `metrics.jsonl`, and every
+//! `save_steps` commit a checkpoint to `runs/<run>/checkpoints/<step>/`. The
+//! upload runs while the next steps train; only the next checkpoint and the
+//! end of the run wait for it. A stop request (the spot notice) ends the run
+//! after the current step with a committed checkpoint.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+use tuneline_store::{ArtifactStore, GcOptions, NoProgress, StoreError};
+
+use crate::rows::Row;
+use crate::trainer::{StepLog, Trainer};
+
+/// Where a run starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// From the latest committed checkpoint of the run, if any.
+    Auto,
+    /// From scratch.
+    Fresh,
+    /// From the committed checkpoint at this store prefix.
+    From(String),
+}
+
+impl Resume {
+    /// `resume_from_checkpoint`: `"auto"`, `"none"`, or a checkpoint prefix.
+    pub fn parse(value: &str) -> Self {
+        match value {
+            "auto" => Resume::Auto,
+            "none" | "" => Resume::Fresh,
+            prefix => Resume::From(prefix.to_string()),
+        }
+    }
+}
+
+/// How a run is kept in the store.
+pub struct RunSpec<'a> {
+    /// The store.
+    pub store: &'a ArtifactStore,
+    /// The run id: `runs/<run>/`.
+    pub run: String,
+    /// A local directory for this run's checkpoints and metrics.
+    pub work: PathBuf,
+    /// Steps between checkpoints.
+    pub save_steps: u64,
+    /// Steps between eval-loss measurements (0: never).
+    pub eval_steps: u64,
+    /// Committed checkpoints kept.
+    pub save_total_limit: Option<u32>,
+    /// Where to start.
+    pub resume: Resume,
+    /// Set to stop after the current step (with a checkpoint).
+    pub stop: &'a AtomicBool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every step is done and committed.
+    Completed {
+        /// Steps in the run.
+        steps: u64,
+    },
+    /// Stopped on request, after committing this step.
+    Stopped {
+        /// The last committed step.
+        step: u64,
+    },
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Training itself failed.
+    #[error("training failed: {0}")]
+    Train(#[from] candle_core::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A local file could not be written or read.
+    #[error("{0}")]
+    Local(#[from] std::io::Error),
+}
+
+impl RunSpec<'_> {
+    fn checkpoints(&self) -> String {
+        format!("runs/{}/checkpoints", self.run)
+    }
+
+    /// The latest committed checkpoint's prefix and step.
+    pub async fn latest_checkpoint(&self) -> Result<Option<(String, u64)>, StoreError> {
+        let listing = self.store.list_committed(&self.checkpoints()).await?;
+        Ok(listing
+            .artifacts
+            .into_iter()
+            .filter_map(|a| a.prefix.rsplit('/').next().and_then(|s| s.parse::<u64>().ok()).map(|step| (a.prefix.clone(), step)))
+            .max_by_key(|(_, step)| *step))
+    }
+}
+
+/// Trains `trainer` to its last step under `spec`, calling `on_step` with each step's log.
+pub fn run(
+    trainer: &mut Trainer,
+    eval_rows: &[Row],
+    spec: &RunSpec,
+    handle: &Handle,
+    on_step: &mut dyn FnMut(&StepLog),
+) -> Result<Ended, RunError> {
+    std::fs::create_dir_all(&spec.work)?;
+    let start = match &spec.resume {
+        Resume::Fresh => None,
+        Resume::Auto => handle.block_on(spec.latest_checkpoint())?.map(|(prefix, _)| prefix),
+        Resume::From(prefix) => Some(prefix.clone()),
+    };
+    let mut history = match start {
+        Some(prefix) => {
+            let local = spec.work.join("resume");
+            handle.block_on(spec.store.pull(&prefix, &local, &NoProgress))?;
+            let history = trainer.restore_checkpoint(&local)?;
+            tracing::info!("resumed from {prefix} at step {}", trainer.progress.global_step);
+            history
+        }
+        None => Vec::new(),
+    };
+    let metrics = spec.work.join("metrics.jsonl");
+    rewrite_metrics(&metrics, &history)?;
+    let mut upload: Option<JoinHandle<Result<(), StoreError>>> = None;
+    while !trainer.done() {
+        let mut log = trainer.step()?;
+        if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
+            log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
+        }
+        append_metric(&metrics, &log)?;
+        on_step(&log);
+        history.push(log);
+        let stopping = spec.stop.load(Ordering::SeqCst);
+        if trainer.done() || stopping || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
+            let step = trainer.progress.global_step;
+            let dir = spec.work.join(format!("checkpoint-{step}"));
+            trainer.save_checkpoint(&dir, &history)?;
+            if let Some(previous) = upload.take() {
+                handle.block_on(previous).expect("the upload task does not panic")?;
+            }
+            upload = Some(handle.spawn(commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.clone(), spec.run.clone(), spec.save_total_limit)));
+            if stopping {
+                break;
+            }
+        }
+    }
+    if let Some(last) = upload.take() {
+        handle.block_on(last).expect("the upload task does not panic")?;
+    }
+    Ok(if trainer.done() { Ended::Completed { steps: trainer.progress.global_step } } else { Ended::Stopped { step: trainer.progress.global_step } })
+}
+
+/// Pushes and commits a checkpoint, updates the run's metrics, rotates old
+/// checkpoints, and removes the local copy.
+async fn commit_checkpoint(
+    store: ArtifactStore,
+    checkpoints: String,
+    step: u64,
+    dir: PathBuf,
+    metrics: PathBuf,
+    run: String,
+    save_total_limit: Option<u32>,
+) -> Result<(), StoreError> {
+    match store.push_dir(&dir, &format!("{checkpoints}/{step}"), &NoProgress).await {
+        Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    store.put_file(&metrics, &format!("runs/{run}/metrics.jsonl"), &NoProgress).await?;
+    if save_total_limit.is_some() {
+        // Uploads younger than a day are left alone: only rotation is wanted here.
+        store.gc(&GcOptions { dry_run: false, older_than: Duration::from_secs(86_400), save_total_limit }).await?;
+    }
+    tokio::fs::remove_dir_all(&dir).await.map_err(|e| StoreError::Local { path: dir.clone(), source: e })
+}
+
+/// `metrics.jsonl` as `history` says: a resumed run drops the lines of steps it lost.
+fn rewrite_metrics(path: &Path, history: &[StepLog]) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for log in history {
+        serde_json::to_writer(&mut file, log)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()
+}
+
+fn append_metric(path: &Path, log: &StepLog) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    let mut line = serde_json::to_vec(log)?;
+    line.push(b'\n');
+    file.write_all(&line)
+}
