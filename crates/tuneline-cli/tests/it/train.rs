@@ -88,3 +88,49 @@ fn sigterm(pid: u32) {
     let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     assert!(status.success());
 }
+
+/// The per-step losses in a run's metrics.jsonl, as exact bit patterns.
+fn losses(ctx: &TestContext, run: &str) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl"))).unwrap();
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap().to_bits())
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
+    let ctx = project(8, 2);
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let (code, _, err) = ctx.run(&["train", "--run", "whole"]);
+    assert_eq!(code, 0, "{err}");
+
+    // SIGKILL right after a checkpoint step (while it is saved and uploaded),
+    // mid-step, and after a random delay; resume each time.
+    let kills: [(&str, u64); 3] = [("step 2/8", 0), ("step 3/8", 400), ("step 5/8", 0)];
+    for (after, delay_ms) in kills {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+            .args(["train", "--run", "killed"])
+            .current_dir(ctx.path(""))
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let reached = lines.map_while(Result::ok).any(|l| l.starts_with(after));
+        assert!(reached, "the run reached `{after}` before ending");
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let (code, out, err) = ctx.run(&["train", "--run", "killed"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("complete: 8 steps"), "{out}");
+
+    assert_eq!(losses(&ctx, "killed"), losses(&ctx, "whole"), "every step's logged loss is the same");
+    assert_eq!(losses(&ctx, "whole").len(), 8);
+    let adapter = |run: &str| std::fs::read(ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/8/adapter_model.safetensors"))).unwrap();
+    assert!(adapter("killed") == adapter("whole"), "the final adapter is bit-identical");
+}
