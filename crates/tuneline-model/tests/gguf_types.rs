@@ -1,0 +1,125 @@
+//! Loading Llama GGUF files of every supported tensor type: a small random
+//! model is written in llama.cpp's layout (query and key rows permuted for its
+//! rotary layout) as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and
+//! each file's logits are compared with the original f32 model's.
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use tuneline_model::llama::{Layer, Llama, LlamaConfig};
+
+const HIDDEN: usize = 256;
+const FFN: usize = 512;
+const HEADS: usize = 4;
+const KV_HEADS: usize = 2;
+const VOCAB: usize = 32;
+
+fn random(shape: (usize, usize), seed: u64) -> Tensor {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let values: Vec<f32> = (0..shape.0 * shape.1)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2
+        })
+        .collect();
+    Tensor::from_vec(values, shape, &Device::Cpu).unwrap()
+}
+
+/// llama.cpp's `permute(w, heads)`, as its converter applies it to q and k.
+fn permute(w: &Tensor, heads: usize) -> Tensor {
+    let (rows, cols) = w.dims2().unwrap();
+    w.reshape((heads, 2, rows / heads / 2, cols)).unwrap().transpose(1, 2).unwrap().contiguous().unwrap().reshape((rows, cols)).unwrap()
+}
+
+#[test]
+fn every_supported_gguf_type_loads_to_the_same_model() {
+    let kv = KV_HEADS * HIDDEN / HEADS;
+    // q, k, v, o, gate, up, down.
+    let shapes = [(HIDDEN, HIDDEN), (kv, HIDDEN), (kv, HIDDEN), (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)];
+    let w: Vec<Tensor> = shapes.iter().enumerate().map(|(i, &s)| random(s, i as u64 + 1)).collect();
+    let embed = random((VOCAB, HIDDEN), 99);
+    let norm = (random((1, HIDDEN), 98).squeeze(0).unwrap() + 1.0).unwrap();
+    let config = LlamaConfig {
+        vocab_size: VOCAB,
+        hidden_size: HIDDEN,
+        intermediate_size: FFN,
+        num_hidden_layers: 1,
+        num_attention_heads: HEADS,
+        num_key_value_heads: KV_HEADS,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        tie_word_embeddings: true,
+    };
+    let layer = Layer {
+        input_layernorm: norm.clone(),
+        q_proj: w[0].clone(),
+        k_proj: w[1].clone(),
+        v_proj: w[2].clone(),
+        o_proj: w[3].clone(),
+        post_attention_layernorm: norm.clone(),
+        gate_proj: w[4].clone(),
+        up_proj: w[5].clone(),
+        down_proj: w[6].clone(),
+    };
+    let original = Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap();
+    let ids = [3u32, 17, 5, 9, 30, 1, 22, 8];
+    let want = original.logits(&ids, None).unwrap();
+
+    // Tolerances: about 1.5x the error each type's rounding gives on this model
+    // (it doubles with each bit less, as it should).
+    let dir = tempfile::tempdir().unwrap();
+    for (dtype, tolerance) in [
+        (GgmlDType::F32, 1e-6),
+        (GgmlDType::F16, 2e-3),
+        (GgmlDType::BF16, 1e-2),
+        (GgmlDType::Q8_0, 2e-2),
+        (GgmlDType::Q6K, 6e-2),
+        (GgmlDType::Q5K, 0.12),
+        (GgmlDType::Q4K, 0.25),
+        (GgmlDType::Q4_1, 0.25),
+        (GgmlDType::Q4_0, 0.3),
+    ] {
+        let q = |t: &Tensor| QTensor::quantize(t, dtype).unwrap();
+        let f = |t: &Tensor| QTensor::quantize(t, GgmlDType::F32).unwrap();
+        let tensors = [
+            ("token_embd.weight", q(&embed)),
+            ("output_norm.weight", f(&norm)),
+            ("blk.0.attn_norm.weight", f(&norm)),
+            ("blk.0.ffn_norm.weight", f(&norm)),
+            ("blk.0.attn_q.weight", q(&permute(&w[0], HEADS))),
+            ("blk.0.attn_k.weight", q(&permute(&w[1], KV_HEADS))),
+            ("blk.0.attn_v.weight", q(&w[2])),
+            ("blk.0.attn_output.weight", q(&w[3])),
+            ("blk.0.ffn_gate.weight", q(&w[4])),
+            ("blk.0.ffn_up.weight", q(&w[5])),
+            ("blk.0.ffn_down.weight", q(&w[6])),
+        ];
+        let arch = Value::String("llama".into());
+        let u = |v: usize| Value::U32(v as u32);
+        let metadata = [
+            ("general.architecture", arch),
+            ("llama.block_count", u(1)),
+            ("llama.embedding_length", u(HIDDEN)),
+            ("llama.feed_forward_length", u(FFN)),
+            ("llama.attention.head_count", u(HEADS)),
+            ("llama.attention.head_count_kv", u(KV_HEADS)),
+            ("llama.context_length", u(64)),
+            ("llama.rope.freq_base", Value::F32(10_000.0)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ];
+        let path = dir.path().join(format!("{dtype:?}.gguf"));
+        let mut file = std::fs::File::create(&path).unwrap();
+        let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (*k, v)).collect();
+        gguf_file::write(&mut file, &meta, &refs).unwrap();
+        drop(file);
+
+        let loaded = Llama::load(&path).unwrap();
+        let got = loaded.logits(&ids, None).unwrap();
+        let err = |t: Tensor| t.sqr().unwrap().sum_all().unwrap().sqrt().unwrap().to_scalar::<f32>().unwrap();
+        let relative = err((&got - &want).unwrap()) / err(want.clone());
+        assert!(relative < tolerance, "{dtype:?}: logits differ by {relative} (relative), allowed {tolerance}");
+    }
+}
