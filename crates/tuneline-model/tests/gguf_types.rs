@@ -51,6 +51,7 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
+        ..LlamaConfig::default()
     };
     let layer = Layer {
         input_layernorm: norm.clone(),
@@ -62,6 +63,7 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         gate_proj: w[4].clone(),
         up_proj: w[5].clone(),
         down_proj: w[6].clone(),
+        qkv_bias: None,
     };
     let original = Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap();
     let ids = [3u32, 17, 5, 9, 30, 1, 22, 8];

@@ -3,8 +3,49 @@
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
 
+/// How rotary frequencies are rescaled for long contexts.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(tag = "rope_type", rename_all = "lowercase")]
+pub enum RopeScaling {
+    /// Llama 3.1's scheme (`rope_scaling.rope_type = "llama3"` in config.json).
+    Llama3 {
+        /// Wavelengths longer than the original context are divided by this.
+        factor: f64,
+        /// Low-frequency bound of the smooth interpolation.
+        low_freq_factor: f64,
+        /// High-frequency bound of the smooth interpolation.
+        high_freq_factor: f64,
+        /// The context length the model was pretrained with.
+        original_max_position_embeddings: f64,
+    },
+    /// Per-frequency divisors, as llama.cpp stores them (`rope_freqs.weight`).
+    #[serde(skip)]
+    Factors(Vec<f32>),
+}
+
+impl RopeScaling {
+    /// `inv_freq` rescaled, as transformers' `_compute_llama3_parameters` does.
+    pub fn apply(&self, inv_freq: &mut [f64]) {
+        match self {
+            RopeScaling::Factors(f) => inv_freq.iter_mut().zip(f).for_each(|(x, &d)| *x /= f64::from(d)),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings: old } => {
+                let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
+                for x in inv_freq.iter_mut() {
+                    let wavelen = 2.0 * std::f64::consts::PI / *x;
+                    if wavelen > low_wavelen {
+                        *x /= factor;
+                    } else if wavelen >= high_wavelen {
+                        let smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        *x = (1.0 - smooth) * *x / factor + smooth * *x;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Hyperparameters of a Llama-family decoder.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LlamaConfig {
     /// Tokens in the vocabulary.
     pub vocab_size: usize,
@@ -24,12 +65,18 @@ pub struct LlamaConfig {
     pub rope_theta: f64,
     /// Whether the output projection is the token embedding.
     pub tie_word_embeddings: bool,
+    /// Width of one attention head, when not `hidden_size / num_attention_heads`.
+    pub head_dim: Option<usize>,
+    /// Whether the query, key and value projections have biases (Qwen2).
+    pub attention_bias: bool,
+    /// Long-context rescaling of the rotary frequencies.
+    pub rope_scaling: Option<RopeScaling>,
 }
 
 impl LlamaConfig {
     /// Width of one attention head.
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads
+        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
     /// The config in the `llama.*` metadata of a GGUF file.
@@ -52,6 +99,31 @@ impl LlamaConfig {
             rms_norm_eps: meta.float("llama.attention.layer_norm_rms_epsilon")?,
             rope_theta: meta.float("llama.rope.freq_base").unwrap_or(10_000.0),
             tie_word_embeddings: tied,
+            head_dim: meta.uint("llama.attention.key_length").ok().map(|v| v as usize),
+            attention_bias: false,
+            rope_scaling: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama3_rope_scaling_follows_transformers() {
+        // Llama 3.1 8B: theta 500000, head_dim 128, factor 8, low 1, high 4, original 8192.
+        let mut inv: Vec<f64> = (0..64).map(|i| 1.0 / 500_000f64.powf(2.0 * i as f64 / 128.0)).collect();
+        let original = inv.clone();
+        let scaling = RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192.0 };
+        scaling.apply(&mut inv);
+        // High frequencies stay, low ones are divided by the factor, the band between is blended.
+        assert_eq!(inv[0], original[0]);
+        assert!((inv[63] - original[63] / 8.0).abs() < 1e-18);
+        let blended: Vec<usize> = (0..64).filter(|&i| inv[i] != original[i] && (inv[i] - original[i] / 8.0).abs() > 1e-18).collect();
+        assert!(!blended.is_empty() && blended.iter().all(|&i| inv[i] < original[i] && inv[i] > original[i] / 8.0), "{blended:?}");
+        assert_eq!(blended, (29..=34).collect::<Vec<_>>());
+        // transformers' formula gives this for frequency 31 (wavelength ~3619 tokens, blended).
+        assert!((inv[31] - 8.567_514_129_196_321e-4).abs() < 1e-15, "{}", inv[31]);
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
 
-use super::{Layer, Llama, LlamaConfig};
+use super::{Layer, Llama, LlamaConfig, RopeScaling};
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
 
@@ -26,7 +26,12 @@ pub fn load(path: &Path) -> Result<Llama, ModelError> {
     };
     let embed_tokens = tensor("token_embd.weight")?;
     let tied = !content.tensor_infos.contains_key("output.weight");
-    let config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
+    let mut config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
+    if content.tensor_infos.contains_key("rope_freqs.weight") {
+        // Llama 3.1's long-context scaling, as llama.cpp stores it.
+        let factors = tensor("rope_freqs.weight")?.to_vec1::<f32>().map_err(err)?;
+        config.rope_scaling = Some(RopeScaling::Factors(factors));
+    }
     let (heads, kv_heads) = (config.num_attention_heads, config.num_key_value_heads);
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
@@ -41,6 +46,7 @@ pub fn load(path: &Path) -> Result<Llama, ModelError> {
             gate_proj: get("ffn_gate")?,
             up_proj: get("ffn_up")?,
             down_proj: get("ffn_down")?,
+            qkv_bias: None,
         });
     }
     let norm = tensor("output_norm.weight")?;

@@ -47,7 +47,7 @@ fn rms_norm_softmax_and_rope_carry_exact_gradients() {
     let w = Var::from_tensor(&random(&[6], 2)).unwrap();
     check(&[&x, &w], || weighted(&rms_norm(x.as_tensor(), w.as_tensor(), 1e-5)?, 3));
     check(&[&x], || weighted(&softmax(&(x.as_tensor() * 3.0)?)?, 4));
-    let rope = Rope::new(6, 10_000.0, 16, DType::F64, &Device::Cpu).unwrap();
+    let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     let q = Var::from_tensor(&random(&[1, 2, 3, 6], 5)).unwrap();
     let positions = Tensor::new(&[[4u32, 0, 9]], &Device::Cpu).unwrap();
     check(&[&q], || weighted(&rope.apply(q.as_tensor(), &positions)?, 6));
@@ -72,6 +72,7 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
+        ..LlamaConfig::default()
     };
     let mut seed = 10;
     let mut w = |shape: &[usize]| {
@@ -89,6 +90,7 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
             gate_proj: w(&[12, 8]),
             up_proj: w(&[12, 8]),
             down_proj: w(&[8, 12]),
+            qkv_bias: None,
         })
         .collect();
     let embed = w(&[11, 8]);

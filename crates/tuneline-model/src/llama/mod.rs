@@ -12,7 +12,7 @@ mod ops;
 
 use candle_core::{Device, Result, Tensor, D};
 
-pub use config::LlamaConfig;
+pub use config::{LlamaConfig, RopeScaling};
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, rms_norm, softmax, Rope};
@@ -39,6 +39,8 @@ pub struct Layer {
     pub up_proj: Tensor,
     /// MLP down projection.
     pub down_proj: Tensor,
+    /// Query, key and value biases (Qwen2).
+    pub qkv_bias: Option<[Tensor; 3]>,
 }
 
 /// A Llama-family model with its weights in memory as f32.
@@ -60,7 +62,7 @@ impl Llama {
 
     /// A model from its weights (all of one dtype).
     pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
-        let rope = Rope::new(config.head_dim(), config.rope_theta, max_positions, embed_tokens.dtype(), embed_tokens.device())?;
+        let rope = Rope::new(config.head_dim(), config.rope_theta, config.rope_scaling.as_ref(), max_positions, embed_tokens.dtype(), embed_tokens.device())?;
         Ok(Self { config, embed_tokens, layers, norm, lm_head, rope })
     }
 
@@ -128,12 +130,16 @@ impl Llama {
         let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
         let h = rms_norm(x, &w.input_layernorm, c.rms_norm_eps)?;
         let split = |t: Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
-        let q = self.rope.apply(&split(proj("q_proj", &h, &w.q_proj)?, heads)?, positions)?;
-        let k = self.rope.apply(&split(proj("k_proj", &h, &w.k_proj)?, kv_heads)?, positions)?;
-        let v = split(proj("v_proj", &h, &w.v_proj)?, kv_heads)?;
+        let biased = |i: usize, t: Tensor| match &w.qkv_bias {
+            Some(b) => t.broadcast_add(&b[i]),
+            None => Ok(t),
+        };
+        let q = self.rope.apply(&split(biased(0, proj("q_proj", &h, &w.q_proj)?)?, heads)?, positions)?;
+        let k = self.rope.apply(&split(biased(1, proj("k_proj", &h, &w.k_proj)?)?, kv_heads)?, positions)?;
+        let v = split(biased(2, proj("v_proj", &h, &w.v_proj)?)?, kv_heads)?;
         let (k, v) = (repeat_kv(&k, heads / kv_heads)?, repeat_kv(&v, heads / kv_heads)?);
         let scores = (q.matmul(&k.t()?)? / (dim as f64).sqrt())?.broadcast_add(mask)?;
-        let attended = softmax(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, hidden))?;
+        let attended = softmax(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, heads * dim))?;
         let x = (x + proj("o_proj", &attended, &w.o_proj)?)?;
         let h = rms_norm(&x, &w.post_attention_layernorm, c.rms_norm_eps)?;
         let gated = (proj("gate_proj", &h, &w.gate_proj)?.silu()? * proj("up_proj", &h, &w.up_proj)?)?;

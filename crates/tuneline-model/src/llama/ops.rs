@@ -4,6 +4,8 @@
 
 use candle_core::{DType, Device, Result, Tensor, D};
 
+use super::config::RopeScaling;
+
 /// RMSNorm over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
@@ -29,10 +31,15 @@ pub struct Rope {
 }
 
 impl Rope {
-    /// Tables in `dtype` for positions below `max_positions`, base `theta`.
-    pub fn new(head_dim: usize, theta: f64, max_positions: usize, dtype: DType, device: &Device) -> Result<Self> {
+    /// Tables in `dtype` for positions below `max_positions`, base `theta`,
+    /// frequencies rescaled by `scaling`.
+    pub fn new(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>, max_positions: usize, dtype: DType, device: &Device) -> Result<Self> {
         let half = head_dim / 2;
-        let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)) as f32).collect();
+        let mut inv_freq: Vec<f64> = (0..half).map(|i| 1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)).collect();
+        if let Some(s) = scaling {
+            s.apply(&mut inv_freq);
+        }
+        let inv_freq: Vec<f32> = inv_freq.into_iter().map(|x| x as f32).collect();
         let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
         let positions = Tensor::arange(0u32, max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((max_positions, 1))?;
         let angles = positions.broadcast_mul(&inv_freq)?;
