@@ -126,7 +126,7 @@ impl Llama {
         proj: &dyn Fn(&'static str, &Tensor, &Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
         let c = &self.config;
-        let (batch, seq, hidden) = x.dims3()?;
+        let (batch, seq, _) = x.dims3()?;
         let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
         let h = rms_norm(x, &w.input_layernorm, c.rms_norm_eps)?;
         let split = |t: Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
