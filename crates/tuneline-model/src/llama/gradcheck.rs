@@ -79,8 +79,9 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         seed += 1;
         (random(shape, seed) * 0.5).unwrap()
     };
+    // The second layer has q/k/v biases, as Qwen2's do.
     let layers = (0..2)
-        .map(|_| Layer {
+        .map(|i| Layer {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
             q_proj: w(&[8, 8]),
             k_proj: w(&[4, 8]),
@@ -90,7 +91,7 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
             gate_proj: w(&[12, 8]),
             up_proj: w(&[12, 8]),
             down_proj: w(&[8, 12]),
-            qkv_bias: None,
+            qkv_bias: (i == 1).then(|| [w(&[8]), w(&[4]), w(&[4])]),
         })
         .collect();
     let embed = w(&[11, 8]);

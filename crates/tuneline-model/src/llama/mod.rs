@@ -4,6 +4,7 @@
 
 mod config;
 mod from_gguf;
+mod from_hf;
 #[cfg(test)]
 mod gradcheck;
 mod lora;
@@ -55,15 +56,46 @@ pub struct Llama {
 }
 
 impl Llama {
-    /// Loads the model at `path` (a GGUF file).
+    /// Loads the model at `path`: a GGUF file or a Hugging Face directory.
     pub fn load(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
-        from_gguf::load(path)
+        match crate::source::ModelSource::detect(path)? {
+            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p),
+            crate::source::ModelSource::HfDir(p) => from_hf::load(&p),
+        }
     }
 
     /// A model from its weights (all of one dtype).
     pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
         let rope = Rope::new(config.head_dim(), config.rope_theta, config.rope_scaling.as_ref(), max_positions, embed_tokens.dtype(), embed_tokens.device())?;
         Ok(Self { config, embed_tokens, layers, norm, lm_head, rope })
+    }
+
+    /// Every weight under its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, ...),
+    /// in Hugging Face's layout: what a `model.safetensors` of this model holds.
+    pub fn named_weights(&self) -> Vec<(String, Tensor)> {
+        let mut out = vec![("model.embed_tokens.weight".to_string(), self.embed_tokens.clone())];
+        for (i, l) in self.layers.iter().enumerate() {
+            let mut put = |name: &str, t: &Tensor| out.push((format!("model.layers.{i}.{name}"), t.clone()));
+            put("input_layernorm.weight", &l.input_layernorm);
+            put("self_attn.q_proj.weight", &l.q_proj);
+            put("self_attn.k_proj.weight", &l.k_proj);
+            put("self_attn.v_proj.weight", &l.v_proj);
+            put("self_attn.o_proj.weight", &l.o_proj);
+            put("post_attention_layernorm.weight", &l.post_attention_layernorm);
+            put("mlp.gate_proj.weight", &l.gate_proj);
+            put("mlp.up_proj.weight", &l.up_proj);
+            put("mlp.down_proj.weight", &l.down_proj);
+            if let Some([q, k, v]) = &l.qkv_bias {
+                put("self_attn.q_proj.bias", q);
+                put("self_attn.k_proj.bias", k);
+                put("self_attn.v_proj.bias", v);
+            }
+        }
+        out.push(("model.norm.weight".to_string(), self.norm.clone()));
+        if !self.config.tie_word_embeddings {
+            out.push(("lm_head.weight".to_string(), self.lm_head.clone()));
+        }
+        out
     }
 
     /// The device the weights are on.

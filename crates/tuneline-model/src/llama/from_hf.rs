@@ -1,0 +1,115 @@
+//! Loading a Llama-family model from a Hugging Face directory: `config.json`
+//! and `model.safetensors`, or shards listed in `model.safetensors.index.json`;
+//! weights in f32, f16 or bf16, converted to f32. Llama, Mistral, SmolLM and
+//! Qwen2 (biases on q, k and v) are read.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Tensor};
+use serde_json::Value;
+
+use super::{Layer, Llama, LlamaConfig, RopeScaling};
+use crate::error::ModelError;
+
+/// Architectures this loader reads, by `model_type`.
+const MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
+
+/// Loads the model in the Hugging Face directory `dir` onto the CPU.
+pub fn load(dir: &Path) -> Result<Llama, ModelError> {
+    let config_path = dir.join("config.json");
+    let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
+    let json: Value = serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("invalid JSON: {e}")))?;
+    let config = config(&json).map_err(|e| ModelError::new(&config_path, e))?;
+    let mut weights = Weights::open(dir)?;
+    let mut layers = Vec::with_capacity(config.num_hidden_layers);
+    for i in 0..config.num_hidden_layers {
+        let mut get = |name: &str| weights.take(&format!("model.layers.{i}.{name}"));
+        let qkv_bias = if config.attention_bias {
+            Some([get("self_attn.q_proj.bias")?, get("self_attn.k_proj.bias")?, get("self_attn.v_proj.bias")?])
+        } else {
+            None
+        };
+        layers.push(Layer {
+            input_layernorm: get("input_layernorm.weight")?,
+            q_proj: get("self_attn.q_proj.weight")?,
+            k_proj: get("self_attn.k_proj.weight")?,
+            v_proj: get("self_attn.v_proj.weight")?,
+            o_proj: get("self_attn.o_proj.weight")?,
+            post_attention_layernorm: get("post_attention_layernorm.weight")?,
+            gate_proj: get("mlp.gate_proj.weight")?,
+            up_proj: get("mlp.up_proj.weight")?,
+            down_proj: get("mlp.down_proj.weight")?,
+            qkv_bias,
+        });
+    }
+    let embed_tokens = weights.take("model.embed_tokens.weight")?;
+    let norm = weights.take("model.norm.weight")?;
+    let lm_head = if config.tie_word_embeddings { embed_tokens.clone() } else { weights.take("lm_head.weight")? };
+    let max_positions = json["max_position_embeddings"].as_u64().unwrap_or(4096) as usize;
+    Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(|e| ModelError::new(dir, e.to_string()))
+}
+
+/// The decoder's shape from `config.json`.
+fn config(json: &Value) -> Result<LlamaConfig, String> {
+    let model_type = json["model_type"].as_str().unwrap_or("llama");
+    if !MODEL_TYPES.contains(&model_type) {
+        return Err(format!("model_type `{model_type}` is not supported; tuneline reads {MODEL_TYPES:?}"));
+    }
+    let int = |key: &str| json[key].as_u64().map(|v| v as usize).ok_or_else(|| format!("`{key}` is missing or not a number"));
+    let heads = int("num_attention_heads")?;
+    let rope_scaling = match &json["rope_scaling"] {
+        Value::Null => None,
+        v if v["rope_type"] == "llama3" || v["type"] == "llama3" => {
+            let mut v = v.clone();
+            v["rope_type"] = "llama3".into();
+            Some(serde_json::from_value::<RopeScaling>(v).map_err(|e| format!("rope_scaling: {e}"))?)
+        }
+        v => return Err(format!("rope_scaling {v} is not supported (only llama3)")),
+    };
+    Ok(LlamaConfig {
+        vocab_size: int("vocab_size")?,
+        hidden_size: int("hidden_size")?,
+        intermediate_size: int("intermediate_size")?,
+        num_hidden_layers: int("num_hidden_layers")?,
+        num_attention_heads: heads,
+        num_key_value_heads: int("num_key_value_heads").unwrap_or(heads),
+        rms_norm_eps: json["rms_norm_eps"].as_f64().unwrap_or(1e-6),
+        rope_theta: json["rope_theta"].as_f64().unwrap_or(10_000.0),
+        tie_word_embeddings: json["tie_word_embeddings"].as_bool().unwrap_or(false),
+        head_dim: json["head_dim"].as_u64().map(|v| v as usize),
+        attention_bias: model_type == "qwen2" || json["attention_bias"].as_bool().unwrap_or(false),
+        rope_scaling,
+    })
+}
+
+/// The safetensors files of a directory, memory-mapped, each tensor read when taken.
+struct Weights {
+    files: MmapedSafetensors,
+    dir: PathBuf,
+}
+
+impl Weights {
+    fn open(dir: &Path) -> Result<Self, ModelError> {
+        let index_path = dir.join("model.safetensors.index.json");
+        let mut files: Vec<PathBuf> = if index_path.exists() {
+            let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::new(&index_path, e.to_string()))?;
+            let json: Value = serde_json::from_str(&text).map_err(|e| ModelError::new(&index_path, format!("invalid JSON: {e}")))?;
+            let map = json["weight_map"].as_object().ok_or_else(|| ModelError::new(&index_path, "no `weight_map`"))?;
+            map.values().filter_map(|f| Some(dir.join(f.as_str()?))).collect()
+        } else {
+            vec![dir.join("model.safetensors")]
+        };
+        files.sort();
+        files.dedup();
+        // SAFETY: the files are only read, and a model directory is not rewritten while a model loads from it.
+        let files = unsafe { MmapedSafetensors::multi(&files) }.map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
+        Ok(Self { files, dir: dir.to_path_buf() })
+    }
+
+    /// The tensor `name` as f32.
+    fn take(&mut self, name: &str) -> Result<Tensor, ModelError> {
+        let tensor = self.files.load(name, &Device::Cpu).map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
+        tensor.to_dtype(DType::F32).map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
+    }
+}
