@@ -55,14 +55,14 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
     };
     let layer = Layer {
         input_layernorm: norm.clone(),
-        q_proj: w[0].clone(),
-        k_proj: w[1].clone(),
-        v_proj: w[2].clone(),
-        o_proj: w[3].clone(),
+        q_proj: w[0].clone().into(),
+        k_proj: w[1].clone().into(),
+        v_proj: w[2].clone().into(),
+        o_proj: w[3].clone().into(),
         post_attention_layernorm: norm.clone(),
-        gate_proj: w[4].clone(),
-        up_proj: w[5].clone(),
-        down_proj: w[6].clone(),
+        gate_proj: w[4].clone().into(),
+        up_proj: w[5].clone().into(),
+        down_proj: w[6].clone().into(),
         qkv_bias: None,
     };
     let original = Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap();

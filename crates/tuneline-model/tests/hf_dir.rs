@@ -21,7 +21,7 @@ fn write_dir(model: &Llama, dir: &Path, dtype: DType, shards: usize) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap().save_hf(dir).unwrap();
-    let weights = model.named_weights();
+    let weights = model.named_weights().unwrap();
     let per = weights.len().div_ceil(shards);
     let mut weight_map = serde_json::Map::new();
     for (i, chunk) in weights.chunks(per).enumerate() {

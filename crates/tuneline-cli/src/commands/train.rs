@@ -31,7 +31,9 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     if train_rows.is_empty() {
         return Err(Failure::input(format!("{dataset} has no train rows")));
     }
-    let model = tokio::task::block_in_place(|| Llama::load(&PathBuf::from(&config.model.path))).map_err(|e| Failure::input(e.to_string()))?;
+    let path = PathBuf::from(&config.model.path);
+    let load = || if config.model.quantized_base { Llama::load_quantized(&path) } else { Llama::load(&path) };
+    let model = tokio::task::block_in_place(load).map_err(|e| Failure::input(e.to_string()))?;
     let t = &config.training;
     let (batch, accumulation) = (t.per_device_train_batch_size.max(1) as usize, t.gradient_accumulation_steps.max(1) as usize);
     let max_steps = t.max_steps.unwrap_or_else(|| {

@@ -5,54 +5,86 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
-use super::{Layer, Llama, LlamaConfig, RopeScaling};
+use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
 
-/// Loads the model in the GGUF file at `path` onto the CPU.
-pub fn load(path: &Path) -> Result<Llama, ModelError> {
+/// Loads the model in the GGUF file at `path` onto the CPU; with `quantized`,
+/// the linear layers stay as GGUF blocks.
+pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
     let err = |e: candle_core::Error| ModelError::new(path, e.to_string());
     let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
     let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
     let meta = GgufMetadata::of(path, content.metadata.clone());
-    let device = Device::Cpu;
-    let mut tensor = |name: &str| -> Result<Tensor, ModelError> {
-        let q = content.tensor(&mut file, name, &device).map_err(|e| ModelError::new(path, format!("tensor `{name}`: {e}")))?;
-        q.dequantize(&device).map_err(err)
-    };
-    let embed_tokens = tensor("token_embd.weight")?;
+    let mut reader = Reader { path, content: &content, file };
+    let embed_tokens = reader.dense("token_embd.weight")?;
     let tied = !content.tensor_infos.contains_key("output.weight");
     let mut config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
     if content.tensor_infos.contains_key("rope_freqs.weight") {
         // Llama 3.1's long-context scaling, as llama.cpp stores it.
-        let factors = tensor("rope_freqs.weight")?.to_vec1::<f32>().map_err(err)?;
+        let factors = reader.dense("rope_freqs.weight")?.to_vec1::<f32>().map_err(err)?;
         config.rope_scaling = Some(RopeScaling::Factors(factors));
     }
     let (heads, kv_heads) = (config.num_attention_heads, config.num_key_value_heads);
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
-        let mut get = |part: &str| tensor(&format!("blk.{i}.{part}.weight"));
+        let name = |part: &str| format!("blk.{i}.{part}.weight");
+        let mut weight = |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
         layers.push(Layer {
-            input_layernorm: get("attn_norm")?,
-            q_proj: unpermute(&get("attn_q")?, heads).map_err(err)?,
-            k_proj: unpermute(&get("attn_k")?, kv_heads).map_err(err)?,
-            v_proj: get("attn_v")?,
-            o_proj: get("attn_output")?,
-            post_attention_layernorm: get("ffn_norm")?,
-            gate_proj: get("ffn_gate")?,
-            up_proj: get("ffn_up")?,
-            down_proj: get("ffn_down")?,
+            q_proj: weight("attn_q", Some(heads))?,
+            k_proj: weight("attn_k", Some(kv_heads))?,
+            v_proj: weight("attn_v", None)?,
+            o_proj: weight("attn_output", None)?,
+            gate_proj: weight("ffn_gate", None)?,
+            up_proj: weight("ffn_up", None)?,
+            down_proj: weight("ffn_down", None)?,
+            input_layernorm: reader.dense(&name("attn_norm"))?,
+            post_attention_layernorm: reader.dense(&name("ffn_norm"))?,
             qkv_bias: None,
         });
     }
-    let norm = tensor("output_norm.weight")?;
-    let lm_head = if tied { embed_tokens.clone() } else { tensor("output.weight")? };
+    let norm = reader.dense("output_norm.weight")?;
+    let lm_head = if tied { embed_tokens.clone() } else { reader.dense("output.weight")? };
     let max_positions = meta.uint("llama.context_length").unwrap_or(4096) as usize;
     Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(err)
+}
+
+/// Reads tensors of one GGUF file.
+struct Reader<'a> {
+    path: &'a Path,
+    content: &'a Content,
+    file: File,
+}
+
+impl Reader<'_> {
+    fn blocks(&mut self, name: &str) -> Result<QTensor, ModelError> {
+        self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+    }
+
+    /// A tensor dequantized to f32.
+    fn dense(&mut self, name: &str) -> Result<Tensor, ModelError> {
+        self.blocks(name)?.dequantize(&Device::Cpu).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+    }
+
+    /// A linear layer's weight, in Hugging Face's layout (`permuted`: the
+    /// heads of a query or key weight), kept as blocks with `quantized`.
+    fn weight(&mut self, name: &str, permuted: Option<usize>, quantized: bool) -> Result<Weight, ModelError> {
+        if quantized {
+            return Ok(Weight::Quantized { blocks: Arc::new(self.blocks(name)?), heads: permuted });
+        }
+        let w = self.dense(name)?;
+        let w = match permuted {
+            Some(heads) => unpermute(&w, heads).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))?,
+            None => w,
+        };
+        Ok(w.into())
+    }
 }
 
 /// Undoes llama.cpp's `permute(w, heads)`: within each head, rows were

@@ -32,14 +32,14 @@ pub fn load(dir: &Path) -> Result<Llama, ModelError> {
         };
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
-            q_proj: get("self_attn.q_proj.weight")?,
-            k_proj: get("self_attn.k_proj.weight")?,
-            v_proj: get("self_attn.v_proj.weight")?,
-            o_proj: get("self_attn.o_proj.weight")?,
+            q_proj: get("self_attn.q_proj.weight")?.into(),
+            k_proj: get("self_attn.k_proj.weight")?.into(),
+            v_proj: get("self_attn.v_proj.weight")?.into(),
+            o_proj: get("self_attn.o_proj.weight")?.into(),
             post_attention_layernorm: get("post_attention_layernorm.weight")?,
-            gate_proj: get("mlp.gate_proj.weight")?,
-            up_proj: get("mlp.up_proj.weight")?,
-            down_proj: get("mlp.down_proj.weight")?,
+            gate_proj: get("mlp.gate_proj.weight")?.into(),
+            up_proj: get("mlp.up_proj.weight")?.into(),
+            down_proj: get("mlp.down_proj.weight")?.into(),
             qkv_bias,
         });
     }

@@ -83,14 +83,14 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
     let layers = (0..2)
         .map(|i| Layer {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
-            q_proj: w(&[8, 8]),
-            k_proj: w(&[4, 8]),
-            v_proj: w(&[4, 8]),
-            o_proj: w(&[8, 8]),
+            q_proj: w(&[8, 8]).into(),
+            k_proj: w(&[4, 8]).into(),
+            v_proj: w(&[4, 8]).into(),
+            o_proj: w(&[8, 8]).into(),
             post_attention_layernorm: (w(&[8]) + 1.0).unwrap(),
-            gate_proj: w(&[12, 8]),
-            up_proj: w(&[12, 8]),
-            down_proj: w(&[8, 12]),
+            gate_proj: w(&[12, 8]).into(),
+            up_proj: w(&[12, 8]).into(),
+            down_proj: w(&[8, 12]).into(),
             qkv_bias: (i == 1).then(|| [w(&[8]), w(&[4]), w(&[4])]),
         })
         .collect();

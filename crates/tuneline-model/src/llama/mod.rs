@@ -10,12 +10,14 @@ mod gradcheck;
 mod lora;
 mod loss;
 mod ops;
+mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
 
 pub use config::{LlamaConfig, RopeScaling};
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
+pub use weight::Weight;
 use ops::{attention_mask, rms_norm, softmax, Rope};
 
 use crate::error::ModelError;
@@ -25,21 +27,21 @@ pub struct Layer {
     /// RMSNorm before attention.
     pub input_layernorm: Tensor,
     /// Query projection.
-    pub q_proj: Tensor,
+    pub q_proj: Weight,
     /// Key projection.
-    pub k_proj: Tensor,
+    pub k_proj: Weight,
     /// Value projection.
-    pub v_proj: Tensor,
+    pub v_proj: Weight,
     /// Attention output projection.
-    pub o_proj: Tensor,
+    pub o_proj: Weight,
     /// RMSNorm before the MLP.
     pub post_attention_layernorm: Tensor,
     /// MLP gate projection.
-    pub gate_proj: Tensor,
+    pub gate_proj: Weight,
     /// MLP up projection.
-    pub up_proj: Tensor,
+    pub up_proj: Weight,
     /// MLP down projection.
-    pub down_proj: Tensor,
+    pub down_proj: Weight,
     /// Query, key and value biases (Qwen2).
     pub qkv_bias: Option<[Tensor; 3]>,
 }
@@ -59,8 +61,19 @@ impl Llama {
     /// Loads the model at `path`: a GGUF file or a Hugging Face directory.
     pub fn load(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
         match crate::source::ModelSource::detect(path)? {
-            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p),
+            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, false),
             crate::source::ModelSource::HfDir(p) => from_hf::load(&p),
+        }
+    }
+
+    /// Loads a GGUF model keeping its linear layers as quantized blocks
+    /// (QLoRA-style: dequantized per op, in forward and backward).
+    pub fn load_quantized(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
+        match crate::source::ModelSource::detect(path)? {
+            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, true),
+            crate::source::ModelSource::HfDir(p) => {
+                Err(ModelError::new(p, "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights"))
+            }
         }
     }
 
@@ -72,30 +85,35 @@ impl Llama {
 
     /// Every weight under its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, ...),
     /// in Hugging Face's layout: what a `model.safetensors` of this model holds.
-    pub fn named_weights(&self) -> Vec<(String, Tensor)> {
+    pub fn named_weights(&self) -> Result<Vec<(String, Tensor)>> {
         let mut out = vec![("model.embed_tokens.weight".to_string(), self.embed_tokens.clone())];
         for (i, l) in self.layers.iter().enumerate() {
-            let mut put = |name: &str, t: &Tensor| out.push((format!("model.layers.{i}.{name}"), t.clone()));
-            put("input_layernorm.weight", &l.input_layernorm);
-            put("self_attn.q_proj.weight", &l.q_proj);
-            put("self_attn.k_proj.weight", &l.k_proj);
-            put("self_attn.v_proj.weight", &l.v_proj);
-            put("self_attn.o_proj.weight", &l.o_proj);
-            put("post_attention_layernorm.weight", &l.post_attention_layernorm);
-            put("mlp.gate_proj.weight", &l.gate_proj);
-            put("mlp.up_proj.weight", &l.up_proj);
-            put("mlp.down_proj.weight", &l.down_proj);
+            let name = |n: &str| format!("model.layers.{i}.{n}");
+            out.push((name("input_layernorm.weight"), l.input_layernorm.clone()));
+            out.push((name("post_attention_layernorm.weight"), l.post_attention_layernorm.clone()));
+            let projections = [
+                ("self_attn.q_proj", &l.q_proj),
+                ("self_attn.k_proj", &l.k_proj),
+                ("self_attn.v_proj", &l.v_proj),
+                ("self_attn.o_proj", &l.o_proj),
+                ("mlp.gate_proj", &l.gate_proj),
+                ("mlp.up_proj", &l.up_proj),
+                ("mlp.down_proj", &l.down_proj),
+            ];
+            for (module, weight) in projections {
+                out.push((name(&format!("{module}.weight")), weight.dense()?));
+            }
             if let Some([q, k, v]) = &l.qkv_bias {
-                put("self_attn.q_proj.bias", q);
-                put("self_attn.k_proj.bias", k);
-                put("self_attn.v_proj.bias", v);
+                for (module, b) in [("q_proj", q), ("k_proj", k), ("v_proj", v)] {
+                    out.push((name(&format!("self_attn.{module}.bias")), b.clone()));
+                }
             }
         }
         out.push(("model.norm.weight".to_string(), self.norm.clone()));
         if !self.config.tie_word_embeddings {
             out.push(("lm_head.weight".to_string(), self.lm_head.clone()));
         }
-        out
+        Ok(out)
     }
 
     /// The device the weights are on.
@@ -112,8 +130,8 @@ impl Llama {
         let mask = attention_mask(segments, self.embed_tokens.dtype())?;
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
         for (i, layer) in self.layers.iter().enumerate() {
-            let proj = |module: &'static str, x: &Tensor, weight: &Tensor| -> Result<Tensor> {
-                let base = linear(x, weight)?;
+            let proj = |module: &'static str, x: &Tensor, weight: &Weight| -> Result<Tensor> {
+                let base = weight.linear(x)?;
                 match lora.and_then(|l| l.delta(i, module, x)) {
                     Some(delta) => base + delta?,
                     None => Ok(base),
@@ -122,7 +140,7 @@ impl Llama {
             x = self.layer(layer, &x, positions, &mask, &proj)?;
         }
         let x = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
-        linear(&x, &self.lm_head)
+        x.broadcast_matmul(&self.lm_head.t()?)
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.
@@ -155,7 +173,7 @@ impl Llama {
         x: &Tensor,
         positions: &Tensor,
         mask: &Tensor,
-        proj: &dyn Fn(&'static str, &Tensor, &Tensor) -> Result<Tensor>,
+        proj: &dyn Fn(&'static str, &Tensor, &Weight) -> Result<Tensor>,
     ) -> Result<Tensor> {
         let c = &self.config;
         let (batch, seq, _) = x.dims3()?;
@@ -177,11 +195,6 @@ impl Llama {
         let gated = (proj("gate_proj", &h, &w.gate_proj)?.silu()? * proj("up_proj", &h, &w.up_proj)?)?;
         x + proj("down_proj", &gated, &w.down_proj)?
     }
-}
-
-/// `x @ weight^T` for `x` `(batch, seq, in)` and `weight` `(out, in)`.
-fn linear(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
-    x.broadcast_matmul(&weight.t()?)
 }
 
 /// Repeats each key/value head `n` times, for grouped-query attention.
