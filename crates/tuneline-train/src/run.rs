@@ -3,12 +3,15 @@
 //! `save_steps` commit a checkpoint to `runs/<run>/checkpoints/<step>/`. The
 //! upload runs while the next steps train; only the next checkpoint and the
 //! end of the run wait for it. A stop request (the spot notice) ends the run
-//! after the current step with a committed checkpoint.
+//! after the current step with a committed checkpoint, within a grace period:
+//! a step that cannot finish in time is abandoned, and the last finished one
+//! is committed instead.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -57,6 +60,8 @@ pub struct RunSpec<'a> {
     pub resume: Resume,
     /// Set to stop after the current step (with a checkpoint).
     pub stop: &'a AtomicBool,
+    /// Once `stop` is seen, the time to finish the step and commit.
+    pub grace: Duration,
 }
 
 /// How a run ended.
@@ -131,32 +136,70 @@ pub fn run(
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
     let mut upload: Option<JoinHandle<Result<(), StoreError>>> = None;
+    let stop_seen: Cell<Option<Instant>> = Cell::new(None);
+    let deadline = || {
+        if stop_seen.get().is_none() && spec.stop.load(Ordering::SeqCst) {
+            stop_seen.set(Some(Instant::now()));
+        }
+        stop_seen.get().map(|at| at + spec.grace)
+    };
+    // Leave room to save and commit the checkpoint: a fifth of the grace period.
+    let abandon = |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
+    let mut committed = trainer.progress.global_step;
     while !trainer.done() {
-        let mut log = trainer.step()?;
+        let Some(mut log) = trainer.step_unless(&abandon)? else {
+            tracing::warn!("SIGTERM: step {} cannot finish within the grace period; abandoned", trainer.progress.global_step + 1);
+            break;
+        };
         if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
             log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
         }
         append_metric(&metrics, &log)?;
         on_step(&log);
         history.push(log);
-        let stopping = spec.stop.load(Ordering::SeqCst);
-        if trainer.done() || stopping || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
-            let step = trainer.progress.global_step;
-            let dir = spec.work.join(format!("checkpoint-{step}"));
-            trainer.save_checkpoint(&dir, &history)?;
+        if deadline().is_some() {
+            break;
+        }
+        if trainer.done() || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
             if let Some(previous) = upload.take() {
                 handle.block_on(previous).expect("the upload task does not panic")?;
             }
-            upload = Some(handle.spawn(commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.clone(), spec.run.clone(), spec.save_total_limit)));
-            if stopping {
-                break;
-            }
+            upload = Some(save(trainer, spec, &history, &metrics, handle)?);
+            committed = trainer.progress.global_step;
         }
     }
+    if deadline().is_some() && committed < trainer.progress.global_step {
+        if let Some(previous) = upload.take() {
+            handle.block_on(previous).expect("the upload task does not panic")?;
+        }
+        upload = Some(save(trainer, spec, &history, &metrics, handle)?);
+    }
     if let Some(last) = upload.take() {
-        handle.block_on(last).expect("the upload task does not panic")?;
+        match deadline() {
+            // Past the grace period the instance is gone anyway: the last committed checkpoint stands.
+            Some(d) => match handle.block_on(tokio::time::timeout(d.saturating_duration_since(Instant::now()), last)) {
+                Ok(done) => done.expect("the upload task does not panic")?,
+                Err(_) => tracing::warn!("the checkpoint upload did not finish within the grace period"),
+            },
+            None => handle.block_on(last).expect("the upload task does not panic")?,
+        }
     }
     Ok(if trainer.done() { Ended::Completed { steps: trainer.progress.global_step } } else { Ended::Stopped { step: trainer.progress.global_step } })
+}
+
+/// Saves a checkpoint of the run as it is and starts committing it.
+fn save(
+    trainer: &Trainer,
+    spec: &RunSpec,
+    history: &[StepLog],
+    metrics: &Path,
+    handle: &Handle,
+) -> Result<JoinHandle<Result<(), StoreError>>, RunError> {
+    let step = trainer.progress.global_step;
+    let dir = spec.work.join(format!("checkpoint-{step}"));
+    trainer.save_checkpoint(&dir, history)?;
+    let commit = commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.to_path_buf(), spec.run.clone(), spec.save_total_limit);
+    Ok(handle.spawn(commit))
 }
 
 /// Pushes and commits a checkpoint, updates the run's metrics, rotates old

@@ -105,6 +105,12 @@ impl<'m> Trainer<'m> {
 
     /// One optimizer step.
     pub fn step(&mut self) -> Result<StepLog> {
+        Ok(self.step_unless(&|_| false)?.expect("never abandoned"))
+    }
+
+    /// One optimizer step, abandoned (`None`, nothing changed) when
+    /// `abandon(time the rest of the step will take)` says so between micro-batches.
+    pub fn step_unless(&mut self, abandon: &dyn Fn(std::time::Duration) -> bool) -> Result<Option<StepLog>> {
         let started = Instant::now();
         let device = self.model.device().clone();
         let mut micro = Vec::with_capacity(self.settings.accumulation);
@@ -121,6 +127,9 @@ impl<'m> Trainer<'m> {
         let mut grads: HashMap<String, Tensor> = HashMap::new();
         let mut loss_sum = 0.0;
         for (i, b) in micro.iter().enumerate().filter(|(_, b)| b.trained_tokens > 0) {
+            if i > 0 && abandon(started.elapsed() / i as u32 * (micro.len() - i) as u32) {
+                return Ok(None);
+            }
             let seed = dropout_seed(self.settings.seed, self.progress.global_step, i);
             let logits = self.model.forward(&b.ids, &b.positions, &b.segments, Some(self.lora.training(seed)))?;
             let loss = (causal_lm_loss(&logits, &b.labels)? * (b.trained_tokens as f64 / counted as f64))?;
@@ -149,7 +158,7 @@ impl<'m> Trainer<'m> {
         self.optimizer.update(lr, named.iter().filter_map(|(n, v)| grads.get(n).map(|g| (n.as_str(), v, g))))?;
         self.progress = Progress { global_step: self.progress.global_step + 1, cursor };
         let tokens: u64 = micro.iter().map(|b| b.tokens as u64).sum();
-        Ok(StepLog {
+        Ok(Some(StepLog {
             step: self.progress.global_step,
             loss: loss_sum,
             learning_rate: lr,
@@ -157,7 +166,7 @@ impl<'m> Trainer<'m> {
             tokens,
             tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
             eval_loss: None,
-        })
+        }))
     }
 
     /// Mean loss per labeled token over `rows`, without dropout.

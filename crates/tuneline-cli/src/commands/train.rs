@@ -77,6 +77,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         save_total_limit: t.save_total_limit,
         resume: Resume::parse(&t.resume_from_checkpoint),
         stop: &stop,
+        grace: t.sigterm_grace.0,
     };
     if !global.quiet {
         eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows");

@@ -8,6 +8,11 @@ use std::process::Stdio;
 use crate::common::TestContext;
 
 fn project(max_steps: u32, save_steps: u32) -> TestContext {
+    project_with(max_steps, save_steps, "gradient_accumulation_steps = 1\n")
+}
+
+/// A project whose `[training]` also holds `extra`.
+fn project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext {
     let ctx = TestContext::new();
     crate::data::link_model(&ctx);
     ctx.write("data/tickets.jsonl", crate::data::tickets());
@@ -15,7 +20,7 @@ fn project(max_steps: u32, save_steps: u32) -> TestContext {
         "tuneline.toml",
         format!(
             "[project]\nname = \"support\"\n[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
-             [training]\nmax_steps = {max_steps}\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 1\nlearning_rate = 1e-3\n\
+             [training]\nmax_steps = {max_steps}\nper_device_train_batch_size = 1\n{extra}learning_rate = 1e-3\n\
              save_steps = {save_steps}\neval_steps = 2\nsave_total_limit = 1\n[lora]\nlora_r = 4\nlora_alpha = 8\n\
              target_modules = [\"q_proj\", \"v_proj\"]\n"
         ),
@@ -81,6 +86,38 @@ fn sigterm_commits_a_checkpoint_and_exits_preempted() {
     assert!(rest.iter().any(|l| l.contains("stopped on SIGTERM after committing step")), "{rest:?}");
     let (_, listing, _) = ctx.run(&["store", "ls", "runs"]);
     assert!(listing.contains(&format!("/checkpoints/{stopped_at}")), "{listing}");
+}
+
+#[test]
+fn a_step_that_cannot_finish_within_the_grace_period_is_abandoned() {
+    // Steps of 8 micro-batches take seconds each; the grace period is one second.
+    let ctx = project_with(20, 100, "gradient_accumulation_steps = 8\nsigterm_grace = \"1s\"\n");
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .arg("train")
+        .current_dir(ctx.path(""))
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    assert!(lines.by_ref().map_while(Result::ok).any(|l| l.starts_with("train ")));
+    let started = std::time::Instant::now();
+    assert!(lines.by_ref().map_while(Result::ok).any(|l| l.starts_with("step 1/20")));
+    let step = started.elapsed();
+    std::thread::sleep(step / 10);
+    let signalled = std::time::Instant::now();
+    sigterm(child.id());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4), "{rest:?}");
+    // A micro-batch cannot be interrupted: the step is dropped at the next one, far before it would end.
+    assert!(signalled.elapsed() < step / 2, "exited {:?} after SIGTERM; a step takes {step:?}", signalled.elapsed());
+    assert!(rest.iter().any(|l| l.contains("abandoned")), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("after committing step 1")), "{rest:?}");
+    let (_, listing, _) = ctx.run(&["store", "ls", "runs"]);
+    assert!(listing.contains("/checkpoints/1"), "{listing}");
 }
 
 /// Sends SIGTERM to `pid`, as a spot reclaim notice does.

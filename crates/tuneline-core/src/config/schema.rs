@@ -304,6 +304,9 @@ pub struct TrainingConfig {
     pub save_total_limit: Option<u32>,
     /// `"auto"` (latest committed checkpoint), `"none"`, or a checkpoint prefix.
     pub resume_from_checkpoint: String,
+    /// After SIGTERM (a spot notice), the time to finish the step and commit a
+    /// checkpoint; a step that cannot finish in time is abandoned.
+    pub sigterm_grace: HumanDuration,
     /// Seed for init, dropout and data order.
     pub seed: u64,
 }
@@ -324,6 +327,7 @@ impl Default for TrainingConfig {
             save_steps: SaveSteps::Steps(250),
             save_total_limit: Some(3),
             resume_from_checkpoint: "auto".into(),
+            sigterm_grace: HumanDuration::from_secs(25),
             seed: 42,
         }
     }

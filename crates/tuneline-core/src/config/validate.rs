@@ -48,6 +48,7 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     if let Some(n) = t.save_total_limit {
         v.check("training.save_total_limit", n as f64, ">= 1", n >= 1);
     }
+    v.check("training.sigterm_grace", t.sigterm_grace.0.as_secs_f64(), "> 0", !t.sigterm_grace.0.is_zero());
     if t.resume_from_checkpoint.trim().is_empty() {
         v.fail("training.resume_from_checkpoint", "is empty; use \"auto\", \"none\" or a checkpoint prefix");
     }
