@@ -6,7 +6,7 @@ use crate::common::TestContext;
 fn top_level_help_lists_commands_and_exit_codes() {
     let (code, out, _) = TestContext::new().run(&["--help"]);
     assert_eq!(code, 0);
-    for needle in ["init", "config", "store", "Exit codes:", "3  verification found corrupt or missing files"] {
+    for needle in ["init", "config", "store", "data", "train", "Exit codes:", "3  verification found corrupt or missing files", "4  preempted"] {
         assert!(out.contains(needle), "help lacks {needle:?}:\n{out}");
     }
 }
@@ -22,6 +22,10 @@ fn every_command_has_help() {
         &["store", "pull"],
         &["store", "verify"],
         &["store", "gc"],
+        &["data", "prepare"],
+        &["data", "show"],
+        &["data", "ls"],
+        &["train"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");
