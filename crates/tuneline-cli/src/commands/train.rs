@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tuneline_core::config::{Config, SaveSteps};
+use tuneline_data::prepare::{Manifest, MANIFEST};
 use tuneline_model::llama::{Llama, Lora, LoraSettings};
+use tuneline_model::ModelTokenizer;
 use tuneline_store::ArtifactStore;
 use tuneline_train::adamw::AdamWParams;
 use tuneline_train::rows::read_split;
@@ -26,6 +28,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let config = &loaded.config;
     let store = open_store(global, config)?;
     let (dataset, local) = fetch_dataset(global, &store, config).await?;
+    check_tokenizer(config, &dataset, &local)?;
     let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
     let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
     if train_rows.is_empty() {
@@ -111,6 +114,25 @@ async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config) 
     shown.finish();
     pulled?;
     Ok((newest.prefix.clone(), local))
+}
+
+/// Fails unless the dataset was tokenized with the model's tokenizer and template.
+fn check_tokenizer(config: &Config, dataset: &str, local: &std::path::Path) -> CliResult {
+    let manifest: Manifest = std::fs::read(local.join(MANIFEST))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| Failure::input(format!("{dataset}: unreadable {MANIFEST}")))?;
+    let model = ModelTokenizer::load(std::path::Path::new(&config.model.path)).map_err(|e| Failure::input(e.to_string()))?;
+    if manifest.tokenizer.fingerprint != model.fingerprint {
+        return Err(Failure::input(format!(
+            "{dataset} was tokenized with the tokenizer of `{}` (fingerprint {}), not with that of [model] path `{}` ({}); run `tuneline data prepare` with this model",
+            manifest.tokenizer.model,
+            &manifest.tokenizer.fingerprint[..12.min(manifest.tokenizer.fingerprint.len())],
+            config.model.path,
+            &model.fingerprint[..12.min(model.fingerprint.len())],
+        )));
+    }
+    Ok(())
 }
 
 /// `<project>-<hash>`: the same config on the same dataset is the same run, so running again resumes it.

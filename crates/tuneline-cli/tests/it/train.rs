@@ -58,6 +58,20 @@ fn train_commits_rotated_checkpoints_and_a_rerun_resumes() {
 }
 
 #[test]
+fn a_dataset_tokenized_for_another_model_is_refused() {
+    let ctx = project(4, 2);
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    // The same tokenizer exported as a Hugging Face directory hashes differently: strictness errs on the safe side.
+    let other = ctx.path("other-model");
+    tuneline_model::ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap().save_hf(&other).unwrap();
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("[model]\npath = \"other-model\"\n{config}"));
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("was tokenized with the tokenizer of") && err.contains("run `tuneline data prepare` with this model"), "{err}");
+}
+
+#[test]
 fn sigterm_commits_a_checkpoint_and_exits_preempted() {
     let ctx = project(40, 100);
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
