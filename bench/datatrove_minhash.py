@@ -32,7 +32,8 @@ def main():
             f.write("\n".join(lines[s * per:(s + 1) * per]) + "\n")
 
     config = MinhashConfig()
-    quiet = dict(logging_dir=None, skip_completed=False)
+    # Run logs go to the scratch folder, not to the working directory.
+    quiet = dict(logging_dir=f"{work}/logs", skip_completed=False)
     LocalPipelineExecutor(
         pipeline=[JsonlReader(f"{work}/in", text_key="text", id_key="id"), MinhashDedupSignature(f"{work}/sigs", config=config)],
         tasks=shards, workers=2, **quiet,
