@@ -48,7 +48,7 @@ def main():
     ).run()
 
     clusters = defaultdict(list)
-    for name in sorted(os.listdir(f"{work}/clusters")):
+    for name in sorted(os.listdir(f"{work}/clusters")) if os.path.isdir(f"{work}/clusters") else []:
         if not name.endswith(".clusters"):
             continue
         shard = int(name.split(".")[0])
