@@ -1,0 +1,289 @@
+//! Peak memory of a LoRA / QLoRA training job, and whether it fits a card.
+//!
+//! The estimate adds up what a training step holds at its peak: base weights
+//! (at their quantization), the adapter with its gradients and optimizer
+//! moments, the activations saved for backward, the logits and the loss's
+//! float copies of them, and a fixed runtime overhead. Two engines save
+//! different activations, so each has its own per-layer count:
+//! [`Engine::HfCuda`] is transformers + PEFT on a GPU (bf16, SDPA attention,
+//! the field's reference), [`Engine::TunelineCpu`] is tuneline's own trainer
+//! on a CPU (f32, every op output kept for backward, attention scores
+//! materialized).
+
+use serde::Serialize;
+
+use crate::models::ModelShape;
+use crate::GIB;
+
+/// How the base model's linear weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Quant {
+    /// 16-bit (LoRA); on tuneline's CPU engine, dense f32.
+    Bits16,
+    /// 8-bit (bitsandbytes int8; GGUF Q8_0 on the CPU engine).
+    Bits8,
+    /// 4-bit (QLoRA NF4 with double quantization; GGUF Q4_1 on the CPU engine).
+    Bits4,
+}
+
+impl Quant {
+    /// From a bit count as users write it: 16, 8 or 4.
+    pub fn from_bits(bits: u32) -> Option<Self> {
+        match bits {
+            16 => Some(Self::Bits16),
+            8 => Some(Self::Bits8),
+            4 => Some(Self::Bits4),
+            _ => None,
+        }
+    }
+
+    /// The bit count.
+    pub fn bits(self) -> u32 {
+        match self {
+            Self::Bits16 => 16,
+            Self::Bits8 => 8,
+            Self::Bits4 => 4,
+        }
+    }
+}
+
+/// The optimizer over the adapter's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Optimizer {
+    /// AdamW with two f32 moments.
+    AdamW,
+    /// bitsandbytes' 8-bit AdamW.
+    AdamW8bit,
+    /// Plain SGD, no state.
+    Sgd,
+}
+
+impl Optimizer {
+    fn state_bytes(self) -> f64 {
+        match self {
+            Self::AdamW => 8.0,
+            Self::AdamW8bit => 2.0,
+            Self::Sgd => 0.0,
+        }
+    }
+}
+
+/// Which trainer runs the job; it decides which activations are saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Engine {
+    /// transformers + PEFT (+ bitsandbytes) on a CUDA GPU: bf16 activations, SDPA attention.
+    HfCuda,
+    /// tuneline's trainer on a CPU: f32 activations, every op's output kept, attention scores materialized.
+    TunelineCpu,
+}
+
+/// One job's memory-relevant settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRequest {
+    /// The model.
+    pub model: ModelShape,
+    /// Base weight storage.
+    pub quant: Quant,
+    /// LoRA rank.
+    pub lora_r: u64,
+    /// LoRA target module names.
+    pub targets: Vec<String>,
+    /// LoRA dropout is on (it saves a copy of each target's input).
+    pub lora_dropout: bool,
+    /// Tokens per sequence.
+    pub seq_len: u64,
+    /// Sequences per micro-batch.
+    pub micro_batch: u64,
+    /// Recompute each layer in backward instead of saving its activations (HF engine only).
+    pub gradient_checkpointing: bool,
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Trainer.
+    pub engine: Engine,
+}
+
+/// The estimate, in bytes, part by part.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemoryEstimate {
+    /// Base model weights.
+    pub weights: f64,
+    /// Adapter weights, gradients and optimizer state.
+    pub adapter: f64,
+    /// Activations saved for backward.
+    pub activations: f64,
+    /// Logits and the loss's copies of them.
+    pub logits: f64,
+    /// Runtime: CUDA context and allocator slack, or the process itself.
+    pub overhead: f64,
+}
+
+impl MemoryEstimate {
+    /// Peak bytes.
+    pub fn total(&self) -> f64 {
+        self.weights + self.adapter + self.activations + self.logits + self.overhead
+    }
+
+    /// Peak GiB.
+    pub fn total_gib(&self) -> f64 {
+        self.total() / GIB
+    }
+}
+
+/// Whether a job fits a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fit {
+    /// At most 85% of the memory: room for longer batches and fragmentation.
+    Fit,
+    /// 85-100%: it should run, but a long sample or fragmentation may not.
+    Tight,
+    /// More than the card has.
+    NoFit,
+}
+
+impl Fit {
+    /// `peak` bytes against `capacity` bytes.
+    pub fn of(peak: f64, capacity: f64) -> Self {
+        match peak / capacity {
+            r if r <= 0.85 => Self::Fit,
+            r if r <= 1.0 => Self::Tight,
+            _ => Self::NoFit,
+        }
+    }
+
+    /// The word shown to users.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Fit => "fit",
+            Self::Tight => "tight",
+            Self::NoFit => "no-fit",
+        }
+    }
+}
+
+/// Estimates the peak memory of `req`.
+pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
+    let m = &req.model;
+    let tokens = (req.seq_len * req.micro_batch) as f64;
+    let (linear_bytes, other_bytes, overhead) = match req.engine {
+        Engine::HfCuda => (hf_linear_bytes(req.quant), 2.0, 1.0 * GIB),
+        Engine::TunelineCpu => (gguf_linear_bytes(req.quant), 4.0, 0.15 * GIB),
+    };
+    let weights = m.linear_params() as f64 * linear_bytes + m.other_params() as f64 * other_bytes;
+    // f32 weights and gradients, plus the optimizer's moments.
+    let adapter = m.lora_params(req.lora_r, &req.targets) as f64 * (8.0 + req.optimizer.state_bytes());
+    let layer = layer_bytes_per_token(req);
+    let activations = match (req.engine, req.gradient_checkpointing) {
+        // Each layer's input is kept; one layer's activations are rebuilt at a time.
+        (Engine::HfCuda, true) => tokens * (m.layers as f64 * m.hidden as f64 * 2.0 + layer),
+        _ => tokens * m.layers as f64 * layer,
+    };
+    let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
+    MemoryEstimate { weights, adapter, activations, logits, overhead }
+}
+
+/// Bytes per linear weight on the GPU: bitsandbytes int8 carries a per-row
+/// scale, NF4 a blockwise absmax of 64 weights, itself 8-bit quantized.
+fn hf_linear_bytes(quant: Quant) -> f64 {
+    match quant {
+        Quant::Bits16 => 2.0,
+        Quant::Bits8 => 1.0,
+        Quant::Bits4 => 0.5 + (8.0 + 32.0 / 256.0) / 64.0 / 8.0,
+    }
+}
+
+/// Bytes per linear weight in tuneline's CPU trainer: dense f32, or GGUF blocks.
+fn gguf_linear_bytes(quant: Quant) -> f64 {
+    match quant {
+        Quant::Bits16 => 4.0,
+        Quant::Bits8 => 34.0 / 32.0,
+        Quant::Bits4 => 20.0 / 32.0,
+    }
+}
+
+/// Bytes per logit: HF keeps the bf16 logits, their f32 upcast and the f32
+/// softmax gradient; tuneline's f32 loss keeps the logits, the shifted and
+/// exponentiated copies, the log-probabilities and the gradient.
+fn logit_bytes(engine: Engine) -> f64 {
+    match engine {
+        Engine::HfCuda => 2.0 + 4.0 + 4.0,
+        Engine::TunelineCpu => 5.0 * 4.0,
+    }
+}
+
+/// Activation bytes one token leaves in one decoder layer for backward.
+fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
+    let m = &req.model;
+    let (h, i) = (m.hidden as f64, m.intermediate as f64);
+    let kv = (m.kv_heads * m.head_dim) as f64;
+    let lora: Vec<(f64, f64)> = m
+        .linear_modules()
+        .iter()
+        .filter(|(name, _, _)| req.targets.iter().any(|t| t == name))
+        .map(|&(_, input, output)| (input as f64, output as f64))
+        .collect();
+    let r = req.lora_r as f64;
+    let dropout = if req.lora_dropout { 1.0 } else { 0.0 };
+    match req.engine {
+        Engine::HfCuda => {
+            // bf16: the norms' f32 inputs (2 x 4h), norm outputs (2 x 2h),
+            // q, k, v and their rotated q, k, the attention output, and the
+            // MLP's gate, up, activation and product (4 x 2i). PEFT adds the
+            // dropped-out input (bf16 plus a byte of mask) and A's output.
+            let base = 8.0 * h + 4.0 * h + 2.0 * (h + kv + kv) + 2.0 * (h + kv) + 2.0 * h + 8.0 * i;
+            base + lora.iter().map(|(input, _)| dropout * 3.0 * input + 2.0 * r).sum::<f64>()
+        }
+        Engine::TunelineCpu => {
+            // f32, counted from tuneline's forward: two RMSNorms (3h each),
+            // q/k/v outputs and their contiguous head-split copies, rope on
+            // q and k (4.5 copies each), k and v repeated to every head, the
+            // attended values and their copy, o_proj and the residual adds,
+            // the MLP's gate, up, SiLU and product; six seq-long rows per
+            // head for the scores, scaled, masked and the softmax's steps.
+            // Each LoRA target adds its dropout mask and output, A's output,
+            // and B's output, scaled, and the sum.
+            let heads = m.heads as f64;
+            let base = 20.5 * h + 8.5 * kv + 4.0 * i + 6.0 * heads * req.seq_len as f64;
+            let adapters: f64 = lora.iter().map(|(input, output)| dropout * 2.0 * input + r + 3.0 * output).sum();
+            4.0 * (base + adapters)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(model: &str, quant: Quant) -> MemoryRequest {
+        let model = ModelShape::preset(model).unwrap();
+        MemoryRequest {
+            targets: model.linear_modules().map(|(n, _, _)| n.to_string()).to_vec(),
+            model,
+            quant,
+            lora_r: 16,
+            lora_dropout: true,
+            seq_len: 1024,
+            micro_batch: 1,
+            gradient_checkpointing: true,
+            optimizer: Optimizer::AdamW,
+            engine: Engine::HfCuda,
+        }
+    }
+
+    #[test]
+    fn quantization_and_checkpointing_lower_the_peak() {
+        let q16 = estimate(&request("llama-2-7b", Quant::Bits16));
+        let q4 = estimate(&request("llama-2-7b", Quant::Bits4));
+        assert!(q4.weights < q16.weights / 3.0);
+        let mut full = request("llama-2-7b", Quant::Bits4);
+        full.gradient_checkpointing = false;
+        assert!(estimate(&full).activations > 5.0 * q4.activations);
+    }
+
+    #[test]
+    fn fit_bands() {
+        assert_eq!(Fit::of(8.0, 10.0), Fit::Fit);
+        assert_eq!(Fit::of(9.5, 10.0), Fit::Tight);
+        assert_eq!(Fit::of(10.5, 10.0), Fit::NoFit);
+    }
+}
