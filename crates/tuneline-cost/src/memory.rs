@@ -179,7 +179,15 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         _ => tokens * m.layers as f64 * layer,
     };
     let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
-    MemoryEstimate { weights, adapter, activations, logits, overhead }
+    // tuneline's CPU peak is twice what its forward saves, measured at 163,
+    // 256 and 512 tokens (bench/memory_estimate.sh): backward allocates a
+    // fresh buffer for every gradient while the whole forward graph is still
+    // held, and the allocator keeps freed pages for reuse.
+    let backward = match req.engine {
+        Engine::HfCuda => 1.0,
+        Engine::TunelineCpu => 2.0,
+    };
+    MemoryEstimate { weights, adapter, activations: activations * backward, logits: logits * backward, overhead }
 }
 
 /// Bytes per linear weight on the GPU: bitsandbytes int8 carries a per-row
