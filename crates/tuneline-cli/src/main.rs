@@ -47,6 +47,8 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Store(command) => commands::store::run(&cli.global, command).await,
         Command::Data(command) => commands::data::run(&cli.global, command).await,
         Command::Train(args) => commands::train::train(&cli.global, args).await,
+        Command::Plan(args) => commands::plan::plan(&cli.global, args),
+        Command::Simulate(args) => commands::simulate::simulate(&cli.global, args),
     }
 }
 

@@ -3,5 +3,7 @@
 pub mod config;
 pub mod data;
 pub mod init;
+pub mod plan;
+pub mod simulate;
 pub mod store;
 pub mod train;

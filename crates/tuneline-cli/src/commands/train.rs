@@ -18,6 +18,7 @@ use tuneline_train::schedule::Schedule;
 use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
 
 use crate::cli::{Global, TrainArgs};
+use crate::commands::plan::auto_save_steps;
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
@@ -71,10 +72,17 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         work: PathBuf::from(".tuneline/cache/runs").join(&run_id),
         save_steps: match t.save_steps {
             SaveSteps::Steps(n) => n,
-            SaveSteps::Auto => {
-                tracing::warn!("save_steps = \"auto\" needs the planner, which is not built yet: saving every tenth of the run");
-                (max_steps / 10).max(1)
-            }
+            SaveSteps::Auto => match auto_save_steps(config) {
+                Ok((steps, why)) => {
+                    eprintln!("save_steps = \"auto\": every {steps} steps ({why})");
+                    steps
+                }
+                Err(why) => {
+                    let steps = (max_steps / 10).max(1);
+                    eprintln!("save_steps = \"auto\": every {steps} steps, a tenth of the run, because {why}");
+                    steps
+                }
+            },
         },
         eval_steps: t.eval_steps,
         save_total_limit: t.save_total_limit,

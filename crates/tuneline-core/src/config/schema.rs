@@ -434,12 +434,69 @@ impl Default for ServerConfig {
     }
 }
 
-/// `[cost]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// `[cost]`: what `tuneline plan` and `save_steps = "auto"` price a run with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CostConfig {
     /// A user catalog merged over the shipped one.
     pub catalog: Option<String>,
     /// What this worker costs per hour, when not from a catalog.
     pub gpu_price_per_hour: Option<f64>,
+    /// Catalog entries whose `as_of` is older than this are flagged as stale.
+    pub max_catalog_age: HumanDuration,
+    /// Share of wall time the GPU spends on gradients, the ETH denominator's factor.
+    pub utilization: f64,
+    /// Where the dataset and checkpoints are stored, as `provider/region` of
+    /// the catalog (`aws/us-east-1`); offers elsewhere pay egress. Unset: an
+    /// AWS S3 store's region, else the same region as every offer.
+    pub data_region: Option<String>,
+    /// `[cost.buy]`: a card to weigh buying against renting.
+    pub buy: Option<BuyConfig>,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        Self {
+            catalog: None,
+            gpu_price_per_hour: None,
+            max_catalog_age: HumanDuration::from_secs(180 * 24 * 3600),
+            utilization: 0.9,
+            data_region: None,
+            buy: None,
+        }
+    }
+}
+
+/// `[cost.buy]`: buying a card instead of renting one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BuyConfig {
+    /// The GPU, as the catalog names it; renting it is priced from the catalog.
+    pub gpu: String,
+    /// Purchase price, $ (with its share of a host machine).
+    pub card_price: f64,
+    /// Share of the price it resells for.
+    pub resale_fraction: f64,
+    /// Years until it is sold.
+    pub lifetime_years: f64,
+    /// Draw under load, watts.
+    pub power_watts: f64,
+    /// Electricity, $ per kWh.
+    pub electricity_per_kwh: f64,
+    /// Effective training hours per year.
+    pub annual_hours: f64,
+}
+
+impl Default for BuyConfig {
+    fn default() -> Self {
+        Self {
+            gpu: "RTX4090".into(),
+            card_price: 1800.0,
+            resale_fraction: 0.3,
+            lifetime_years: 3.0,
+            power_watts: 450.0,
+            electricity_per_kwh: 0.15,
+            annual_hours: 300.0,
+        }
+    }
 }

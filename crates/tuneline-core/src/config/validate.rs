@@ -27,6 +27,19 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     v.check("data.clean.max_chars", cl.max_chars as f64, ">= data.clean.min_chars", cl.max_chars >= cl.min_chars);
     v.check("data.clean.max_turns", cl.max_turns as f64, ">= 2", cl.max_turns >= 2);
 
+    let cost = &c.cost;
+    v.check("cost.utilization", cost.utilization, "0 < x <= 1", cost.utilization > 0.0 && cost.utilization <= 1.0);
+    if let Some(region) = cost.data_region.as_deref().filter(|r| r.split('/').filter(|p| !p.is_empty()).count() != 2) {
+        v.fail("cost.data_region", &format!("is `{region}`; write it as provider/region, like \"aws/us-east-1\""));
+    }
+    if let Some(b) = &cost.buy {
+        for (field, value) in [("card_price", b.card_price), ("power_watts", b.power_watts), ("electricity_per_kwh", b.electricity_per_kwh), ("annual_hours", b.annual_hours)] {
+            v.check(&format!("cost.buy.{field}"), value, ">= 0", value >= 0.0);
+        }
+        v.check("cost.buy.resale_fraction", b.resale_fraction, "0 <= x < 1", (0.0..1.0).contains(&b.resale_fraction));
+        v.check("cost.buy.lifetime_years", b.lifetime_years, "> 0", b.lifetime_years > 0.0);
+    }
+
     let t = &c.training;
     if let Some(n) = t.max_steps {
         v.check("training.max_steps", n as f64, ">= 1", n >= 1);

@@ -55,6 +55,16 @@ pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
     Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(err)
 }
 
+/// The configuration in the GGUF file at `path`, from its header alone.
+pub fn read_config(path: &Path) -> Result<LlamaConfig, ModelError> {
+    let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
+    let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
+    let vocab = content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims()[0]);
+    let vocab = vocab.ok_or_else(|| ModelError::new(path, "has no token_embd.weight tensor"))?;
+    let tied = !content.tensor_infos.contains_key("output.weight");
+    LlamaConfig::from_gguf(&GgufMetadata::of(path, content.metadata), vocab, tied)
+}
+
 /// Reads tensors of one GGUF file.
 struct Reader<'a> {
     path: &'a Path,

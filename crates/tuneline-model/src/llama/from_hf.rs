@@ -15,12 +15,22 @@ use crate::error::ModelError;
 /// Architectures this loader reads, by `model_type`.
 const MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
 
-/// Loads the model in the Hugging Face directory `dir` onto the CPU.
-pub fn load(dir: &Path) -> Result<Llama, ModelError> {
+/// The configuration in `dir/config.json`.
+pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
+    config_json(dir).map(|(config, _)| config)
+}
+
+/// `config.json`, parsed and as JSON.
+fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
     let json: Value = serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("invalid JSON: {e}")))?;
-    let config = config(&json).map_err(|e| ModelError::new(&config_path, e))?;
+    Ok((config(&json).map_err(|e| ModelError::new(&config_path, e))?, json))
+}
+
+/// Loads the model in the Hugging Face directory `dir` onto the CPU.
+pub fn load(dir: &Path) -> Result<Llama, ModelError> {
+    let (config, json) = config_json(dir)?;
     let mut weights = Weights::open(dir)?;
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {

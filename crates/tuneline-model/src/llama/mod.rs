@@ -66,6 +66,15 @@ impl Llama {
         }
     }
 
+    /// The configuration of the model at `path` (a GGUF file or a Hugging Face
+    /// directory) without loading its weights.
+    pub fn read_config(path: &std::path::Path) -> std::result::Result<LlamaConfig, ModelError> {
+        match crate::source::ModelSource::detect(path)? {
+            crate::source::ModelSource::Gguf(p) => from_gguf::read_config(&p),
+            crate::source::ModelSource::HfDir(p) => from_hf::read_config(&p),
+        }
+    }
+
     /// Loads a GGUF model keeping its linear layers as quantized blocks
     /// (QLoRA-style: dequantized per op, in forward and backward).
     pub fn load_quantized(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
