@@ -22,8 +22,8 @@ use crate::exit::{CliResult, Failure};
 /// Runs `tuneline plan`.
 pub fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     let config = load_config(global, true)?.config;
-    let job = job(&config, args)?;
     let catalog = catalog(&config)?;
+    let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
     let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(&config));
     let plan = rank(&job, &catalog, only_gpu, today, max_age);

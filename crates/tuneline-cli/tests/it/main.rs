@@ -6,6 +6,7 @@ mod config;
 mod data;
 mod help;
 mod init;
+mod plan;
 mod store;
 mod store_s3;
 mod train;

@@ -1,0 +1,148 @@
+//! `tuneline plan` and `tuneline simulate`: offers ranked for a job, the
+//! decision matrix by phase, data locality, user catalogs, preemption replays,
+//! and `save_steps = "auto"` filled from the plan.
+
+use serde_json::Value;
+
+use crate::common::TestContext;
+
+const GUIDE: [&str; 8] = ["plan", "--model", "qwen2.5-7b", "--quant", "4", "--max-seq-length", "4096", "--steps=500"];
+
+fn plan_json(ctx: &TestContext, extra: &[&str]) -> Value {
+    let (code, out, err) = ctx.run(&[&GUIDE[..], &["--json"], extra].concat());
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn the_guides_qlora_job_is_ranked_by_expected_eth() {
+    let ctx = TestContext::new();
+    let (code, out, err) = ctx.run(&GUIDE);
+    assert_eq!(code, 0, "{err}");
+    for shown in ["qwen2.5-7b (7.62B parameters), QLoRA 4-bit", "save_steps", "lowest ETH: ", "cheapest job: ", "older than 180 days"] {
+        assert!(out.contains(shown), "{shown}: {out}");
+    }
+    let plan = plan_json(&ctx, &[]);
+    let ranked = plan["plan"]["ranked"].as_array().unwrap();
+    let eth: Vec<f64> = ranked.iter().map(|e| e["eth"].as_f64().unwrap()).collect();
+    assert!(eth.len() >= 5 && eth.windows(2).all(|w| w[0] <= w[1]), "{eth:?}");
+    for e in ranked {
+        assert_ne!(e["fit"], "no-fit");
+        assert_eq!(e["market"] == "spot", e["save_steps"].is_u64(), "spot offers get a checkpoint interval: {e}");
+    }
+    let excluded = plan["plan"]["excluded"].as_array().unwrap();
+    assert!(excluded.iter().any(|x| x["offer"] == "aws/g4dn.xlarge/us-east-1"), "a 16 GB T4 cannot hold it");
+}
+
+#[test]
+fn phases_follow_the_decision_matrix() {
+    let ctx = TestContext::new();
+    let validation = plan_json(&ctx, &["--phase", "validation"]);
+    let ranked = validation["plan"]["ranked"].as_array().unwrap();
+    assert!(!ranked.is_empty() && ranked.iter().all(|e| e["market"] == "on-demand" && !e["hardware"].as_str().unwrap().contains("vCPU")));
+    let (code, out, err) = ctx.run(&["plan", "--model", "smollm2-135m", "--steps", "100", "--max-seq-length", "256", "--batch", "1", "--phase", "delivery", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let delivery: Value = serde_json::from_str(&out).unwrap();
+    let ranked = delivery["plan"]["ranked"].as_array().unwrap();
+    assert!(!ranked.is_empty() && ranked.iter().all(|e| e["hardware"].as_str().unwrap().ends_with("vCPU")), "{ranked:?}");
+}
+
+#[test]
+fn offers_away_from_the_data_pay_egress_and_user_offers_join() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "offers.toml",
+        "[[offer]]\nprovider = \"mycloud\"\nregion = \"gcp-next-door\"\ninstance = \"box\"\ngpu = \"A100 80GB\"\non_demand_per_hour = 0.10\n\
+         storage_per_gb_month = 0.02\negress_per_gb = 0.0\nas_of = \"2026-11-01\"\n",
+    );
+    ctx.write("tuneline.toml", "[cost]\ncatalog = \"offers.toml\"\ndata_region = \"gcp/us-central1\"\n[cost.buy]\ngpu = \"RTX 4090\"\n");
+    let plan = plan_json(&ctx, &[]);
+    let ranked = plan["plan"]["ranked"].as_array().unwrap();
+    let find = |id: &str| ranked.iter().find(|e| e["offer"] == id && e["market"] == "on-demand").unwrap_or_else(|| panic!("{id}"));
+    assert_eq!(ranked[0]["offer"], "mycloud/box/gcp-next-door");
+    assert!(ranked[0]["stale_days"].is_null());
+    assert_eq!(find("gcp/a2-highgpu-1g/us-central1")["egress_cost"], 0.0);
+    let away = find("lambda/gpu_1x_a100_sxm4/us-east-1");
+    assert!(away["egress_cost"].as_f64().unwrap() > 0.0, "{away}");
+    assert!(plan["buy"]["verdict"]["breakeven_hours"].as_f64().unwrap() > 0.0);
+    let (_, out, _) = ctx.run(&GUIDE);
+    assert!(out.contains("buy vs rent (RTX4090, 300 h/year)") && out.contains(": rent"), "{out}");
+}
+
+#[test]
+fn bad_requests_and_catalogs_are_named() {
+    let ctx = TestContext::new();
+    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--gpu", "H300"]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("--gpu H300: not a GPU tuneline knows; known: T4, V100"), "{err}");
+    let (code, _, err) = ctx.run(&["plan", "--model", "gpt-5", "--steps", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("model `gpt-5` is neither") && err.contains("qwen2.5-7b"), "{err}");
+    let (code, _, err) = ctx.run(&["plan", "--model", "qwen2.5-7b"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("set [training] max_steps in the config or pass --steps"), "{err}");
+
+    ctx.write(
+        "offers.toml",
+        "[[offer]]\nid = \"cheap-box\"\nprovider = \"x\"\nregion = \"y\"\ninstance = \"z\"\ngpu = \"A10\"\nspot_per_hour = -1\n\
+         interruption = \"5-10%\"\nstorage_per_gb_month = 0.02\negress_per_gb = 0.01\nas_of = \"2026-11-01\"\n",
+    );
+    ctx.write("tuneline.toml", "[cost]\ncatalog = \"offers.toml\"\n[lora]\ntarget_modules = [\"qkv_proj\"]\n");
+    let (code, _, err) = ctx.run(&GUIDE);
+    assert_eq!(code, 2);
+    assert!(err.contains("offers.toml:1: cheap-box: on_demand_per_hour: missing"), "{err}");
+    assert!(err.contains("offers.toml:1: cheap-box: spot_per_hour: is -1"), "{err}");
+    ctx.write("tuneline.toml", "[lora]\ntarget_modules = [\"qkv_proj\"]\n");
+    let (code, _, err) = ctx.run(&GUIDE);
+    assert_eq!(code, 2);
+    assert!(err.contains("`qkv_proj` is not a module of the model; it has q_proj, k_proj"), "{err}");
+}
+
+#[test]
+fn simulate_reproduces_the_guides_spot_example_with_its_crossover() {
+    let ctx = TestContext::new();
+    let args = ["simulate", "--mtbf", "2h", "--work", "8h", "--price", "0.6", "--on-demand-price", "2.5", "--runs", "500"];
+    let (code, out, err) = ctx.run(&[&args[..], &["--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let eth = |i: usize| report["strategies"][i]["eth"].as_f64().unwrap();
+    let on_demand = report["on_demand"]["eth"].as_f64().unwrap();
+    assert!(eth(0) > on_demand, "without checkpoints the spot loses: {} against {on_demand}", eth(0));
+    assert!(eth(2) < on_demand / 2.0 && eth(3) < on_demand / 2.0, "with store checkpoints it wins");
+    let crossover = report["no_checkpoint_crossover_work_h"].as_f64().unwrap();
+    assert!((4.0..7.0).contains(&crossover), "{crossover}");
+    let (_, text, _) = ctx.run(&args);
+    assert!(text.contains("crossover: without checkpoints, spot at $0.60/h costs more"), "{text}");
+}
+
+#[test]
+fn simulate_replays_real_traces_and_names_bad_ones() {
+    let ctx = TestContext::new();
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spot-traces/preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json");
+    let (code, out, err) = ctx.run(&["simulate", "--trace", trace.to_str().unwrap(), "--work", "12h", "--runs", "100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1 trace(s), 177 h, 41 preemptions") && out.contains("young-daly"), "{out}");
+    ctx.write("bad.json", r#"{"metadata": {"gap_seconds": 32}, "data": [1, -1]}"#);
+    let (code, _, err) = ctx.run(&["simulate", "--trace", "bad.json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.json: data[1]: is -1; each tick holds a count of instances"), "{err}");
+}
+
+#[test]
+fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() {
+    let ctx = TestContext::new();
+    crate::data::link_model(&ctx);
+    ctx.write("data/tickets.jsonl", crate::data::tickets());
+    ctx.write(
+        "tuneline.toml",
+        "[data]\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
+         [training]\nmax_steps = 3\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 1\nsave_steps = \"auto\"\n\
+         [lora]\nlora_r = 4\nlora_alpha = 8\ntarget_modules = [\"q_proj\", \"v_proj\"]\n\
+         [workers]\nprovider = \"aws\"\n[providers.aws]\ninstance_type = \"p3.2xlarge\"\nregion = \"us-east-1\"\nspot = true\n",
+    );
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 0, "{err}");
+    // SmolLM2 on a V100 finishes 3 steps long before a preemption is due: one checkpoint, at the end.
+    assert!(err.contains("save_steps = \"auto\": every 3 steps (Young/Daly for aws/p3.2xlarge/us-east-1 spot"), "{err}");
+}
