@@ -6,7 +6,7 @@ use crate::common::TestContext;
 fn top_level_help_lists_commands_and_exit_codes() {
     let (code, out, _) = TestContext::new().run(&["--help"]);
     assert_eq!(code, 0);
-    for needle in ["init", "config", "store", "data", "train", "Exit codes:", "3  verification found corrupt or missing files", "4  preempted"] {
+    for needle in ["init", "config", "store", "data", "train", "plan", "simulate", "Exit codes:", "3  verification found corrupt or missing files", "4  preempted"] {
         assert!(out.contains(needle), "help lacks {needle:?}:\n{out}");
     }
 }
@@ -26,6 +26,8 @@ fn every_command_has_help() {
         &["data", "show"],
         &["data", "ls"],
         &["train"],
+        &["plan"],
+        &["simulate"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");
