@@ -92,6 +92,9 @@ pub struct PlanArgs {
     /// Plan without gradient checkpointing (more memory, about a quarter faster)
     #[arg(long)]
     pub no_gradient_checkpointing: bool,
+    /// Optimizer, by its TrainingArguments name: adamw_torch, adamw_bnb_8bit or sgd
+    #[arg(long, default_value = "adamw_torch", value_name = "NAME")]
+    pub optim: String,
     /// Offers shown
     #[arg(long, default_value_t = 12)]
     pub top: usize,

@@ -59,7 +59,8 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
-    fn state_bytes(self) -> f64 {
+    /// Bytes of optimizer state per trained parameter.
+    pub fn state_bytes(self) -> f64 {
         match self {
             Self::AdamW => 8.0,
             Self::AdamW8bit => 2.0,

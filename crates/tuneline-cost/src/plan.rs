@@ -236,7 +236,8 @@ pub fn estimate_offer(job: &Job, offer: &Offer, market: Market, catalog: &Catalo
 
     let remote = job.data_home.as_ref().filter(|home| home.provider != offer.provider || home.region != offer.region);
     let transfer_rate = if remote.is_some() { job.overheads.cross_region_bytes_per_s } else { job.overheads.store_bytes_per_s };
-    let checkpoint_bytes = (req.model.lora_params(req.lora_r, &req.targets) as f64) * (4.0 + 8.0) + 1e6;
+    // f32 adapter weights and the optimizer state, plus small JSON files.
+    let checkpoint_bytes = (req.model.lora_params(req.lora_r, &req.targets) as f64) * (4.0 + req.optimizer.state_bytes()) + 1e6;
     let checkpoint_h = (job.overheads.commit_latency_s + checkpoint_bytes / transfer_rate) / 3600.0;
     let weights_bytes = model_file_bytes(&memory);
     let start_bytes = job.dataset_bytes + checkpoint_bytes;

@@ -86,6 +86,12 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
         Some("delivery") => Phase::Delivery,
         Some(other) => return Err(Failure::input(format!("--phase {other}: write experiment, validation or delivery"))),
     };
+    let optimizer = match args.optim.as_str() {
+        "adamw_torch" | "adamw" => Optimizer::AdamW,
+        "adamw_bnb_8bit" | "adamw_8bit" | "paged_adamw_8bit" => Optimizer::AdamW8bit,
+        "sgd" => Optimizer::Sgd,
+        other => return Err(Failure::input(format!("--optim {other}: write adamw_torch, adamw_bnb_8bit or sgd"))),
+    };
     let tokens = steps as f64 * tokens_per_step;
     Ok(Job {
         memory: MemoryRequest {
@@ -97,7 +103,7 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
             seq_len,
             micro_batch,
             gradient_checkpointing: !args.no_gradient_checkpointing,
-            optimizer: Optimizer::AdamW,
+            optimizer,
             engine: Engine::HfCuda,
         },
         tokens,
@@ -198,7 +204,7 @@ pub fn auto_save_steps(config: &Config) -> Result<(u64, String), String> {
     if !table.spot {
         return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
     }
-    let args = PlanArgs { model: None, quant: None, max_seq_length: None, batch: None, steps: None, gpu: None, phase: None, no_gradient_checkpointing: false, top: 0 };
+    let args = PlanArgs { model: None, quant: None, max_seq_length: None, batch: None, steps: None, gpu: None, phase: None, no_gradient_checkpointing: false, optim: "adamw_torch".into(), top: 0 };
     let job = job(config, &args).map_err(|e| e.message)?;
     let today = chrono::Utc::now().date_naive();
     let e = estimate_offer(&job, offer, Market::Spot, &catalog, today, max_age_days(config));
@@ -232,7 +238,7 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let _ = writeln!(out, "     {:.1}M tokens ({:.0} per step), phase {}", job.tokens / 1e6, job.tokens_per_step, format!("{:?}", job.phase).to_lowercase());
     let _ = writeln!(
         out,
-        "GPU memory: {:.1} GiB peak = weights {:.1} + adapter, grads and AdamW {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
+        "GPU memory: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
         memory.total_gib(),
         gib(memory.weights),
         gib(memory.adapter),
