@@ -35,12 +35,7 @@ fn permute(w: &Tensor, heads: usize) -> Tensor {
 
 #[test]
 fn every_supported_gguf_type_loads_to_the_same_model() {
-    let kv = KV_HEADS * HIDDEN / HEADS;
-    // q, k, v, o, gate, up, down.
-    let shapes = [(HIDDEN, HIDDEN), (kv, HIDDEN), (kv, HIDDEN), (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)];
-    let w: Vec<Tensor> = shapes.iter().enumerate().map(|(i, &s)| random(s, i as u64 + 1)).collect();
-    let embed = random((VOCAB, HIDDEN), 99);
-    let norm = (random((1, HIDDEN), 98).squeeze(0).unwrap() + 1.0).unwrap();
+    let (w, embed, norm) = weights();
     let config = LlamaConfig {
         vocab_size: VOCAB,
         hidden_size: HIDDEN,
@@ -83,40 +78,8 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         (GgmlDType::Q4_1, 0.25),
         (GgmlDType::Q4_0, 0.3),
     ] {
-        let q = |t: &Tensor| QTensor::quantize(t, dtype).unwrap();
-        let f = |t: &Tensor| QTensor::quantize(t, GgmlDType::F32).unwrap();
-        let tensors = [
-            ("token_embd.weight", q(&embed)),
-            ("output_norm.weight", f(&norm)),
-            ("blk.0.attn_norm.weight", f(&norm)),
-            ("blk.0.ffn_norm.weight", f(&norm)),
-            ("blk.0.attn_q.weight", q(&permute(&w[0], HEADS))),
-            ("blk.0.attn_k.weight", q(&permute(&w[1], KV_HEADS))),
-            ("blk.0.attn_v.weight", q(&w[2])),
-            ("blk.0.attn_output.weight", q(&w[3])),
-            ("blk.0.ffn_gate.weight", q(&w[4])),
-            ("blk.0.ffn_up.weight", q(&w[5])),
-            ("blk.0.ffn_down.weight", q(&w[6])),
-        ];
-        let arch = Value::String("llama".into());
-        let u = |v: usize| Value::U32(v as u32);
-        let metadata = [
-            ("general.architecture", arch),
-            ("llama.block_count", u(1)),
-            ("llama.embedding_length", u(HIDDEN)),
-            ("llama.feed_forward_length", u(FFN)),
-            ("llama.attention.head_count", u(HEADS)),
-            ("llama.attention.head_count_kv", u(KV_HEADS)),
-            ("llama.context_length", u(64)),
-            ("llama.rope.freq_base", Value::F32(10_000.0)),
-            ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
-        ];
         let path = dir.path().join(format!("{dtype:?}.gguf"));
-        let mut file = std::fs::File::create(&path).unwrap();
-        let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
-        let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (*k, v)).collect();
-        gguf_file::write(&mut file, &meta, &refs).unwrap();
-        drop(file);
+        write_gguf(&path, dtype, &w, &embed, &norm);
 
         let loaded = Llama::load(&path).unwrap();
         let got = loaded.logits(&ids, None).unwrap();
@@ -124,4 +87,60 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         let relative = err((&got - &want).unwrap()) / err(want.clone());
         assert!(relative < tolerance, "{dtype:?}: logits differ by {relative} (relative), allowed {tolerance}");
     }
+}
+
+/// Writes the model in llama.cpp's layout with its linear weights and embedding as `dtype`.
+fn write_gguf(path: &std::path::Path, dtype: GgmlDType, w: &[Tensor], embed: &Tensor, norm: &Tensor) {
+    let q = |t: &Tensor| QTensor::quantize(t, dtype).unwrap();
+    let f = |t: &Tensor| QTensor::quantize(t, GgmlDType::F32).unwrap();
+    let tensors = [
+        ("token_embd.weight", q(embed)),
+        ("output_norm.weight", f(norm)),
+        ("blk.0.attn_norm.weight", f(norm)),
+        ("blk.0.ffn_norm.weight", f(norm)),
+        ("blk.0.attn_q.weight", q(&permute(&w[0], HEADS))),
+        ("blk.0.attn_k.weight", q(&permute(&w[1], KV_HEADS))),
+        ("blk.0.attn_v.weight", q(&w[2])),
+        ("blk.0.attn_output.weight", q(&w[3])),
+        ("blk.0.ffn_gate.weight", q(&w[4])),
+        ("blk.0.ffn_up.weight", q(&w[5])),
+        ("blk.0.ffn_down.weight", q(&w[6])),
+    ];
+    let arch = Value::String("llama".into());
+    let u = |v: usize| Value::U32(v as u32);
+    let metadata = [
+        ("general.architecture", arch),
+        ("llama.block_count", u(1)),
+        ("llama.embedding_length", u(HIDDEN)),
+        ("llama.feed_forward_length", u(FFN)),
+        ("llama.attention.head_count", u(HEADS)),
+        ("llama.attention.head_count_kv", u(KV_HEADS)),
+        ("llama.context_length", u(64)),
+        ("llama.rope.freq_base", Value::F32(10_000.0)),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+    ];
+    let mut file = std::fs::File::create(path).unwrap();
+    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (*k, v)).collect();
+    gguf_file::write(&mut file, &meta, &refs).unwrap();
+}
+
+/// The model's weights: q, k, v, o, gate, up, down, then the embedding and the norm.
+fn weights() -> (Vec<Tensor>, Tensor, Tensor) {
+    let kv = KV_HEADS * HIDDEN / HEADS;
+    let shapes = [(HIDDEN, HIDDEN), (kv, HIDDEN), (kv, HIDDEN), (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)];
+    let w = shapes.iter().enumerate().map(|(i, &s)| random(s, i as u64 + 1)).collect();
+    let norm = (random((1, HIDDEN), 98).squeeze(0).unwrap() + 1.0).unwrap();
+    (w, random((VOCAB, HIDDEN), 99), norm)
+}
+
+#[test]
+fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q2k.gguf");
+    let (w, embed, norm) = weights();
+    write_gguf(&path, GgmlDType::Q2K, &w, &embed, &norm);
+    let e = Llama::load(&path).err().unwrap().to_string();
+    assert!(e.contains("tensor `blk.0.attn_k.weight` (and 7 more) is of type Q2K, which tuneline does not read"), "{e}");
+    assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");
 }

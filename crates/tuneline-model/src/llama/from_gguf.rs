@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::Content;
-use candle_core::quantized::QTensor;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
@@ -20,7 +20,8 @@ use crate::gguf::GgufMetadata;
 pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
     let err = |e: candle_core::Error| ModelError::new(path, e.to_string());
     let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
-    let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
+    let content = read_header(path, &mut file)?;
+    check_types(path, &content)?;
     let meta = GgufMetadata::of(path, content.metadata.clone());
     let mut reader = Reader { path, content: &content, file };
     let embed_tokens = reader.dense("token_embd.weight")?;
@@ -58,11 +59,56 @@ pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
 /// The configuration in the GGUF file at `path`, from its header alone.
 pub fn read_config(path: &Path) -> Result<LlamaConfig, ModelError> {
     let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
-    let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
+    let content = read_header(path, &mut file)?;
     let vocab = content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims()[0]);
     let vocab = vocab.ok_or_else(|| ModelError::new(path, "has no token_embd.weight tensor"))?;
     let tied = !content.tensor_infos.contains_key("output.weight");
     LlamaConfig::from_gguf(&GgufMetadata::of(path, content.metadata), vocab, tied)
+}
+
+/// The tensor types this loader dequantizes, each tested against the f32 model.
+const SUPPORTED: [GgmlDType; 9] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+];
+
+const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K";
+const REQUANTIZE: &str = "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";
+
+fn read_header(path: &Path, file: &mut File) -> Result<Content, ModelError> {
+    Content::read(file).map_err(|e| {
+        let e = e.to_string();
+        if e.contains("unknown dtype") {
+            // candle names only the type's number: an IQ or other newer llama.cpp type.
+            ModelError::new(path, format!("holds a tensor type tuneline cannot read ({e}); it reads {SUPPORTED_NAMES}: {REQUANTIZE}"))
+        } else {
+            ModelError::new(path, format!("bad GGUF header: {e}"))
+        }
+    })
+}
+
+/// Refuses a file with any tensor of a type outside [`SUPPORTED`], before loading.
+fn check_types(path: &Path, content: &Content) -> Result<(), ModelError> {
+    let mut bad: Vec<(&String, GgmlDType)> =
+        content.tensor_infos.iter().filter(|(_, t)| !SUPPORTED.contains(&t.ggml_dtype)).map(|(n, t)| (n, t.ggml_dtype)).collect();
+    bad.sort_by_key(|(name, _)| name.as_str());
+    match bad.as_slice() {
+        [] => Ok(()),
+        [(name, dtype), rest @ ..] => Err(ModelError::new(
+            path,
+            format!(
+                "tensor `{name}`{} is of type {dtype:?}, which tuneline does not read; it reads {SUPPORTED_NAMES}: {REQUANTIZE}",
+                if rest.is_empty() { String::new() } else { format!(" (and {} more)", rest.len()) }
+            ),
+        )),
+    }
 }
 
 /// Reads tensors of one GGUF file.
