@@ -190,6 +190,44 @@ fn buy_section(b: &tuneline_core::config::BuyConfig, catalog: &Catalog) -> CliRe
     Ok(BuySection { gpu: gpu.name.to_string(), rent_offer: offer, rent_per_hour, annual_hours: b.annual_hours, verdict })
 }
 
+/// Refuses, before training, a config whose estimated peak on tuneline's CPU
+/// trainer exceeds `[training] memory_budget`.
+pub fn check_memory_budget(config: &Config) -> CliResult {
+    let Some(budget) = config.training.memory_budget else { return Ok(()) };
+    let t = &config.training;
+    let req = MemoryRequest {
+        model: model_shape(&config.model.path)?,
+        quant: if config.model.quantized_base { Quant::Bits4 } else { Quant::Bits16 },
+        lora_r: config.lora.lora_r as u64,
+        targets: config.lora.target_modules.clone(),
+        lora_dropout: config.lora.lora_dropout > 0.0,
+        seq_len: config.data.max_seq_length as u64,
+        micro_batch: t.per_device_train_batch_size as u64,
+        gradient_checkpointing: false,
+        optimizer: Optimizer::AdamW,
+        engine: Engine::TunelineCpu,
+    };
+    let e = estimate(&req);
+    if e.total() <= budget.0 as f64 {
+        return Ok(());
+    }
+    let gib = |b: f64| b / tuneline_cost::GIB;
+    Err(Failure::input(format!(
+        "training.memory_budget: this run is estimated to peak at {:.1} GiB (weights {:.1}, adapter and optimizer {:.1}, \
+         activations {:.1}, logits {:.1}, runtime {:.1}), over the budget of {budget}; lower training.per_device_train_batch_size ({}) \
+         or data.max_seq_length ({}){}, or raise the budget",
+        e.total_gib(),
+        gib(e.weights),
+        gib(e.adapter),
+        gib(e.activations),
+        gib(e.logits),
+        gib(e.overhead),
+        t.per_device_train_batch_size,
+        config.data.max_seq_length,
+        if config.model.quantized_base { "" } else { ", set model.quantized_base = true" }
+    )))
+}
+
 /// `save_steps = "auto"`: the Young/Daly interval for the spot offer that
 /// `[workers] provider`'s table names, in steps, with why; `Err` says why there is none.
 pub fn auto_save_steps(config: &Config) -> Result<(u64, String), String> {

@@ -18,7 +18,7 @@ use tuneline_train::schedule::Schedule;
 use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
 
 use crate::cli::{Global, TrainArgs};
-use crate::commands::plan::auto_save_steps;
+use crate::commands::plan::{auto_save_steps, check_memory_budget};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
@@ -27,6 +27,7 @@ use crate::progress::Shown;
 pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let loaded = load_config(global, false)?;
     let config = &loaded.config;
+    check_memory_budget(config)?;
     let store = open_store(global, config)?;
     let (dataset, local) = fetch_dataset(global, &store, config).await?;
     check_tokenizer(config, &dataset, &local)?;

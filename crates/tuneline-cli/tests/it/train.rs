@@ -185,3 +185,17 @@ fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
     let adapter = |run: &str| std::fs::read(ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/8/adapter_model.safetensors"))).unwrap();
     assert!(adapter("killed") == adapter("whole"), "the final adapter is bit-identical");
 }
+
+#[test]
+fn a_config_over_the_memory_budget_is_refused_before_training() {
+    let ctx = project_with(4, 2, "gradient_accumulation_steps = 1\nmemory_budget = \"1 GiB\"\n");
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("training.memory_budget: this run is estimated to peak at"), "{err}");
+    assert!(err.contains("over the budget of 1.0 GiB") && err.contains("set model.quantized_base = true"), "{err}");
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", config.replace("1 GiB", "lots"));
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"), "{err}");
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::secret::Secret;
-use super::values::{HumanDuration, SaveSteps};
+use super::values::{HumanDuration, MemorySize, SaveSteps};
 
 /// A whole `tuneline.toml`, every section optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -309,6 +309,8 @@ pub struct TrainingConfig {
     pub sigterm_grace: HumanDuration,
     /// Seed for init, dropout and data order.
     pub seed: u64,
+    /// Peak memory training may use; a config estimated to need more is refused before training.
+    pub memory_budget: Option<MemorySize>,
 }
 
 impl Default for TrainingConfig {
@@ -329,6 +331,7 @@ impl Default for TrainingConfig {
             resume_from_checkpoint: "auto".into(),
             sigterm_grace: HumanDuration::from_secs(25),
             seed: 42,
+            memory_budget: None,
         }
     }
 }

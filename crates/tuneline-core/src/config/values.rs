@@ -80,3 +80,28 @@ impl<'de> Deserialize<'de> for SaveSteps {
         d.deserialize_any(V)
     }
 }
+
+/// An amount of memory written the way people write it: `"8 GiB"`, `"16GB"`, `"512 MiB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySize(pub u64);
+
+impl fmt::Display for MemorySize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", bytesize::ByteSize(self.0).display().iec())
+    }
+}
+
+impl Serialize for MemorySize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemorySize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse::<bytesize::ByteSize>()
+            .map(|b| MemorySize(b.as_u64()))
+            .map_err(|e| de::Error::custom(format!("`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\"")))
+    }
+}
