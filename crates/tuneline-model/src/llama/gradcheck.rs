@@ -54,6 +54,17 @@ fn rms_norm_softmax_and_rope_carry_exact_gradients() {
 }
 
 #[test]
+fn fused_attention_carries_exact_gradients_with_groups_and_segments() {
+    // 4 query heads over 2 key/value heads; two packed segments of 3 and 2 tokens.
+    let q = Var::from_tensor(&random(&[1, 4, 5, 3], 20)).unwrap();
+    let k = Var::from_tensor(&random(&[1, 2, 5, 3], 21)).unwrap();
+    let v = Var::from_tensor(&random(&[1, 2, 5, 3], 22)).unwrap();
+    let segments = Tensor::new(&[[1u32, 1, 1, 2, 2]], &Device::Cpu).unwrap();
+    let mask = super::ops::attention_mask(&segments, DType::F64).unwrap();
+    check(&[&q, &k, &v], || weighted(&super::attention::attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), &mask)?, 23));
+}
+
+#[test]
 fn the_masked_loss_carries_exact_gradients() {
     let logits = Var::from_tensor(&random(&[2, 4, 5], 7)).unwrap();
     let labels = labels_tensor(&[vec![-100, 3, -100, 1], vec![-100, -100, 4, 0]], &Device::Cpu).unwrap();

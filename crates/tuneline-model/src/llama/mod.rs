@@ -2,6 +2,7 @@
 //! of differentiable candle ops only, so LoRA training can take gradients
 //! through it. Weights are kept in Hugging Face's layout.
 
+mod attention;
 mod config;
 mod from_gguf;
 mod from_hf;
@@ -18,7 +19,8 @@ pub use config::{LlamaConfig, RopeScaling};
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 pub use weight::Weight;
-use ops::{attention_mask, rms_norm, softmax, Rope};
+use attention::attention;
+use ops::{attention_mask, rms_norm, Rope};
 
 use crate::error::ModelError;
 
@@ -196,21 +198,10 @@ impl Llama {
         let q = self.rope.apply(&split(biased(0, proj("q_proj", &h, &w.q_proj)?)?, heads)?, positions)?;
         let k = self.rope.apply(&split(biased(1, proj("k_proj", &h, &w.k_proj)?)?, kv_heads)?, positions)?;
         let v = split(biased(2, proj("v_proj", &h, &w.v_proj)?)?, kv_heads)?;
-        let (k, v) = (repeat_kv(&k, heads / kv_heads)?, repeat_kv(&v, heads / kv_heads)?);
-        let scores = (q.matmul(&k.t()?)? / (dim as f64).sqrt())?.broadcast_add(mask)?;
-        let attended = softmax(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, heads * dim))?;
+        let attended = attention(&q, &k, &v, mask)?.transpose(1, 2)?.reshape((batch, seq, heads * dim))?;
         let x = (x + proj("o_proj", &attended, &w.o_proj)?)?;
         let h = rms_norm(&x, &w.post_attention_layernorm, c.rms_norm_eps)?;
         let gated = (proj("gate_proj", &h, &w.gate_proj)?.silu()? * proj("up_proj", &h, &w.up_proj)?)?;
         x + proj("down_proj", &gated, &w.down_proj)?
     }
-}
-
-/// Repeats each key/value head `n` times, for grouped-query attention.
-fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(x.clone());
-    }
-    let (batch, kv_heads, seq, dim) = x.dims4()?;
-    x.unsqueeze(2)?.broadcast_as((batch, kv_heads, n, seq, dim))?.reshape((batch, kv_heads * n, seq, dim))
 }
