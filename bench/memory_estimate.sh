@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
-cargo build --release --quiet -p tuneline-cli -p tuneline-cost --example estimate_memory
+cargo build --release --quiet -p tuneline-cli
+cargo build --release --quiet -p tuneline-cost --example estimate_memory
 tuneline="$PWD/target/release/tuneline"
 estimate="$PWD/target/release/examples/estimate_memory"
 work=$(mktemp -d)

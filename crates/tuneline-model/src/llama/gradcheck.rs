@@ -65,6 +65,12 @@ fn fused_attention_carries_exact_gradients_with_groups_and_segments() {
 }
 
 #[test]
+fn dropout_carries_exact_gradients() {
+    let x = Var::from_tensor(&random(&[4, 7], 24)).unwrap();
+    check(&[&x], || weighted(&super::dropout::dropout(x.as_tensor(), 0.3, 5)?, 25));
+}
+
+#[test]
 fn the_masked_loss_carries_exact_gradients() {
     let logits = Var::from_tensor(&random(&[2, 4, 5], 7)).unwrap();
     let labels = labels_tensor(&[vec![-100, 3, -100, 1], vec![-100, -100, 4, 0]], &Device::Cpu).unwrap();

@@ -10,6 +10,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Result, Tensor, Var};
 use rand::{Rng, SeedableRng};
 
+use super::dropout::dropout;
 use super::LlamaConfig;
 use crate::error::ModelError;
 
@@ -160,15 +161,13 @@ impl LoraPass<'_> {
             let x = match self.dropout_seed {
                 Some(seed) if p > 0.0 => {
                     let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
-                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    let keep = 1.0 / (1.0 - p);
-                    let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f64>() < p { 0.0 } else { keep as f32 }).collect();
-                    let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
-                    (x * mask)?
+                    dropout(x, p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15))?
                 }
                 _ => x.clone(),
             };
-            x.broadcast_matmul(&a.t()?)?.broadcast_matmul(&b.t()?)? * self.lora.settings.scale()
+            // Scaling the rank-r product instead of the output keeps one
+            // output-sized tensor fewer alive for backward.
+            (x.broadcast_matmul(&a.t()?)? * self.lora.settings.scale())?.broadcast_matmul(&b.t()?)
         })())
     }
 }

@@ -4,6 +4,7 @@
 
 mod attention;
 mod config;
+mod dropout;
 mod from_gguf;
 mod from_hf;
 #[cfg(test)]

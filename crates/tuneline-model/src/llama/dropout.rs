@@ -1,0 +1,74 @@
+//! Dropout whose mask is a pure function of a seed and the element's index,
+//! recomputed in backward instead of kept: composed as `x * mask`, each
+//! adapted module would keep an input-sized mask alive for backward. The
+//! mask comes from a counter-based hash (SplitMix64's finalizer), so drawing
+//! it costs no sequential RNG state and the same seed gives the same mask.
+
+use candle_core::{bail, CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+
+/// `x` with each element zeroed with probability `p` and the rest scaled by
+/// `1 / (1 - p)`, the mask drawn from `seed`.
+pub fn dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
+    x.contiguous()?.apply_op1(Dropout { p, seed })
+}
+
+struct Dropout {
+    p: f64,
+    seed: u64,
+}
+
+impl Dropout {
+    /// The factor element `i` is multiplied by.
+    fn factor(&self, i: usize) -> f64 {
+        let mut z = self.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let uniform = (z >> 11) as f64 / (1u64 << 53) as f64;
+        if uniform < self.p {
+            0.0
+        } else {
+            1.0 / (1.0 - self.p)
+        }
+    }
+}
+
+impl CustomOp1 for Dropout {
+    fn name(&self) -> &'static str {
+        "tuneline-dropout"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let Some((start, end)) = layout.contiguous_offsets() else { bail!("dropout needs a contiguous input") };
+        let out = match storage {
+            CpuStorage::F32(v) => CpuStorage::F32(v[start..end].iter().enumerate().map(|(i, x)| x * self.factor(i) as f32).collect()),
+            CpuStorage::F64(v) => CpuStorage::F64(v[start..end].iter().enumerate().map(|(i, x)| x * self.factor(i)).collect()),
+            _ => bail!("dropout runs in f32 or f64"),
+        };
+        Ok((out, layout.shape().clone()))
+    }
+
+    fn bwd(&self, _x: &Tensor, _out: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        // The same mask, redrawn from the seed.
+        Ok(Some(grad.contiguous()?.apply_op1_no_bwd(&Dropout { p: self.p, seed: self.seed })?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::Device;
+
+    use super::*;
+
+    #[test]
+    fn drops_about_p_and_keeps_the_mean() {
+        let x = Tensor::ones(100_000, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let y: Vec<f32> = dropout(&x, 0.1, 7).unwrap().to_vec1().unwrap();
+        let dropped = y.iter().filter(|v| **v == 0.0).count() as f64 / y.len() as f64;
+        assert!((dropped - 0.1).abs() < 0.005, "{dropped}");
+        let mean = y.iter().map(|v| *v as f64).sum::<f64>() / y.len() as f64;
+        assert!((mean - 1.0).abs() < 0.01, "{mean}");
+        assert_eq!(y, dropout(&x, 0.1, 7).unwrap().to_vec1::<f32>().unwrap(), "the same seed, the same mask");
+        assert_ne!(y, dropout(&x, 0.1, 8).unwrap().to_vec1::<f32>().unwrap());
+    }
+}
