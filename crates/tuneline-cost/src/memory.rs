@@ -180,15 +180,19 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         _ => tokens * m.layers as f64 * layer,
     };
     let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
-    // tuneline's CPU peak is twice what its forward saves, measured at 163,
-    // 256 and 512 tokens (bench/memory_estimate.sh): backward allocates a
-    // fresh buffer for every gradient while the whole forward graph is still
-    // held, and the allocator keeps freed pages for reuse.
-    let backward = match req.engine {
-        Engine::HfCuda => 1.0,
-        Engine::TunelineCpu => 2.0,
+    let (activations, logits) = match req.engine {
+        Engine::HfCuda => (activations, logits),
+        // tuneline's CPU peak is 1.75 times what its forward saves, measured
+        // at 163, 256 and 512 tokens (bench/memory_estimate.sh): backward
+        // allocates a fresh buffer for each gradient while the forward graph
+        // is still held. On top, the attention op's backward rebuilds one
+        // layer's weights, their gradient and the softmax's (3 x heads x seq²).
+        Engine::TunelineCpu => {
+            let attention = (req.micro_batch * m.heads * req.seq_len * req.seq_len) as f64 * 3.0 * 4.0;
+            (1.75 * activations + attention, 1.75 * logits)
+        }
     };
-    MemoryEstimate { weights, adapter, activations: activations * backward, logits: logits * backward, overhead }
+    MemoryEstimate { weights, adapter, activations, logits, overhead }
 }
 
 /// Bytes per linear weight on the GPU: bitsandbytes int8 carries a per-row
@@ -245,15 +249,13 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
         Engine::TunelineCpu => {
             // f32, counted from tuneline's forward: two RMSNorms (3h each),
             // q/k/v outputs and their contiguous head-split copies, rope on
-            // q and k (4.5 copies each), k and v repeated to every head, the
-            // attended values and their copy, o_proj and the residual adds,
-            // the MLP's gate, up, SiLU and product; six seq-long rows per
-            // head for the scores, scaled, masked and the softmax's steps.
-            // Each LoRA target adds its dropout mask and output, A's output,
-            // and B's output, scaled, and the sum.
-            let heads = m.heads as f64;
-            let base = 20.5 * h + 8.5 * kv + 4.0 * i + 6.0 * heads * req.seq_len as f64;
-            let adapters: f64 = lora.iter().map(|(input, output)| dropout * 2.0 * input + r + 3.0 * output).sum();
+            // q and k (4.5 copies each), the attention op's output and its
+            // merged-heads copy, o_proj and the residual adds, the MLP's gate,
+            // up, SiLU and product. The attention op keeps no seq x seq
+            // scores. Each LoRA target adds its dropped-out input, A's output
+            // scaled, B's output and the sum.
+            let base = 18.5 * h + 8.5 * kv + 4.0 * i;
+            let adapters: f64 = lora.iter().map(|(input, output)| dropout * input + 2.0 * r + 2.0 * output).sum();
             4.0 * (base + adapters)
         }
     }
