@@ -5,8 +5,9 @@
 //! memory. This op keeps only q, k, v and its output. Grouped-query attention
 //! is handled inside, so k and v are not copied out to every head either.
 
-use candle_core::{bail, CpuStorage, CustomOp3, DType, Device, Layout, Result, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 
+use super::custom::{storage_tensor, tensor_storage};
 use super::ops::softmax;
 
 /// `softmax(q kᵀ / sqrt(d) + mask) v` for q `(batch, heads, seq, d)`, k and v
@@ -36,14 +37,10 @@ impl CustomOp3 for Attention {
     }
 
     fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout, s3: &CpuStorage, l3: &Layout) -> Result<(CpuStorage, Shape)> {
+        let tensor = |s, l| storage_tensor(s, l, "attention");
         let (q, k, v) = (tensor(s1, l1)?, tensor(s2, l2)?, tensor(s3, l3)?);
         let out = self.weights(&q, &k)?.matmul(&repeat_kv(&v, groups(&q, &k)?)?)?;
-        let shape = out.shape().clone();
-        let storage = match out.dtype() {
-            DType::F32 => CpuStorage::F32(out.flatten_all()?.to_vec1()?),
-            _ => CpuStorage::F64(out.flatten_all()?.to_vec1()?),
-        };
-        Ok((storage, shape))
+        Ok((tensor_storage(&out)?, out.shape().clone()))
     }
 
     fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
@@ -82,14 +79,4 @@ fn sum_groups(x: &Tensor, n: usize) -> Result<Tensor> {
     }
     let (batch, heads, seq, dim) = x.dims4()?;
     x.reshape((batch, heads / n, n, seq, dim))?.sum(2)
-}
-
-/// A contiguous CPU storage as a tensor of its own (a copy, outside any graph).
-fn tensor(storage: &CpuStorage, layout: &Layout) -> Result<Tensor> {
-    let Some((start, end)) = layout.contiguous_offsets() else { bail!("attention needs contiguous inputs") };
-    match storage {
-        CpuStorage::F32(v) => Tensor::from_slice(&v[start..end], layout.shape(), &Device::Cpu),
-        CpuStorage::F64(v) => Tensor::from_slice(&v[start..end], layout.shape(), &Device::Cpu),
-        _ => bail!("attention runs in f32 or f64"),
-    }
 }

@@ -4,6 +4,7 @@
 
 mod attention;
 mod config;
+mod custom;
 mod dropout;
 mod from_gguf;
 mod from_hf;
@@ -152,7 +153,7 @@ impl Llama {
             x = self.layer(layer, &x, positions, &mask, &proj)?;
         }
         let x = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
-        x.broadcast_matmul(&self.lm_head.t()?)
+        weight::frozen_linear(&x, &self.lm_head)
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.

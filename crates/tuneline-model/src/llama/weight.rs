@@ -9,6 +9,8 @@ use std::sync::Arc;
 use candle_core::quantized::QTensor;
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Result, Shape, Tensor};
 
+use super::custom::{storage_tensor, tensor_storage};
+
 /// The weight of a linear layer, `(out_features, in_features)`.
 #[derive(Clone)]
 pub enum Weight {
@@ -34,7 +36,7 @@ impl Weight {
     /// `x @ W^T` for `x` `(batch, seq, in)`.
     pub fn linear(&self, x: &Tensor) -> Result<Tensor> {
         match self {
-            Weight::Dense(w) => x.broadcast_matmul(&w.t()?),
+            Weight::Dense(w) => frozen_linear(x, w),
             Weight::Quantized { blocks, heads } => {
                 let y = x.contiguous()?.apply_op1(QLinear(blocks.clone()))?;
                 match heads {
@@ -69,6 +71,31 @@ pub fn unpermute_last(t: &Tensor, heads: usize) -> Result<Tensor> {
     split.extend([heads, last / heads / 2, 2]);
     let n = split.len();
     t.reshape(split)?.transpose(n - 2, n - 1)?.contiguous()?.reshape(dims)
+}
+
+/// `x @ W^T` for a frozen dense `W`. Composed as candle's matmul, backward
+/// would also compute `W`'s gradient, which nobody reads: as many FLOPs again
+/// as the input's gradient, and a weight-sized tensor kept to the end of
+/// backward for every layer.
+pub fn frozen_linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    x.contiguous()?.apply_op1(FrozenLinear(w.clone()))
+}
+
+struct FrozenLinear(Tensor);
+
+impl CustomOp1 for FrozenLinear {
+    fn name(&self) -> &'static str {
+        "frozen-linear"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let y = storage_tensor(storage, layout, "frozen-linear")?.broadcast_matmul(&self.0.t()?)?;
+        Ok((tensor_storage(&y)?, y.shape().clone()))
+    }
+
+    fn bwd(&self, _x: &Tensor, _y: &Tensor, grad_y: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(grad_y.broadcast_matmul(&self.0)?))
+    }
 }
 
 /// `x @ W^T` with `W` dequantized for the product and again for the gradient.
