@@ -40,11 +40,15 @@ fn the_fixture_adapter_gives_peft_s_logits_loss_and_gradients() {
     let input = Tensor::from_vec(ids, (1, seq), &Device::Cpu).unwrap();
     let positions = Tensor::arange(0u32, seq as u32, &Device::Cpu).unwrap().reshape((1, seq)).unwrap();
     let segments = Tensor::ones((1, seq), candle_core::DType::U32, &Device::Cpu).unwrap();
-    let logits = model.forward(&input, &positions, &segments, Some(lora.inference())).unwrap();
-    let loss = causal_lm_loss(&logits, &labels_tensor(&[ints(&m["labels"])], &Device::Cpu).unwrap()).unwrap();
+    let labels = labels_tensor(&[ints(&m["labels"])], &Device::Cpu).unwrap();
+    // The trainer's loss, with logits only where a label is predicted.
+    let loss = model.loss(&input, &positions, &segments, &labels, Some(lora.inference())).unwrap();
     let value = loss.to_scalar::<f32>().unwrap();
     let expected = m["loss"].as_f64().unwrap() as f32;
     assert!((value - expected).abs() < 1e-4, "loss {value}, PEFT {expected}");
+    let logits = model.forward(&input, &positions, &segments, Some(lora.inference())).unwrap();
+    let full = causal_lm_loss(&logits, &labels).unwrap().to_scalar::<f32>().unwrap();
+    assert!((full - value).abs() < 1e-5, "from every position's logits: {full}, from the labeled ones: {value}");
 
     let grads = loss.backward().unwrap();
     let named: std::collections::HashMap<String, _> = lora.named().collect();

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use candle_core::{Result, Tensor};
-use tuneline_model::llama::{causal_lm_loss, Llama, Lora};
+use tuneline_model::llama::{Llama, Lora};
 
 use crate::adamw::{AdamW, AdamWParams};
 use crate::batches::{batch, Batches, Cursor};
@@ -131,8 +131,8 @@ impl<'m> Trainer<'m> {
                 return Ok(None);
             }
             let seed = dropout_seed(self.settings.seed, self.progress.global_step, i);
-            let logits = self.model.forward(&b.ids, &b.positions, &b.segments, Some(self.lora.training(seed)))?;
-            let loss = (causal_lm_loss(&logits, &b.labels)? * (b.trained_tokens as f64 / counted as f64))?;
+            let loss = self.model.loss(&b.ids, &b.positions, &b.segments, &b.labels, Some(self.lora.training(seed)))?;
+            let loss = (loss * (b.trained_tokens as f64 / counted as f64))?;
             loss_sum += loss.to_scalar::<f32>()? as f64;
             let store = loss.backward()?;
             for (name, var) in self.lora.named() {
@@ -179,8 +179,8 @@ impl<'m> Trainer<'m> {
             if b.trained_tokens == 0 {
                 continue;
             }
-            let logits = self.model.forward(&b.ids, &b.positions, &b.segments, Some(self.lora.inference()))?;
-            total += causal_lm_loss(&logits, &b.labels)?.to_scalar::<f32>()? as f64 * b.trained_tokens as f64;
+            let loss = self.model.loss(&b.ids, &b.positions, &b.segments, &b.labels, Some(self.lora.inference()))?;
+            total += loss.to_scalar::<f32>()? as f64 * b.trained_tokens as f64;
             counted += b.trained_tokens;
         }
         Ok(if counted == 0 { f64::NAN } else { total / counted as f64 })

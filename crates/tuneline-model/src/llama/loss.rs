@@ -5,6 +5,9 @@
 
 use candle_core::{Result, Tensor, D};
 
+use super::weight::frozen_linear;
+use super::{Llama, LoraPass};
+
 /// The label that the loss ignores.
 pub const IGNORE: i64 = -100;
 
@@ -12,21 +15,47 @@ pub const IGNORE: i64 = -100;
 /// `labels` `(batch, seq)` (i64, [`IGNORE`] where not trained).
 pub fn causal_lm_loss(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
     let (batch, seq, vocab) = logits.dims3()?;
-    let predict = logits.narrow(1, 0, seq - 1)?.reshape((batch * (seq - 1), vocab))?;
-    let targets: Vec<i64> = labels.narrow(1, 1, seq - 1)?.flatten_all()?.to_vec1()?;
-    let counted = targets.iter().filter(|&&t| t != IGNORE).count();
-    if counted == 0 {
+    let (rows, targets) = labeled(labels)?;
+    let rows = Tensor::from_vec(rows, targets.len(), logits.device())?;
+    nll_mean(&logits.reshape((batch * seq, vocab))?.index_select(&rows, 0)?, &targets)
+}
+
+impl Llama {
+    /// [`causal_lm_loss`] of this model's logits, computed only at the
+    /// positions that predict a label: an unlabeled position (a prompt, a
+    /// pad) costs no output-head product and keeps no vocabulary-wide row.
+    pub fn loss(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, labels: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
+        let hidden = self.hidden(ids, positions, segments, lora)?;
+        let (batch, seq, width) = hidden.dims3()?;
+        let (rows, targets) = labeled(labels)?;
+        let rows = Tensor::from_vec(rows, targets.len(), hidden.device())?;
+        let picked = hidden.reshape((batch * seq, width))?.index_select(&rows, 0)?;
+        nll_mean(&frozen_linear(&picked, &self.lm_head)?, &targets)
+    }
+}
+
+/// The flattened `(batch x seq)` rows whose logits predict a label (row t
+/// predicts the label at t + 1), and those labels.
+fn labeled(labels: &Tensor) -> Result<(Vec<u32>, Vec<u32>)> {
+    let (mut rows, mut targets) = (Vec::new(), Vec::new());
+    for (b, row) in labels.to_vec2::<i64>()?.iter().enumerate() {
+        for (t, &label) in row.iter().enumerate().skip(1).filter(|(_, &l)| l != IGNORE) {
+            rows.push((b * row.len() + t - 1) as u32);
+            targets.push(label as u32);
+        }
+    }
+    if targets.is_empty() {
         candle_core::bail!("no labeled tokens: every label is {IGNORE}");
     }
-    let device = logits.device();
-    let index: Vec<u32> = targets.iter().map(|&t| if t == IGNORE { 0 } else { t as u32 }).collect();
-    let mask: Vec<f32> = targets.iter().map(|&t| f32::from(u8::from(t != IGNORE))).collect();
-    let index = Tensor::from_vec(index, (targets.len(), 1), device)?;
-    let mask = Tensor::from_vec(mask, targets.len(), device)?.to_dtype(logits.dtype())?;
-    let max = predict.max_keepdim(D::Minus1)?.detach();
-    let logsumexp = (predict.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?.log()? + max)?;
-    let nll = (logsumexp - predict.gather(&index, 1)?)?.squeeze(1)?;
-    (nll * mask)?.sum_all()? / counted as f64
+    Ok((rows, targets))
+}
+
+/// Mean negative log-likelihood of `targets` under `logits` `(n, vocab)`.
+fn nll_mean(logits: &Tensor, targets: &[u32]) -> Result<Tensor> {
+    let index = Tensor::from_vec(targets.to_vec(), (targets.len(), 1), logits.device())?;
+    let max = logits.max_keepdim(D::Minus1)?.detach();
+    let logsumexp = (logits.broadcast_sub(&max)?.exp()?.sum_keepdim(D::Minus1)?.log()? + max)?;
+    (logsumexp - logits.gather(&index, 1)?)?.mean_all()
 }
 
 /// Labels as the tensor [`causal_lm_loss`] takes.

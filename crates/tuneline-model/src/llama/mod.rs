@@ -139,6 +139,11 @@ impl Llama {
     /// samples packed into one row; a token attends to earlier tokens of its
     /// own segment only.
     pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
+        weight::frozen_linear(&self.hidden(ids, positions, segments, lora)?, &self.lm_head)
+    }
+
+    /// The final normalized hidden states `(batch, seq, hidden)`, before the output head.
+    fn hidden(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let mask = attention_mask(segments, self.embed_tokens.dtype())?;
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
@@ -152,8 +157,7 @@ impl Llama {
             };
             x = self.layer(layer, &x, positions, &mask, &proj)?;
         }
-        let x = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?;
-        weight::frozen_linear(&x, &self.lm_head)
+        rms_norm(&x, &self.norm, self.config.rms_norm_eps)
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.
