@@ -6,18 +6,26 @@
 
 use candle_core::{bail, CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 
-/// `x` with each element zeroed with probability `p` and the rest scaled by
-/// `1 / (1 - p)`, the mask drawn from `seed`.
-pub fn dropout(x: &Tensor, p: f64, seed: u64) -> Result<Tensor> {
-    x.contiguous()?.apply_op1(Dropout { p, seed })
-}
-
-struct Dropout {
+/// One dropout mask: each element zeroed with probability `p` and the rest
+/// scaled by `1 / (1 - p)`, drawn from `seed`. Ops that use it apply the same
+/// mask to their gradient in backward.
+#[derive(Debug, Clone, Copy)]
+pub struct Dropout {
     p: f64,
     seed: u64,
 }
 
 impl Dropout {
+    /// The mask that drops with probability `p`, drawn from `seed`.
+    pub fn new(p: f64, seed: u64) -> Self {
+        Self { p, seed }
+    }
+
+    /// The mask applied to `x` (inside other ops: no gradient of its own).
+    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        x.contiguous()?.apply_op1_no_bwd(self)
+    }
+
     /// The factor element `i` is multiplied by.
     fn factor(&self, i: usize) -> f64 {
         let mut z = self.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -48,10 +56,6 @@ impl CustomOp1 for Dropout {
         Ok((out, layout.shape().clone()))
     }
 
-    fn bwd(&self, _x: &Tensor, _out: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
-        // The same mask, redrawn from the seed.
-        Ok(Some(grad.contiguous()?.apply_op1_no_bwd(&Dropout { p: self.p, seed: self.seed })?))
-    }
 }
 
 #[cfg(test)]
@@ -63,12 +67,12 @@ mod tests {
     #[test]
     fn drops_about_p_and_keeps_the_mean() {
         let x = Tensor::ones(100_000, candle_core::DType::F32, &Device::Cpu).unwrap();
-        let y: Vec<f32> = dropout(&x, 0.1, 7).unwrap().to_vec1().unwrap();
+        let y: Vec<f32> = Dropout::new(0.1, 7).apply(&x).unwrap().to_vec1().unwrap();
         let dropped = y.iter().filter(|v| **v == 0.0).count() as f64 / y.len() as f64;
         assert!((dropped - 0.1).abs() < 0.005, "{dropped}");
         let mean = y.iter().map(|v| *v as f64).sum::<f64>() / y.len() as f64;
         assert!((mean - 1.0).abs() < 0.01, "{mean}");
-        assert_eq!(y, dropout(&x, 0.1, 7).unwrap().to_vec1::<f32>().unwrap(), "the same seed, the same mask");
-        assert_ne!(y, dropout(&x, 0.1, 8).unwrap().to_vec1::<f32>().unwrap());
+        assert_eq!(y, Dropout::new(0.1, 7).apply(&x).unwrap().to_vec1::<f32>().unwrap(), "the same seed, the same mask");
+        assert_ne!(y, Dropout::new(0.1, 8).apply(&x).unwrap().to_vec1::<f32>().unwrap());
     }
 }

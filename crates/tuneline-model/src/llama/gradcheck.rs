@@ -65,9 +65,15 @@ fn fused_attention_carries_exact_gradients_with_groups_and_segments() {
 }
 
 #[test]
-fn dropout_carries_exact_gradients() {
-    let x = Var::from_tensor(&random(&[4, 7], 24)).unwrap();
-    check(&[&x], || weighted(&super::dropout::dropout(x.as_tensor(), 0.3, 5)?, 25));
+fn the_fused_lora_projection_carries_exact_gradients_with_dropout() {
+    let x = Var::from_tensor(&random(&[2, 3, 6], 24)).unwrap();
+    let a = Var::from_tensor(&random(&[2, 6], 25)).unwrap();
+    let b = Var::from_tensor(&random(&[5, 2], 26)).unwrap();
+    let w: super::Weight = random(&[5, 6], 27).into();
+    let dropout = Some(super::dropout::Dropout::new(0.3, 5));
+    check(&[&x, &a, &b], || {
+        weighted(&super::lora_linear::lora_linear(x.as_tensor(), &w, a.as_tensor(), b.as_tensor(), 1.5, dropout)?, 28)
+    });
 }
 
 #[test]

@@ -10,7 +10,9 @@ use std::path::Path;
 use candle_core::{DType, Device, Result, Tensor, Var};
 use rand::{Rng, SeedableRng};
 
-use super::dropout::dropout;
+use super::dropout::Dropout;
+use super::lora_linear::lora_linear;
+use super::weight::Weight;
 use super::LlamaConfig;
 use crate::error::ModelError;
 
@@ -151,24 +153,21 @@ pub struct LoraPass<'a> {
 }
 
 impl LoraPass<'_> {
-    /// `scale * (dropout(x) A^T) B^T` for `module` of `layer`, or `None` when
-    /// it is not adapted. Each layer and module draws its own mask from the seed,
-    /// so a pass is reproducible (and a resumed run repeats it exactly).
-    pub(super) fn delta(&self, layer: usize, module: &'static str, x: &Tensor) -> Option<Result<Tensor>> {
+    /// `module` of `layer` with its adapter applied to `x` through `weight`
+    /// (see [`lora_linear`]), or `None` when the module is not adapted. Each
+    /// layer and module draws its own dropout mask from the pass's seed, so a
+    /// pass is reproducible (and a resumed run repeats it exactly).
+    pub(super) fn apply(&self, layer: usize, module: &'static str, x: &Tensor, weight: &Weight) -> Option<Result<Tensor>> {
         let (a, b) = self.lora.pairs.get(&(layer, module))?;
         let p = self.lora.settings.lora_dropout;
-        Some((|| {
-            let x = match self.dropout_seed {
-                Some(seed) if p > 0.0 => {
-                    let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
-                    dropout(x, p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15))?
-                }
-                _ => x.clone(),
-            };
-            // Scaling the rank-r product instead of the output keeps one
-            // output-sized tensor fewer alive for backward.
-            (x.broadcast_matmul(&a.t()?)? * self.lora.settings.scale())?.broadcast_matmul(&b.t()?)
-        })())
+        let dropout = match self.dropout_seed {
+            Some(seed) if p > 0.0 => {
+                let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
+                Some(Dropout::new(p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            }
+            _ => None,
+        };
+        Some(lora_linear(x, weight, a.as_tensor(), b.as_tensor(), self.lora.settings.scale(), dropout))
     }
 }
 

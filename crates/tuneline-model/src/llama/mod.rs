@@ -11,6 +11,7 @@ mod from_hf;
 #[cfg(test)]
 mod gradcheck;
 mod lora;
+mod lora_linear;
 mod loss;
 mod ops;
 mod weight;
@@ -149,10 +150,9 @@ impl Llama {
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
         for (i, layer) in self.layers.iter().enumerate() {
             let proj = |module: &'static str, x: &Tensor, weight: &Weight| -> Result<Tensor> {
-                let base = weight.linear(x)?;
-                match lora.and_then(|l| l.delta(i, module, x)) {
-                    Some(delta) => base + delta?,
-                    None => Ok(base),
+                match lora.and_then(|l| l.apply(i, module, x, weight)) {
+                    Some(adapted) => adapted,
+                    None => weight.linear(x),
                 }
             };
             x = self.layer(layer, &x, positions, &mask, &proj)?;
