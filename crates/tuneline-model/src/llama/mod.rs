@@ -14,6 +14,7 @@ mod lora;
 mod lora_linear;
 mod loss;
 mod ops;
+mod recompute;
 mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
@@ -23,6 +24,7 @@ pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 pub use weight::Weight;
 use attention::attention;
+use recompute::{recompute, recompute2};
 use ops::{attention_mask, rms_norm, Rope};
 
 use crate::error::ModelError;
@@ -195,19 +197,28 @@ impl Llama {
         let c = &self.config;
         let (batch, seq, _) = x.dims3()?;
         let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
-        let h = rms_norm(x, &w.input_layernorm, c.rms_norm_eps)?;
-        let split = |t: Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
+        let eps = c.rms_norm_eps;
+        let norm = |x: &Tensor, weight: &Tensor| {
+            let weight = weight.clone();
+            recompute(x, move |x| rms_norm(x, &weight, eps))
+        };
+        let h = norm(x, &w.input_layernorm)?;
+        let split = move |t: &Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
         let biased = |i: usize, t: Tensor| match &w.qkv_bias {
             Some(b) => t.broadcast_add(&b[i]),
             None => Ok(t),
         };
-        let q = self.rope.apply(&split(biased(0, proj("q_proj", &h, &w.q_proj)?)?, heads)?, positions)?;
-        let k = self.rope.apply(&split(biased(1, proj("k_proj", &h, &w.k_proj)?)?, kv_heads)?, positions)?;
-        let v = split(biased(2, proj("v_proj", &h, &w.v_proj)?)?, kv_heads)?;
+        let rotated = |t: Tensor, n: usize| {
+            let (rope, positions) = (self.rope.clone(), positions.clone());
+            recompute(&t, move |t| rope.apply(&split(t, n)?, &positions))
+        };
+        let q = rotated(biased(0, proj("q_proj", &h, &w.q_proj)?)?, heads)?;
+        let k = rotated(biased(1, proj("k_proj", &h, &w.k_proj)?)?, kv_heads)?;
+        let v = split(&biased(2, proj("v_proj", &h, &w.v_proj)?)?, kv_heads)?;
         let attended = attention(&q, &k, &v, mask)?.transpose(1, 2)?.reshape((batch, seq, heads * dim))?;
         let x = (x + proj("o_proj", &attended, &w.o_proj)?)?;
-        let h = rms_norm(&x, &w.post_attention_layernorm, c.rms_norm_eps)?;
-        let gated = (proj("gate_proj", &h, &w.gate_proj)?.silu()? * proj("up_proj", &h, &w.up_proj)?)?;
+        let h = norm(&x, &w.post_attention_layernorm)?;
+        let gated = recompute2(&proj("gate_proj", &h, &w.gate_proj)?, &proj("up_proj", &h, &w.up_proj)?, |g, u| g.silu()? * u)?;
         x + proj("down_proj", &gated, &w.down_proj)?
     }
 }

@@ -22,6 +22,7 @@ pub fn softmax(x: &Tensor) -> Result<Tensor> {
 }
 
 /// Rotary embedding tables for Hugging Face's half-split layout.
+#[derive(Clone)]
 pub struct Rope {
     /// `(max_positions, head_dim)`: the cosine of each position's angles, the
     /// `head_dim / 2` frequencies twice over.
