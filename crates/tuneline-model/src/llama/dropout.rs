@@ -2,7 +2,7 @@
 //! recomputed in backward instead of kept: composed as `x * mask`, each
 //! adapted module would keep an input-sized mask alive for backward. The
 //! mask comes from a counter-based hash (SplitMix64's finalizer), so drawing
-//! it costs no sequential RNG state and the same seed gives the same mask.
+//! it needs no sequential RNG state and the same seed gives the same mask.
 
 use candle_core::{bail, CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 
@@ -26,18 +26,22 @@ impl Dropout {
         x.contiguous()?.apply_op1_no_bwd(self)
     }
 
-    /// The factor element `i` is multiplied by.
-    fn factor(&self, i: usize) -> f64 {
-        let mut z = self.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let uniform = (z >> 11) as f64 / (1u64 << 53) as f64;
-        if uniform < self.p {
-            0.0
-        } else {
-            1.0 / (1.0 - self.p)
+    /// `values` times the mask. One 64-bit hash decides four elements, 16
+    /// bits each (so `p` counts in steps of 1/65536).
+    fn mask<T: Copy + Default + std::ops::Mul<Output = T>>(&self, values: &[T], keep: T) -> Vec<T> {
+        let threshold = (self.p * 65536.0).round() as u64;
+        let mut out = Vec::with_capacity(values.len());
+        for (block, chunk) in values.chunks(4).enumerate() {
+            let mut z = self.seed ^ (block as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            for (lane, &v) in chunk.iter().enumerate() {
+                let dropped = (z >> (16 * lane)) & 0xFFFF < threshold;
+                out.push(if dropped { T::default() } else { v * keep });
+            }
         }
+        out
     }
 }
 
@@ -48,9 +52,10 @@ impl CustomOp1 for Dropout {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let Some((start, end)) = layout.contiguous_offsets() else { bail!("dropout needs a contiguous input") };
+        let keep = 1.0 / (1.0 - self.p);
         let out = match storage {
-            CpuStorage::F32(v) => CpuStorage::F32(v[start..end].iter().enumerate().map(|(i, x)| x * self.factor(i) as f32).collect()),
-            CpuStorage::F64(v) => CpuStorage::F64(v[start..end].iter().enumerate().map(|(i, x)| x * self.factor(i)).collect()),
+            CpuStorage::F32(v) => CpuStorage::F32(self.mask(&v[start..end], keep as f32)),
+            CpuStorage::F64(v) => CpuStorage::F64(self.mask(&v[start..end], keep)),
             _ => bail!("dropout runs in f32 or f64"),
         };
         Ok((out, layout.shape().clone()))
