@@ -182,14 +182,16 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
     let (activations, logits) = match req.engine {
         Engine::HfCuda => (activations, logits),
-        // tuneline's CPU peak is 1.75 times what its forward saves, measured
-        // at 163, 256 and 512 tokens (bench/memory_estimate.sh): backward
-        // allocates a fresh buffer for each gradient while the forward graph
-        // is still held. On top, the attention op's backward rebuilds one
-        // layer's weights, their gradient and the softmax's (3 x heads x seq²).
+        // tuneline's CPU peak is 1.4 times what its forward saves, measured
+        // at 256 and 512 tokens (bench/memory_estimate.sh): backward holds
+        // each gradient while the forward graph is still alive. On top, the
+        // attention op's backward rebuilds one layer's weights, their
+        // gradient and the softmax's (3 x heads x seq²). Logits are counted
+        // for every token, though the loss computes them only where a label
+        // is predicted: an upper bound.
         Engine::TunelineCpu => {
             let attention = (req.micro_batch * m.heads * req.seq_len * req.seq_len) as f64 * 3.0 * 4.0;
-            (1.75 * activations + attention, 1.75 * logits)
+            (1.4 * activations + attention, 1.4 * logits)
         }
     };
     MemoryEstimate { weights, adapter, activations, logits, overhead }
@@ -247,16 +249,13 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
             base + lora.iter().map(|(input, _)| dropout * 3.0 * input + 2.0 * r).sum::<f64>()
         }
         Engine::TunelineCpu => {
-            // f32, counted from tuneline's forward: two RMSNorms (3h each),
-            // q/k/v outputs and their contiguous head-split copies, rope on
-            // q and k (4.5 copies each), the attention op's output and its
-            // merged-heads copy, o_proj and the residual adds, the MLP's gate,
-            // up, SiLU and product. The attention op keeps no seq x seq
-            // scores. Each LoRA target adds its dropped-out input, A's output
-            // scaled, B's output and the sum.
-            let base = 18.5 * h + 8.5 * kv + 4.0 * i;
-            let adapters: f64 = lora.iter().map(|(input, output)| dropout * input + 2.0 * r + 2.0 * output).sum();
-            4.0 * (base + adapters)
+            // f32, counted from tuneline's forward, whose norms, rope, SwiGLU,
+            // attention and adapted projections keep only their outputs: the
+            // two residual sums, the two norms, q and k before and after rope,
+            // v and its head-split copy, the attention output and its merged
+            // copy, o_proj, and the MLP's gate, up and SwiGLU. LoRA adds
+            // nothing: its rank-r product is recomputed in backward.
+            4.0 * (9.0 * h + 4.0 * kv + 3.0 * i)
         }
     }
 }

@@ -60,16 +60,23 @@ fn guide_rules_for_a_24_gb_card() {
     assert_eq!(fit("llama-2-13b", Quant::Bits8, 2048).0, Fit::Fit, "shorter sequences");
 }
 
-/// tuneline's own trainer on SmolLM2-135M with the quantized (GGUF Q4_1)
-/// base, one sequence per step, r=8 on every projection: peak RSS measured
-/// by bench/memory_estimate.sh on the 2-core CI machine (bench/RESULTS.md).
+/// tuneline's own trainer on SmolLM2-135M, one sequence per step, r=8 on
+/// every projection: peak RSS measured by bench/memory_estimate.sh on the
+/// 2-core machine (bench/RESULTS.md). Rows of 256 and 512 tokens are nearly
+/// all labeled; the 163-token row has 63 labels, so the estimate, which
+/// counts logits for every token, is an upper bound there.
 #[test]
-fn tunelines_measured_cpu_peak_within_15_percent() {
-    for (seq, measured_mib) in [(163, 1833.0), (256, 2717.0), (512, 4207.0)] {
-        let mut req = request("smollm2-135m", Quant::Bits4, seq, 1, 8);
+fn tunelines_measured_cpu_peak_within_10_percent() {
+    let estimate_mib = |quant: Quant, seq: u64| {
+        let mut req = request("smollm2-135m", quant, seq, 1, 8);
         req.engine = Engine::TunelineCpu;
         req.gradient_checkpointing = false;
-        let ours = estimate(&req).total() / (1024.0 * 1024.0);
-        assert!((ours / measured_mib - 1.0).abs() <= 0.15, "{seq} tokens: measured {measured_mib} MiB, estimated {ours:.0} MiB");
+        estimate(&req).total() / (1024.0 * 1024.0)
+    };
+    for (quant, seq, measured_mib) in [(Quant::Bits4, 256, 1117.0), (Quant::Bits4, 512, 2039.0), (Quant::Bits16, 256, 1615.0), (Quant::Bits16, 512, 2283.0)] {
+        let ours = estimate_mib(quant, seq);
+        assert!((ours / measured_mib - 1.0).abs() <= 0.10, "{quant:?}, {seq} tokens: measured {measured_mib} MiB, estimated {ours:.0} MiB");
     }
+    let bound = estimate_mib(Quant::Bits4, 163);
+    assert!((715.0..715.0 * 1.25).contains(&bound), "163 tokens: measured 715 MiB, estimated {bound:.0} MiB");
 }

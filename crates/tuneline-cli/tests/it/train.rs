@@ -188,13 +188,13 @@ fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
 
 #[test]
 fn a_config_over_the_memory_budget_is_refused_before_training() {
-    let ctx = project_with(4, 2, "gradient_accumulation_steps = 1\nmemory_budget = \"1 GiB\"\n");
+    let ctx = project_with(4, 2, "gradient_accumulation_steps = 1\nmemory_budget = \"512 MiB\"\n");
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("training.memory_budget: this run is estimated to peak at"), "{err}");
-    assert!(err.contains("over the budget of 1.0 GiB") && err.contains("set model.quantized_base = true"), "{err}");
+    assert!(err.contains("over the budget of 512.0 MiB") && err.contains("set model.quantized_base = true"), "{err}");
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
-    ctx.write("tuneline.toml", config.replace("1 GiB", "lots"));
+    ctx.write("tuneline.toml", config.replace("512 MiB", "lots"));
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2);
     assert!(err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"), "{err}");
