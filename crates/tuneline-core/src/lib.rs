@@ -1,5 +1,6 @@
 //! Shared pieces of tuneline: the `tuneline.toml` schema, its loading and
-//! validation, and the progress trait long work reports to.
+//! validation, the progress trait long work reports to, and JSON wording for errors.
 
 pub mod config;
+pub mod json;
 pub mod progress;

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use serde_json::Value;
+use tuneline_core::json::kind;
 
 /// One trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,17 +116,6 @@ impl Trace {
     pub fn mtbf_hours(&self) -> f64 {
         let up: f64 = self.up_intervals().iter().map(|(s, e)| e - s).sum();
         up / self.preemptions().max(1) as f64
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

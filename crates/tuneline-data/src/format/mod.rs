@@ -6,6 +6,7 @@ mod roles;
 
 use serde_json::Value;
 use tuneline_core::config::DataFormat;
+use tuneline_core::json::kind;
 
 pub use fields::FieldNames;
 pub use roles::Role;
@@ -171,16 +172,5 @@ fn optional_text(value: &Value, names: &FieldNames, canonical: &str) -> Result<O
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(other) => Err(Rejection::new("wrong type", format!("`{field}` is {}, not a string", kind(other)))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
