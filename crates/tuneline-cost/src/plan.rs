@@ -20,17 +20,9 @@ use crate::memory::{estimate, Engine, Fit, MemoryRequest};
 use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second};
 use crate::{GB, GIB, HOURS_PER_MONTH};
 
-/// The guide's decision matrix: what each job phase may rent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Trying things: spot allowed.
-    Experiment,
-    /// A run whose result decides something: on-demand GPUs only.
-    Validation,
-    /// Eval, merge, export: CPU machines, on-demand.
-    Delivery,
-}
+/// The guide's decision matrix: what each job phase may rent (experiment:
+/// spot allowed; validation: on-demand GPUs; delivery: on-demand CPU machines).
+pub use tuneline_core::config::Phase;
 
 /// On-demand or spot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

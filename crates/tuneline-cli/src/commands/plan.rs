@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde::Serialize;
-use tuneline_core::config::{Config, Phase as ConfigPhase};
+use tuneline_core::config::Config;
 use tuneline_cost::buy::{buy_vs_rent, BuyInputs, BuyVsRent};
 use tuneline_cost::catalog::Catalog;
 use tuneline_cost::gpus::{self, Gpu};
@@ -76,11 +76,7 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
     }
     let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
     let phase = match args.phase.as_deref() {
-        None => match config.workers.phase {
-            ConfigPhase::Experiment => Phase::Experiment,
-            ConfigPhase::Validation => Phase::Validation,
-            ConfigPhase::Delivery => Phase::Delivery,
-        },
+        None => config.workers.phase,
         Some("experiment") => Phase::Experiment,
         Some("validation") => Phase::Validation,
         Some("delivery") => Phase::Delivery,
