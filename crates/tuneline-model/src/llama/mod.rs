@@ -1,6 +1,8 @@
-//! A Llama-family decoder (Llama, SmolLM, Mistral) whose forward pass is made
-//! of differentiable candle ops only, so LoRA training can take gradients
-//! through it. Weights are kept in Hugging Face's layout.
+//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2) whose forward pass
+//! carries gradients for LoRA training: candle ops that have a backward, and
+//! custom ops (attention, adapted projections, recomputed norms, rope and
+//! SwiGLU) whose backward is written out and checked by finite differences.
+//! Weights are kept in Hugging Face's layout.
 
 mod attention;
 mod config;
@@ -24,8 +26,8 @@ pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 pub use weight::Weight;
 use attention::attention;
-use recompute::{recompute, recompute2};
 use ops::{attention_mask, rms_norm, Rope};
+use recompute::{recompute, recompute2};
 
 use crate::error::ModelError;
 
