@@ -1,8 +1,22 @@
-//! The control plane's state: jobs and their state machine, kept in SQLite
-//! (WAL) so that a restarted server carries on where it stopped.
+//! The control plane: a small always-on server that queues jobs, leases them
+//! to stateless workers, requeues the work of preempted or silent ones,
+//! scales workers through providers, and bills every worker segment.
 //!
-//! - [`job`]: states, outcomes and the legal transitions between them.
-//! - [`db`]: the SQLite store that applies them atomically.
+//! - [`job`]: the job state machine;
+//! - [`db`]: its SQLite (WAL) state: jobs, workers, segments, logs;
+//! - [`wire`]: the API's request and response bodies;
+//! - [`api`]: the axum HTTP API and its OpenAPI document;
+//! - [`check`]: the submit-time check of a job's config, dataset and model;
+//! - [`serve`]: starting the server and reaping silent workers;
+//! - [`client`]: the API client workers and the CLI use;
+//! - [`lock`], [`token`]: one server per database, and its bearer token.
 
+pub mod api;
+pub mod check;
+pub mod client;
 pub mod db;
 pub mod job;
+pub mod lock;
+pub mod serve;
+pub mod token;
+pub mod wire;

@@ -1,0 +1,90 @@
+//! Job endpoints: submit, list, get, cancel, logs and the ledger.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::error::{Body, Failure};
+use super::Shared;
+use crate::job::State as JobState;
+use crate::wire::{ApiError, Job, JobSubmit, LogLine, Segment};
+
+/// Attempts a job gets when the submitter does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// Queue a job.
+#[utoipa::path(post, path = "/v1/jobs", request_body = JobSubmit, responses(
+    (status = 201, body = Job), (status = 400, description = "names the field at fault", body = ApiError)))]
+pub async fn submit(State(shared): State<Arc<Shared>>, Body(job): Body<JobSubmit>) -> Result<(StatusCode, Json<Job>), Failure> {
+    if job.max_attempts == Some(0) {
+        return Err(Failure::bad("max_attempts", "max_attempts: must be at least 1"));
+    }
+    shared.check.check(&job).await?;
+    let queued = shared.db().submit(job.kind.as_str(), &job.spec, job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))?;
+    shared.wake();
+    Ok((StatusCode::CREATED, Json(queued)))
+}
+
+/// Which jobs to list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Only jobs in this state.
+    state: Option<String>,
+}
+
+/// List jobs, oldest first.
+#[utoipa::path(get, path = "/v1/jobs", params(ListQuery), responses((status = 200, body = Vec<Job>), (status = 400, body = ApiError)))]
+pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(name) => Some(JobState::parse(name).ok_or_else(|| {
+            Failure::bad("state", format!("state: `{name}` is not one of queued, leased, running, succeeded, failed, cancelled"))
+        })?),
+    };
+    Ok(Json(shared.db().list(state)?))
+}
+
+/// One job.
+#[utoipa::path(get, path = "/v1/jobs/{id}", responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn get(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<Json<Job>, Failure> {
+    Ok(Json(shared.db().get(id)?))
+}
+
+/// Cancel a job; a running one's worker stops it at its next heartbeat.
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn cancel(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<Json<Job>, Failure> {
+    Ok(Json(shared.db().cancel(id)?))
+}
+
+/// Which lines to read.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct LogsQuery {
+    /// Only lines after this one (0: from the start).
+    #[serde(default)]
+    after: i64,
+    /// At most this many lines (default 1000).
+    limit: Option<u32>,
+}
+
+/// A job's log and metric lines, readable while it runs.
+#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
+pub async fn logs(State(shared): State<Arc<Shared>>, Path(id): Path<i64>, Query(q): Query<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
+    Ok(Json(shared.db().logs(id, q.after, q.limit.unwrap_or(1000).min(10_000))?))
+}
+
+/// Which segments to read.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct LedgerQuery {
+    /// Only this job's segments.
+    job: Option<i64>,
+}
+
+/// The ledger: every worker segment, as billed.
+#[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>)))]
+pub async fn ledger(State(shared): State<Arc<Shared>>, Query(q): Query<LedgerQuery>) -> Result<Json<Vec<Segment>>, Failure> {
+    Ok(Json(shared.db().segments(q.job)?))
+}

@@ -1,0 +1,61 @@
+//! Lease endpoints: a long-polled request for work, the start of a leased
+//! job, and its release (done, failed or preempted).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::Json;
+
+use super::error::{Body, Failure};
+use super::Shared;
+use crate::wire::{now, ApiError, Job, Lease, LeaseRequest, Orders, Outcome, Release, Start};
+
+/// The longest a lease request waits.
+const MAX_WAIT: f64 = 60.0;
+
+/// Ask for a job, waiting up to `wait_s` for one to be queued. A worker idle
+/// past the idle timeout is told to shut down instead.
+#[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, responses((status = 200, body = Lease), (status = 404, body = ApiError)))]
+pub async fn lease(State(shared): State<Arc<Shared>>, Body(ask): Body<LeaseRequest>) -> Result<Json<Lease>, Failure> {
+    let wait = ask.wait_s.unwrap_or(0.0);
+    if !(0.0..=MAX_WAIT).contains(&wait) {
+        return Err(Failure::bad("wait_s", format!("wait_s: must be between 0 and {MAX_WAIT} seconds")));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
+    loop {
+        let notified = shared.queued.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let mut db = shared.db();
+            if let Some(job) = db.lease(ask.worker)? {
+                return Ok(Json(Lease { job: Some(job), orders: Orders::default() }));
+            }
+            let worker = db.worker(ask.worker)?;
+            let idle_for = worker.idle_since.map_or(0.0, |since| now() - since);
+            if worker.ended_at.is_some() || idle_for > shared.timing().idle_timeout.as_secs_f64() {
+                return Ok(Json(Lease { job: None, orders: Orders { cancel: false, shutdown: true } }));
+            }
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return Ok(Json(Lease { job: None, orders: Orders::default() }));
+        }
+    }
+}
+
+/// The worker starts its leased job from a committed step.
+#[utoipa::path(post, path = "/v1/leases/{job}/start", request_body = Start, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn start(State(shared): State<Arc<Shared>>, Path(job): Path<i64>, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
+    Ok(Json(shared.db().start(job, start.worker, start.resumed_from)?))
+}
+
+/// The worker gives its job back: succeeded, failed, or preempted (requeued).
+#[utoipa::path(post, path = "/v1/leases/{job}/release", request_body = Release, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn release(State(shared): State<Arc<Shared>>, Path(job): Path<i64>, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
+    let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
+    if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {
+        shared.wake();
+    }
+    Ok(Json(released))
+}

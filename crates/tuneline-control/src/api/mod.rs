@@ -1,0 +1,114 @@
+//! The control plane's HTTP JSON API (axum). Everything under `/v1` needs
+//! the bearer token; `/openapi.json` describes the API to anyone.
+//!
+//! - [`jobs`]: submit, list, get, cancel, logs, ledger;
+//! - [`workers`]: register, heartbeat, exit;
+//! - [`leases`]: long-polled leases, start and release;
+//! - [`openapi`]: the OpenAPI document;
+//! - [`error`]: error bodies and the field-naming JSON extractor.
+
+pub mod error;
+mod jobs;
+mod leases;
+mod openapi;
+mod workers;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::Notify;
+
+use crate::db::Db;
+use crate::wire::JobSubmit;
+use error::Failure;
+
+/// Checks a submitted job against the world: its dataset version and model exist.
+#[async_trait::async_trait]
+pub trait JobCheck: Send + Sync {
+    /// `Err` names the field at fault and what to do.
+    async fn check(&self, job: &JobSubmit) -> Result<(), Failure>;
+}
+
+/// The timing the server hands to workers and enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Between a worker's heartbeats.
+    pub heartbeat: Duration,
+    /// A worker silent this long is lost.
+    pub lease_timeout: Duration,
+    /// An idle worker is told to exit after this long.
+    pub idle_timeout: Duration,
+}
+
+/// What every handler shares.
+pub struct Shared {
+    db: Mutex<Db>,
+    token: String,
+    timing: Timing,
+    check: Box<dyn JobCheck>,
+    /// Woken whenever a job becomes leasable.
+    queued: Notify,
+}
+
+impl Shared {
+    /// The server's state over `db`, guarded by `token`.
+    pub fn new(db: Db, token: String, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
+        Arc::new(Self { db: Mutex::new(db), token, timing, check, queued: Notify::new() })
+    }
+
+    /// The state database. Calls are short (indexed SQLite statements), so a
+    /// plain mutex serves every handler.
+    pub fn db(&self) -> MutexGuard<'_, Db> {
+        self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The timing in force.
+    pub fn timing(&self) -> Timing {
+        self.timing
+    }
+
+    /// Tells waiting lease requests a job may be leasable.
+    pub fn wake(&self) {
+        self.queued.notify_waiters();
+    }
+}
+
+/// The API's routes over `shared`.
+pub fn router(shared: Arc<Shared>) -> Router {
+    let v1 = Router::new()
+        .route("/jobs", post(jobs::submit).get(jobs::list))
+        .route("/jobs/{id}", get(jobs::get))
+        .route("/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/jobs/{id}/logs", get(jobs::logs))
+        .route("/ledger", get(jobs::ledger))
+        .route("/workers", post(workers::register).get(workers::list))
+        .route("/workers/{id}/heartbeat", post(workers::heartbeat))
+        .route("/workers/{id}/exit", post(workers::exit))
+        .route("/leases", post(leases::lease))
+        .route("/leases/{job}/start", post(leases::start))
+        .route("/leases/{job}/release", post(leases::release))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize));
+    Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).with_state(shared)
+}
+
+/// Lets a request through only with `Authorization: Bearer <token>`; any
+/// other gets 401 and nothing else.
+async fn authorize(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Result<Response, Failure> {
+    let presented = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(token) if same(token.as_bytes(), shared.token.as_bytes()) => Ok(next.run(request).await),
+        _ => Err(Failure::new(StatusCode::UNAUTHORIZED, "missing or wrong bearer token; the server's token is in its token file")),
+    }
+}
+
+/// Compares in time independent of where the bytes differ (a short loop
+/// rather than a crate for one comparison).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,54 @@
+//! Worker endpoints: register, list, heartbeat, exit.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::error::{Body, Failure};
+use super::Shared;
+use crate::wire::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
+
+/// Register a worker and its resources.
+#[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
+pub async fn register(State(shared): State<Arc<Shared>>, Body(info): Body<WorkerRegister>) -> Result<(StatusCode, Json<Registered>), Failure> {
+    if !info.price_per_hour.is_finite() || info.price_per_hour < 0.0 {
+        return Err(Failure::bad("price_per_hour", "price_per_hour: must be a non-negative number of dollars"));
+    }
+    let worker = shared.db().register(&info)?;
+    let t = shared.timing();
+    Ok((StatusCode::CREATED, Json(Registered { worker, heartbeat_s: t.heartbeat.as_secs_f64(), lease_timeout_s: t.lease_timeout.as_secs_f64() })))
+}
+
+/// Which workers to list.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Also those gone or lost.
+    #[serde(default)]
+    all: bool,
+}
+
+/// List workers.
+#[utoipa::path(get, path = "/v1/workers", params(ListQuery), responses((status = 200, body = Vec<Worker>)))]
+pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Worker>>, Failure> {
+    Ok(Json(shared.db().workers(q.all)?))
+}
+
+/// A worker's heartbeat: it is alive, and its job has got this far.
+#[utoipa::path(post, path = "/v1/workers/{id}/heartbeat", request_body = Heartbeat, responses((status = 200, body = Orders), (status = 404, body = ApiError)))]
+pub async fn heartbeat(State(shared): State<Arc<Shared>>, Path(id): Path<i64>, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
+    Ok(Json(shared.db().heartbeat(id, &beat)?))
+}
+
+/// A worker exits; a job it still holds goes back to the queue.
+#[utoipa::path(post, path = "/v1/workers/{id}/exit", responses((status = 204), (status = 404, body = ApiError)))]
+pub async fn exit(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<StatusCode, Failure> {
+    let requeued = shared.db().end_worker(id, false)?;
+    if requeued.is_some() {
+        shared.wake();
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

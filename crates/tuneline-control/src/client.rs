@@ -1,0 +1,150 @@
+//! The API's client, for workers, the CLI and tests: one method per endpoint.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::wire::{ApiError, Heartbeat, Job, JobSubmit, Lease, LeaseRequest, LogLine, Orders, Registered, Release, Segment, Start, Worker, WorkerRegister};
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server could not be reached or did not answer in time.
+    #[error("control plane at {url}: {source}")]
+    Unreachable {
+        /// The server.
+        url: String,
+        /// What failed.
+        source: reqwest::Error,
+    },
+    /// The server refused the call.
+    #[error("control plane: {status}: {}", body.error)]
+    Refused {
+        /// The status.
+        status: StatusCode,
+        /// Its explanation.
+        body: ApiError,
+    },
+}
+
+impl ClientError {
+    /// The server is unreachable or failed itself (worth retrying).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => true,
+            Self::Refused { status, .. } => status.is_server_error(),
+        }
+    }
+}
+
+/// A client of one server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the server at `base` (`http://host:port`) presenting `token`.
+    pub fn new(base: &str, token: &str) -> Self {
+        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).build().expect("a client with default TLS settings");
+        Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http }
+    }
+
+    async fn call<T: DeserializeOwned>(&self, method: reqwest::Method, path: &str, body: Option<&impl Serialize>, timeout: Duration) -> Result<T, ClientError> {
+        let url = format!("{}/v1{path}", self.base);
+        let mut request = self.http.request(method, &url).bearer_auth(&self.token).timeout(timeout);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let unreachable = |source| ClientError::Unreachable { url: self.base.clone(), source };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if status == StatusCode::NO_CONTENT {
+            return serde_json::from_value(serde_json::Value::Null).map_err(|_| ClientError::Refused { status, body: ApiError { error: "no content".into(), field: None } });
+        }
+        if status.is_success() {
+            return response.json().await.map_err(unreachable);
+        }
+        let text = response.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(ApiError { error: text, field: None });
+        Err(ClientError::Refused { status, body })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.call(reqwest::Method::GET, path, None::<&()>, Duration::from_secs(30)).await
+    }
+
+    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T, ClientError> {
+        self.call(reqwest::Method::POST, path, Some(body), Duration::from_secs(30)).await
+    }
+
+    /// Queues a job.
+    pub async fn submit(&self, job: &JobSubmit) -> Result<Job, ClientError> {
+        self.post("/jobs", job).await
+    }
+
+    /// Every job.
+    pub async fn jobs(&self) -> Result<Vec<Job>, ClientError> {
+        self.get("/jobs").await
+    }
+
+    /// One job.
+    pub async fn job(&self, id: i64) -> Result<Job, ClientError> {
+        self.get(&format!("/jobs/{id}")).await
+    }
+
+    /// Cancels a job.
+    pub async fn cancel(&self, id: i64) -> Result<Job, ClientError> {
+        self.post(&format!("/jobs/{id}/cancel"), &()).await
+    }
+
+    /// A job's lines after `after`.
+    pub async fn logs(&self, id: i64, after: i64) -> Result<Vec<LogLine>, ClientError> {
+        self.get(&format!("/jobs/{id}/logs?after={after}")).await
+    }
+
+    /// The ledger's segments, of one job or all.
+    pub async fn ledger(&self, job: Option<i64>) -> Result<Vec<Segment>, ClientError> {
+        self.get(&job.map_or("/ledger".to_string(), |j| format!("/ledger?job={j}"))).await
+    }
+
+    /// Registers a worker.
+    pub async fn register(&self, info: &WorkerRegister) -> Result<Registered, ClientError> {
+        self.post("/workers", info).await
+    }
+
+    /// Live workers (every one with `all`).
+    pub async fn workers(&self, all: bool) -> Result<Vec<Worker>, ClientError> {
+        self.get(&format!("/workers?all={all}")).await
+    }
+
+    /// Sends a heartbeat.
+    pub async fn heartbeat(&self, worker: i64, beat: &Heartbeat) -> Result<Orders, ClientError> {
+        self.post(&format!("/workers/{worker}/heartbeat"), beat).await
+    }
+
+    /// Says the worker exits.
+    pub async fn exit(&self, worker: i64) -> Result<(), ClientError> {
+        self.post(&format!("/workers/{worker}/exit"), &()).await
+    }
+
+    /// Asks for a job, waiting up to `wait`.
+    pub async fn lease(&self, worker: i64, wait: Duration) -> Result<Lease, ClientError> {
+        let ask = LeaseRequest { worker, wait_s: Some(wait.as_secs_f64()) };
+        self.call(reqwest::Method::POST, "/leases", Some(&ask), wait + Duration::from_secs(30)).await
+    }
+
+    /// Starts a leased job.
+    pub async fn start(&self, job: i64, start: &Start) -> Result<Job, ClientError> {
+        self.post(&format!("/leases/{job}/start"), start).await
+    }
+
+    /// Releases a job.
+    pub async fn release(&self, job: i64, release: &Release) -> Result<Job, ClientError> {
+        self.post(&format!("/leases/{job}/release"), release).await
+    }
+}

@@ -1,0 +1,46 @@
+//! The ledger's rows: one segment per worker attempt at a job, with its
+//! worker's provider and price.
+
+use rusqlite::{params, Row};
+
+use super::{Db, DbError};
+use crate::wire::{Segment, WorkerRegister};
+
+const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
+    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down
+    FROM segments s JOIN workers w ON w.id = s.worker";
+
+fn segment(row: &Row) -> rusqlite::Result<Segment> {
+    let info: String = row.get(2)?;
+    let info: WorkerRegister = serde_json::from_str(&info).unwrap_or_default();
+    let (util_sum, util_n): (f64, u64) = (row.get(10)?, row.get(11)?);
+    Ok(Segment {
+        job: row.get(0)?,
+        worker: row.get(1)?,
+        provider: info.provider,
+        instance_type: info.instance_type,
+        price_per_hour: info.price_per_hour,
+        spot: info.spot,
+        started_at: row.get(3)?,
+        ended_at: row.get(4)?,
+        start_step: row.get(5)?,
+        max_step: row.get(6)?,
+        lost_steps: row.get(7)?,
+        outcome: row.get(8)?,
+        compute_s: row.get(9)?,
+        utilization: (util_n > 0).then(|| util_sum / util_n as f64),
+        utilization_samples: util_n,
+        tokens: row.get(12)?,
+        bytes_up: row.get(13)?,
+        bytes_down: row.get(14)?,
+    })
+}
+
+impl Db {
+    /// The segments of job `job` (of every job when `None`), oldest first.
+    pub fn segments(&self, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
+        let rows = stmt.query_map(params![job], segment)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

@@ -1,0 +1,205 @@
+//! The control plane's SQLite state. WAL mode, so readers (job listings,
+//! logs) do not wait for the writer; every transition runs in one
+//! transaction that reads the job's state and writes the next one, so two
+//! requests can never both move a job.
+//!
+//! - this file: opening, the schema, jobs;
+//! - [`workers`]: registration, heartbeats, leases and their release;
+//! - [`ledger`]: the billed segments;
+//! - [`logs`]: jobs' log and metric lines.
+
+mod ledger;
+mod logs;
+mod workers;
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use crate::job::{counts_attempt, next, Event, State};
+use crate::wire::{now, Job};
+
+/// Why a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// SQLite itself failed.
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// No job has this id.
+    #[error("no job {0}")]
+    NoJob(i64),
+    /// No worker has this id.
+    #[error("no worker {0}; register first")]
+    NoWorker(i64),
+    /// The worker does not hold the job.
+    #[error("worker {worker} does not hold job {job}")]
+    NotHolder {
+        /// The worker.
+        worker: i64,
+        /// The job.
+        job: i64,
+    },
+    /// The event cannot happen in the job's state.
+    #[error("job {job} is {} and cannot take `{event}`", from.as_str())]
+    Transition {
+        /// The job.
+        job: i64,
+        /// Its state.
+        from: State,
+        /// The refused event.
+        event: String,
+    },
+    /// A row holds a value this version does not know.
+    #[error("state database: job {0} has an unknown state `{1}`")]
+    Corrupt(i64, String),
+}
+
+/// The state database.
+pub struct Db {
+    conn: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    worker INTEGER,
+    error TEXT,
+    step INTEGER,
+    loss REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, id);
+CREATE TABLE IF NOT EXISTS workers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    info TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    instance TEXT,
+    state TEXT NOT NULL,
+    job INTEGER,
+    registered_at REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    idle_since REAL,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS workers_by_state ON workers (state, last_seen);
+CREATE TABLE IF NOT EXISTS segments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job INTEGER NOT NULL,
+    worker INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    start_step INTEGER,
+    max_step INTEGER,
+    lost_steps INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT,
+    compute_s REAL NOT NULL DEFAULT 0,
+    util_sum REAL NOT NULL DEFAULT 0,
+    util_n INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    bytes_up INTEGER NOT NULL DEFAULT 0,
+    bytes_down INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
+CREATE TABLE IF NOT EXISTS logs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job INTEGER NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs_by_job ON logs (job, seq);
+";
+
+impl Db {
+    /// Opens (or creates) the database at `path` in WAL mode.
+    pub fn open(path: &Path) -> Result<Self, DbError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // WAL with synchronous=NORMAL survives a process crash (the server's
+        // case); only a power loss can drop the last transactions.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self { conn })
+    }
+
+    /// Queues a job; returns it.
+    pub fn submit(&self, kind: &str, spec: &serde_json::Value, max_attempts: u32) -> Result<Job, DbError> {
+        let at = now();
+        self.conn.execute(
+            "INSERT INTO jobs (kind, spec, state, max_attempts, created_at, updated_at) VALUES (?1, ?2, 'queued', ?3, ?4, ?4)",
+            params![kind, spec.to_string(), max_attempts.max(1), at],
+        )?;
+        self.get(self.conn.last_insert_rowid())
+    }
+
+    /// The job `id`.
+    pub fn get(&self, id: i64) -> Result<Job, DbError> {
+        get(&self.conn, id)
+    }
+
+    /// Jobs, oldest first, optionally only those in `state`.
+    pub fn list(&self, state: Option<State>) -> Result<Vec<Job>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR state = ?1 ORDER BY id"))?;
+        let rows = stmt.query_map([state.map(State::as_str)], |row| Ok(raw(row)))?;
+        rows.map(|r| r?.and_then(decode)).collect()
+    }
+
+    /// Jobs waiting for a worker.
+    pub fn queued(&self) -> Result<u64, DbError> {
+        Ok(self.conn.query_row("SELECT count(*) FROM jobs WHERE state = 'queued'", [], |r| r.get(0))?)
+    }
+
+    /// Cancels job `id` (a queued one at once; a running one's worker is told to stop).
+    pub fn cancel(&mut self, id: i64) -> Result<Job, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let job = transition(&tx, id, &Event::Cancelled)?;
+        tx.execute("UPDATE workers SET job = NULL, state = 'idle', idle_since = ?2 WHERE job = ?1 AND state = 'busy'", params![id, now()])?;
+        tx.commit()?;
+        Ok(job)
+    }
+}
+
+/// Applies `event` to job `id` inside `tx`; returns the job as it now is.
+fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> {
+    let job = get(tx, id)?;
+    let to = next(job.state, event, job.attempts, job.max_attempts)
+        .ok_or_else(|| DbError::Transition { job: id, from: job.state, event: format!("{event:?}") })?;
+    let attempts = job.attempts + u32::from(counts_attempt(event));
+    let error = match event {
+        Event::UserError(e) | Event::InfraError(e) => Some(e.clone()),
+        Event::Preempted => Some("its worker was preempted or lost".to_string()),
+        _ => job.error,
+    };
+    let worker = if matches!(to, State::Leased | State::Running) { job.worker } else { None };
+    tx.execute(
+        "UPDATE jobs SET state = ?2, attempts = ?3, error = ?4, worker = ?5, updated_at = ?6 WHERE id = ?1",
+        params![id, to.as_str(), attempts, error, worker, now()],
+    )?;
+    get(tx, id)
+}
+
+const SELECT: &str = "SELECT id, kind, spec, state, attempts, max_attempts, worker, error, step, loss FROM jobs";
+
+type RawJob = (i64, String, String, String, u32, u32, Option<i64>, Option<String>, Option<u64>, Option<f64>);
+
+fn raw(row: &Row) -> Result<RawJob, DbError> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?, row.get(8)?, row.get(9)?))
+}
+
+fn decode((id, kind, spec, state, attempts, max_attempts, worker, error, step, loss): RawJob) -> Result<Job, DbError> {
+    let state = State::parse(&state).ok_or_else(|| DbError::Corrupt(id, state.clone()))?;
+    let spec = serde_json::from_str(&spec).unwrap_or(serde_json::Value::String(spec));
+    Ok(Job { id, kind, spec, state, attempts, max_attempts, worker, error, step, loss })
+}
+
+fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
+    let raw = conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
+    raw.ok_or(DbError::NoJob(id))?.and_then(decode)
+}

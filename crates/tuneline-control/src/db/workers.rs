@@ -1,0 +1,208 @@
+//! Workers: registration, heartbeats, leases and their release, and the
+//! reaping of workers gone silent.
+
+use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+
+use super::{get, transition, Db, DbError};
+use crate::job::{Event, State};
+use crate::wire::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister};
+
+const SELECT: &str = "SELECT id, info, state, job, registered_at, last_seen, idle_since, ended_at FROM workers";
+
+fn worker(row: &Row) -> rusqlite::Result<Worker> {
+    let info: String = row.get(1)?;
+    Ok(Worker {
+        id: row.get(0)?,
+        info: serde_json::from_str(&info).unwrap_or_default(),
+        state: row.get(2)?,
+        job: row.get(3)?,
+        registered_at: row.get(4)?,
+        last_seen: row.get(5)?,
+        idle_since: row.get(6)?,
+        ended_at: row.get(7)?,
+    })
+}
+
+impl Db {
+    /// Registers a worker; returns its id.
+    pub fn register(&self, info: &WorkerRegister) -> Result<i64, DbError> {
+        let at = now();
+        self.conn.execute(
+            "INSERT INTO workers (info, provider, instance, state, registered_at, last_seen, idle_since) VALUES (?1, ?2, ?3, 'idle', ?4, ?4, ?4)",
+            params![serde_json::to_string(info).expect("serializable"), info.provider, info.instance, at],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The worker `id`.
+    pub fn worker(&self, id: i64) -> Result<Worker, DbError> {
+        self.conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], worker).optional()?.ok_or(DbError::NoWorker(id))
+    }
+
+    /// Workers not yet gone or lost (every one with `all`).
+    pub fn workers(&self, all: bool) -> Result<Vec<Worker>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 OR state IN ('idle', 'busy') ORDER BY id"))?;
+        let rows = stmt.query_map([all], worker)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records a heartbeat: the worker is alive and its job has got this far.
+    pub fn heartbeat(&mut self, id: i64, beat: &Heartbeat) -> Result<Orders, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let state: Option<String> = tx.query_row("SELECT state FROM workers WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        let Some(state) = state else { return Err(DbError::NoWorker(id)) };
+        if state == "gone" || state == "lost" {
+            return Ok(Orders { cancel: true, shutdown: true });
+        }
+        tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, now()])?;
+        let mut orders = Orders::default();
+        if let Some(job) = beat.job {
+            let current = get(&tx, job)?;
+            orders.cancel = current.state == State::Cancelled || current.worker != Some(id);
+            if !orders.cancel {
+                record_progress(&tx, job, id, beat)?;
+            }
+        }
+        tx.commit()?;
+        Ok(orders)
+    }
+
+    /// Leases the oldest queued job to worker `id`, if there is one.
+    pub fn lease(&mut self, id: i64) -> Result<Option<Job>, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let at = now();
+        let updated = tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1 AND state = 'idle'", params![id, at])?;
+        if updated == 0 {
+            let known: Option<String> = tx.query_row("SELECT state FROM workers WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+            return match known {
+                None => Err(DbError::NoWorker(id)),
+                Some(_) => Ok(None),
+            };
+        }
+        let job: Option<i64> = tx.query_row("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1", [], |r| r.get(0)).optional()?;
+        let Some(job) = job else { return Ok(None) };
+        transition(&tx, job, &Event::Leased)?;
+        tx.execute("UPDATE jobs SET worker = ?2 WHERE id = ?1", params![job, id])?;
+        tx.execute("UPDATE workers SET state = 'busy', job = ?2, idle_since = NULL WHERE id = ?1", params![id, job])?;
+        tx.execute("INSERT INTO segments (job, worker, started_at) VALUES (?1, ?2, ?3)", params![job, id, at])?;
+        let leased = get(&tx, job)?;
+        tx.commit()?;
+        Ok(Some(leased))
+    }
+
+    /// Worker `worker` starts job `job` from committed step `resumed_from`.
+    /// The job's previous attempt lost the steps it finished past that one.
+    pub fn start(&mut self, job: i64, worker: i64, resumed_from: u64) -> Result<Job, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        holder(&get(&tx, job)?, worker)?;
+        let started = transition(&tx, job, &Event::Started)?;
+        tx.execute(
+            "UPDATE segments SET start_step = ?3, max_step = ?3 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            params![job, worker, resumed_from],
+        )?;
+        tx.execute(
+            "UPDATE segments SET lost_steps = max(0, coalesce(max_step, 0) - ?2)
+             WHERE id = (SELECT id FROM segments WHERE job = ?1 AND ended_at IS NOT NULL AND start_step IS NOT NULL ORDER BY id DESC LIMIT 1)",
+            params![job, resumed_from],
+        )?;
+        tx.commit()?;
+        Ok(started)
+    }
+
+    /// Worker `worker` gives job `job` back: done, failed, or preempted.
+    pub fn release(&mut self, job: i64, worker: i64, outcome: Outcome, message: Option<String>, last: &Heartbeat) -> Result<Job, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = get(&tx, job)?;
+        if current.state == State::Cancelled {
+            // The user cancelled it while it ran: the worker only reports back.
+            tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, now()])?;
+            end_segment(&tx, job, worker, Outcome::Cancelled.as_str())?;
+            tx.commit()?;
+            return Ok(current);
+        }
+        holder(&current, worker)?;
+        record_progress(&tx, job, worker, last)?;
+        let message = message.unwrap_or_else(|| outcome.as_str().replace('_', " "));
+        let event = match outcome {
+            Outcome::Succeeded => Event::Succeeded,
+            Outcome::Preempted => Event::Preempted,
+            Outcome::UserError => Event::UserError(message),
+            Outcome::InfraError => Event::InfraError(message),
+            Outcome::Cancelled => Event::Cancelled,
+        };
+        let released = transition(&tx, job, &event)?;
+        end_segment(&tx, job, worker, outcome.as_str())?;
+        tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, now()])?;
+        tx.commit()?;
+        Ok(released)
+    }
+
+    /// Worker `id` has exited or its instance is gone (`lost`: without a
+    /// word). A job it held goes back to the queue as preempted.
+    pub fn end_worker(&mut self, id: i64, lost: bool) -> Result<Option<Job>, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let job: Option<Option<i64>> = tx
+            .query_row("SELECT job FROM workers WHERE id = ?1 AND state IN ('idle', 'busy')", [id], |r| r.get(0))
+            .optional()?;
+        let Some(job) = job else { return Ok(None) };
+        let at = now();
+        tx.execute(
+            "UPDATE workers SET state = ?2, job = NULL, ended_at = ?3 WHERE id = ?1",
+            params![id, if lost { "lost" } else { "gone" }, at],
+        )?;
+        let requeued = match job {
+            Some(job) if !get(&tx, job)?.state.is_final() => {
+                end_segment(&tx, job, id, if lost { "lost" } else { Outcome::Preempted.as_str() })?;
+                Some(transition(&tx, job, &Event::Preempted)?)
+            }
+            _ => None,
+        };
+        tx.commit()?;
+        Ok(requeued)
+    }
+
+    /// Workers silent since before `cutoff` (seconds since the epoch).
+    pub fn silent_workers(&self, cutoff: f64) -> Result<Vec<i64>, DbError> {
+        let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE state IN ('idle', 'busy') AND last_seen < ?1")?;
+        let rows = stmt.query_map([cutoff], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn holder(job: &Job, worker: i64) -> Result<(), DbError> {
+    if job.worker == Some(worker) {
+        Ok(())
+    } else {
+        Err(DbError::NotHolder { worker, job: job.id })
+    }
+}
+
+/// Keeps the job's and the open segment's figures up to date.
+fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Heartbeat) -> Result<(), DbError> {
+    if let Some(step) = beat.step {
+        tx.execute("UPDATE jobs SET step = ?2, loss = coalesce(?3, loss) WHERE id = ?1", params![job, step, beat.loss])?;
+    }
+    tx.execute(
+        "UPDATE segments SET max_step = max(coalesce(max_step, 0), coalesce(?3, 0)), compute_s = max(compute_s, ?4), tokens = max(tokens, ?5),
+             bytes_up = max(bytes_up, ?6), bytes_down = max(bytes_down, ?7),
+             util_sum = util_sum + coalesce(?8, 0), util_n = util_n + (?8 IS NOT NULL)
+         WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+        params![job, worker, beat.step, beat.compute_s, beat.tokens, beat.bytes_up, beat.bytes_down, beat.utilization],
+    )?;
+    let at = now();
+    for line in &beat.logs {
+        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
+    }
+    for metric in &beat.metrics {
+        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)", params![job, at, metric.to_string()])?;
+    }
+    Ok(())
+}
+
+fn end_segment(tx: &rusqlite::Transaction, job: i64, worker: i64, outcome: &str) -> Result<(), DbError> {
+    tx.execute(
+        "UPDATE segments SET ended_at = ?3, outcome = ?4 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+        params![job, worker, now(), outcome],
+    )?;
+    Ok(())
+}

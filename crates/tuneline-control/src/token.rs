@@ -1,0 +1,47 @@
+//! The API's bearer token: generated on the server's first start and kept in
+//! a file only its owner can read (mode 0600), next to the state database.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use rand::Rng;
+
+/// The token in `path`, generated and written there (mode 0600) if the file is missing.
+pub fn load_or_create(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(token) if !token.trim().is_empty() => {
+            let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            }
+            return Ok(token.trim().to_string());
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let bytes: [u8; 32] = rand::rng().random();
+    let token = hex::encode(bytes);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(token.as_bytes())?;
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_made_once_and_only_its_owner_can_read_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let token = load_or_create(&path).unwrap();
+        assert_eq!(token.len(), 64);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(load_or_create(&path).unwrap(), token, "a restart keeps the token");
+    }
+}

@@ -1,0 +1,186 @@
+//! The control plane's API over HTTP, as workers and the CLI use it: auth,
+//! bad requests named by field, the lease / start / release cycle with its
+//! ledger, lost workers, and one server per state database.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tuneline_control::api::Timing;
+use tuneline_control::check::StoreCheck;
+use tuneline_control::client::{Client, ClientError};
+use tuneline_control::job::State;
+use tuneline_control::serve::Server;
+use tuneline_control::wire::{Heartbeat, JobKind, JobSubmit, Outcome, Release, Start, WorkerRegister};
+
+fn timing(lease_timeout: Duration) -> Timing {
+    Timing { heartbeat: Duration::from_millis(200), lease_timeout, idle_timeout: Duration::from_secs(1800) }
+}
+
+async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, Client) {
+    let server = Server::start(dir, "127.0.0.1:0", timing(lease_timeout), Box::new(StoreCheck)).await.unwrap();
+    let client = Client::new(&server.url(), &server.token);
+    (server, client)
+}
+
+fn command_job(run: &str) -> JobSubmit {
+    JobSubmit { kind: JobKind::Command, spec: json!({"argv": ["python", "train_lora.py"], "run": run}), max_attempts: Some(3) }
+}
+
+fn worker(price: f64) -> WorkerRegister {
+    WorkerRegister { provider: "local".into(), price_per_hour: price, cpus: 2, pid: 1, spot: true, ..Default::default() }
+}
+
+fn refused(e: ClientError) -> (u16, Option<String>, String) {
+    match e {
+        ClientError::Refused { status, body } => (status.as_u16(), body.field, body.error),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn requests_without_the_token_learn_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = server(dir.path(), Duration::from_secs(30)).await;
+    client.submit(&command_job("secret-run")).await.unwrap();
+    let http = reqwest::Client::new();
+    for auth in [None, Some("Bearer wrong")] {
+        let mut request = http.get(format!("{}/v1/jobs", server.url()));
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401);
+        let body = response.text().await.unwrap();
+        assert!(!body.contains("secret-run") && body.contains("bearer token"), "{body}");
+    }
+    let wrong = Client::new(&server.url(), "not-the-token");
+    assert_eq!(refused(wrong.register(&worker(1.0)).await.unwrap_err()).0, 401, "a worker with a wrong token is refused");
+
+    let doc: serde_json::Value = http.get(format!("{}/openapi.json", server.url())).send().await.unwrap().json().await.unwrap();
+    for path in ["/v1/jobs", "/v1/jobs/{id}/logs", "/v1/workers/{id}/heartbeat", "/v1/leases", "/v1/leases/{job}/release", "/v1/ledger"] {
+        assert!(doc["paths"][path].is_object(), "{path} missing from /openapi.json");
+    }
+    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    let token_mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join("token")).unwrap().permissions());
+    assert_eq!(token_mode & 0o777, 0o600);
+}
+
+#[tokio::test]
+async fn malformed_requests_get_400_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = server(dir.path(), Duration::from_secs(30)).await;
+    let http = reqwest::Client::new();
+    let cases = [
+        (json!({"kind": "trian", "spec": {}}), "kind"),
+        (json!({"kind": "command", "spec": 3}), "spec"),
+        (json!({"kind": "command", "spec": {"argv": [], "run": "r"}}), "spec.argv"),
+        (json!({"kind": "command", "spec": {"argv": ["x"]}}), "spec.run"),
+        (json!({"kind": "train", "spec": {"config": "[training]\nmax_steps = \"many\"\n", "run": "r", "dataset": "datasets/x/1"}}), "spec.config"),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "max_attempts": -1}), "max_attempts"),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "colour": "red"}), "colour"),
+    ];
+    for (body, field) in cases {
+        let response = http.post(format!("{}/v1/jobs", server.url())).bearer_auth(&server.token).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let error: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(error["field"], field, "{body} -> {error}");
+        assert!(error["error"].as_str().unwrap().starts_with(field), "{error}");
+    }
+    let response = http.post(format!("{}/v1/jobs", server.url())).bearer_auth(&server.token).body("{not json").send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(refused(client.job(42).await.unwrap_err()).0, 404);
+    let (status, field, _) = refused(client.lease(1, Duration::from_secs(600)).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (400, Some("wait_s")));
+}
+
+#[tokio::test]
+async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = server(&dir.path().join("state"), Duration::from_secs(30)).await;
+    let store_dir = dir.path().join("store");
+    let config = format!("[store]\nurl = \"{}\"\n[model]\npath = \"{}\"\n", store_dir.display(), dir.path().join("missing.gguf").display());
+    let store = tuneline_store::ArtifactStore::open(store_dir.to_str().unwrap(), &Default::default()).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("train.jsonl"), "{}\n").unwrap();
+    store.push_dir(&data, "datasets/chat/v1", &tuneline_store::NoProgress).await.unwrap();
+
+    let job = |dataset: &str| JobSubmit { kind: JobKind::Train, spec: json!({"config": config, "run": "r", "dataset": dataset}), max_attempts: None };
+    let (status, field, error) = refused(client.submit(&job("datasets/chat/v2")).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (400, Some("spec.dataset")));
+    assert!(error.contains("no committed dataset version `datasets/chat/v2`"), "{error}");
+    let (status, field, error) = refused(client.submit(&job("datasets/chat/v1")).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (400, Some("spec.config")));
+    assert!(error.contains("missing.gguf` does not exist"), "{error}");
+}
+
+#[tokio::test]
+async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = server(dir.path(), Duration::from_secs(30)).await;
+    let first = client.register(&worker(2.0)).await.unwrap().worker;
+
+    // A long-polling worker gets the job as soon as it is queued.
+    let polling = tokio::spawn({
+        let client = client.clone();
+        async move { client.lease(first, Duration::from_secs(20)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let job = client.submit(&command_job("r")).await.unwrap();
+    let lease = polling.await.unwrap().unwrap();
+    assert_eq!(lease.job.as_ref().map(|j| (j.id, j.state)), Some((job.id, State::Leased)));
+
+    client.start(job.id, &Start { worker: first, resumed_from: 0 }).await.unwrap();
+    let beat = Heartbeat { job: Some(job.id), step: Some(5), loss: Some(1.5), tokens: 500, compute_s: 10.0, utilization: Some(0.8), logs: vec!["step 5".into()], ..Default::default() };
+    let orders = client.heartbeat(first, &beat).await.unwrap();
+    assert!(!orders.cancel && !orders.shutdown);
+    let running = client.job(job.id).await.unwrap();
+    assert_eq!((running.state, running.step, running.loss), (State::Running, Some(5), Some(1.5)), "progress is readable while it runs");
+    assert_eq!(client.logs(job.id, 0).await.unwrap().iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["step 5"]);
+
+    let requeued = client.release(job.id, &Release { worker: first, outcome: Outcome::Preempted, message: None, last: beat.clone() }).await.unwrap();
+    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+
+    let second = client.register(&worker(2.0)).await.unwrap().worker;
+    assert_eq!(client.lease(second, Duration::ZERO).await.unwrap().job.unwrap().id, job.id);
+    // The last committed checkpoint was step 4: step 5 was lost.
+    client.start(job.id, &Start { worker: second, resumed_from: 4 }).await.unwrap();
+    let last = Heartbeat { job: Some(job.id), step: Some(10), tokens: 600, compute_s: 12.0, utilization: Some(0.9), ..Default::default() };
+    let done = client.release(job.id, &Release { worker: second, outcome: Outcome::Succeeded, message: None, last }).await.unwrap();
+    assert_eq!(done.state, State::Succeeded);
+
+    let ledger = client.ledger(Some(job.id)).await.unwrap();
+    let figures: Vec<_> = ledger.iter().map(|s| (s.worker, s.steps_computed(), s.steps_committed(), s.lost_steps, s.outcome.as_deref())).collect();
+    assert_eq!(figures, [(first, 5, 4, 1, Some("preempted")), (second, 6, 6, 0, Some("succeeded"))]);
+    assert!(ledger.iter().all(|s| s.ended_at.unwrap() >= s.started_at && s.price_per_hour == 2.0 && s.spot));
+}
+
+#[tokio::test]
+async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = server(dir.path(), Duration::from_millis(600)).await;
+    let silent = client.register(&worker(1.0)).await.unwrap().worker;
+    let job = client.submit(&command_job("r")).await.unwrap();
+    client.lease(silent, Duration::ZERO).await.unwrap();
+    client.start(job.id, &Start { worker: silent, resumed_from: 0 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let requeued = client.job(job.id).await.unwrap();
+    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+    let workers = client.workers(true).await.unwrap();
+    assert_eq!(workers[0].state, "lost");
+    assert_eq!(client.ledger(None).await.unwrap()[0].outcome.as_deref(), Some("lost"));
+    let orders = client.heartbeat(silent, &Heartbeat { job: Some(job.id), ..Default::default() }).await.unwrap();
+    assert!(orders.cancel && orders.shutdown, "a worker back from the dead stops its stale attempt");
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = server(dir.path(), Duration::from_secs(30)).await;
+    let e = Server::start(dir.path(), "127.0.0.1:0", timing(Duration::from_secs(30)), Box::new(StoreCheck)).await.err().unwrap().to_string();
+    assert!(e.contains(&format!("another tuneline server (pid {})", std::process::id())), "{e}");
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (_again, client) = server(dir.path(), Duration::from_secs(30)).await;
+    client.submit(&command_job("r")).await.expect("the state survives a restart");
+}
