@@ -148,6 +148,12 @@ pub struct TrainArgs {
     /// Run id (default: the project name and a hash of the config and dataset, so a rerun resumes)
     #[arg(long, value_name = "NAME")]
     pub run: Option<String>,
+    /// Train on this committed dataset version (datasets/NAME/VERSION) instead of the newest of [data] name
+    #[arg(long, value_name = "PREFIX")]
+    pub dataset: Option<String>,
+    /// Local cache for the dataset and checkpoints [default: .tuneline/cache]
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// `tuneline data ...`.

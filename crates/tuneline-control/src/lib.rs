@@ -9,14 +9,23 @@
 //! - [`check`]: the submit-time check of a job's config, dataset and model;
 //! - [`serve`]: starting the server and reaping silent workers;
 //! - [`client`]: the API client workers and the CLI use;
+//! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
+//! - [`provider`]: where workers come from (local processes, simulated spot);
+//! - [`report`]: the cost report (ETH) from the ledger;
+//! - [`worker`]: the stateless worker, and [`process`]: the children it runs;
 //! - [`lock`], [`token`]: one server per database, and its bearer token.
 
 pub mod api;
+pub mod autoscale;
 pub mod check;
 pub mod client;
 pub mod db;
 pub mod job;
 pub mod lock;
+pub mod process;
+pub mod report;
+pub mod provider;
 pub mod serve;
 pub mod token;
 pub mod wire;
+pub mod worker;

@@ -37,6 +37,12 @@ impl Source {
         }
     }
 
+    /// Hours one spot instance launched now lives before its preemption:
+    /// exponential for a rate; for traces, the stretch alive around a random tick.
+    pub fn lifetime_h(&self, rng: &mut StdRng) -> f64 {
+        self.up_times(rng).next().map_or(f64::INFINITY, |(start, end)| end - start)
+    }
+
     /// Stretches `(start, end)` of alive time from hour 0 on, for one seed.
     fn up_times(&self, rng: &mut StdRng) -> Box<dyn Iterator<Item = (f64, f64)> + '_> {
         match self {

@@ -33,6 +33,18 @@ pub struct Listing {
 }
 
 impl ArtifactStore {
+    /// The committed artifact directly under `prefix` whose name is the
+    /// largest number, such as the latest of `runs/<run>/checkpoints/<step>`:
+    /// its prefix and that number.
+    pub async fn latest_numbered(&self, prefix: &str) -> Result<Option<(String, u64)>> {
+        let listing = self.list_committed(prefix).await?;
+        Ok(listing
+            .artifacts
+            .into_iter()
+            .filter_map(|a| a.prefix.rsplit('/').next().and_then(|s| s.parse::<u64>().ok()).map(|n| (a.prefix.clone(), n)))
+            .max_by_key(|(_, n)| *n))
+    }
+
     /// Committed artifacts under `prefix` (the prefix itself included).
     pub async fn list_committed(&self, prefix: &str) -> Result<Listing> {
         let objects = self.list_objects(prefix).await?;

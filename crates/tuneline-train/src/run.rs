@@ -100,22 +100,36 @@ impl RunSpec<'_> {
 
     /// The latest committed checkpoint's prefix and step.
     pub async fn latest_checkpoint(&self) -> Result<Option<(String, u64)>, StoreError> {
-        let listing = self.store.list_committed(&self.checkpoints()).await?;
-        Ok(listing
-            .artifacts
-            .into_iter()
-            .filter_map(|a| a.prefix.rsplit('/').next().and_then(|s| s.parse::<u64>().ok()).map(|step| (a.prefix.clone(), step)))
-            .max_by_key(|(_, step)| *step))
+        self.store.latest_numbered(&self.checkpoints()).await
     }
 }
 
-/// Trains `trainer` to its last step under `spec`, calling `on_step` with each step's log.
+/// What a run reports as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum RunEvent<'a> {
+    /// Training starts at this step: 0, or the committed checkpoint it resumed.
+    Started {
+        /// The first step to train is the one after it.
+        step: u64,
+    },
+    /// A step finished.
+    Step(&'a StepLog),
+    /// A checkpoint was saved and its upload started.
+    Saved {
+        /// Its step.
+        step: u64,
+        /// Its size.
+        bytes: u64,
+    },
+}
+
+/// Trains `trainer` to its last step under `spec`, telling `on_event` what happens.
 pub fn run(
     trainer: &mut Trainer,
     eval_rows: &[Row],
     spec: &RunSpec,
     handle: &Handle,
-    on_step: &mut dyn FnMut(&StepLog),
+    on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Ended, RunError> {
     std::fs::create_dir_all(&spec.work)?;
     let start = match &spec.resume {
@@ -133,6 +147,7 @@ pub fn run(
         }
         None => Vec::new(),
     };
+    on_event(RunEvent::Started { step: trainer.progress.global_step });
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
     let mut upload: Option<JoinHandle<Result<(), StoreError>>> = None;
@@ -155,7 +170,7 @@ pub fn run(
             log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
         }
         append_metric(&metrics, &log)?;
-        on_step(&log);
+        on_event(RunEvent::Step(&log));
         history.push(log);
         if deadline().is_some() {
             break;
@@ -164,7 +179,7 @@ pub fn run(
             if let Some(previous) = upload.take() {
                 handle.block_on(previous).expect("the upload task does not panic")?;
             }
-            upload = Some(save(trainer, spec, &history, &metrics, handle)?);
+            upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
             committed = trainer.progress.global_step;
         }
     }
@@ -172,7 +187,7 @@ pub fn run(
         if let Some(previous) = upload.take() {
             handle.block_on(previous).expect("the upload task does not panic")?;
         }
-        upload = Some(save(trainer, spec, &history, &metrics, handle)?);
+        upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
     }
     if let Some(last) = upload.take() {
         match deadline() {
@@ -194,10 +209,13 @@ fn save(
     history: &[StepLog],
     metrics: &Path,
     handle: &Handle,
+    on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<JoinHandle<Result<(), StoreError>>, RunError> {
     let step = trainer.progress.global_step;
     let dir = spec.work.join(format!("checkpoint-{step}"));
     trainer.save_checkpoint(&dir, history)?;
+    let bytes = std::fs::read_dir(&dir)?.map(|e| e.and_then(|e| e.metadata()).map(|m| m.len())).sum::<std::io::Result<u64>>()?;
+    on_event(RunEvent::Saved { step, bytes });
     let commit = commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.to_path_buf(), spec.run.clone(), spec.save_total_limit);
     Ok(handle.spawn(commit))
 }

@@ -1,7 +1,8 @@
 //! `tuneline train`: LoRA training in this process, on the newest committed
 //! version of `[data] name`, checkpointed to the store and resumed from it.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tuneline_model::ModelTokenizer;
 use tuneline_store::ArtifactStore;
 use tuneline_train::adamw::AdamWParams;
 use tuneline_train::rows::read_split;
-use tuneline_train::run::{run, Ended, Resume, RunSpec};
+use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec};
 use tuneline_train::schedule::Schedule;
 use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
 
@@ -29,7 +30,8 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let config = &loaded.config;
     check_memory_budget(config)?;
     let store = open_store(global, config)?;
-    let (dataset, local) = fetch_dataset(global, &store, config).await?;
+    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
+    let (dataset, local) = fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;
     let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
     let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
@@ -70,7 +72,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let spec = RunSpec {
         store: &store,
         run: run_id.clone(),
-        work: PathBuf::from(".tuneline/cache/runs").join(&run_id),
+        work: cache.join("runs").join(&run_id),
         save_steps: match t.save_steps {
             SaveSteps::Steps(n) => n,
             SaveSteps::Auto => match auto_save_steps(config) {
@@ -95,9 +97,8 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows");
     }
     let mut trainer = Trainer::new(&model, lora, settings, train_rows);
-    let quiet = global.quiet || global.json;
     let handle = tokio::runtime::Handle::current();
-    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |log| print_step(log, max_steps, quiet)))
+    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global)))
         .map_err(|e| Failure { code: 1, message: e.to_string() })?;
     match ended {
         Ended::Completed { steps } => {
@@ -110,19 +111,27 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
 }
 
-/// The newest committed version of `[data] name`, pulled into the local cache.
-async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config) -> CliResult<(String, PathBuf)> {
-    let name = &config.data.name;
-    let listing = store.list_committed(&format!("datasets/{name}")).await?;
-    let Some(newest) = listing.artifacts.iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)) else {
-        return Err(Failure::input(format!("no committed dataset `{name}` in {}; run `tuneline data prepare` first", store.url())));
+/// The dataset version `pinned`, or else the newest committed version of
+/// `[data] name`, pulled into the local cache.
+async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
+    let prefix = match pinned {
+        Some(prefix) if store.is_committed(prefix).await? => prefix.to_string(),
+        Some(prefix) => return Err(Failure::input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url()))),
+        None => {
+            let name = &config.data.name;
+            let listing = store.list_committed(&format!("datasets/{name}")).await?;
+            let Some(newest) = listing.artifacts.into_iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)) else {
+                return Err(Failure::input(format!("no committed dataset `{name}` in {}; run `tuneline data prepare` first", store.url())));
+            };
+            newest.prefix
+        }
     };
-    let local = PathBuf::from(".tuneline/cache").join(&newest.prefix);
-    let shown = Shown::new(&format!("fetch {}", newest.prefix), global.quiet || global.json);
-    let pulled = store.pull(&newest.prefix, &local, &shown).await;
+    let local = cache.join(&prefix);
+    let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
+    let pulled = store.pull(&prefix, &local, &shown).await;
     shown.finish();
     pulled?;
-    Ok((newest.prefix.clone(), local))
+    Ok((prefix, local))
 }
 
 /// Fails unless the dataset was tokenized with the model's tokenizer and template.
@@ -164,10 +173,28 @@ fn listen_for_sigterm(stop: Arc<AtomicBool>) {
     });
 }
 
-fn print_step(log: &StepLog, max_steps: u64, quiet: bool) {
-    if quiet {
-        return;
+/// Shows a run event: a line of JSON on stdout with `--json` (what a worker
+/// reads), else a line per step on stderr.
+fn report(event: RunEvent, max_steps: u64, global: &Global) {
+    if global.json {
+        let line = match event {
+            RunEvent::Started { step } => serde_json::json!({"event": "started", "step": step, "max_steps": max_steps}),
+            RunEvent::Step(log) => {
+                let mut line = serde_json::to_value(log).expect("serializable");
+                line["event"] = "step".into();
+                line
+            }
+            RunEvent::Saved { step, bytes } => serde_json::json!({"event": "saved", "step": step, "bytes": bytes}),
+        };
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (the worker gone) must not stop training: the checkpoints still matter.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    } else if let (RunEvent::Step(log), false) = (event, global.quiet) {
+        print_step(log, max_steps);
     }
+}
+
+fn print_step(log: &StepLog, max_steps: u64) {
     let eval = log.eval_loss.map(|l| format!("  eval loss {l:.4}")).unwrap_or_default();
     eprintln!(
         "step {}/{max_steps}  loss {:.4}  lr {:.3e}  grad norm {:.3}  {:.0} tok/s{eval}",

@@ -408,7 +408,7 @@ impl Default for WorkersConfig {
 }
 
 /// `[providers.<name>]`: what one provider launches.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProviderConfig {
     /// Instance type to launch.
@@ -419,6 +419,32 @@ pub struct ProviderConfig {
     pub spot: bool,
     /// Price per hour, when the catalog does not know it.
     pub price_per_hour: Option<f64>,
+    /// Simulated spot (local provider): mean time between preemptions, Poisson.
+    pub spot_mtbf: Option<HumanDuration>,
+    /// Simulated spot (local provider): a spot trace file or directory to follow instead.
+    pub spot_trace: Option<String>,
+    /// Simulated spot: trace time runs this many times faster (3600: a trace hour per second).
+    pub spot_trace_speedup: f64,
+    /// Simulated spot: the notice between SIGTERM and SIGKILL.
+    pub spot_notice: HumanDuration,
+    /// Simulated spot: seed of the preemption times.
+    pub spot_seed: u64,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            instance_type: None,
+            region: None,
+            spot: false,
+            price_per_hour: None,
+            spot_mtbf: None,
+            spot_trace: None,
+            spot_trace_speedup: 1.0,
+            spot_notice: HumanDuration::from_secs(120),
+            spot_seed: 0,
+        }
+    }
 }
 
 /// `[server]`.
@@ -455,6 +481,10 @@ pub struct CostConfig {
     pub data_region: Option<String>,
     /// `[cost.buy]`: a card to weigh buying against renting.
     pub buy: Option<BuyConfig>,
+    /// Object storage, dollars per GB-month, for the ledger's storage cost.
+    pub storage_price_per_gb_month: f64,
+    /// Dollars per GB the workers download from the store (0 in the store's region).
+    pub egress_price_per_gb: f64,
 }
 
 impl Default for CostConfig {
@@ -466,6 +496,8 @@ impl Default for CostConfig {
             utilization: 0.9,
             data_region: None,
             buy: None,
+            storage_price_per_gb_month: 0.023,
+            egress_price_per_gb: 0.0,
         }
     }
 }

@@ -79,6 +79,8 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         if let Some(price) = p.price_per_hour {
             v.check(&format!("providers.{name}.price_per_hour"), price, ">= 0", price >= 0.0);
         }
+        let speedup = p.spot_trace_speedup;
+        v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
     }
     if let Some(price) = c.cost.gpu_price_per_hour {
         v.check("cost.gpu_price_per_hour", price, ">= 0", price >= 0.0);

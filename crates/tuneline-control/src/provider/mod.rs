@@ -1,0 +1,59 @@
+//! Providers: where workers come from. Every backend answers the same four
+//! calls, and one conformance suite (`tests/provider.rs`) holds each to them.
+//!
+//! - [`local`]: `tuneline worker` processes on this machine;
+//! - [`spot`]: a wrapper that preempts another provider's instances like a
+//!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
+//!   or following a real spot trace.
+
+pub mod local;
+pub mod spot;
+
+use serde::Serialize;
+
+/// Something a provider can launch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Offer {
+    /// The instance type.
+    pub instance_type: String,
+    /// Dollars per hour.
+    pub price_per_hour: f64,
+    /// Preemptible.
+    pub spot: bool,
+}
+
+/// A launched instance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Instance {
+    /// The provider's id for it; its worker registers with it.
+    pub id: String,
+    /// What was launched.
+    pub offer: Offer,
+    /// When (seconds since the epoch).
+    pub launched_at: f64,
+}
+
+/// A provider call that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("provider {provider}: {message}")]
+pub struct ProviderError {
+    /// The provider.
+    pub provider: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// A source of worker instances.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// Its name, as workers register it.
+    fn name(&self) -> &str;
+    /// What it can launch.
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError>;
+    /// Launches an instance of `offer` whose worker joins the server.
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError>;
+    /// Destroys instance `id`; once this returns, it no longer bills.
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError>;
+    /// Instances alive now.
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError>;
+}

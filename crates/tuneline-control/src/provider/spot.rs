@@ -1,0 +1,79 @@
+//! Simulated spot market over the local provider: each instance gets a
+//! lifetime from a Poisson rate or a real spot trace (time-scaled); when it
+//! ends, the instance's processes get SIGTERM (the notice) and, a notice
+//! period later, SIGKILL. This is how the chaos test and a user on one
+//! machine see what preemptions cost before renting spot GPUs.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tuneline_cost::simulate::Source;
+
+use super::local::LocalProvider;
+use super::{Instance, Offer, Provider, ProviderError};
+
+/// When and how instances are preempted.
+#[derive(Debug, Clone)]
+pub struct SpotSettings {
+    /// Where lifetimes come from (hours).
+    pub source: Source,
+    /// Trace or rate time runs this many times faster.
+    pub speedup: f64,
+    /// SIGTERM to SIGKILL.
+    pub notice: Duration,
+    /// Seed of the lifetimes.
+    pub seed: u64,
+}
+
+/// The local provider, preempted like spot instances.
+pub struct SpotProvider {
+    inner: Arc<LocalProvider>,
+    settings: SpotSettings,
+    rng: Mutex<StdRng>,
+}
+
+impl SpotProvider {
+    /// Preempts `inner`'s instances as `settings` say.
+    pub fn new(inner: Arc<LocalProvider>, settings: SpotSettings) -> Self {
+        let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
+        Self { inner, settings, rng }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for SpotProvider {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        let offers = self.inner.offers().await?;
+        Ok(offers.into_iter().map(|o| Offer { spot: true, ..o }).collect())
+    }
+
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let instance = self.inner.launch(&Offer { spot: true, ..offer.clone() }).await?;
+        let hours = self.settings.source.lifetime_h(&mut self.rng.lock().unwrap_or_else(|p| p.into_inner()));
+        let life = Duration::try_from_secs_f64(hours * 3600.0 / self.settings.speedup).unwrap_or(Duration::MAX);
+        let (inner, id, notice) = (self.inner.clone(), instance.id.clone(), self.settings.notice);
+        tokio::spawn(async move {
+            tokio::time::sleep(life).await;
+            if inner.signal(&id, libc::SIGTERM) {
+                tracing::warn!("spot: preempting {id} after {life:.1?} (SIGTERM, SIGKILL in {notice:?})");
+                tokio::time::sleep(notice).await;
+                inner.signal(&id, libc::SIGKILL);
+            }
+        });
+        Ok(instance)
+    }
+
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        self.inner.terminate(id).await
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        self.inner.list().await
+    }
+}

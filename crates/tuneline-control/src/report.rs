@@ -1,0 +1,140 @@
+//! The cost report: ETH from the ledger's segments.
+//!
+//!     ETH = (price x wall + storage + egress) / (effective hours x utilization)
+//!
+//! Wall hours are every billed segment's length. Effective hours are the
+//! compute time of the steps that a checkpoint kept (lost steps were paid
+//! for and redone). Utilization is the wall-weighted mean of the samples.
+
+use serde::Serialize;
+
+use crate::wire::Segment;
+
+/// What storage and transfer cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Prices {
+    /// Dollars per GB-month stored.
+    pub storage_per_gb_month: f64,
+    /// Dollars per GB downloaded.
+    pub egress_per_gb: f64,
+}
+
+/// Every component of ETH.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostReport {
+    /// Worker segments billed.
+    pub segments: usize,
+    /// Segments that ended in a preemption or a lost worker.
+    pub preemptions: usize,
+    /// Billed instance hours.
+    pub wall_hours: f64,
+    /// Hours computing steps a checkpoint kept.
+    pub effective_hours: f64,
+    /// Wall-weighted mean utilization (1 when nothing was sampled).
+    pub utilization: f64,
+    /// Steps finished, including those redone.
+    pub steps_computed: u64,
+    /// Steps a checkpoint kept.
+    pub steps_committed: u64,
+    /// Steps finished and lost to preemptions.
+    pub steps_lost: u64,
+    /// The most steps one preemption lost.
+    pub max_lost_per_preemption: u64,
+    /// Dollars for instances: price x wall.
+    pub compute_usd: f64,
+    /// Dollars for storing what was uploaded, over the run's span.
+    pub storage_usd: f64,
+    /// Dollars for downloads.
+    pub egress_usd: f64,
+    /// All dollars.
+    pub total_usd: f64,
+    /// Dollars per effective training hour; none before a step is kept.
+    pub eth_usd: Option<f64>,
+    /// Bytes uploaded.
+    pub bytes_up: u64,
+    /// Bytes downloaded.
+    pub bytes_down: u64,
+}
+
+const GB: f64 = 1e9;
+const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
+
+/// The report over `segments`, an open segment billed until `now`.
+pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
+    let wall = |s: &Segment| (s.ended_at.unwrap_or(now) - s.started_at).max(0.0);
+    let wall_s: f64 = segments.iter().map(wall).sum();
+    let effective_s: f64 = segments
+        .iter()
+        .map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 })
+        .sum();
+    let sampled: Vec<_> = segments.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
+    let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
+    let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };
+    let bytes_up: u64 = segments.iter().map(|s| s.bytes_up).sum();
+    let bytes_down: u64 = segments.iter().map(|s| s.bytes_down).sum();
+    let span_s = segments.iter().map(|s| s.ended_at.unwrap_or(now)).fold(f64::MIN, f64::max) - segments.iter().map(|s| s.started_at).fold(f64::MAX, f64::min);
+    let compute_usd: f64 = segments.iter().map(|s| s.price_per_hour * wall(s) / 3600.0).sum();
+    let storage_usd = bytes_up as f64 / GB * prices.storage_per_gb_month * (span_s.max(0.0) / MONTH_S);
+    let egress_usd = bytes_down as f64 / GB * prices.egress_per_gb;
+    let total_usd = compute_usd + storage_usd + egress_usd;
+    let effective_hours = effective_s / 3600.0;
+    let preempted = |s: &&Segment| matches!(s.outcome.as_deref(), Some("preempted" | "lost"));
+    CostReport {
+        segments: segments.len(),
+        preemptions: segments.iter().filter(preempted).count(),
+        wall_hours: wall_s / 3600.0,
+        effective_hours,
+        utilization,
+        steps_computed: segments.iter().map(Segment::steps_computed).sum(),
+        steps_committed: segments.iter().map(Segment::steps_committed).sum(),
+        steps_lost: segments.iter().map(|s| s.lost_steps).sum(),
+        max_lost_per_preemption: segments.iter().filter(preempted).map(|s| s.lost_steps).max().unwrap_or(0),
+        compute_usd,
+        storage_usd,
+        egress_usd,
+        total_usd,
+        eth_usd: (effective_hours > 0.0 && utilization > 0.0).then(|| total_usd / (effective_hours * utilization)),
+        bytes_up,
+        bytes_down,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(start: f64, end: f64, steps: (u64, u64), lost: u64, compute_s: f64, outcome: &str) -> Segment {
+        Segment {
+            job: 1,
+            worker: 1,
+            provider: "local".into(),
+            instance_type: None,
+            price_per_hour: 2.0,
+            spot: true,
+            started_at: start,
+            ended_at: Some(end),
+            start_step: Some(steps.0),
+            max_step: Some(steps.1),
+            lost_steps: lost,
+            outcome: Some(outcome.into()),
+            compute_s,
+            utilization: Some(0.5),
+            utilization_samples: 3,
+            tokens: 0,
+            bytes_up: 2_000_000_000,
+            bytes_down: 1_000_000_000,
+        }
+    }
+
+    #[test]
+    fn eth_counts_lost_steps_as_paid_and_not_effective() {
+        // Two hours billed at $2/h: the first hour trained 10 steps and lost 5 of
+        // them, the second trained the rest; 0.5 utilization throughout.
+        let segments = [segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted"), segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded")];
+        let r = report(&segments, Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.09 }, 7200.0);
+        assert_eq!((r.steps_computed, r.steps_committed, r.steps_lost, r.preemptions, r.max_lost_per_preemption), (20, 15, 5, 1, 5));
+        assert!((r.wall_hours - 2.0).abs() < 1e-9 && (r.effective_hours - 1.5).abs() < 1e-9);
+        assert!((r.egress_usd - 0.18).abs() < 1e-9 && (r.total_usd - 4.18).abs() < 1e-9);
+        assert!((r.eth_usd.unwrap() - 4.18 / (1.5 * 0.5)).abs() < 1e-9);
+    }
+}

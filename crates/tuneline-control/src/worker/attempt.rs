@@ -1,0 +1,237 @@
+//! One attempt at a leased job: set it up, run its trainer as a child tied
+//! to the worker, heartbeat its progress, pass on a stop (SIGTERM) or a
+//! cancel, and release the lease with the outcome the exit status means.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::hf::HfWatcher;
+use super::job::{Setup, SetupError};
+use super::resources::{Gpu, Utilization};
+use super::{Stop, WorkerOptions};
+use crate::client::{Client, ClientError};
+use crate::process::{signal, spawn_tied};
+use crate::wire::{Heartbeat, Job, Outcome, Release, Start};
+
+/// Exit code of `tuneline train` after a SIGTERM and a committed checkpoint.
+const EXIT_PREEMPTED: i32 = 4;
+/// Exit code of `tuneline train` for bad config or data.
+const EXIT_BAD_INPUT: i32 = 2;
+/// Stderr lines kept to explain a failure.
+const TAIL: usize = 20;
+/// Log lines held between heartbeats; older ones are dropped past this.
+const MAX_PENDING_LOGS: usize = 5000;
+
+/// What the trainer has reported since the attempt began.
+#[derive(Default)]
+struct Progress {
+    started: Option<u64>,
+    step: Option<u64>,
+    loss: Option<f64>,
+    tokens: u64,
+    compute_s: f64,
+    bytes_up: u64,
+    bytes_down: u64,
+    logs: Vec<String>,
+    metrics: Vec<Value>,
+    tail: VecDeque<String>,
+}
+
+impl Progress {
+    /// A line of the trainer's stdout: `tuneline train --json` events, or plain output.
+    fn stdout_line(&mut self, line: &str) {
+        let Ok(event) = serde_json::from_str::<Value>(line) else { return self.log(line) };
+        let number = |key: &str| event.get(key).and_then(Value::as_f64);
+        match event.get("event").and_then(Value::as_str) {
+            Some("started") => self.started = number("step").map(|s| s as u64),
+            Some("step") => {
+                self.step = number("step").map(|s| s as u64);
+                self.loss = number("loss");
+                let tokens = number("tokens").unwrap_or(0.0);
+                self.tokens += tokens as u64;
+                if let Some(rate) = number("tokens_per_second").filter(|r| *r > 0.0) {
+                    self.compute_s += tokens / rate;
+                }
+                self.metrics.push(event);
+            }
+            Some("saved") => self.bytes_up += number("bytes").unwrap_or(0.0) as u64,
+            _ => self.log(line),
+        }
+    }
+
+    /// A line of output to keep in the job's logs.
+    fn log(&mut self, line: &str) {
+        if self.logs.len() >= MAX_PENDING_LOGS {
+            self.logs.remove(0);
+        }
+        self.logs.push(line.to_string());
+        if self.tail.len() == TAIL {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line.to_string());
+    }
+
+    /// A heartbeat with the figures so far and the lines not yet sent.
+    fn beat(&mut self, job: i64) -> Heartbeat {
+        Heartbeat {
+            job: Some(job),
+            step: self.step,
+            loss: self.loss,
+            tokens: self.tokens,
+            compute_s: self.compute_s,
+            utilization: None,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+            logs: std::mem::take(&mut self.logs),
+            metrics: std::mem::take(&mut self.metrics),
+        }
+    }
+}
+
+/// Runs leased job `job` on worker `worker` and releases it.
+pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &WorkerOptions, heartbeat: Duration, gpu: Option<&Gpu>, stop: &Stop) {
+    let id = job.id;
+    let setup = match Setup::prepare(&job, options).await {
+        Ok(setup) => setup,
+        Err(e) => {
+            let (outcome, message) = match e {
+                SetupError::User(m) => (Outcome::UserError, m),
+                SetupError::Infra(m) => (Outcome::InfraError, m),
+            };
+            tracing::error!("job {id}: {message}");
+            return release(client, worker, id, outcome, Some(message), Heartbeat { job: Some(id), ..Default::default() }).await;
+        }
+    };
+    let progress = Arc::new(Mutex::new(Progress { started: setup.resumed_from, bytes_down: setup.bytes_down, ..Progress::default() }));
+    let mut command = std::process::Command::new(&setup.argv[0]);
+    command.args(&setup.argv[1..]).envs(setup.env.iter().cloned()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = match spawn_tied(command) {
+        Ok(child) => child,
+        Err(e) => {
+            let message = format!("cannot start `{}`: {e}", setup.argv[0]);
+            return release(client, worker, id, Outcome::InfraError, Some(message), Heartbeat { job: Some(id), ..Default::default() }).await;
+        }
+    };
+    tracing::info!("job {id}: started `{}` (pid {})", setup.argv.join(" "), child.id());
+    let readers = [
+        child.stdout.take().map(|out| read_lines(out, progress.clone(), Progress::stdout_line)),
+        child.stderr.take().map(|err| read_lines(err, progress.clone(), Progress::log)),
+    ];
+    let mut watcher = setup.output.as_ref().map(|o| HfWatcher::new(o, setup.store.clone(), &setup.run, setup.resumed_from.unwrap_or(0)));
+    let pid = child.id();
+    let mut utilization = Utilization::new(super::resources::cpus());
+    let (mut started, mut abandoned, mut terminated_at) = (false, false, None::<Instant>);
+    let mut next_beat = Instant::now();
+    let status: ExitStatus = loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            () = stop.wait(), if terminated_at.is_none() => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            break status;
+        }
+        if (stop.requested() || abandoned) && terminated_at.is_none() {
+            // The trainer commits a checkpoint and exits within its grace period.
+            let _ = signal(pid, libc::SIGTERM, false);
+            terminated_at = Some(Instant::now());
+        }
+        if terminated_at.is_some_and(|at| at.elapsed() > setup.grace + Duration::from_secs(10)) {
+            tracing::warn!("job {id}: the trainer ignored SIGTERM past its grace period; killing it");
+            let _ = signal(pid, libc::SIGKILL, false);
+        }
+        if let Some(watcher) = watcher.as_mut() {
+            upload_checkpoints(watcher, &progress, false).await;
+        }
+        let resumed_from = progress.lock().unwrap_or_else(|p| p.into_inner()).started;
+        if let (false, Some(step)) = (started, resumed_from) {
+            started = true;
+            if let Err(e) = client.start(id, &Start { worker, resumed_from: step }).await {
+                tracing::warn!("job {id}: the server refused its start ({e}); stopping the trainer");
+                abandoned = true;
+            }
+        }
+        if Instant::now() >= next_beat {
+            next_beat = Instant::now() + heartbeat;
+            let mut beat = progress.lock().unwrap_or_else(|p| p.into_inner()).beat(id);
+            beat.utilization = utilization.sample(gpu, pid);
+            match client.heartbeat(worker, &beat).await {
+                Ok(orders) if orders.cancel => {
+                    tracing::warn!("job {id}: cancelled; stopping the trainer");
+                    abandoned = true;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("job {id}: heartbeat failed: {e}"),
+            }
+        }
+    };
+    for reader in readers.into_iter().flatten() {
+        let _ = reader.join();
+    }
+    if let Some(watcher) = watcher.as_mut() {
+        upload_checkpoints(watcher, &progress, true).await;
+    }
+    let mut progress = Arc::try_unwrap(progress).map_or_else(|shared| std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner())), |m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
+    if let (false, Some(step)) = (started, progress.started) {
+        if client.start(id, &Start { worker, resumed_from: step }).await.is_err() {
+            abandoned = true;
+        }
+    }
+    let explained = || progress.tail.iter().cloned().collect::<Vec<_>>().join("\n");
+    let (outcome, message) = match (status.code(), abandoned, stop.requested()) {
+        (Some(0), false, _) => (Outcome::Succeeded, None),
+        (_, true, _) => (Outcome::Cancelled, None),
+        (_, false, true) | (Some(EXIT_PREEMPTED), false, false) => (Outcome::Preempted, None),
+        (Some(EXIT_BAD_INPUT), false, false) => (Outcome::UserError, Some(explained())),
+        (code, false, false) => (Outcome::InfraError, Some(format!("the trainer exited with {}: {}", code.map_or("a signal".to_string(), |c| format!("code {c}")), explained()))),
+    };
+    tracing::info!("job {id}: {}", outcome.as_str());
+    let last = progress.beat(id);
+    release(client, worker, id, outcome, message, last).await;
+}
+
+/// Reads `stream` line by line into `progress` on a thread of its own.
+fn read_lines(stream: impl std::io::Read + Send + 'static, progress: Arc<Mutex<Progress>>, take: fn(&mut Progress, &str)) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            take(&mut progress.lock().unwrap_or_else(|p| p.into_inner()), &line);
+        }
+    })
+}
+
+/// Commits the external trainer's complete checkpoints and counts them as progress.
+async fn upload_checkpoints(watcher: &mut HfWatcher, progress: &Mutex<Progress>, exited: bool) {
+    match watcher.poll(exited).await {
+        Ok(done) => {
+            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            for (step, bytes) in done {
+                p.step = Some(p.step.unwrap_or(0).max(step));
+                p.bytes_up += bytes;
+                p.log(&format!("tuneline: committed checkpoint-{step} ({bytes} bytes)"));
+            }
+        }
+        Err(e) => tracing::warn!("uploading a checkpoint failed (retrying at the next look): {e}"),
+    }
+}
+
+/// Releases the lease, retrying while the server is unreachable (it may be restarting).
+async fn release(client: &Client, worker: i64, job: i64, outcome: Outcome, message: Option<String>, last: Heartbeat) {
+    let release = Release { worker, outcome, message, last };
+    for attempt in 0..30 {
+        match client.release(job, &release).await {
+            Ok(_) => return,
+            Err(e @ ClientError::Refused { .. }) if !e.is_transient() => {
+                tracing::warn!("job {job}: the server refused the release: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("job {job}: release failed ({e}); retry {attempt}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
