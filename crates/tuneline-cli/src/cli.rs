@@ -63,6 +63,79 @@ pub enum Command {
     Plan(PlanArgs),
     /// Replay spot preemptions (a Poisson rate or real traces) against checkpoint strategies
     Simulate(SimulateArgs),
+    /// The main job: prepare data, train on local workers through an embedded control plane, evaluate, report the cost
+    Run(RunArgs),
+    /// The control plane: HTTP API (OpenAPI at /openapi.json), job queue, autoscaler, ledger
+    Server(ServerArgs),
+    /// A stateless worker: takes jobs from a server, prefetches, trains, checkpoints, survives preemption
+    Worker(WorkerArgs),
+    /// What runs cost, from the ledger
+    #[command(subcommand)]
+    Cost(CostCommand),
+}
+
+/// `tuneline run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The control plane's state directory
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Attempts the training job gets (preemptions and infrastructure errors use them up)
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub max_attempts: u32,
+}
+
+/// `tuneline server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on, instead of [server] listen
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// State directory: state.db, the token file, local workers' logs [default: .tuneline/control]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// `tuneline worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The server's URL
+    #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
+    pub server: String,
+    /// The server's bearer token [default: .tuneline/control/token]
+    #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Local cache for datasets and checkpoints (the node's NVMe) [default: .tuneline/worker-cache]
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The provider that launched this machine; its [providers.NAME] gives price and type
+    #[arg(long, env = "TUNELINE_PROVIDER", default_value = "manual", value_name = "NAME")]
+    pub provider: String,
+    /// The provider's instance id
+    #[arg(long, env = "TUNELINE_INSTANCE", value_name = "ID")]
+    pub instance: Option<String>,
+    /// The instance type
+    #[arg(long, value_name = "TYPE")]
+    pub instance_type: Option<String>,
+    /// Dollars per hour this machine costs
+    #[arg(long, env = "TUNELINE_PRICE_PER_HOUR", value_name = "USD")]
+    pub price: Option<f64>,
+    /// A spot (preemptible) machine
+    #[arg(long)]
+    pub spot: bool,
+}
+
+/// `tuneline cost ...`.
+#[derive(Debug, Subcommand)]
+pub enum CostCommand {
+    /// ETH = (price x wall + storage + egress) / (effective hours x utilization), with every component
+    Report {
+        /// A job id or run name [default: the newest job]
+        run: Option<String>,
+        /// The control plane's state directory [default: .tuneline/control]
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
 }
 
 /// `tuneline plan`.

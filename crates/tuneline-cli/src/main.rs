@@ -49,6 +49,10 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Train(args) => commands::train::train(&cli.global, args).await,
         Command::Plan(args) => commands::plan::plan(&cli.global, args),
         Command::Simulate(args) => commands::simulate::simulate(&cli.global, args),
+        Command::Run(args) => commands::run::run(&cli.global, args).await,
+        Command::Server(args) => commands::server::server(&cli.global, args).await,
+        Command::Worker(args) => commands::worker::worker(&cli.global, args).await,
+        Command::Cost(command) => commands::cost::run(&cli.global, command),
     }
 }
 

@@ -46,6 +46,15 @@ impl Shown {
         Shown::Lines { prefix: prefix.to_string(), state: Mutex::new(state), done: AtomicU64::new(0) }
     }
 
+    /// Prints a line about the work (above the bar, if there is one).
+    pub fn note(&self, line: &str) {
+        match self {
+            Shown::Bar { bar, .. } => bar.suspend(|| eprintln!("{line}")),
+            Shown::Lines { .. } => eprintln!("{line}"),
+            Shown::Hidden => {}
+        }
+    }
+
     /// Removes the bar once the work is over.
     pub fn finish(&self) {
         if let Shown::Bar { bar, .. } = self {

@@ -16,7 +16,7 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
     let loaded = load_config(global, true)?;
     let store = open_store(global, &loaded.config)?;
     match command {
-        DataCommand::Prepare { inputs } => prepare(global, &store, &loaded.config, inputs).await,
+        DataCommand::Prepare { inputs } => prepare(global, &store, &loaded.config, inputs).await.map(drop),
         DataCommand::Show { dataset } => {
             let manifest = find(&store, dataset).await?;
             if global.json {
@@ -52,7 +52,9 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
     }
 }
 
-async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult {
+/// Prepares `inputs` (or `[data] inputs`) into a committed dataset version,
+/// unless it is already committed; returns its prefix.
+pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult<String> {
     let base = PathBuf::from(".");
     let wanted = if inputs.is_empty() { &config.data.inputs } else { inputs };
     let local = fetch_store_inputs(global, store, config, wanted).await?;
@@ -60,7 +62,7 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
     let prefix = plan.prefix();
     if store.is_committed(&prefix).await? {
         let manifest = manifest_at(store, &prefix).await?;
-        return report(global, &manifest, &prefix, "is up to date; nothing to do");
+        return report(global, &manifest, &prefix, "is up to date; nothing to do").map(|()| prefix);
     }
     let staging = PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
     let _ = std::fs::remove_dir_all(&staging);
@@ -76,7 +78,7 @@ async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core:
         Err(e) => return Err(e.into()),
     }
     let _ = std::fs::remove_dir_all(&staging);
-    report(global, &manifest, &prefix, "committed")
+    report(global, &manifest, &prefix, "committed").map(|()| prefix)
 }
 
 /// Inputs written `store:PREFIX` name committed artifacts in the store (raw

@@ -1,9 +1,14 @@
 //! One module per command group.
 
 pub mod config;
+pub mod control;
+pub mod cost;
 pub mod data;
 pub mod init;
 pub mod plan;
+pub mod run;
+pub mod server;
 pub mod simulate;
 pub mod store;
 pub mod train;
+pub mod worker;

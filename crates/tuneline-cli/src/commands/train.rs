@@ -38,33 +38,12 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     if train_rows.is_empty() {
         return Err(Failure::input(format!("{dataset} has no train rows")));
     }
-    let path = PathBuf::from(&config.model.path);
-    let load = || if config.model.quantized_base { Llama::load_quantized(&path) } else { Llama::load(&path) };
-    let model = tokio::task::block_in_place(load).map_err(|e| Failure::input(e.to_string()))?;
+    let model = load_model(config)?;
+    let settings = train_settings(config, train_rows.len());
+    let max_steps = settings.max_steps;
+    let (batch, accumulation) = (settings.batch_size, settings.accumulation);
     let t = &config.training;
-    let (batch, accumulation) = (t.per_device_train_batch_size.max(1) as usize, t.gradient_accumulation_steps.max(1) as usize);
-    let max_steps = t.max_steps.unwrap_or_else(|| {
-        let per_epoch = train_rows.len().div_ceil(batch * accumulation) as f64;
-        (per_epoch * t.num_train_epochs).ceil().max(1.0) as u64
-    });
-    let settings = TrainSettings {
-        max_steps,
-        batch_size: batch,
-        accumulation,
-        schedule: Schedule::new(t.lr_scheduler_type, t.learning_rate, t.warmup_ratio, max_steps),
-        adamw: AdamWParams { weight_decay: t.weight_decay, ..AdamWParams::default() },
-        max_grad_norm: t.max_grad_norm,
-        seed: t.seed,
-    };
-    let l = &config.lora;
-    let lora_settings = LoraSettings {
-        r: l.lora_r as usize,
-        lora_alpha: l.lora_alpha,
-        lora_dropout: l.lora_dropout,
-        target_modules: l.target_modules.clone(),
-        use_rslora: l.use_rslora,
-    };
-    let lora = Lora::init(lora_settings, &model.config, t.seed, candle_core::DType::F32, model.device())
+    let lora = Lora::init(lora_settings(config), &model.config, t.seed, candle_core::DType::F32, model.device())
         .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
     let run_id = args.run.clone().unwrap_or_else(|| run_id(config, &dataset));
     let stop = Arc::new(AtomicBool::new(false));
@@ -111,9 +90,47 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
 }
 
+/// Loads `[model] path`, quantized or dense as `[model] quantized_base` says.
+pub fn load_model(config: &Config) -> CliResult<Llama> {
+    let path = PathBuf::from(&config.model.path);
+    let load = || if config.model.quantized_base { Llama::load_quantized(&path) } else { Llama::load(&path) };
+    tokio::task::block_in_place(load).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// The trainer's settings from `[training]`, for a dataset of `train_rows` rows.
+pub fn train_settings(config: &Config, train_rows: usize) -> TrainSettings {
+    let t = &config.training;
+    let (batch, accumulation) = (t.per_device_train_batch_size.max(1) as usize, t.gradient_accumulation_steps.max(1) as usize);
+    let max_steps = t.max_steps.unwrap_or_else(|| {
+        let per_epoch = train_rows.div_ceil(batch * accumulation) as f64;
+        (per_epoch * t.num_train_epochs).ceil().max(1.0) as u64
+    });
+    TrainSettings {
+        max_steps,
+        batch_size: batch,
+        accumulation,
+        schedule: Schedule::new(t.lr_scheduler_type, t.learning_rate, t.warmup_ratio, max_steps),
+        adamw: AdamWParams { weight_decay: t.weight_decay, ..AdamWParams::default() },
+        max_grad_norm: t.max_grad_norm,
+        seed: t.seed,
+    }
+}
+
+/// The adapter's settings from `[lora]`.
+pub fn lora_settings(config: &Config) -> LoraSettings {
+    let l = &config.lora;
+    LoraSettings {
+        r: l.lora_r as usize,
+        lora_alpha: l.lora_alpha,
+        lora_dropout: l.lora_dropout,
+        target_modules: l.target_modules.clone(),
+        use_rslora: l.use_rslora,
+    }
+}
+
 /// The dataset version `pinned`, or else the newest committed version of
 /// `[data] name`, pulled into the local cache.
-async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
+pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
     let prefix = match pinned {
         Some(prefix) if store.is_committed(prefix).await? => prefix.to_string(),
         Some(prefix) => return Err(Failure::input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url()))),
@@ -135,7 +152,7 @@ async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, 
 }
 
 /// Fails unless the dataset was tokenized with the model's tokenizer and template.
-fn check_tokenizer(config: &Config, dataset: &str, local: &std::path::Path) -> CliResult {
+pub fn check_tokenizer(config: &Config, dataset: &str, local: &std::path::Path) -> CliResult {
     let manifest: Manifest = std::fs::read(local.join(MANIFEST))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -154,7 +171,7 @@ fn check_tokenizer(config: &Config, dataset: &str, local: &std::path::Path) -> C
 }
 
 /// `<project>-<hash>`: the same config on the same dataset is the same run, so running again resumes it.
-fn run_id(config: &Config, dataset: &str) -> String {
+pub fn run_id(config: &Config, dataset: &str) -> String {
     let mut training = serde_json::to_value(&config.training).expect("serializable");
     training.as_object_mut().map(|o| o.remove("resume_from_checkpoint"));
     let identity = serde_json::json!({ "model": config.model, "dataset": dataset, "training": training, "lora": config.lora });

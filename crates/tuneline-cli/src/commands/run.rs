@@ -1,0 +1,158 @@
+//! `tuneline run`: the main job on one machine. Prepare the data (unless
+//! that version is committed), start an embedded control plane with local
+//! workers, train through it (preemptions and all), evaluate the tuned
+//! adapter against the base model on the eval split, print the cost report,
+//! and exit with the run's status. Run again after an interruption: the job
+//! in the state database and its committed checkpoints carry on.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use candle_core::DType;
+use serde_json::json;
+use tuneline_control::client::Client;
+use tuneline_control::job::State;
+use tuneline_control::wire::{Job, JobKind, JobSubmit};
+use tuneline_core::config::Config;
+use tuneline_core::progress::{Progress, Unit};
+use tuneline_model::llama::Lora;
+use tuneline_store::{ArtifactStore, NoProgress};
+use tuneline_train::rows::{read_split, Row};
+use tuneline_train::trainer::Trainer;
+
+use crate::cli::{Global, RunArgs};
+use crate::commands::control::{ControlPlane, STATE_DIR};
+use crate::commands::cost::{cost_report, print_report};
+use crate::commands::data::prepare;
+use crate::commands::plan::check_memory_budget;
+use crate::commands::train::{check_tokenizer, fetch_dataset, load_model, lora_settings, run_id, train_settings};
+use crate::context::{config_path, load_config, open_store};
+use crate::exit::{CliResult, Failure};
+use crate::progress::Shown;
+
+/// Runs `tuneline run`.
+pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
+    let path = config_path(global);
+    let loaded = load_config(global, false)?;
+    let config = &loaded.config;
+    check_memory_budget(config)?;
+    let text = std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    let store = open_store(global, config)?;
+    let dataset = prepare(global, &store, config, &[]).await?;
+    let cache = PathBuf::from(".tuneline/cache");
+    let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
+    check_tokenizer(config, &dataset, &local)?;
+    let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
+    let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
+    let max_steps = train_settings(config, train_rows.len()).max_steps;
+    let run = run_id(config, &dataset);
+
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
+    let mut plane = ControlPlane::start(config, &state_dir, "127.0.0.1:0").await?;
+    let client = Client::new(&plane.server.url(), &plane.server.token);
+    let job = match job_of(&client, &run).await? {
+        Some(job) => {
+            eprintln!("run {run}: continuing job {} ({}, {} attempts used)", job.id, job.state.as_str(), job.attempts);
+            job
+        }
+        None => {
+            let spec = json!({"config": text, "dataset": dataset, "run": run});
+            let submit = JobSubmit { kind: JobKind::Train, spec, max_attempts: Some(args.max_attempts) };
+            client.submit(&submit).await.map_err(|e| Failure::input(e.to_string()))?
+        }
+    };
+    let followed = follow(&client, job.id, max_steps, global).await;
+    for failure in plane.shutdown().await {
+        eprintln!("warning: {failure}");
+    }
+    let job = followed?;
+    let segments = client.ledger(Some(job.id)).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    match job.state {
+        State::Succeeded => {
+            let eval = evaluate(config, &store, &run, &eval_rows, train_rows.len()).await?;
+            print_report(global, &job, &cost_report(config, &segments));
+            println!("{eval}");
+            Ok(())
+        }
+        _ => {
+            print_report(global, &job, &cost_report(config, &segments));
+            let why = job.error.unwrap_or_default();
+            Err(Failure { code: 1, message: format!("job {} {}: {why}", job.id, job.state.as_str()) })
+        }
+    }
+}
+
+/// The job that trains `run`: an unfinished or succeeded one from an earlier `tuneline run`.
+async fn job_of(client: &Client, run: &str) -> CliResult<Option<Job>> {
+    let jobs = client.jobs().await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    Ok(jobs.into_iter().rev().find(|j| j.spec.get("run").and_then(|r| r.as_str()) == Some(run) && matches!(j.state, State::Queued | State::Leased | State::Running | State::Succeeded)))
+}
+
+/// Follows job `id` until it ends, showing its steps and every requeue.
+/// Ctrl-C or SIGTERM stop the run's workers (they checkpoint) and end it.
+async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> CliResult<Job> {
+    let shown = Shown::new(&format!("job {id}"), global.quiet || global.json);
+    shown.start("train", max_steps, Unit::Items);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let (mut shown_step, mut last_state, mut last_attempts) = (0, None, 0);
+    let job = loop {
+        let job = match client.job(id).await {
+            Ok(job) => job,
+            Err(e) => break Err(Failure { code: 1, message: e.to_string() }),
+        };
+        if last_state != Some(job.state) || last_attempts != job.attempts {
+            let attempt = format!("attempt {} of {}", job.attempts + 1, job.max_attempts);
+            let why = job.error.as_deref().filter(|_| job.attempts > last_attempts).map(|e| format!(" after {e}")).unwrap_or_default();
+            shown.note(&format!("job {id}: {}{why} ({attempt})", job.state.as_str()));
+            (last_state, last_attempts) = (Some(job.state), job.attempts);
+        }
+        let step = job.step.unwrap_or(0);
+        if step > shown_step {
+            shown.advance(step - shown_step);
+            shown_step = step;
+        }
+        if job.state.is_final() {
+            break Ok(job);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::signal::ctrl_c() => break Err(interrupted()),
+            _ = term.recv() => break Err(interrupted()),
+        }
+    };
+    shown.finish();
+    job
+}
+
+fn interrupted() -> Failure {
+    Failure::preempted("interrupted: the workers committed a checkpoint; run `tuneline run` again to continue")
+}
+
+/// Eval loss of the base model and of the run's final adapter on the eval split.
+async fn evaluate(config: &Config, store: &ArtifactStore, run: &str, eval_rows: &[Row], train_rows: usize) -> CliResult<String> {
+    if eval_rows.is_empty() {
+        return Ok("eval: the dataset has no eval rows (raise [data] eval_fraction to measure the adapter)".into());
+    }
+    let (prefix, step) = store
+        .latest_numbered(&format!("runs/{run}/checkpoints"))
+        .await?
+        .ok_or_else(|| Failure { code: 1, message: format!("run {run} succeeded but has no committed checkpoint") })?;
+    let local = PathBuf::from(".tuneline/cache").join(&prefix);
+    store.pull(&prefix, &local, &NoProgress).await?;
+    let model = load_model(config)?;
+    let settings = train_settings(config, train_rows);
+    let failed = |e: candle_core::Error| Failure { code: 1, message: format!("eval: {e}") };
+    let tuned = Lora::load(&local, &model.config, model.device()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let base = Lora::init(lora_settings(config), &model.config, config.training.seed, DType::F32, model.device()).map_err(failed)?;
+    let (base_loss, tuned_loss) = tokio::task::block_in_place(|| -> Result<(f64, f64), candle_core::Error> {
+        let base_loss = Trainer::new(&model, base, settings.clone(), Vec::new()).eval_loss(eval_rows)?;
+        let tuned_loss = Trainer::new(&model, tuned, settings, Vec::new()).eval_loss(eval_rows)?;
+        Ok((base_loss, tuned_loss))
+    })
+    .map_err(failed)?;
+    let change = (tuned_loss - base_loss) / base_loss * 100.0;
+    Ok(format!(
+        "eval loss on {} held-out rows: base {base_loss:.4}, tuned {tuned_loss:.4} ({change:+.1}%); adapter at {prefix} (step {step})",
+        eval_rows.len()
+    ))
+}

@@ -1,0 +1,48 @@
+//! `tuneline worker --server URL`: a stateless worker (see
+//! `tuneline_control::worker`). Its price and provider come from flags, the
+//! environment, or `[providers.<provider>]`.
+
+use std::path::PathBuf;
+
+use tuneline_control::wire::WorkerRegister;
+use tuneline_control::worker::{serve, Exit, WorkerOptions};
+
+use crate::cli::{Global, WorkerArgs};
+use crate::commands::control::STATE_DIR;
+use crate::context::load_config;
+use crate::exit::{CliResult, Failure};
+
+/// Runs `tuneline worker`.
+pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
+    let config = load_config(global, true)?.config;
+    let token = match &args.token {
+        Some(token) => token.clone(),
+        None => {
+            let file = PathBuf::from(STATE_DIR).join(tuneline_control::serve::TOKEN_FILE);
+            std::fs::read_to_string(&file).map(|t| t.trim().to_string()).map_err(|_| {
+                Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN to the server's token (in its {})", file.display()))
+            })?
+        }
+    };
+    let provider = config.providers.get(&args.provider);
+    let price = args.price.or(provider.and_then(|p| p.price_per_hour)).or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
+    let options = WorkerOptions {
+        server: args.server.clone(),
+        token,
+        cache_dir: args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
+        trainer: std::env::current_exe().map_err(|e| Failure { code: 1, message: format!("cannot find the tuneline binary: {e}") })?,
+        register: WorkerRegister {
+            instance: args.instance.clone(),
+            provider: args.provider.clone(),
+            instance_type: args.instance_type.clone().or(provider.and_then(|p| p.instance_type.clone())),
+            price_per_hour: price,
+            spot: args.spot || provider.is_some_and(|p| p.spot),
+            ..WorkerRegister::default()
+        },
+    };
+    match serve(options).await.map_err(|e| Failure { code: 1, message: e.to_string() })? {
+        Exit::ShutDown => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
+        Exit::Signalled => eprintln!("worker: stopped by a signal"),
+    }
+    Ok(())
+}
