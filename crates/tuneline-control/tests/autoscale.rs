@@ -1,0 +1,143 @@
+//! The autoscaler against the state database: it keeps
+//! `min(max_workers, runnable jobs)` instances, terminates idle workers,
+//! terminates instances nobody registered, requeues the job of a worker whose
+//! instance vanished, and reports what it could not terminate. The provider
+//! here is a recording double of the trait; the real ones pass
+//! `tests/provider.rs`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tuneline_control::api::error::Failure;
+use tuneline_control::api::{JobCheck, Shared, Timing};
+use tuneline_control::autoscale::{Autoscaler, Pool};
+use tuneline_control::db::Db;
+use tuneline_control::job::State;
+use tuneline_control::provider::{Instance, Offer, Provider, ProviderError};
+use tuneline_control::wire::{now, JobSubmit, WorkerRegister};
+
+/// Records launches and terminations; `stuck` instances refuse to terminate.
+#[derive(Default)]
+struct Recorder {
+    instances: Mutex<Vec<Instance>>,
+    terminated: Mutex<Vec<String>>,
+    stuck: Mutex<Vec<String>>,
+    launched: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Provider for Recorder {
+    fn name(&self) -> &str {
+        "local"
+    }
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        Ok(vec![offer()])
+    }
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let instance = Instance { id: format!("i-{serial}"), offer: offer.clone(), launched_at: now() };
+        self.instances.lock().unwrap().push(instance.clone());
+        Ok(instance)
+    }
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        if self.stuck.lock().unwrap().iter().any(|s| s == id) {
+            return Err(ProviderError { provider: "local".into(), message: "API timeout".into() });
+        }
+        self.instances.lock().unwrap().retain(|i| i.id != id);
+        self.terminated.lock().unwrap().push(id.to_string());
+        Ok(())
+    }
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        Ok(self.instances.lock().unwrap().clone())
+    }
+}
+
+struct Accept;
+
+#[async_trait::async_trait]
+impl JobCheck for Accept {
+    async fn check(&self, _: &JobSubmit) -> Result<(), Failure> {
+        Ok(())
+    }
+}
+
+fn offer() -> Offer {
+    Offer { instance_type: "gpu-small".into(), price_per_hour: 0.4, spot: true }
+}
+
+fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
+    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
+    let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), "t".into(), timing, Box::new(Accept));
+    let provider = Arc::new(Recorder::default());
+    let pool = Pool { offer: offer(), max_workers: 2, idle_timeout, boot_grace };
+    let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
+    (shared, provider, autoscaler)
+}
+
+fn register(shared: &Shared, instance: &str) -> i64 {
+    let info = WorkerRegister { instance: Some(instance.into()), provider: "local".into(), price_per_hour: 0.4, cpus: 2, pid: 1, ..Default::default() };
+    shared.db().register(&info).unwrap()
+}
+
+#[tokio::test]
+async fn workers_follow_runnable_jobs_up_to_max_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    assert_eq!(autoscaler.pass().await.launched.len(), 0, "no jobs, no workers");
+    shared.db().submit("command", &json!({}), 3).unwrap();
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    assert_eq!(autoscaler.pass().await.launched.len(), 0, "a booting instance counts");
+    for _ in 0..3 {
+        shared.db().submit("command", &json!({}), 3).unwrap();
+    }
+    assert_eq!(autoscaler.pass().await.launched, ["i-1"], "max_workers = 2");
+    assert_eq!(provider.list().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn idle_workers_and_unknown_instances_are_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_millis(300), Duration::from_millis(300));
+    shared.db().submit("command", &json!({}), 3).unwrap();
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    let worker = register(&shared, "i-0");
+    let job = shared.db().lease(worker).unwrap().unwrap();
+    shared.db().start(job.id, worker, 0).unwrap();
+    // A stray instance: launched, but no worker ever registered from it.
+    provider.launch(&offer()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.terminated, ["i-1"], "the unknown instance goes, the busy one stays");
+
+    shared.db().release(job.id, worker, tuneline_control::wire::Outcome::Succeeded, None, &Default::default()).unwrap();
+    assert!(autoscaler.pass().await.terminated.is_empty(), "not idle long enough yet");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(autoscaler.pass().await.terminated, ["i-0"], "idle past idle_timeout");
+    assert!(provider.list().await.unwrap().is_empty());
+    assert_eq!(shared.db().worker(worker).unwrap().state, "gone");
+}
+
+#[tokio::test]
+async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_millis(100));
+    let job = shared.db().submit("command", &json!({}), 3).unwrap();
+    autoscaler.pass().await;
+    let worker = register(&shared, "i-0");
+    shared.db().lease(worker).unwrap().unwrap();
+    shared.db().start(job.id, worker, 0).unwrap();
+    // The machine disappears without a word (reclaimed, crashed).
+    provider.instances.lock().unwrap().clear();
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.vanished, [worker]);
+    let requeued = shared.db().get(job.id).unwrap();
+    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+    assert_eq!(pass.launched, ["i-1"], "a replacement is launched in the same pass");
+
+    provider.stuck.lock().unwrap().push("i-1".into());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.failed.len(), 1, "{pass:?}");
+    assert!(pass.failed[0].contains("could not terminate i-1") && pass.failed[0].contains("destroy it by hand"), "{pass:?}");
+}

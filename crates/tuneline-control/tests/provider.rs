@@ -1,0 +1,92 @@
+//! The provider conformance suite: every provider launches instances that
+//! `list` shows, and `terminate` makes them gone for good. The local
+//! provider and the spot wrapper run it over real processes (a stand-in
+//! worker script that accepts the worker's arguments and sleeps).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tuneline_control::process::alive;
+use tuneline_control::provider::local::{LocalProvider, LocalSettings};
+use tuneline_control::provider::spot::{SpotProvider, SpotSettings};
+use tuneline_control::provider::{Offer, Provider};
+use tuneline_cost::simulate::Source;
+
+/// What every provider must do.
+async fn conformance(provider: &dyn Provider) {
+    let offers = provider.offers().await.unwrap();
+    assert!(!offers.is_empty(), "{} offers something", provider.name());
+    let before = tuneline_control::wire::now();
+    let a = provider.launch(&offers[0]).await.unwrap();
+    let b = provider.launch(&offers[0]).await.unwrap();
+    assert_ne!(a.id, b.id, "instance ids are unique");
+    assert!(a.launched_at >= before - 1.0);
+    let ids = |list: Vec<tuneline_control::provider::Instance>| list.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    let listed = ids(provider.list().await.unwrap());
+    assert!(listed.contains(&a.id) && listed.contains(&b.id), "{listed:?}");
+    provider.terminate(&a.id).await.unwrap();
+    assert_eq!(ids(provider.list().await.unwrap()), vec![b.id.clone()], "a terminated instance is gone");
+    provider.terminate(&a.id).await.expect("terminating twice is fine");
+    provider.terminate("never-launched").await.expect("terminating an unknown id is fine");
+    provider.terminate(&b.id).await.unwrap();
+    assert!(provider.list().await.unwrap().is_empty());
+}
+
+/// A stand-in for `tuneline worker`: notes SIGTERM in `term` and keeps running.
+fn worker_script(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("worker.sh");
+    std::fs::write(&path, "#!/bin/sh\ntrap 'touch \"$(dirname \"$0\")/term\"' TERM\nwhile true; do sleep 0.05; done\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
+    Arc::new(LocalProvider::new(LocalSettings {
+        exe: worker_script(dir),
+        server: "http://127.0.0.1:1".into(),
+        token: "t".into(),
+        dir: dir.join("workers"),
+        offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false },
+        grace,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_provider_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(local(dir.path(), Duration::from_millis(300)).as_ref()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_spot_wrapper_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = SpotSettings { source: Source::Poisson { mtbf_h: 1000.0 }, speedup: 1.0, notice: Duration::from_secs(1), seed: 1 };
+    conformance(&SpotProvider::new(local(dir.path(), Duration::from_millis(300)), settings)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spot_preemption_is_a_notice_then_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local(dir.path(), Duration::from_millis(300));
+    // A lifetime of about 0.2 s (an hour's mean at 18,000x), then 1 s of notice.
+    let settings = SpotSettings { source: Source::Poisson { mtbf_h: 1.0 }, speedup: 18_000.0, notice: Duration::from_secs(1), seed: 3 };
+    let spot = SpotProvider::new(local.clone(), settings);
+    let offer = spot.offers().await.unwrap().remove(0);
+    assert!(offer.spot);
+    let instance = spot.launch(&offer).await.unwrap();
+    let pid = local.pid(&instance.id).unwrap();
+    let started = Instant::now();
+    while !dir.path().join("term").exists() {
+        assert!(started.elapsed() < Duration::from_secs(10), "no SIGTERM notice");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let noticed = Instant::now();
+    assert!(alive(pid), "the instance lives through its notice");
+    while spot.list().await.unwrap().iter().any(|i| i.id == instance.id) {
+        assert!(noticed.elapsed() < Duration::from_secs(5), "no SIGKILL after the notice");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(noticed.elapsed() >= Duration::from_millis(800), "killed {:?} after the notice, not 1 s", noticed.elapsed());
+}
