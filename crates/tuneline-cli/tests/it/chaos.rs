@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tuneline_control::db::Db;
 use tuneline_control::wire::Job;
 
-use crate::common::TestContext;
+use crate::common::{Killed, TestContext};
 
 const SAVE_STEPS: u64 = 2;
 const MAX_STEPS: u64 = 10;
@@ -82,16 +82,15 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     let (code, _, err) = ctx.run(&["train", "--run", "whole"]);
     assert_eq!(code, 0, "{err}");
 
-    let mut first = start_run(&ctx);
+    let mut first = Killed(start_run(&ctx));
     // A worker killed without notice, mid-run.
-    wait_for_step(&ctx, &mut first, 3);
+    wait_for_step(&ctx, &mut first.0, 3);
     let db = ctx.path(".tuneline/control/state.db");
     let busy = Db::open(&db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == "busy").expect("a busy worker");
     kill(busy.info.pid);
     // The control plane itself killed, mid-run: its workers go with it.
-    wait_for_step(&ctx, &mut first, 6);
-    first.kill().unwrap();
-    first.wait().unwrap();
+    wait_for_step(&ctx, &mut first.0, 6);
+    drop(first);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(processes_in(ctx.dir.path()), Vec::<String>::new(), "the killed server's workers and trainers are gone");
 

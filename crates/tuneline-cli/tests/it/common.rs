@@ -70,3 +70,14 @@ pub fn files_under(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// A child process killed when the test ends, passed or failed, so that no
+/// server or worker outlives it (and holds the test's output open).
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -182,8 +182,12 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         }
     }
     let explained = || progress.tail.iter().cloned().collect::<Vec<_>>().join("\n");
+    // `tuneline train` exits 0 only when every step is done; an external
+    // trainer may exit 0 after saving on SIGTERM, so after a stop its 0 is a
+    // preemption (a resumed attempt that has nothing left ends at once).
+    let done = status.code() == Some(0) && (job.kind == "train" || !stop.requested());
     let (outcome, message) = match (status.code(), abandoned, stop.requested()) {
-        (Some(0), false, _) => (Outcome::Succeeded, None),
+        (Some(0), false, _) if done => (Outcome::Succeeded, None),
         (_, true, _) => (Outcome::Cancelled, None),
         (_, false, true) | (Some(EXIT_PREEMPTED), false, false) => (Outcome::Preempted, None),
         (Some(EXIT_BAD_INPUT), false, false) => (Outcome::UserError, Some(explained())),

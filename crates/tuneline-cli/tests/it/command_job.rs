@@ -1,0 +1,92 @@
+//! A `command` job: an external trainer (a script writing Hugging Face
+//! `checkpoint-N` directories) run by a real `tuneline server` and `tuneline
+//! worker`. Complete checkpoints are committed to the store; a worker stopped
+//! by SIGTERM releases the job as preempted; the next worker downloads the
+//! latest checkpoint and passes `--resume_from_checkpoint`.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tuneline_control::client::Client;
+use tuneline_control::job::State;
+use tuneline_control::wire::{JobKind, JobSubmit};
+
+use crate::common::{Killed, TestContext};
+
+fn server(ctx: &TestContext) -> (Killed, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .current_dir(ctx.path(""))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("tuneline server: ")).expect("the server says where it listens");
+    let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
+    std::thread::spawn(move || lines.for_each(drop));
+    (Killed(child), url)
+}
+
+fn worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .args(["worker", "--server", url, "--cache-dir", name, "--price", "0.75"])
+        .current_dir(ctx.path(""))
+        .env_remove("TUNELINE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(ctx.path(&format!("{name}.log"))).unwrap())
+        .spawn()
+        .map(Killed)
+        .unwrap()
+}
+
+fn committed(ctx: &TestContext, step: u64) -> bool {
+    ctx.path(&format!("store/runs/ext/checkpoints/{step}/COMMIT.json")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\nlease_timeout = \"5s\"\n");
+    let script = ctx.path("hf_checkpoints.py");
+    std::fs::write(&script, include_str!("fixtures/hf_checkpoints.py")).unwrap();
+    let (_server, url) = server(&ctx);
+    let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
+    let client = Client::new(&url, &token);
+    let argv = ["python3", script.to_str().unwrap(), "--max_steps", "8", "--save_steps", "2"];
+    let spec = serde_json::json!({"argv": argv, "run": "ext", "store": ctx.path("store").to_str().unwrap()});
+    let job = client.submit(&JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(3) }).await.unwrap();
+
+    let mut first = worker(&ctx, &url, "cache-a");
+    let started = Instant::now();
+    while !committed(&ctx, 4) {
+        assert!(started.elapsed() < Duration::from_secs(60), "checkpoint-4 was never committed: {}", std::fs::read_to_string(ctx.path("cache-a.log")).unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The spot notice.
+    assert!(std::process::Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap().success());
+    assert!(first.0.wait().unwrap().success());
+    let requeued = client.job(job.id).await.unwrap();
+    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1), "{requeued:?}");
+    let saved: u64 = (5..=8).rev().find(|s| committed(&ctx, *s)).expect("the checkpoint saved on SIGTERM is committed");
+
+    let _second = worker(&ctx, &url, "cache-b");
+    let started = Instant::now();
+    let done = loop {
+        let job = client.job(job.id).await.unwrap();
+        if job.state.is_final() {
+            break job;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the job did not finish: {job:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done.state, State::Succeeded, "{done:?}");
+    assert!(committed(&ctx, 8));
+    let logs: Vec<String> = client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
+    assert!(logs.contains(&format!("resumed from checkpoint-{saved} at step {saved}")), "{logs:?}");
+    let ledger = client.ledger(Some(job.id)).await.unwrap();
+    let outcomes: Vec<_> = ledger.iter().map(|s| (s.outcome.clone().unwrap(), s.lost_steps, s.price_per_hour)).collect();
+    assert_eq!(outcomes, [("preempted".to_string(), 0, 0.75), ("succeeded".to_string(), 0, 0.75)]);
+    assert!(ledger[1].bytes_down > 0, "the second worker downloaded the checkpoint");
+}
