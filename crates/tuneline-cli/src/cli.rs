@@ -72,6 +72,59 @@ pub enum Command {
     /// What runs cost, from the ledger
     #[command(subcommand)]
     Cost(CostCommand),
+    /// Jobs on a server: list, submit an external trainer command, cancel, read logs
+    Jobs(JobsArgs),
+}
+
+/// `tuneline jobs`.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// The server's URL [default: http:// + [server] listen]
+    #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// The server's bearer token [default: .tuneline/control/token]
+    #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    #[command(subcommand)]
+    pub command: JobsCommand,
+}
+
+/// `tuneline jobs ...`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List jobs
+    Ls,
+    /// Queue an external trainer command (such as examples/peft/train_lora.py); workers run it with TUNELINE_* variables
+    Submit {
+        /// The run's name: its checkpoints go to runs/NAME/checkpoints in the store
+        #[arg(long, value_name = "NAME")]
+        run: String,
+        /// The store its checkpoints are committed to (s3://bucket/prefix or a directory)
+        #[arg(long, value_name = "URL")]
+        store: String,
+        /// A committed dataset version prefetched into TUNELINE_DATA_DIR
+        #[arg(long, value_name = "PREFIX")]
+        dataset: Option<String>,
+        /// Attempts before the job fails
+        #[arg(long, default_value_t = 5, value_name = "N")]
+        max_attempts: u32,
+        /// The trainer command
+        #[arg(last = true, required = true, value_name = "ARGV")]
+        argv: Vec<String>,
+    },
+    /// Cancel a job; a running one's worker stops it
+    Cancel {
+        /// The job's id
+        id: i64,
+    },
+    /// A job's log and metric lines
+    Logs {
+        /// The job's id
+        id: i64,
+        /// Keep printing new lines until the job ends
+        #[arg(short, long)]
+        follow: bool,
+    },
 }
 
 /// `tuneline run`.

@@ -53,6 +53,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Server(args) => commands::server::server(&cli.global, args).await,
         Command::Worker(args) => commands::worker::worker(&cli.global, args).await,
         Command::Cost(command) => commands::cost::run(&cli.global, command),
+        Command::Jobs(args) => commands::jobs::run(&cli.global, args).await,
     }
 }
 

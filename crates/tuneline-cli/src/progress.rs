@@ -104,13 +104,11 @@ impl Progress for Shown {
                 if s.last.elapsed() >= LOG_EVERY {
                     s.last = Instant::now();
                     let rate = done as f64 / s.started.elapsed().as_secs_f64().max(1e-3);
-                    eprintln!(
-                        "{prefix}: {}: {} / {} ({}/s)",
-                        s.what,
-                        amount(s.unit, done),
-                        amount(s.unit, s.total),
-                        amount(s.unit, rate as u64)
-                    );
+                    let rate = match s.unit {
+                        Unit::Bytes => HumanBytes(rate as u64).to_string(),
+                        Unit::Items => format!("{rate:.2}"),
+                    };
+                    eprintln!("{prefix}: {}: {} / {} ({rate}/s)", s.what, amount(s.unit, done), amount(s.unit, s.total));
                 }
             }
             Shown::Hidden => {}

@@ -5,6 +5,7 @@ pub mod control;
 pub mod cost;
 pub mod data;
 pub mod init;
+pub mod jobs;
 pub mod plan;
 pub mod run;
 pub mod server;

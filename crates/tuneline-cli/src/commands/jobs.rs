@@ -1,0 +1,77 @@
+//! `tuneline jobs ls | submit | cancel | logs`: a server's jobs, through its
+//! API with the bearer token.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tuneline_control::client::Client;
+use tuneline_control::wire::{Job, JobKind, JobSubmit};
+
+use crate::cli::{Global, JobsArgs, JobsCommand};
+use crate::commands::control::STATE_DIR;
+use crate::context::load_config;
+use crate::exit::{CliResult, Failure};
+
+/// Runs a `tuneline jobs` command.
+pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
+    let config = load_config(global, true)?.config;
+    let server = args.server.clone().unwrap_or_else(|| format!("http://{}", config.server.listen));
+    let token = match &args.token {
+        Some(token) => token.clone(),
+        None => {
+            let file = PathBuf::from(STATE_DIR).join(tuneline_control::serve::TOKEN_FILE);
+            std::fs::read_to_string(&file)
+                .map(|t| t.trim().to_string())
+                .map_err(|_| Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN (the server keeps it in {})", file.display())))?
+        }
+    };
+    let client = Client::new(&server, &token);
+    let failed = |e: tuneline_control::client::ClientError| Failure { code: 1, message: e.to_string() };
+    match &args.command {
+        JobsCommand::Ls => {
+            let jobs = client.jobs().await.map_err(failed)?;
+            if global.json {
+                println!("{}", serde_json::to_string_pretty(&jobs).expect("serializable"));
+            } else {
+                println!("{:>5} {:<8} {:<10} {:>8} {:>6}  RUN", "ID", "KIND", "STATE", "ATTEMPTS", "STEP");
+                for j in &jobs {
+                    let run = j.spec.get("run").and_then(|r| r.as_str()).unwrap_or("-");
+                    let step = j.step.map_or("-".to_string(), |s| s.to_string());
+                    println!("{:>5} {:<8} {:<10} {:>8} {:>6}  {run}", j.id, j.kind, j.state.as_str(), format!("{}/{}", j.attempts, j.max_attempts), step);
+                }
+            }
+        }
+        JobsCommand::Submit { run, store, dataset, max_attempts, argv } => {
+            let mut spec = serde_json::json!({"argv": argv, "run": run, "store": store});
+            if let Some(dataset) = dataset {
+                spec["dataset"] = dataset.clone().into();
+            }
+            let job = JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(*max_attempts) };
+            let queued = client.submit(&job).await.map_err(|e| Failure::input(e.to_string()))?;
+            show(global, &queued, "queued");
+        }
+        JobsCommand::Cancel { id } => show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested"),
+        JobsCommand::Logs { id, follow } => {
+            let mut after = 0;
+            loop {
+                for line in client.logs(*id, after).await.map_err(failed)? {
+                    println!("{}", line.text);
+                    after = line.seq;
+                }
+                if !follow || client.job(*id).await.map_err(failed)?.state.is_final() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show(global: &Global, job: &Job, what: &str) {
+    if global.json {
+        println!("{}", serde_json::to_string(job).expect("serializable"));
+    } else {
+        println!("job {} {what} ({})", job.id, job.state.as_str());
+    }
+}
