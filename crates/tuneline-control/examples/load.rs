@@ -49,10 +49,10 @@ async fn main() {
     for w in 0..workers {
         let (client, samples) = (client.clone(), samples.clone());
         tasks.push(tokio::spawn(async move {
+            // Machines boot and beat independently: spread them over one interval.
+            tokio::time::sleep(heartbeat.mul_f64(w as f64 / workers as f64)).await;
             let info = WorkerRegister { provider: "load".into(), price_per_hour: 1.0, cpus: 8, pid: w as u32, ..Default::default() };
             let id = timed(&samples, "POST /v1/workers", client.register(&info)).await.unwrap().worker;
-            // Spread the heartbeats over the interval, as independent machines would.
-            tokio::time::sleep(heartbeat.mul_f64(w as f64 / workers as f64)).await;
             let mut job = None;
             let mut step = 0;
             while Instant::now() < deadline {
