@@ -184,3 +184,18 @@ async fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() 
     let (_again, client) = server(dir.path(), Duration::from_secs(30)).await;
     client.submit(&command_job("r")).await.expect("the state survives a restart");
 }
+
+#[tokio::test]
+async fn a_worker_idle_past_the_idle_timeout_is_told_to_shut_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let timing = Timing { heartbeat: Duration::from_millis(200), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_millis(300) };
+    let server = Server::start(dir.path(), "127.0.0.1:0", timing, Box::new(StoreCheck)).await.unwrap();
+    let client = Client::new(&server.url(), &server.token);
+    let id = client.register(&worker(1.0)).await.unwrap().worker;
+    assert!(!client.lease(id, Duration::ZERO).await.unwrap().orders.shutdown);
+    // A long poll that outlives the idle timeout ends with the order to exit.
+    let lease = client.lease(id, Duration::from_secs(2)).await.unwrap();
+    assert!(lease.job.is_none() && lease.orders.shutdown);
+    client.exit(id).await.unwrap();
+    assert_eq!(client.workers(true).await.unwrap()[0].state, "gone");
+}

@@ -90,3 +90,37 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     assert_eq!(outcomes, [("preempted".to_string(), 0, 0.75), ("succeeded".to_string(), 0, 0.75)]);
     assert!(ledger[1].bytes_down > 0, "the second worker downloaded the checkpoint");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, url) = server(&ctx);
+    let (code, _, err) = ctx.run(&["server", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("another tuneline server (pid ") && err.contains("is using the state database"), "{err}");
+    let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
+    let client = Client::new(&url, &token);
+    let store = ctx.path("store").to_str().unwrap().to_string();
+    let job = |code: u8| {
+        let argv = ["python3", "-c", &format!("import sys; print('exiting {code}'); sys.exit({code})")].map(String::from);
+        JobSubmit { kind: JobKind::Command, spec: serde_json::json!({"argv": argv, "run": format!("exit-{code}"), "store": store}), max_attempts: Some(3) }
+    };
+    // Exit code 2 is a bad command line or bad input (argparse, tuneline): retrying cannot help.
+    let bad_input = client.submit(&job(2)).await.unwrap();
+    let crashed = client.submit(&job(1)).await.unwrap();
+    let _worker = worker(&ctx, &url, "cache");
+    let started = Instant::now();
+    let (bad_input, crashed) = loop {
+        let (a, b) = (client.job(bad_input.id).await.unwrap(), client.job(crashed.id).await.unwrap());
+        if a.state.is_final() && b.state.is_final() {
+            break (a, b);
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{a:?} {b:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((bad_input.state, bad_input.attempts), (State::Failed, 0), "{bad_input:?}");
+    assert!(bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"), "the trainer's last lines explain it: {bad_input:?}");
+    assert_eq!((crashed.state, crashed.attempts), (State::Failed, 3), "retried up to max_attempts: {crashed:?}");
+    assert!(crashed.error.as_deref().unwrap_or_default().contains("exited with code 1"), "{crashed:?}");
+}

@@ -38,7 +38,10 @@ pub async fn lease(State(shared): State<Arc<Shared>>, Body(ask): Body<LeaseReque
                 return Ok(Json(Lease { job: None, orders: Orders { cancel: false, shutdown: true } }));
             }
         }
-        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+        // Wake at the deadline, at a queued job, or when the worker's idle time runs out.
+        let idle_left = shared.db().worker(ask.worker)?.idle_since.map(|since| since + shared.timing().idle_timeout.as_secs_f64() - now());
+        let wake = idle_left.map_or(deadline, |left| deadline.min(tokio::time::Instant::now() + Duration::from_secs_f64(left.max(0.0) + 0.01)));
+        if tokio::time::timeout_at(wake, notified).await.is_err() && wake == deadline {
             return Ok(Json(Lease { job: None, orders: Orders::default() }));
         }
     }
