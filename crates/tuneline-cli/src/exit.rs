@@ -15,6 +15,11 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The operation failed (exit code 1).
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        Self { code: 1, message: message.to_string() }
+    }
+
     /// Bad usage or bad input.
     pub fn input(message: impl Into<String>) -> Self {
         Self { code: 2, message: message.into() }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::api::Shared;
 use crate::job::State;
-use crate::provider::{Offer, Provider};
+use tuneline_providers::{Offer, Provider};
 use crate::wire::now;
 
 /// One pool's settings.

@@ -1,6 +1,7 @@
 //! The control plane: a small always-on server that queues jobs, leases them
 //! to stateless workers, requeues the work of preempted or silent ones,
-//! scales workers through providers, and bills every worker segment.
+//! scales workers through providers (`tuneline-providers`), and bills every
+//! worker segment. Workers (`tuneline-worker`) talk to it through [`client`].
 //!
 //! - [`job`]: the job state machine;
 //! - [`db`]: its SQLite (WAL) state: jobs, workers, segments, logs;
@@ -10,9 +11,7 @@
 //! - [`serve`]: starting the server and reaping silent workers;
 //! - [`client`]: the API client workers and the CLI use;
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
-//! - [`provider`]: where workers come from (local processes, simulated spot);
 //! - [`report`]: the cost report (ETH) from the ledger;
-//! - [`worker`]: the stateless worker, and [`process`]: the children it runs;
 //! - [`lock`], [`token`]: one server per database, and its bearer token.
 
 pub mod api;
@@ -22,10 +21,7 @@ pub mod client;
 pub mod db;
 pub mod job;
 pub mod lock;
-pub mod process;
 pub mod report;
-pub mod provider;
 pub mod serve;
 pub mod token;
 pub mod wire;
-pub mod worker;

@@ -1,6 +1,8 @@
 //! The cost report: ETH from the ledger's segments.
 //!
-//!     ETH = (price x wall + storage + egress) / (effective hours x utilization)
+//! ```text
+//! ETH = (price x wall + storage + egress) / (effective hours x utilization)
+//! ```
 //!
 //! Wall hours are every billed segment's length. Effective hours are the
 //! compute time of the steps that a checkpoint kept (lost steps were paid

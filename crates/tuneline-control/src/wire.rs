@@ -6,10 +6,7 @@ use utoipa::ToSchema;
 
 use crate::job::State;
 
-/// Seconds since the Unix epoch, as the API and the ledger keep time.
-pub fn now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
+pub use tuneline_core::clock::now;
 
 /// A job to queue.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -3,7 +3,7 @@
 //! terminates instances nobody registered, requeues the job of a worker whose
 //! instance vanished, and reports what it could not terminate. The provider
 //! here is a recording double of the trait; the real ones pass
-//! `tests/provider.rs`.
+//! `tuneline-providers/tests/conformance.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::db::Db;
 use tuneline_control::job::State;
-use tuneline_control::provider::{Instance, Offer, Provider, ProviderError};
+use tuneline_providers::{Instance, Offer, Provider, ProviderError};
 use tuneline_control::wire::{now, JobSubmit, WorkerRegister};
 
 /// Records launches and terminations; `stuck` instances refuse to terminate.

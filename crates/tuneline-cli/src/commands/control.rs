@@ -11,9 +11,9 @@ use tokio::task::JoinHandle;
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
-use tuneline_control::provider::local::{LocalProvider, LocalSettings};
-use tuneline_control::provider::spot::{SpotProvider, SpotSettings};
-use tuneline_control::provider::{Offer, Provider};
+use tuneline_providers::local::{LocalProvider, LocalSettings};
+use tuneline_providers::spot::{SpotProvider, SpotSettings};
+use tuneline_providers::{Offer, Provider};
 use tuneline_control::serve::Server;
 use tuneline_core::config::Config;
 use tuneline_cost::simulate::Source;
@@ -23,6 +23,18 @@ use crate::exit::{CliResult, Failure};
 
 /// The default state directory: `state.db`, `token`, workers' logs and caches.
 pub const STATE_DIR: &str = ".tuneline/control";
+
+/// The token a client presents: the flag (or `TUNELINE_TOKEN`), else the
+/// token file of a server in this directory.
+pub fn token(flag: Option<&str>) -> CliResult<String> {
+    if let Some(token) = flag {
+        return Ok(token.to_string());
+    }
+    let file = PathBuf::from(STATE_DIR).join(tuneline_control::serve::TOKEN_FILE);
+    std::fs::read_to_string(&file)
+        .map(|t| t.trim().to_string())
+        .map_err(|_| Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN to the server's token (it keeps it in {})", file.display())))
+}
 
 /// A running control plane.
 pub struct ControlPlane {
@@ -39,7 +51,7 @@ impl ControlPlane {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
         let timing = Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
-        let server = Server::start(state_dir, listen, timing, Box::new(StoreCheck)).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+        let server = Server::start(state_dir, listen, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
         let Some((provider, offer)) = provider(config, state_dir, &server)? else {
             return Ok(Self { server, autoscaler: None, scaling: None });
         };
@@ -87,7 +99,7 @@ fn provider(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Opt
     }
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
     let offer = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| "local-cpu".into()), price_per_hour: price, spot: settings.spot };
-    let exe = std::env::current_exe().map_err(|e| Failure { code: 1, message: format!("cannot find the tuneline binary: {e}") })?;
+    let exe = std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?;
     let local = Arc::new(LocalProvider::new(LocalSettings {
         exe,
         server: server.url(),

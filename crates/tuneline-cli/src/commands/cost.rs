@@ -22,10 +22,10 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
     if !db_path.exists() {
         return Err(Failure::input(format!("no state database at {}; `tuneline run` or `tuneline server` makes one (or pass --state-dir)", db_path.display())));
     }
-    let db = Db::open(&db_path).map_err(|e| Failure { code: 1, message: e.to_string() })?;
-    let jobs = db.list(None).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let db = Db::open(&db_path).map_err(Failure::failed)?;
+    let jobs = db.list(None).map_err(Failure::failed)?;
     let job = pick(&jobs, run.as_deref())?;
-    let segments = db.segments(Some(job.id)).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let segments = db.segments(Some(job.id)).map_err(Failure::failed)?;
     print_report(global, job, &cost_report(&config, &segments));
     Ok(())
 }

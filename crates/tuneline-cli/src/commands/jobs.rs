@@ -1,14 +1,13 @@
 //! `tuneline jobs ls | submit | cancel | logs`: a server's jobs, through its
 //! API with the bearer token.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tuneline_control::client::Client;
 use tuneline_control::wire::{Job, JobKind, JobSubmit};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
-use crate::commands::control::STATE_DIR;
+use crate::commands::control::token;
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
 
@@ -16,17 +15,9 @@ use crate::exit::{CliResult, Failure};
 pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     let server = args.server.clone().unwrap_or_else(|| format!("http://{}", config.server.listen));
-    let token = match &args.token {
-        Some(token) => token.clone(),
-        None => {
-            let file = PathBuf::from(STATE_DIR).join(tuneline_control::serve::TOKEN_FILE);
-            std::fs::read_to_string(&file)
-                .map(|t| t.trim().to_string())
-                .map_err(|_| Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN (the server keeps it in {})", file.display())))?
-        }
-    };
+    let token = token(args.token.as_deref())?;
     let client = Client::new(&server, &token);
-    let failed = |e: tuneline_control::client::ClientError| Failure { code: 1, message: e.to_string() };
+    let failed = |e: tuneline_control::client::ClientError| Failure::failed(e);
     match &args.command {
         JobsCommand::Ls => {
             let jobs = client.jobs().await.map_err(failed)?;

@@ -66,7 +66,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         eprintln!("warning: {failure}");
     }
     let job = followed?;
-    let segments = client.ledger(Some(job.id)).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let segments = client.ledger(Some(job.id)).await.map_err(Failure::failed)?;
     match job.state {
         State::Succeeded => {
             let eval = evaluate(config, &store, &run, &eval_rows, train_rows.len()).await?;
@@ -77,14 +77,14 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         _ => {
             print_report(global, &job, &cost_report(config, &segments));
             let why = job.error.unwrap_or_default();
-            Err(Failure { code: 1, message: format!("job {} {}: {why}", job.id, job.state.as_str()) })
+            Err(Failure::failed(format!("job {} {}: {why}", job.id, job.state.as_str())))
         }
     }
 }
 
 /// The job that trains `run`: an unfinished or succeeded one from an earlier `tuneline run`.
 async fn job_of(client: &Client, run: &str) -> CliResult<Option<Job>> {
-    let jobs = client.jobs().await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let jobs = client.jobs().await.map_err(Failure::failed)?;
     Ok(jobs.into_iter().rev().find(|j| j.spec.get("run").and_then(|r| r.as_str()) == Some(run) && matches!(j.state, State::Queued | State::Leased | State::Running | State::Succeeded)))
 }
 
@@ -93,12 +93,12 @@ async fn job_of(client: &Client, run: &str) -> CliResult<Option<Job>> {
 async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> CliResult<Job> {
     let shown = Shown::new(&format!("job {id}"), global.quiet || global.json);
     shown.start("train", max_steps, Unit::Items);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
     let (mut shown_step, mut last_state, mut last_attempts) = (0, None, 0);
     let job = loop {
         let job = match client.job(id).await {
             Ok(job) => job,
-            Err(e) => break Err(Failure { code: 1, message: e.to_string() }),
+            Err(e) => break Err(Failure::failed(e)),
         };
         if last_state != Some(job.state) || last_attempts != job.attempts {
             let attempt = format!("attempt {} of {}", job.attempts + 1, job.max_attempts);
@@ -136,13 +136,13 @@ async fn evaluate(config: &Config, store: &ArtifactStore, run: &str, eval_rows: 
     let (prefix, step) = store
         .latest_numbered(&format!("runs/{run}/checkpoints"))
         .await?
-        .ok_or_else(|| Failure { code: 1, message: format!("run {run} succeeded but has no committed checkpoint") })?;
+        .ok_or_else(|| Failure::failed(format!("run {run} succeeded but has no committed checkpoint")))?;
     let local = PathBuf::from(".tuneline/cache").join(&prefix);
     store.pull(&prefix, &local, &NoProgress).await?;
     let model = load_model(config)?;
     let settings = train_settings(config, train_rows);
-    let failed = |e: candle_core::Error| Failure { code: 1, message: format!("eval: {e}") };
-    let tuned = Lora::load(&local, &model.config, model.device()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let failed = |e: candle_core::Error| Failure::failed(format!("eval: {e}"));
+    let tuned = Lora::load(&local, &model.config, model.device()).map_err(Failure::failed)?;
     let base = Lora::init(lora_settings(config), &model.config, config.training.seed, DType::F32, model.device()).map_err(failed)?;
     let (base_loss, tuned_loss) = tokio::task::block_in_place(|| -> Result<(f64, f64), candle_core::Error> {
         let base_loss = Trainer::new(&model, base, settings.clone(), Vec::new()).eval_loss(eval_rows)?;

@@ -19,7 +19,7 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
         state_dir.display(),
         state_dir.join(tuneline_control::serve::TOKEN_FILE).display()
     );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(|e| crate::exit::Failure { code: 1, message: e.to_string() })?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(crate::exit::Failure::failed)?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

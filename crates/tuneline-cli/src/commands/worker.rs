@@ -1,36 +1,28 @@
 //! `tuneline worker --server URL`: a stateless worker (see
-//! `tuneline_control::worker`). Its price and provider come from flags, the
+//! `tuneline_worker`). Its price and provider come from flags, the
 //! environment, or `[providers.<provider>]`.
 
 use std::path::PathBuf;
 
 use tuneline_control::wire::WorkerRegister;
-use tuneline_control::worker::{serve, Exit, WorkerOptions};
+use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};
-use crate::commands::control::STATE_DIR;
+use crate::commands::control::token;
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
 
 /// Runs `tuneline worker`.
 pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let config = load_config(global, true)?.config;
-    let token = match &args.token {
-        Some(token) => token.clone(),
-        None => {
-            let file = PathBuf::from(STATE_DIR).join(tuneline_control::serve::TOKEN_FILE);
-            std::fs::read_to_string(&file).map(|t| t.trim().to_string()).map_err(|_| {
-                Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN to the server's token (in its {})", file.display()))
-            })?
-        }
-    };
+    let token = token(args.token.as_deref())?;
     let provider = config.providers.get(&args.provider);
     let price = args.price.or(provider.and_then(|p| p.price_per_hour)).or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
     let options = WorkerOptions {
         server: args.server.clone(),
         token,
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
-        trainer: std::env::current_exe().map_err(|e| Failure { code: 1, message: format!("cannot find the tuneline binary: {e}") })?,
+        trainer: std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
         register: WorkerRegister {
             instance: args.instance.clone(),
             provider: args.provider.clone(),
@@ -40,7 +32,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             ..WorkerRegister::default()
         },
     };
-    match serve(options).await.map_err(|e| Failure { code: 1, message: e.to_string() })? {
+    match serve(options).await.map_err(Failure::failed)? {
         Exit::ShutDown => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
         Exit::Signalled => eprintln!("worker: stopped by a signal"),
     }

@@ -15,7 +15,7 @@ use tuneline_core::config::{Config, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
 use super::WorkerOptions;
-use crate::wire::Job;
+use tuneline_control::wire::Job;
 
 /// Why a job could not be set up.
 #[derive(Debug)]

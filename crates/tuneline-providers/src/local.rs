@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{Instance, Offer, Provider, ProviderError};
 use crate::process::{signal, spawn_tied};
-use crate::wire::now;
+use tuneline_core::clock::now;
 
 /// How local workers are started.
 #[derive(Debug, Clone)]

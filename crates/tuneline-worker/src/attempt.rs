@@ -14,9 +14,9 @@ use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
-use crate::client::{Client, ClientError};
-use crate::process::{signal, spawn_tied};
-use crate::wire::{Heartbeat, Job, Outcome, Release, Start};
+use tuneline_control::client::{Client, ClientError};
+use tuneline_providers::process::{signal, spawn_tied};
+use tuneline_control::wire::{Heartbeat, Job, Outcome, Release, Start};
 
 /// Exit code of `tuneline train` after a SIGTERM and a committed checkpoint.
 const EXIT_PREEMPTED: i32 = 4;

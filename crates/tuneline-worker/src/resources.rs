@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use nvml_wrapper::Nvml;
 
-use crate::process::cpu_seconds;
+use tuneline_providers::process::cpu_seconds;
 
 /// The machine's accelerator, if NVML finds one.
 pub struct Gpu {

@@ -8,22 +8,22 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tuneline_control::process::alive;
-use tuneline_control::provider::local::{LocalProvider, LocalSettings};
-use tuneline_control::provider::spot::{SpotProvider, SpotSettings};
-use tuneline_control::provider::{Offer, Provider};
+use tuneline_providers::process::alive;
+use tuneline_providers::local::{LocalProvider, LocalSettings};
+use tuneline_providers::spot::{SpotProvider, SpotSettings};
+use tuneline_providers::{Offer, Provider};
 use tuneline_cost::simulate::Source;
 
 /// What every provider must do.
 async fn conformance(provider: &dyn Provider) {
     let offers = provider.offers().await.unwrap();
     assert!(!offers.is_empty(), "{} offers something", provider.name());
-    let before = tuneline_control::wire::now();
+    let before = tuneline_core::clock::now();
     let a = provider.launch(&offers[0]).await.unwrap();
     let b = provider.launch(&offers[0]).await.unwrap();
     assert_ne!(a.id, b.id, "instance ids are unique");
     assert!(a.launched_at >= before - 1.0);
-    let ids = |list: Vec<tuneline_control::provider::Instance>| list.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    let ids = |list: Vec<tuneline_providers::Instance>| list.into_iter().map(|i| i.id).collect::<Vec<_>>();
     let listed = ids(provider.list().await.unwrap());
     assert!(listed.contains(&a.id) && listed.contains(&b.id), "{listed:?}");
     provider.terminate(&a.id).await.unwrap();

@@ -1,12 +1,14 @@
 //! Providers: where workers come from. Every backend answers the same four
-//! calls, and one conformance suite (`tests/provider.rs`) holds each to them.
+//! calls, and one conformance suite (`tests/conformance.rs`) holds each to them.
 //!
 //! - [`local`]: `tuneline worker` processes on this machine;
+//! - [`process`]: children tied to their parent, and signals to them;
 //! - [`spot`]: a wrapper that preempts another provider's instances like a
 //!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
 //!   or following a real spot trace.
 
 pub mod local;
+pub mod process;
 pub mod spot;
 
 use serde::Serialize;
