@@ -90,3 +90,20 @@ async fn spot_preemption_is_a_notice_then_a_kill() {
     }
     assert!(noticed.elapsed() >= Duration::from_millis(800), "killed {:?} after the notice, not 1 s", noticed.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spot_preemption_follows_a_real_trace_time_scaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = tuneline_cost::trace::Trace::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spot-traces/preemption/1-node/aws-04-22-2023")).unwrap();
+    let longest = traces.iter().flat_map(|t| t.up_intervals()).map(|(s, e)| e - s).fold(0.0, f64::max);
+    // The longest stretch alive in any of these traces passes in one second.
+    let settings = SpotSettings { source: Source::Traces(traces), speedup: longest * 3600.0, notice: Duration::from_millis(200), seed: 5 };
+    let spot = SpotProvider::new(local(dir.path(), Duration::from_millis(300)), settings);
+    let instance = spot.launch(&spot.offers().await.unwrap()[0]).await.unwrap();
+    let started = Instant::now();
+    while spot.list().await.unwrap().iter().any(|i| i.id == instance.id) {
+        assert!(started.elapsed() < Duration::from_secs(5), "the trace's preemption never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(dir.path().join("term").exists(), "the notice came before the kill");
+}
