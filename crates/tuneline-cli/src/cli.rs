@@ -280,6 +280,9 @@ pub struct TrainArgs {
     /// Local cache for the dataset and checkpoints [default: .tuneline/cache]
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Optimizer steps, instead of [training] max_steps
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u64>,
 }
 
 /// `tuneline data ...`.

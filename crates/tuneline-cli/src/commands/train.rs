@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tuneline_core::config::{Config, SaveSteps};
+use tuneline_core::progress::{Progress, Unit};
 use tuneline_data::prepare::{Manifest, MANIFEST};
 use tuneline_model::llama::{Llama, Lora, LoraSettings};
 use tuneline_model::ModelTokenizer;
@@ -16,7 +17,7 @@ use tuneline_train::adamw::AdamWParams;
 use tuneline_train::rows::read_split;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec};
 use tuneline_train::schedule::Schedule;
-use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
+use tuneline_train::trainer::{TrainSettings, Trainer};
 
 use crate::cli::{Global, TrainArgs};
 use crate::commands::plan::{auto_save_steps, check_memory_budget};
@@ -26,8 +27,11 @@ use crate::progress::Shown;
 
 /// Runs `tuneline train`.
 pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
-    let loaded = load_config(global, false)?;
-    let config = &loaded.config;
+    let mut config = load_config(global, false)?.config;
+    if let Some(steps) = args.max_steps {
+        config.training.max_steps = Some(steps);
+    }
+    let config = &config;
     check_memory_budget(config)?;
     let store = open_store(global, config)?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
@@ -77,11 +81,15 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
     let mut trainer = Trainer::new(&model, lora, settings, train_rows);
     let handle = tokio::runtime::Handle::current();
-    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global)))
+    let shown = Shown::new(&format!("train {run_id}"), global.quiet || global.json);
+    shown.start("steps", max_steps, Unit::Items);
+    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global, &shown)));
+    shown.finish();
+    let ended = ended
         .map_err(|e| Failure { code: 1, message: e.to_string() })?;
     match ended {
         Ended::Completed { steps } => {
-            println!("run {run_id} complete: {steps} steps, checkpoints in runs/{run_id}/checkpoints");
+            println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/runs/{run_id}/checkpoints/{steps}/", store.url().trim_end_matches('/'));
             Ok(())
         }
         Ended::Stopped { step } => Err(Failure::preempted(format!(
@@ -191,8 +199,8 @@ fn listen_for_sigterm(stop: Arc<AtomicBool>) {
 }
 
 /// Shows a run event: a line of JSON on stdout with `--json` (what a worker
-/// reads), else a line per step on stderr.
-fn report(event: RunEvent, max_steps: u64, global: &Global) {
+/// reads), else a line per step above the progress bar (on stderr).
+fn report(event: RunEvent, max_steps: u64, global: &Global, shown: &Shown) {
     if global.json {
         let line = match event {
             RunEvent::Started { step } => serde_json::json!({"event": "started", "step": step, "max_steps": max_steps}),
@@ -206,15 +214,18 @@ fn report(event: RunEvent, max_steps: u64, global: &Global) {
         let mut out = std::io::stdout().lock();
         // A closed stdout (the worker gone) must not stop training: the checkpoints still matter.
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    } else if let (RunEvent::Step(log), false) = (event, global.quiet) {
-        print_step(log, max_steps);
+    } else {
+        match event {
+            RunEvent::Started { step } => shown.advance(step),
+            RunEvent::Step(log) => {
+                let eval = log.eval_loss.map(|l| format!("  eval loss {l:.4}")).unwrap_or_default();
+                shown.note(&format!(
+                    "step {}/{max_steps}  loss {:.4}  lr {:.3e}  grad norm {:.3}  {:.0} tok/s{eval}",
+                    log.step, log.loss, log.learning_rate, log.grad_norm, log.tokens_per_second
+                ));
+                shown.advance(1);
+            }
+            RunEvent::Saved { .. } => {}
+        }
     }
-}
-
-fn print_step(log: &StepLog, max_steps: u64) {
-    let eval = log.eval_loss.map(|l| format!("  eval loss {l:.4}")).unwrap_or_default();
-    eprintln!(
-        "step {}/{max_steps}  loss {:.4}  lr {:.3e}  grad norm {:.3}  {:.0} tok/s{eval}",
-        log.step, log.loss, log.learning_rate, log.grad_norm, log.tokens_per_second
-    );
 }

@@ -55,6 +55,10 @@ fn train_commits_rotated_checkpoints_and_a_rerun_resumes() {
     let (code, out, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("complete: 4 steps") && !err.contains("step 1/4"), "a rerun resumes the finished run: {err}");
+    assert!(out.contains("adapter (PEFT) at ") && out.contains(&format!("/runs/{run}/checkpoints/4/")), "{out}");
+    let (code, out, err) = ctx.run(&["train", "--max-steps", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("complete: 1 steps") && err.contains("step 1/1"), "--max-steps overrides the config: {out}{err}");
 }
 
 #[test]
