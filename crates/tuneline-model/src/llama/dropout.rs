@@ -5,6 +5,7 @@
 //! it needs no sequential RNG state and the same seed gives the same mask.
 
 use candle_core::{bail, CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
 
 /// One dropout mask: each element zeroed with probability `p` and the rest
 /// scaled by `1 / (1 - p)`, drawn from `seed`. Ops that use it apply the same
@@ -28,19 +29,25 @@ impl Dropout {
 
     /// `values` times the mask. One 64-bit hash decides four elements, 16
     /// bits each (so `p` counts in steps of 1/65536).
-    fn mask<T: Copy + Default + std::ops::Mul<Output = T>>(&self, values: &[T], keep: T) -> Vec<T> {
+    fn mask<T: Copy + Default + Send + Sync + std::ops::Mul<Output = T>>(&self, values: &[T], keep: T) -> Vec<T> {
+        /// Values per parallel task: whole 4-value blocks, so a value's mask
+        /// depends on its block index only, however the work is split.
+        const TASK: usize = 4 * 4096;
         let threshold = (self.p * 65536.0).round() as u64;
-        let mut out = Vec::with_capacity(values.len());
-        for (block, chunk) in values.chunks(4).enumerate() {
-            let mut z = self.seed ^ (block as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            for (lane, &v) in chunk.iter().enumerate() {
-                let dropped = (z >> (16 * lane)) & 0xFFFF < threshold;
-                out.push(if dropped { T::default() } else { v * keep });
+        let mut out = vec![T::default(); values.len()];
+        out.par_chunks_mut(TASK).zip(values.par_chunks(TASK)).enumerate().for_each(|(task, (out, values))| {
+            for (i, (out, chunk)) in out.chunks_mut(4).zip(values.chunks(4)).enumerate() {
+                let block = (task * TASK / 4 + i) as u64;
+                let mut z = self.seed ^ block.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                for (lane, (o, &v)) in out.iter_mut().zip(chunk).enumerate() {
+                    let dropped = (z >> (16 * lane)) & 0xFFFF < threshold;
+                    *o = if dropped { T::default() } else { v * keep };
+                }
             }
-        }
+        });
         out
     }
 }
