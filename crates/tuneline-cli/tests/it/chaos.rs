@@ -17,18 +17,13 @@ const SAVE_STEPS: u64 = 2;
 const MAX_STEPS: u64 = 10;
 
 fn project() -> TestContext {
-    let ctx = TestContext::new();
-    crate::data::link_model(&ctx);
-    ctx.write("data/tickets.jsonl", crate::data::tickets());
+    let ctx = crate::train::project_with(MAX_STEPS as u32, SAVE_STEPS as u32, "gradient_accumulation_steps = 1\nsigterm_grace = \"3s\"\n");
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write(
         "tuneline.toml",
-        format!(
-            "[project]\nname = \"chaos\"\n[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
-             [training]\nmax_steps = {MAX_STEPS}\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 1\nlearning_rate = 1e-3\n\
-             save_steps = {SAVE_STEPS}\nsigterm_grace = \"3s\"\n[lora]\nlora_r = 4\nlora_alpha = 8\ntarget_modules = [\"q_proj\", \"v_proj\"]\n\
-             [workers]\nprovider = \"local\"\nmax_workers = 1\nlease_timeout = \"4s\"\n\
-             [providers.local]\nspot = true\nprice_per_hour = 1.5\nspot_mtbf = \"8s\"\nspot_notice = \"5s\"\nspot_seed = 7\n"
-        ),
+        config
+            + "[workers]\nprovider = \"local\"\nmax_workers = 1\nlease_timeout = \"4s\"\n\
+               [providers.local]\nspot = true\nprice_per_hour = 1.5\nspot_mtbf = \"8s\"\nspot_notice = \"5s\"\nspot_seed = 7\n",
     );
     ctx
 }

@@ -12,7 +12,7 @@ fn project(max_steps: u32, save_steps: u32) -> TestContext {
 }
 
 /// A project whose `[training]` also holds `extra`.
-fn project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext {
+pub fn project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext {
     let ctx = TestContext::new();
     crate::data::link_model(&ctx);
     ctx.write("data/tickets.jsonl", crate::data::tickets());
