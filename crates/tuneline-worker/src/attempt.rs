@@ -175,7 +175,7 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
     if let Some(watcher) = watcher.as_mut() {
         upload_checkpoints(watcher, &progress, true).await;
     }
-    let mut progress = Arc::try_unwrap(progress).map_or_else(|shared| std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner())), |m| m.into_inner().unwrap_or_else(|p| p.into_inner()));
+    let mut progress = std::mem::take(&mut *progress.lock().unwrap_or_else(|p| p.into_inner()));
     if let (false, Some(step)) = (started, progress.started) {
         if client.start(id, &Start { worker, resumed_from: step }).await.is_err() {
             abandoned = true;
