@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::Shared;
-use crate::job::State;
 use tuneline_providers::{Offer, Provider};
 use crate::wire::now;
 
@@ -77,8 +76,7 @@ impl Autoscaler {
         let (workers, runnable) = {
             let db = self.shared.db();
             let workers = db.workers(false).unwrap_or_default();
-            let active = db.list(None).unwrap_or_default().iter().filter(|j| matches!(j.state, State::Queued | State::Leased | State::Running)).count();
-            (workers, active as u32)
+            (workers, db.runnable().unwrap_or_default() as u32)
         };
         let mine: Vec<_> = workers.iter().filter(|w| w.info.provider == self.provider.name() && w.info.instance.is_some()).collect();
         let alive = |id: &str| instances.iter().any(|i| i.id == id);

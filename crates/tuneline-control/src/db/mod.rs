@@ -151,9 +151,9 @@ impl Db {
         rows.map(|r| r?.and_then(decode)).collect()
     }
 
-    /// Jobs waiting for a worker.
-    pub fn queued(&self) -> Result<u64, DbError> {
-        Ok(self.conn.query_row("SELECT count(*) FROM jobs WHERE state = 'queued'", [], |r| r.get(0))?)
+    /// Jobs that need a worker: queued, leased or running.
+    pub fn runnable(&self) -> Result<u64, DbError> {
+        Ok(self.conn.query_row("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased', 'running')", [], |r| r.get(0))?)
     }
 
     /// Cancels job `id` (a queued one at once; a running one's worker is told to stop).
