@@ -131,18 +131,15 @@ impl<'m> Trainer<'m> {
                 return Ok(None);
             }
             let seed = dropout_seed(self.settings.seed, self.progress.global_step, i);
-            let loss = self.model.loss(&b.ids, &b.positions, &b.segments, &b.labels, Some(self.lora.training(seed)))?;
-            let loss = (loss * (b.trained_tokens as f64 / counted as f64))?;
-            loss_sum += loss.to_scalar::<f32>()? as f64;
-            let store = loss.backward()?;
-            for (name, var) in self.lora.named() {
-                if let Some(g) = store.get(var.as_tensor()) {
-                    let total = match grads.remove(&name) {
-                        Some(sum) => (sum + g)?,
-                        None => g.clone(),
-                    };
-                    grads.insert(name, total);
-                }
+            let share = b.trained_tokens as f64 / counted as f64;
+            let (loss, micro_grads) = self.model.loss_and_grads(&b.ids, &b.positions, &b.segments, &b.labels, self.lora.training(seed), share)?;
+            loss_sum += loss * share;
+            for (name, g) in micro_grads {
+                let total = match grads.remove(&name) {
+                    Some(sum) => (sum + g)?,
+                    None => g,
+                };
+                grads.insert(name, total);
             }
         }
         let grad_norm = grads.values().map(|g| g.sqr()?.sum_all()?.to_scalar::<f32>().map(f64::from)).sum::<Result<f64>>()?.sqrt();
@@ -180,7 +177,7 @@ impl<'m> Trainer<'m> {
                 continue;
             }
             let loss = self.model.loss(&b.ids, &b.positions, &b.segments, &b.labels, Some(self.lora.inference()))?;
-            total += loss.to_scalar::<f32>()? as f64 * b.trained_tokens as f64;
+            total += loss * b.trained_tokens as f64;
             counted += b.trained_tokens;
         }
         Ok(if counted == 0 { f64::NAN } else { total / counted as f64 })

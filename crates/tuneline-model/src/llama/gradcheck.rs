@@ -1,12 +1,19 @@
-//! Finite-difference checks of every op that carries a gradient, in f64:
-//! RMSNorm, softmax, the rotary embedding, the masked loss, and a whole tiny
-//! Llama (embedding, grouped-query attention with its mask, SiLU MLP, LoRA).
+//! Finite-difference checks, in f64, of every backward that tuneline writes
+//! out: RMSNorm, SwiGLU, the rotary embedding, attention (grouped, with
+//! packed segments), the LoRA projection with dropout, the cross-entropy, and
+//! a whole tiny Llama (embedding, attention, MLP, LoRA on every projection).
 
-use candle_core::{DType, Device, Result, Tensor, Var};
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Result, Tensor};
 use rand::{Rng, SeedableRng};
 
-use super::ops::{rms_norm, softmax, Rope};
-use super::{causal_lm_loss, labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings};
+use super::attention::Attention;
+use super::dropout::Dropout;
+use super::kernels::cross_entropy;
+use super::lora_linear::{Adapter, Projection};
+use super::ops::{attention_mask, rms_norm, rms_norm_backward, swiglu, swiglu_backward, Rope};
+use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
 fn random(shape: &[usize], seed: u64) -> Tensor {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -14,73 +21,90 @@ fn random(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_vec((0..n).map(|_| rng.random_range(-1.0..1.0)).collect::<Vec<f64>>(), shape, &Device::Cpu).unwrap()
 }
 
-/// Compares the gradient of the scalar `f` at each of `vars` with central differences.
-fn check(vars: &[&Var], f: impl Fn() -> Result<Tensor>) {
-    let grads = f().unwrap().backward().unwrap();
+/// Compares `analytic[i]`, the gradient of the scalar `f` at `inputs[i]`, with central differences.
+fn check(inputs: &[Tensor], f: impl Fn(&[Tensor]) -> f64, analytic: &[Tensor]) {
     let eps = 1e-6;
-    for (v, var) in vars.iter().enumerate() {
-        let analytic: Vec<f64> = grads.get(var.as_tensor()).expect("a gradient reaches every input").flatten_all().unwrap().to_vec1().unwrap();
-        let original = var.as_tensor().copy().unwrap();
-        let flat: Vec<f64> = original.flatten_all().unwrap().to_vec1().unwrap();
-        for (i, &g) in analytic.iter().enumerate() {
+    for (v, input) in inputs.iter().enumerate() {
+        let grad: Vec<f64> = analytic[v].flatten_all().unwrap().to_vec1().unwrap();
+        let flat: Vec<f64> = input.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(grad.len(), flat.len(), "input {v}: the gradient has its shape");
+        for (i, &g) in grad.iter().enumerate() {
             let at = |delta: f64| {
                 let mut moved = flat.clone();
                 moved[i] += delta;
-                var.set(&Tensor::from_vec(moved, original.shape(), &Device::Cpu).unwrap()).unwrap();
-                f().unwrap().to_scalar::<f64>().unwrap()
+                let mut inputs = inputs.to_vec();
+                inputs[v] = Tensor::from_vec(moved, input.shape(), &Device::Cpu).unwrap();
+                f(&inputs)
             };
             let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
-            var.set(&original).unwrap();
             assert!((numeric - g).abs() <= 1e-5 * (1.0 + numeric.abs()), "input {v}, element {i}: numeric {numeric}, backward {g}");
         }
     }
 }
 
-/// A fixed random weighting, so a scalar depends on every output element.
-fn weighted(t: &Tensor, seed: u64) -> Result<Tensor> {
-    (t * random(t.dims(), seed))?.sum_all()
+/// Checks `backward(inputs, dy)` for an op `forward`, against the scalar
+/// `sum(forward(inputs) * dy)` for a fixed random `dy`.
+fn check_op(inputs: &[Tensor], forward: impl Fn(&[Tensor]) -> Result<Tensor>, backward: impl Fn(&[Tensor], &Tensor) -> Result<Vec<Tensor>>) {
+    let dy = random(forward(inputs).unwrap().dims(), 99);
+    let scalar = |inputs: &[Tensor]| (forward(inputs).unwrap() * &dy).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
+    check(inputs, scalar, &backward(inputs, &dy).unwrap());
 }
 
 #[test]
-fn rms_norm_softmax_and_rope_carry_exact_gradients() {
-    let x = Var::from_tensor(&random(&[2, 3, 6], 1)).unwrap();
-    let w = Var::from_tensor(&random(&[6], 2)).unwrap();
-    check(&[&x, &w], || weighted(&rms_norm(x.as_tensor(), w.as_tensor(), 1e-5)?, 3));
-    check(&[&x], || weighted(&softmax(&(x.as_tensor() * 3.0)?)?, 4));
+fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
+    let w = random(&[6], 2);
+    let norm = |x: &[Tensor]| rms_norm(&x[0], &w, 1e-5);
+    check_op(&[random(&[5, 6], 1)], norm, |x, dy| Ok(vec![rms_norm_backward(&x[0], &w, 1e-5, dy)?]));
+    check_op(&[random(&[4, 3], 3), random(&[4, 3], 4)], |x| swiglu(&x[0], &x[1]), |x, dy| {
+        let (gate, up) = swiglu_backward(&x[0], &x[1], dy)?;
+        Ok(vec![gate, up])
+    });
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
-    let q = Var::from_tensor(&random(&[1, 2, 3, 6], 5)).unwrap();
     let positions = Tensor::new(&[[4u32, 0, 9]], &Device::Cpu).unwrap();
-    check(&[&q], || weighted(&rope.apply(q.as_tensor(), &positions)?, 6));
+    check_op(&[random(&[1, 2, 3, 6], 5)], |x| rope.apply(&x[0], &positions), |_, dy| Ok(vec![rope.backward(dy, &positions)?]));
 }
 
 #[test]
-fn fused_attention_carries_exact_gradients_with_groups_and_segments() {
+fn attention_carries_exact_gradients_with_groups_and_segments() {
     // 4 query heads over 2 key/value heads; two packed segments of 3 and 2 tokens.
-    let q = Var::from_tensor(&random(&[1, 4, 5, 3], 20)).unwrap();
-    let k = Var::from_tensor(&random(&[1, 2, 5, 3], 21)).unwrap();
-    let v = Var::from_tensor(&random(&[1, 2, 5, 3], 22)).unwrap();
     let segments = Tensor::new(&[[1u32, 1, 1, 2, 2]], &Device::Cpu).unwrap();
-    let mask = super::ops::attention_mask(&segments, DType::F64).unwrap();
-    check(&[&q, &k, &v], || weighted(&super::attention::attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), &mask)?, 23));
-}
-
-#[test]
-fn the_fused_lora_projection_carries_exact_gradients_with_dropout() {
-    let x = Var::from_tensor(&random(&[2, 3, 6], 24)).unwrap();
-    let a = Var::from_tensor(&random(&[2, 6], 25)).unwrap();
-    let b = Var::from_tensor(&random(&[5, 2], 26)).unwrap();
-    let w: super::Weight = random(&[5, 6], 27).into();
-    let dropout = Some(super::dropout::Dropout::new(0.3, 5));
-    check(&[&x, &a, &b], || {
-        weighted(&super::lora_linear::lora_linear(x.as_tensor(), &w, a.as_tensor(), b.as_tensor(), 1.5, dropout)?, 28)
+    let attention = Attention { mask: attention_mask(&segments, DType::F64).unwrap() };
+    let inputs = [random(&[1, 4, 5, 3], 20), random(&[1, 2, 5, 3], 21), random(&[1, 2, 5, 3], 22)];
+    check_op(&inputs, |x| attention.forward(&x[0], &x[1], &x[2]), |x, dy| {
+        let out = attention.forward(&x[0], &x[1], &x[2])?;
+        let (dq, dk, dv) = attention.backward(&x[0], &x[1], &x[2], &out, dy)?;
+        Ok(vec![dq, dk, dv])
     });
 }
 
 #[test]
-fn the_masked_loss_carries_exact_gradients() {
-    let logits = Var::from_tensor(&random(&[2, 4, 5], 7)).unwrap();
-    let labels = labels_tensor(&[vec![-100, 3, -100, 1], vec![-100, -100, 4, 0]], &Device::Cpu).unwrap();
-    check(&[&logits], || causal_lm_loss(logits.as_tensor(), &labels));
+fn the_lora_projection_carries_exact_gradients_with_dropout() {
+    let w: Weight = random(&[5, 6], 27).into();
+    let projection = |a: &Tensor, b: &Tensor| Projection {
+        weight: &w,
+        adapter: Some(Adapter {
+            a: a.clone(),
+            b: b.clone(),
+            scale: 1.5,
+            dropout: Some(Dropout::new(0.3, 5)),
+            names: ["A".into(), "B".into()],
+        }),
+    };
+    let inputs = [random(&[4, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
+    check_op(&inputs, |x| projection(&x[1], &x[2]).forward(&x[0]), |x, dy| {
+        let mut grads = HashMap::new();
+        let dx = projection(&x[1], &x[2]).backward(&x[0], dy, &mut grads)?;
+        Ok(vec![dx, grads.remove("A").expect("A's gradient"), grads.remove("B").expect("B's gradient")])
+    });
+}
+
+#[test]
+fn the_cross_entropy_carries_exact_gradients() {
+    let targets = [3u32, 1, 4, 0];
+    let loss = |x: &[Tensor]| cross_entropy(&x[0], &targets, None).unwrap().0;
+    let logits = random(&[4, 5], 7);
+    let (_, grad) = cross_entropy(&logits, &targets, Some(1.0)).unwrap();
+    check(&[logits], loss, &[grad.unwrap()]);
 }
 
 #[test]
@@ -139,11 +163,19 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
     let positions = Tensor::new(&[[0u32, 1, 2, 0, 1, 2], [0, 1, 0, 1, 2, 3]], &Device::Cpu).unwrap();
     let segments = Tensor::new(&[[1u32, 1, 1, 2, 2, 2], [1, 1, 2, 2, 2, 2]], &Device::Cpu).unwrap();
     let labels = labels_tensor(&[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]], &Device::Cpu).unwrap();
-    let vars: Vec<&Var> = lora.named().map(|(_, v)| v).collect();
     // A training pass: dropout masks are fixed by the seed, so the loss is a function of the weights.
-    check(&vars, || causal_lm_loss(&model.forward(&ids, &positions, &segments, Some(lora.training(99)))?, &labels));
-    let train = model.forward(&ids, &positions, &segments, Some(lora.training(99))).unwrap();
-    let eval = model.forward(&ids, &positions, &segments, Some(lora.inference())).unwrap();
-    let diff = (train - eval).unwrap().abs().unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
-    assert!(diff > 1e-6, "dropout changes a training pass");
+    let (loss, mut grads) = model.loss_and_grads(&ids, &positions, &segments, &labels, lora.training(99), 1.0).unwrap();
+    let (names, vars): (Vec<String>, Vec<_>) = lora.named().map(|(n, v)| (n, v.clone())).unzip();
+    let values: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().copy().unwrap()).collect();
+    let analytic: Vec<Tensor> = names.iter().map(|n| grads.remove(n).expect("a gradient for every adapter tensor")).collect();
+    let at = |values: &[Tensor]| {
+        for (var, value) in vars.iter().zip(values) {
+            var.set(value).unwrap();
+        }
+        model.loss(&ids, &positions, &segments, &labels, Some(lora.training(99))).unwrap()
+    };
+    assert_eq!(at(&values), loss, "the training pass's loss is the forward's");
+    check(&values, at, &analytic);
+    let eval = model.loss(&ids, &positions, &segments, &labels, Some(lora.inference())).unwrap();
+    assert!((eval - loss).abs() > 1e-6, "dropout changes a training pass");
 }

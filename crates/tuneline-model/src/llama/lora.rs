@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Result, Tensor, Var};
 use rand::{Rng, SeedableRng};
 
 use super::dropout::Dropout;
-use super::lora_linear::lora_linear;
+use super::lora_linear::{Adapter, Projection};
 use super::weight::Weight;
 use super::LlamaConfig;
 use crate::error::ModelError;
@@ -153,21 +153,28 @@ pub struct LoraPass<'a> {
 }
 
 impl LoraPass<'_> {
-    /// `module` of `layer` with its adapter applied to `x` through `weight`
-    /// (see [`lora_linear`]), or `None` when the module is not adapted. Each
-    /// layer and module draws its own dropout mask from the pass's seed, so a
-    /// pass is reproducible (and a resumed run repeats it exactly).
-    pub(super) fn apply(&self, layer: usize, module: &'static str, x: &Tensor, weight: &Weight) -> Option<Result<Tensor>> {
-        let (a, b) = self.lora.pairs.get(&(layer, module))?;
-        let p = self.lora.settings.lora_dropout;
-        let dropout = match self.dropout_seed {
-            Some(seed) if p > 0.0 => {
-                let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
-                Some(Dropout::new(p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    /// `module` of `layer` through `weight`, with its adapter when the module
+    /// is adapted. Each layer and module draws its own dropout mask from the
+    /// pass's seed, so a pass is reproducible (and a resumed run repeats it exactly).
+    pub(super) fn projection<'w>(&self, layer: usize, module: &'static str, weight: &'w Weight) -> Projection<'w> {
+        let adapter = self.lora.pairs.get(&(layer, module)).map(|(a, b)| {
+            let p = self.lora.settings.lora_dropout;
+            let dropout = match self.dropout_seed {
+                Some(seed) if p > 0.0 => {
+                    let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
+                    Some(Dropout::new(p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                }
+                _ => None,
+            };
+            Adapter {
+                a: a.as_detached_tensor(),
+                b: b.as_detached_tensor(),
+                scale: self.lora.settings.scale(),
+                dropout,
+                names: [peft_name(layer, module, "lora_A"), peft_name(layer, module, "lora_B")],
             }
-            _ => None,
-        };
-        Some(lora_linear(x, weight, a.as_tensor(), b.as_tensor(), self.lora.settings.scale(), dropout))
+        });
+        Projection { weight, adapter }
     }
 }
 

@@ -1,36 +1,39 @@
-//! A frozen linear layer and its LoRA adapter as one op:
-//! `y = x Wᵀ + scale · dropout(x) Aᵀ Bᵀ`, exactly PEFT's forward.
-//! Composed from candle ops, each adapted projection would keep the base
-//! output, the dropped-out input, A's output, B's output and their sum alive
-//! for backward, and backward would also compute W's unused gradient. This op
-//! keeps only its input and output, redraws the dropout mask and recomputes
-//! the rank-r product (a sliver of the layer's work) in backward, and
-//! computes gradients for x, A and B only.
+//! A frozen linear layer and, when it is adapted, its LoRA adapter:
+//! `y = x Wᵀ + scale · dropout(x) Aᵀ Bᵀ`, exactly PEFT's forward, with its
+//! backward written out. Backward takes the layer's input again, redraws the
+//! dropout mask and recomputes the rank-r product (a sliver of the layer's
+//! work), and computes gradients for x, A and B only: W is frozen.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
+use std::collections::HashMap;
 
-use super::custom::{storage_tensor, tensor_storage};
+use candle_core::{Result, Tensor};
+
 use super::dropout::Dropout;
 use super::weight::Weight;
 
-/// The adapted projection of `x` `(..., in)` through the frozen `weight`
-/// `(out, in)`, `a` `(r, in)` and `b` `(out, r)`, with `dropout` on the adapter's input.
-pub fn lora_linear(x: &Tensor, weight: &Weight, a: &Tensor, b: &Tensor, scale: f64, dropout: Option<Dropout>) -> Result<Tensor> {
-    let mut dims = x.dims().to_vec();
-    let input = *dims.last().expect("x has a feature dimension");
-    let flat = x.contiguous()?.reshape(((), input))?;
-    let y = flat.apply_op3(a, b, LoraLinear { weight: weight.clone(), scale, dropout })?;
-    *dims.last_mut().expect("x has a feature dimension") = y.dim(D::Minus1)?;
-    y.reshape(dims)
+/// One linear layer of a pass.
+pub struct Projection<'a> {
+    /// The frozen weight `(out, in)`.
+    pub weight: &'a Weight,
+    /// The adapter, when this layer is adapted.
+    pub adapter: Option<Adapter>,
 }
 
-struct LoraLinear {
-    weight: Weight,
-    scale: f64,
-    dropout: Option<Dropout>,
+/// A LoRA adapter as one pass applies it.
+pub struct Adapter {
+    /// `A` `(r, in)`, outside any graph.
+    pub a: Tensor,
+    /// `B` `(out, r)`, likewise.
+    pub b: Tensor,
+    /// The output's factor.
+    pub scale: f64,
+    /// The mask on the adapter's input, in a training pass.
+    pub dropout: Option<Dropout>,
+    /// PEFT's names of `A` and `B`, which their gradients are filed under.
+    pub names: [String; 2],
 }
 
-impl LoraLinear {
+impl Adapter {
     /// The adapter's input: `x` after dropout.
     fn dropped(&self, x: &Tensor) -> Result<Tensor> {
         match &self.dropout {
@@ -40,31 +43,26 @@ impl LoraLinear {
     }
 }
 
-impl CustomOp3 for LoraLinear {
-    fn name(&self) -> &'static str {
-        "lora-linear"
+impl Projection<'_> {
+    /// The output `(n, out)` for `x` `(n, in)`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.weight.forward(x)?;
+        match &self.adapter {
+            None => Ok(y),
+            Some(ad) => y + (ad.dropped(x)?.matmul(&ad.a.t()?)? * ad.scale)?.matmul(&ad.b.t()?)?,
+        }
     }
 
-    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout, s3: &CpuStorage, l3: &Layout) -> Result<(CpuStorage, Shape)> {
-        let tensor = |s, l| storage_tensor(s, l, "lora-linear");
-        let (x, a, b) = (tensor(s1, l1)?, tensor(s2, l2)?, tensor(s3, l3)?);
-        let w = self.weight.dense()?.to_dtype(x.dtype())?;
-        let rank = (self.dropped(&x)?.matmul(&a.t()?)? * self.scale)?;
-        let y = (x.matmul(&w.t()?)? + rank.matmul(&b.t()?)?)?;
-        Ok((tensor_storage(&y)?, y.shape().clone()))
-    }
-
-    fn bwd(&self, x: &Tensor, a: &Tensor, b: &Tensor, _y: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        // Detached, so nothing computed here is kept by a graph.
-        let (x, a, b, grad) = (x.detach(), a.detach(), b.detach(), grad.detach());
-        let w = self.weight.dense()?.to_dtype(x.dtype())?;
-        let dropped = self.dropped(&x)?;
-        let rank = (dropped.matmul(&a.t()?)? * self.scale)?;
-        let grad_rank = (grad.matmul(&b)? * self.scale)?;
-        let grad_b = grad.t()?.matmul(&rank)?;
-        let grad_a = grad_rank.t()?.matmul(&dropped)?;
-        let through_adapter = self.dropped(&grad_rank.matmul(&a)?)?;
-        let grad_x = (grad.matmul(&w)? + through_adapter)?;
-        Ok((Some(grad_x), Some(grad_a), Some(grad_b)))
+    /// The gradient of `x` for the output's gradient `dy`; the adapter's
+    /// gradients go into `grads` under PEFT's names.
+    pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+        let dx = self.weight.backward(dy)?;
+        let Some(ad) = &self.adapter else { return Ok(dx) };
+        let dropped = ad.dropped(x)?;
+        let rank = (dropped.matmul(&ad.a.t()?)? * ad.scale)?;
+        let grad_rank = (dy.matmul(&ad.b)? * ad.scale)?;
+        grads.insert(ad.names[1].clone(), dy.t()?.matmul(&rank)?);
+        grads.insert(ad.names[0].clone(), grad_rank.t()?.matmul(&dropped)?);
+        dx + ad.dropped(&grad_rank.matmul(&ad.a)?)?
     }
 }

@@ -1,12 +1,14 @@
-//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2) whose forward pass
-//! carries gradients for LoRA training: candle ops that have a backward, and
-//! custom ops (attention, adapted projections, recomputed norms, rope and
-//! SwiGLU) whose backward is written out and checked by finite differences.
+//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2) for LoRA training.
+//! The forward pass is candle ops on plain tensors; the backward pass is
+//! written out (`backward.rs`), op by op, each checked by finite differences
+//! (`gradcheck.rs`). candle's autograd is not used: it would keep every
+//! intermediate alive, compute the frozen weights' gradients, and start
+//! each gradient from a zeroed tensor it then adds into.
 //! Weights are kept in Hugging Face's layout.
 
 mod attention;
+mod backward;
 mod config;
-mod custom;
 mod dropout;
 mod from_gguf;
 mod from_hf;
@@ -14,9 +16,9 @@ mod from_hf;
 mod gradcheck;
 mod lora;
 mod lora_linear;
+mod kernels;
 mod loss;
 mod ops;
-mod recompute;
 mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
@@ -25,9 +27,9 @@ pub use config::{LlamaConfig, RopeScaling};
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 pub use weight::Weight;
-use attention::attention;
-use ops::{attention_mask, rms_norm, Rope};
-use recompute::{recompute, recompute2};
+use attention::Attention;
+use lora_linear::Projection;
+use ops::{attention_mask, rms_norm, swiglu, Rope};
 
 use crate::error::ModelError;
 
@@ -144,24 +146,40 @@ impl Llama {
     /// samples packed into one row; a token attends to earlier tokens of its
     /// own segment only.
     pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
-        weight::frozen_linear(&self.hidden(ids, positions, segments, lora)?, &self.lm_head)
+        let (batch, seq) = ids.dims2()?;
+        let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
+        let logits = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?.matmul(&self.lm_head.t()?)?;
+        logits.reshape((batch, seq, ()))
     }
 
-    /// The final normalized hidden states `(batch, seq, hidden)`, before the output head.
-    fn hidden(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
-        let (batch, seq) = ids.dims2()?;
-        let mask = attention_mask(segments, self.embed_tokens.dtype())?;
-        let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((batch, seq, self.config.hidden_size))?;
-        for (i, layer) in self.layers.iter().enumerate() {
-            let proj = |module: &'static str, x: &Tensor, weight: &Weight| -> Result<Tensor> {
-                match lora.and_then(|l| l.apply(i, module, x, weight)) {
-                    Some(adapted) => adapted,
-                    None => weight.linear(x),
-                }
-            };
-            x = self.layer(layer, &x, positions, &mask, &proj)?;
+    /// What the layers of a pass over `(batch, seq)` tokens share.
+    fn pass<'a>(&self, positions: &'a Tensor, segments: &Tensor, lora: Option<LoraPass<'a>>) -> Result<Pass<'a>> {
+        let (batch, seq) = positions.dims2()?;
+        let attention = Attention { mask: attention_mask(segments, self.embed_tokens.dtype())? };
+        Ok(Pass { batch, seq, positions, attention, lora })
+    }
+
+    /// The hidden states `(batch x seq, hidden)` of token ids `(batch, seq)`
+    /// after the last layer, before the final norm. With a `tape`, each layer
+    /// records what its backward needs.
+    fn hidden(&self, ids: &Tensor, pass: &Pass, mut tape: Option<&mut Vec<Saved>>) -> Result<Tensor> {
+        let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?;
+        for i in 0..self.layers.len() {
+            let (y, saved) = self.layer(i, &x, pass)?;
+            if let Some(tape) = tape.as_deref_mut() {
+                tape.push(saved);
+            }
+            x = y;
         }
-        rms_norm(&x, &self.norm, self.config.rms_norm_eps)
+        Ok(x)
+    }
+
+    /// Layer `layer`'s `module` through `weight`, with its adapter in `pass`.
+    fn projection<'w>(pass: &Pass, layer: usize, module: &'static str, weight: &'w Weight) -> Projection<'w> {
+        match pass.lora {
+            Some(lora) => lora.projection(layer, module, weight),
+            None => Projection { weight, adapter: None },
+        }
     }
 
     /// Logits `(seq, vocab)` of one unpacked sequence.
@@ -187,40 +205,64 @@ impl Llama {
         Ok(ids[prompt.len()..].to_vec())
     }
 
-    /// One decoder layer; `proj(module, x, weight)` applies a linear layer (and its adapter).
-    fn layer(
-        &self,
-        w: &Layer,
-        x: &Tensor,
-        positions: &Tensor,
-        mask: &Tensor,
-        proj: &dyn Fn(&'static str, &Tensor, &Weight) -> Result<Tensor>,
-    ) -> Result<Tensor> {
-        let c = &self.config;
-        let (batch, seq, _) = x.dims3()?;
-        let (heads, kv_heads, dim) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim());
-        let eps = c.rms_norm_eps;
-        let norm = |x: &Tensor, weight: &Tensor| {
-            let weight = weight.clone();
-            recompute(x, move |x| rms_norm(x, &weight, eps))
-        };
-        let h = norm(x, &w.input_layernorm)?;
-        let split = move |t: &Tensor, n: usize| t.reshape((batch, seq, n, dim))?.transpose(1, 2)?.contiguous();
-        let biased = |i: usize, t: Tensor| match &w.qkv_bias {
-            Some(b) => t.broadcast_add(&b[i]),
-            None => Ok(t),
-        };
-        let rotated = |t: Tensor, n: usize| {
-            let (rope, positions) = (self.rope.clone(), positions.clone());
-            recompute(&t, move |t| rope.apply(&split(t, n)?, &positions))
-        };
-        let q = rotated(biased(0, proj("q_proj", &h, &w.q_proj)?)?, heads)?;
-        let k = rotated(biased(1, proj("k_proj", &h, &w.k_proj)?)?, kv_heads)?;
-        let v = split(&biased(2, proj("v_proj", &h, &w.v_proj)?)?, kv_heads)?;
-        let attended = attention(&q, &k, &v, mask)?.transpose(1, 2)?.reshape((batch, seq, heads * dim))?;
-        let x = (x + proj("o_proj", &attended, &w.o_proj)?)?;
-        let h = norm(&x, &w.post_attention_layernorm)?;
-        let gated = recompute2(&proj("gate_proj", &h, &w.gate_proj)?, &proj("up_proj", &h, &w.up_proj)?, |g, u| g.silu()? * u)?;
-        x + proj("down_proj", &gated, &w.down_proj)?
+    /// Decoder layer `i` on `x` `(batch x seq, hidden)`: its output and what its backward needs.
+    fn layer(&self, i: usize, x: &Tensor, pass: &Pass) -> Result<(Tensor, Saved)> {
+        let w = &self.layers[i];
+        let eps = self.config.rms_norm_eps;
+        let proj = |module, weight| Self::projection(pass, i, module, weight);
+        let h = rms_norm(x, &w.input_layernorm, eps)?;
+        let q = self.rope.apply(&self.heads(pass, &self.biased(w, 0, proj("q_proj", &w.q_proj).forward(&h)?)?)?, pass.positions)?;
+        let k = self.rope.apply(&self.heads(pass, &self.biased(w, 1, proj("k_proj", &w.k_proj).forward(&h)?)?)?, pass.positions)?;
+        let v = self.heads(pass, &self.biased(w, 2, proj("v_proj", &w.v_proj).forward(&h)?)?)?;
+        let attended = self.merge(pass, &pass.attention.forward(&q, &k, &v)?)?;
+        let x_mid = (x + proj("o_proj", &w.o_proj).forward(&attended)?)?;
+        let h = rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
+        let gate = proj("gate_proj", &w.gate_proj).forward(&h)?;
+        let up = proj("up_proj", &w.up_proj).forward(&h)?;
+        let y = (&x_mid + proj("down_proj", &w.down_proj).forward(&swiglu(&gate, &up)?)?)?;
+        Ok((y, Saved { x: x.clone(), q, k, v, attended, x_mid, gate, up }))
     }
+
+    /// `t` plus the layer's query (0), key (1) or value (2) bias, if it has one.
+    fn biased(&self, w: &Layer, which: usize, t: Tensor) -> Result<Tensor> {
+        match &w.qkv_bias {
+            Some(b) => t.broadcast_add(&b[which]),
+            None => Ok(t),
+        }
+    }
+
+    /// `(batch x seq, heads x dim)` to `(batch, heads, seq, dim)`.
+    fn heads(&self, pass: &Pass, t: &Tensor) -> Result<Tensor> {
+        let dim = self.config.head_dim();
+        t.reshape((pass.batch, pass.seq, (), dim))?.transpose(1, 2)?.contiguous()
+    }
+
+    /// `(batch, heads, seq, dim)` back to `(batch x seq, heads x dim)`.
+    fn merge(&self, pass: &Pass, t: &Tensor) -> Result<Tensor> {
+        t.transpose(1, 2)?.contiguous()?.reshape((pass.batch * pass.seq, ()))
+    }
+}
+
+/// What one pass's layers share.
+struct Pass<'a> {
+    batch: usize,
+    seq: usize,
+    /// `(batch, seq)`.
+    positions: &'a Tensor,
+    attention: Attention,
+    lora: Option<LoraPass<'a>>,
+}
+
+/// What a layer's forward keeps for its backward: its input, the attention's
+/// inputs and output, the residual stream between its halves and the MLP's
+/// two projections. The norms and SwiGLU are recomputed from these.
+struct Saved {
+    x: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attended: Tensor,
+    x_mid: Tensor,
+    gate: Tensor,
+    up: Tensor,
 }

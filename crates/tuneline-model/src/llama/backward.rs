@@ -1,0 +1,38 @@
+//! The backward pass of a decoder layer, op by op in reverse: the MLP half,
+//! then the attention half, each adding its input's gradient to the
+//! residual stream's. Gradients of the LoRA tensors are filed by PEFT name.
+
+use std::collections::HashMap;
+
+use candle_core::{Result, Tensor};
+
+use super::ops::{rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::{Llama, Pass, Saved};
+
+impl Llama {
+    /// The gradient of layer `i`'s input for the gradient `dy` of its output,
+    /// from what its forward `saved`.
+    pub(super) fn layer_backward(&self, i: usize, saved: &Saved, dy: &Tensor, pass: &Pass, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+        let w = &self.layers[i];
+        let eps = self.config.rms_norm_eps;
+        let proj = |module, weight| Self::projection(pass, i, module, weight);
+
+        let h = rms_norm(&saved.x_mid, &w.post_attention_layernorm, eps)?;
+        let d_gated = proj("down_proj", &w.down_proj).backward(&swiglu(&saved.gate, &saved.up)?, dy, grads)?;
+        let (d_gate, d_up) = swiglu_backward(&saved.gate, &saved.up, &d_gated)?;
+        let d_h = (proj("gate_proj", &w.gate_proj).backward(&h, &d_gate, grads)? + proj("up_proj", &w.up_proj).backward(&h, &d_up, grads)?)?;
+        let d_mid = (dy + rms_norm_backward(&saved.x_mid, &w.post_attention_layernorm, eps, &d_h)?)?;
+
+        let d_attended = proj("o_proj", &w.o_proj).backward(&saved.attended, &d_mid, grads)?;
+        let out = self.heads(pass, &saved.attended)?;
+        let (dq, dk, dv) = pass.attention.backward(&saved.q, &saved.k, &saved.v, &out, &self.heads(pass, &d_attended)?)?;
+        let dq = self.merge(pass, &self.rope.backward(&dq, pass.positions)?)?;
+        let dk = self.merge(pass, &self.rope.backward(&dk, pass.positions)?)?;
+        let dv = self.merge(pass, &dv)?;
+        let h = rms_norm(&saved.x, &w.input_layernorm, eps)?;
+        let d_h = (proj("q_proj", &w.q_proj).backward(&h, &dq, grads)?
+            + proj("k_proj", &w.k_proj).backward(&h, &dk, grads)?
+            + proj("v_proj", &w.v_proj).backward(&h, &dv, grads)?)?;
+        d_mid + rms_norm_backward(&saved.x, &w.input_layernorm, eps, &d_h)?
+    }
+}
