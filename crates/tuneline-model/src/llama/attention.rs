@@ -6,7 +6,7 @@
 
 use candle_core::{Result, Tensor, D};
 
-use super::ops::softmax;
+use super::kernels::{masked_softmax, masked_softmax_backward};
 
 /// Attention over a pass's mask.
 pub struct Attention {
@@ -19,7 +19,7 @@ impl Attention {
     fn weights(&self, q: &Tensor, k: &Tensor) -> Result<Tensor> {
         let scale = 1.0 / (q.dim(D::Minus1)? as f64).sqrt();
         let k = repeat_kv(k, groups(q, k)?)?;
-        softmax(&(q.matmul(&k.t()?)? * scale)?.broadcast_add(&self.mask)?)
+        masked_softmax(&q.matmul(&k.t()?)?, scale, &self.mask)
     }
 
     /// The output `(batch, heads, seq, d)` for q `(batch, heads, seq, d)`, k
@@ -35,10 +35,9 @@ impl Attention {
         let p = self.weights(q, k)?;
         let dv = sum_groups(&p.t()?.matmul(grad)?, g)?;
         let dp = grad.matmul(&repeat_kv(v, g)?.t()?)?;
-        // The softmax's backward: p (dp - sum(p dp)), where sum(p dp) = sum(grad out).
-        let ds = (&p * dp.broadcast_sub(&(grad * out)?.sum_keepdim(D::Minus1)?)?)?;
-        let dq = (ds.matmul(&repeat_kv(k, g)?)? * scale)?;
-        let dk = (sum_groups(&ds.t()?.matmul(q)?, g)? * scale)?;
+        let ds = masked_softmax_backward(&p, &dp, out, grad, scale)?;
+        let dq = ds.matmul(&repeat_kv(k, g)?)?;
+        let dk = sum_groups(&ds.t()?.matmul(q)?, g)?;
         Ok((dq, dk, dv))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor};
 
-use super::ops::{rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::kernels::{rms_norm, rms_norm_backward, swiglu, swiglu_backward};
 use super::{Llama, Pass, Saved};
 
 impl Llama {

@@ -10,9 +10,9 @@ use rand::{Rng, SeedableRng};
 
 use super::attention::Attention;
 use super::dropout::Dropout;
-use super::kernels::cross_entropy;
+use super::kernels::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
 use super::lora_linear::{Adapter, Projection};
-use super::ops::{attention_mask, rms_norm, rms_norm_backward, swiglu, swiglu_backward, Rope};
+use super::ops::{attention_mask, Rope};
 use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
 fn random(shape: &[usize], seed: u64) -> Tensor {

@@ -1,8 +1,10 @@
-//! Row-wise CPU kernels written as plain loops over a tensor's values, for
-//! the steps where candle's composed ops would make several passes (and
-//! allocations) over a large tensor: the cross-entropy over the vocabulary.
+//! Row-wise CPU kernels written as plain loops over tensors' values, one
+//! pass each, for the elementwise steps where candle's composed ops would
+//! make a pass (and an allocation) per op: RMSNorm, SwiGLU, the rotary
+//! embedding, the attention softmax and the cross-entropy over the vocabulary.
+//! Each runs in f32 or f64 (the finite-difference checks use f64).
 
-use candle_core::{bail, DType, Result, Storage, Tensor, WithDType};
+use candle_core::{bail, DType, Result, Shape, Storage, Tensor, WithDType};
 use num_traits::Float;
 use rayon::prelude::*;
 
@@ -11,13 +13,197 @@ pub trait Real: WithDType + Float + num_traits::NumAssign + Send + Sync {}
 impl Real for f32 {}
 impl Real for f64 {}
 
+/// Runs `$f::<T>(args)` with `T` the float type of `$dtype`.
+macro_rules! by_dtype {
+    ($dtype:expr, $f:ident($($arg:expr),*)) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($($arg),*),
+            DType::F64 => $f::<f64>($($arg),*),
+            other => bail!("tuneline's kernels run in f32 or f64, not {other:?}"),
+        }
+    };
+}
+
 /// `f` applied to the values of `t` (made contiguous), on the CPU.
 fn with_values<T: Real, R>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<R>) -> Result<R> {
-    let t = t.contiguous()?;
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else { bail!("tuneline's training kernels run on the CPU") };
-    let start = layout.start_offset();
-    f(&cpu.as_slice::<T>()?[start..start + layout.shape().elem_count()])
+    with_all(&[t], |v| f(v[0]))
+}
+
+/// `f` applied to the values of each of `tensors` (made contiguous), on the CPU.
+fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) -> Result<R>) -> Result<R> {
+    let tensors = tensors.iter().map(|t| t.contiguous()).collect::<Result<Vec<_>>>()?;
+    let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
+    let mut values = Vec::with_capacity(guards.len());
+    for (storage, layout) in &guards {
+        let Storage::Cpu(cpu) = &**storage else { bail!("tuneline's training kernels run on the CPU") };
+        let start = layout.start_offset();
+        values.push(&cpu.as_slice::<T>()?[start..start + layout.shape().elem_count()]);
+    }
+    f(&values)
+}
+
+/// A tensor of `shape` whose `rows` rows are written in parallel by
+/// `f(row index, that row of each input, output row)`. Each input is split
+/// into `rows` equal rows.
+fn rowwise<T: Real>(inputs: &[&Tensor], rows: usize, shape: Shape, f: impl Fn(usize, &[&[T]], &mut [T]) + Sync) -> Result<Tensor> {
+    let width = shape.elem_count() / rows.max(1);
+    let device = inputs[0].device().clone();
+    with_all::<T, _>(inputs, |values| {
+        let widths: Vec<usize> = values.iter().map(|v| v.len() / rows.max(1)).collect();
+        let mut out = vec![T::zero(); shape.elem_count()];
+        out.par_chunks_mut(width.max(1)).enumerate().for_each(|(r, out)| {
+            let row: Vec<&[T]> = values.iter().zip(&widths).map(|(v, w)| &v[r * w..(r + 1) * w]).collect();
+            f(r, &row, out);
+        });
+        Tensor::from_vec(out, shape, &device)
+    })
+}
+
+/// `1 / sqrt(mean(x²) + eps)` of a row.
+fn inverse_rms<T: Real>(x: &[T], eps: f64) -> T {
+    let mean: f64 = x.iter().map(|&v| WithDType::to_f64(v * v)).sum::<f64>() / x.len() as f64;
+    <T as WithDType>::from_f64(1.0 / (mean + eps).sqrt())
+}
+
+/// RMSNorm over the last dimension: `x / sqrt(mean(x²) + eps) * weight`.
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, None))
+}
+
+/// The gradient of `x` for the gradient `grad` of [`rms_norm`]'s output (the
+/// norm's weight is frozen): `inv (grad w) - x inv³ mean(grad w x)`.
+pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -> Result<Tensor> {
+    by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, Some(grad)))
+}
+
+fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Tensor>) -> Result<Tensor> {
+    let w = weight.to_vec1::<T>()?;
+    let rows = x.elem_count() / w.len();
+    let mut inputs = vec![x];
+    inputs.extend(grad);
+    rowwise::<T>(&inputs, rows, x.shape().clone(), |_, row, out| {
+        let inv = inverse_rms(row[0], eps);
+        match row.get(1) {
+            None => out.iter_mut().zip(row[0]).zip(&w).for_each(|((o, &x), &w)| *o = x * inv * w),
+            Some(g) => {
+                let n = <T as WithDType>::from_f64(row[0].len() as f64);
+                let dot = row[0].iter().zip(g.iter()).zip(&w).fold(T::zero(), |acc, ((&x, &g), &w)| acc + g * w * x);
+                let projection = dot / n * inv * inv * inv;
+                out.iter_mut().zip(row[0]).zip(g.iter()).zip(&w).for_each(|(((o, &x), &g), &w)| *o = inv * g * w - x * projection);
+            }
+        }
+    })
+}
+
+/// SwiGLU: `silu(gate) * up`.
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    by_dtype!(gate.dtype(), swiglu_in(gate, up))
+}
+
+fn swiglu_in<T: Real>(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    let rows = gate.elem_count() / gate.dims().last().copied().unwrap_or(1).max(1);
+    rowwise::<T>(&[gate, up], rows, gate.shape().clone(), |_, row, out| {
+        for ((o, &g), &u) in out.iter_mut().zip(row[0]).zip(row[1]) {
+            *o = g / (T::one() + Float::exp(-g)) * u;
+        }
+    })
+}
+
+/// The gradients of `gate` and `up` for the gradient `grad` of [`swiglu`]'s output.
+pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
+    by_dtype!(gate.dtype(), swiglu_backward_in(gate, up, grad))
+}
+
+fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
+    /// Values per parallel task.
+    const TASK: usize = 16 * 1024;
+    with_all::<T, _>(&[gate, up, grad], |v| {
+        let (mut d_gate, mut d_up) = (vec![T::zero(); v[0].len()], vec![T::zero(); v[0].len()]);
+        let inputs = v[0].par_chunks(TASK).zip(v[1].par_chunks(TASK)).zip(v[2].par_chunks(TASK));
+        d_gate.par_chunks_mut(TASK).zip(d_up.par_chunks_mut(TASK)).zip(inputs).for_each(|((d_gate, d_up), ((g, u), dy))| {
+            for i in 0..g.len() {
+                let sigmoid = T::one() / (T::one() + Float::exp(-g[i]));
+                // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
+                d_gate[i] = dy[i] * u[i] * sigmoid * (T::one() + g[i] * (T::one() - sigmoid));
+                d_up[i] = dy[i] * g[i] * sigmoid;
+            }
+        });
+        let tensor = |v: Vec<T>| Tensor::from_vec(v, gate.shape(), gate.device());
+        Ok((tensor(d_gate)?, tensor(d_up)?))
+    })
+}
+
+/// `softmax(scores * scale + mask)` over the last dimension of `scores`
+/// `(batch, heads, seq, seq)`, with the additive `mask` `(batch, 1, seq, seq)`.
+pub fn masked_softmax(scores: &Tensor, scale: f64, mask: &Tensor) -> Result<Tensor> {
+    by_dtype!(scores.dtype(), masked_softmax_in(scores, scale, mask))
+}
+
+fn masked_softmax_in<T: Real>(scores: &Tensor, scale: f64, mask: &Tensor) -> Result<Tensor> {
+    let (batch, heads, seq, _) = scores.dims4()?;
+    let scale = <T as WithDType>::from_f64(scale);
+    with_values::<T, _>(mask, |mask| {
+        rowwise::<T>(&[scores], batch * heads * seq, scores.shape().clone(), |r, row, out| {
+            let (b, i) = (r / (heads * seq), r % seq);
+            let mask = &mask[(b * seq + i) * seq..(b * seq + i + 1) * seq];
+            let mut max = T::neg_infinity();
+            for ((o, &s), &m) in out.iter_mut().zip(row[0]).zip(mask) {
+                *o = s * scale + m;
+                max = Float::max(max, *o);
+            }
+            let mut sum = T::zero();
+            for o in out.iter_mut() {
+                *o = Float::exp(*o - max);
+                sum += *o;
+            }
+            out.iter_mut().for_each(|o| *o /= sum);
+        })
+    })
+}
+
+/// The gradient of the scores (before scaling) for the gradient `dp` of the
+/// attention weights `p` (from [`masked_softmax`]): `scale p (dp - Σ p dp)`,
+/// where `Σ p dp` is computed as `Σ grad out` over the attention's output
+/// `out` `(batch, heads, seq, d)` and its gradient `grad`.
+pub fn masked_softmax_backward(p: &Tensor, dp: &Tensor, out: &Tensor, grad: &Tensor, scale: f64) -> Result<Tensor> {
+    by_dtype!(p.dtype(), masked_softmax_backward_in(p, dp, out, grad, scale))
+}
+
+fn masked_softmax_backward_in<T: Real>(p: &Tensor, dp: &Tensor, out: &Tensor, grad: &Tensor, scale: f64) -> Result<Tensor> {
+    let (batch, heads, seq, _) = p.dims4()?;
+    let scale = <T as WithDType>::from_f64(scale);
+    rowwise::<T>(&[p, dp, out, grad], batch * heads * seq, p.shape().clone(), |_, row, ds| {
+        let dot = row[2].iter().zip(row[3]).fold(T::zero(), |acc, (&o, &g)| acc + o * g);
+        for ((d, &p), &dp) in ds.iter_mut().zip(row[0]).zip(row[1]) {
+            *d = scale * p * (dp - dot);
+        }
+    })
+}
+
+/// Rotates each `head_dim` row of `x` `(batch, heads, seq, head_dim)` in
+/// Hugging Face's half-split layout, by the angles whose cosines and sines
+/// are rows of `cos` and `sin` `(max_positions, head_dim / 2)` at `positions`
+/// `(batch, seq)`; by minus those angles when `inverse`.
+pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, inverse: bool) -> Result<Tensor> {
+    by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, inverse))
+}
+
+fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, inverse: bool) -> Result<Tensor> {
+    let (batch, heads, seq, dim) = x.dims4()?;
+    let half = dim / 2;
+    let positions = positions.flatten_all()?.to_vec1::<u32>()?;
+    with_all::<T, _>(&[cos, sin], |tables| {
+        rowwise::<T>(&[x], batch * heads * seq, x.shape().clone(), |r, row, out| {
+            let position = positions[(r / (heads * seq)) * seq + r % seq] as usize;
+            let (cos, sin) = (&tables[0][position * half..][..half], &tables[1][position * half..][..half]);
+            for i in 0..half {
+                let (a, b) = (row[0][i], row[0][i + half]);
+                let s = if inverse { -sin[i] } else { sin[i] };
+                out[i] = a * cos[i] - b * s;
+                out[i + half] = b * cos[i] + a * s;
+            }
+        })
+    })
 }
 
 /// Mean cross-entropy of the rows of `logits` `(n, vocab)` against `targets`,

@@ -8,8 +8,7 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor, D};
 
-use super::kernels::cross_entropy;
-use super::ops::{rms_norm, rms_norm_backward};
+use super::kernels::{cross_entropy, rms_norm, rms_norm_backward};
 use super::{Llama, LoraPass};
 
 /// The label that the loss ignores.

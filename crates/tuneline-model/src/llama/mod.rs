@@ -29,7 +29,8 @@ pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 pub use weight::Weight;
 use attention::Attention;
 use lora_linear::Projection;
-use ops::{attention_mask, rms_norm, swiglu, Rope};
+use kernels::{rms_norm, swiglu};
+use ops::{attention_mask, Rope};
 
 use crate::error::ModelError;
 
