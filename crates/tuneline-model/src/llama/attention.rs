@@ -1,66 +1,143 @@
-//! Causal scaled dot-product attention with its backward written out.
-//! Backward recomputes the attention weights instead of keeping them: a
-//! pass keeps only q, k, v and the output, not `heads x seq x seq` scores per
-//! layer. Grouped-query attention is handled inside, so k and v are not kept
-//! copied out to every head either.
+//! Causal scaled dot-product attention with its backward written out, one
+//! task per (row, key/value head): the task computes each of its query heads'
+//! `seq x seq` weights in a buffer of its own, and backward recomputes them
+//! instead of keeping them, so a pass keeps only q, k, v and the output.
+//! Grouped-query attention is handled inside: k and v are never copied out
+//! to every query head.
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{bail, Device, Result, Tensor};
+use num_traits::Float;
+use rayon::prelude::*;
 
-use super::kernels::{masked_softmax, masked_softmax_backward};
+use super::gemm::{gemm, Mat};
+use super::kernels::{by_dtype, with_all, Real};
 
 /// Attention over a pass's mask.
 pub struct Attention {
-    /// The additive mask `(batch, 1, seq, seq)`.
+    /// The additive mask `(batch, 1, seq, seq)`: 0 where a token may attend, minus infinity elsewhere.
     pub mask: Tensor,
 }
 
-impl Attention {
-    /// The attention weights `softmax(q kᵀ / sqrt(d) + mask)`, `(batch, heads, seq, seq)`.
-    fn weights(&self, q: &Tensor, k: &Tensor) -> Result<Tensor> {
-        let scale = 1.0 / (q.dim(D::Minus1)? as f64).sqrt();
-        let k = repeat_kv(k, groups(q, k)?)?;
-        masked_softmax(&q.matmul(&k.t()?)?, scale, &self.mask)
+/// The sizes of one attention.
+#[derive(Clone, Copy)]
+struct Dims {
+    batch: usize,
+    heads: usize,
+    kv_heads: usize,
+    seq: usize,
+    dim: usize,
+}
+
+impl Dims {
+    fn of(q: &Tensor, k: &Tensor) -> Result<Self> {
+        let (batch, heads, seq, dim) = q.dims4()?;
+        let kv_heads = k.dim(1)?;
+        if heads % kv_heads != 0 {
+            bail!("{heads} query heads cannot share {kv_heads} key/value heads");
+        }
+        Ok(Self { batch, heads, kv_heads, seq, dim })
     }
 
+    /// Query heads per key/value head.
+    fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+
+    /// Values of one head.
+    fn head(&self) -> usize {
+        self.seq * self.dim
+    }
+}
+
+impl Attention {
     /// The output `(batch, heads, seq, d)` for q `(batch, heads, seq, d)`, k
     /// and v `(batch, kv_heads, seq, d)`.
     pub fn forward(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-        self.weights(q, k)?.matmul(&repeat_kv(v, groups(q, k)?)?)
+        by_dtype!(q.dtype(), forward_in(self, q, k, v))
     }
 
     /// The gradients of q, k and v for the gradient `grad` of the output `out`.
     pub fn backward(&self, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        let scale = 1.0 / (q.dim(D::Minus1)? as f64).sqrt();
-        let g = groups(q, k)?;
-        let p = self.weights(q, k)?;
-        let dv = sum_groups(&p.t()?.matmul(grad)?, g)?;
-        let dp = grad.matmul(&repeat_kv(v, g)?.t()?)?;
-        let ds = masked_softmax_backward(&p, &dp, out, grad, scale)?;
-        let dq = ds.matmul(&repeat_kv(k, g)?)?;
-        let dk = sum_groups(&ds.t()?.matmul(q)?, g)?;
-        Ok((dq, dk, dv))
+        by_dtype!(q.dtype(), backward_in(self, q, k, v, out, grad))
     }
 }
 
-/// Query heads per key/value head.
-fn groups(q: &Tensor, k: &Tensor) -> Result<usize> {
-    Ok(q.dim(1)? / k.dim(1)?)
+/// Writes the attention weights of query head `q` `(seq, d)` over `k` into
+/// `p` `(seq, seq)`: `softmax(q kᵀ / sqrt(d) + mask)`, row by row.
+fn weights<T: Real>(p: &mut [T], q: &[T], k: &[T], mask: &[T], d: Dims) {
+    let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
+    gemm(p, Mat::new(q, d.seq, d.dim), Mat::new(k, d.seq, d.dim).t(), scale, false);
+    for (row, mask) in p.chunks_mut(d.seq).zip(mask.chunks(d.seq)) {
+        let mut max = T::neg_infinity();
+        for (x, &m) in row.iter_mut().zip(mask) {
+            *x += m;
+            max = Float::max(max, *x);
+        }
+        let mut sum = T::zero();
+        for x in row.iter_mut() {
+            *x = Float::exp(*x - max);
+            sum += *x;
+        }
+        row.iter_mut().for_each(|x| *x /= sum);
+    }
 }
 
-/// Repeats each key/value head `n` times, for grouped-query attention.
-fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(x.clone());
-    }
-    let (batch, kv_heads, seq, dim) = x.dims4()?;
-    x.unsqueeze(2)?.broadcast_as((batch, kv_heads, n, seq, dim))?.reshape((batch, kv_heads * n, seq, dim))
+fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+    let d = Dims::of(q, k)?;
+    let (group, head) = (d.group(), d.head());
+    with_all::<T, _>(&[q, k, v, &a.mask], |x| {
+        let (q, k, v, mask) = (x[0], x[1], x[2], x[3]);
+        let mut out = vec![T::zero(); q.len()];
+        out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| {
+            let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
+            let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
+            let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
+            let mut p = vec![T::zero(); d.seq * d.seq];
+            for (j, out) in out.chunks_mut(head).enumerate() {
+                let q = &q[(b * d.heads + kv * group + j) * head..][..head];
+                weights(&mut p, q, k, mask, d);
+                gemm(out, Mat::new(&p, d.seq, d.seq), Mat::new(v, d.seq, d.dim), T::one(), false);
+            }
+        });
+        Tensor::from_vec(out, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)
+    })
 }
 
-/// Adds up the gradients of the `n` heads that share each key/value head.
-fn sum_groups(x: &Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(x.clone());
-    }
-    let (batch, heads, seq, dim) = x.dims4()?;
-    x.reshape((batch, heads / n, n, seq, dim))?.sum(2)
+fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    let d = Dims::of(q, k)?;
+    let (group, head) = (d.group(), d.head());
+    let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
+    with_all::<T, _>(&[q, k, v, out, grad, &a.mask], |x| {
+        let (q, k, v, out, grad, mask) = (x[0], x[1], x[2], x[3], x[4], x[5]);
+        let (mut dq, mut dk, mut dv) = (vec![T::zero(); q.len()], vec![T::zero(); k.len()], vec![T::zero(); v.len()]);
+        let tasks = dq.par_chunks_mut(group * head).zip(dk.par_chunks_mut(head)).zip(dv.par_chunks_mut(head));
+        tasks.enumerate().for_each(|(task, ((dq, dk), dv))| {
+            let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
+            let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
+            let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
+            let (mut p, mut ds) = (vec![T::zero(); d.seq * d.seq], vec![T::zero(); d.seq * d.seq]);
+            for (j, dq) in dq.chunks_mut(head).enumerate() {
+                let at = (b * d.heads + kv * group + j) * head;
+                let (q, out, grad) = (&q[at..][..head], &out[at..][..head], &grad[at..][..head]);
+                weights(&mut p, q, k, mask, d);
+                // dv += pᵀ grad; dp = grad vᵀ.
+                gemm(dv, Mat::new(&p, d.seq, d.seq).t(), Mat::new(grad, d.seq, d.dim), T::one(), j > 0);
+                gemm(&mut ds, Mat::new(grad, d.seq, d.dim), Mat::new(v, d.seq, d.dim).t(), T::one(), false);
+                // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
+                for (i, (ds, p)) in ds.chunks_mut(d.seq).zip(p.chunks(d.seq)).enumerate() {
+                    let dot = out[i * d.dim..][..d.dim].iter().zip(&grad[i * d.dim..][..d.dim]).fold(T::zero(), |s, (&o, &g)| s + o * g);
+                    ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
+                }
+                // dq = ds k; dk += dsᵀ q.
+                gemm(dq, Mat::new(&ds, d.seq, d.seq), Mat::new(k, d.seq, d.dim), T::one(), false);
+                gemm(dk, Mat::new(&ds, d.seq, d.seq).t(), Mat::new(q, d.seq, d.dim), T::one(), j > 0);
+            }
+        });
+        let kv_shape = (d.batch, d.kv_heads, d.seq, d.dim);
+        Ok((
+            Tensor::from_vec(dq, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)?,
+            Tensor::from_vec(dk, kv_shape, &Device::Cpu)?,
+            Tensor::from_vec(dv, kv_shape, &Device::Cpu)?,
+        ))
+    })
 }

@@ -1,7 +1,7 @@
 //! Row-wise CPU kernels written as plain loops over tensors' values, one
 //! pass each, for the elementwise steps where candle's composed ops would
 //! make a pass (and an allocation) per op: RMSNorm, SwiGLU, the rotary
-//! embedding, the attention softmax and the cross-entropy over the vocabulary.
+//! embedding and the cross-entropy over the vocabulary.
 //! Each runs in f32 or f64 (the finite-difference checks use f64).
 
 use candle_core::{bail, DType, Result, Shape, Storage, Tensor, WithDType};
@@ -17,12 +17,13 @@ impl Real for f64 {}
 macro_rules! by_dtype {
     ($dtype:expr, $f:ident($($arg:expr),*)) => {
         match $dtype {
-            DType::F32 => $f::<f32>($($arg),*),
-            DType::F64 => $f::<f64>($($arg),*),
-            other => bail!("tuneline's kernels run in f32 or f64, not {other:?}"),
+            candle_core::DType::F32 => $f::<f32>($($arg),*),
+            candle_core::DType::F64 => $f::<f64>($($arg),*),
+            other => candle_core::bail!("tuneline's kernels run in f32 or f64, not {other:?}"),
         }
     };
 }
+pub(super) use by_dtype;
 
 /// `f` applied to the values of `t` (made contiguous), on the CPU.
 fn with_values<T: Real, R>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<R>) -> Result<R> {
@@ -30,7 +31,7 @@ fn with_values<T: Real, R>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<R>) -> Res
 }
 
 /// `f` applied to the values of each of `tensors` (made contiguous), on the CPU.
-fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) -> Result<R>) -> Result<R> {
+pub(super) fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) -> Result<R>) -> Result<R> {
     let tensors = tensors.iter().map(|t| t.contiguous()).collect::<Result<Vec<_>>>()?;
     let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
     let mut values = Vec::with_capacity(guards.len());
@@ -130,53 +131,6 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
         });
         let tensor = |v: Vec<T>| Tensor::from_vec(v, gate.shape(), gate.device());
         Ok((tensor(d_gate)?, tensor(d_up)?))
-    })
-}
-
-/// `softmax(scores * scale + mask)` over the last dimension of `scores`
-/// `(batch, heads, seq, seq)`, with the additive `mask` `(batch, 1, seq, seq)`.
-pub fn masked_softmax(scores: &Tensor, scale: f64, mask: &Tensor) -> Result<Tensor> {
-    by_dtype!(scores.dtype(), masked_softmax_in(scores, scale, mask))
-}
-
-fn masked_softmax_in<T: Real>(scores: &Tensor, scale: f64, mask: &Tensor) -> Result<Tensor> {
-    let (batch, heads, seq, _) = scores.dims4()?;
-    let scale = <T as WithDType>::from_f64(scale);
-    with_values::<T, _>(mask, |mask| {
-        rowwise::<T>(&[scores], batch * heads * seq, scores.shape().clone(), |r, row, out| {
-            let (b, i) = (r / (heads * seq), r % seq);
-            let mask = &mask[(b * seq + i) * seq..(b * seq + i + 1) * seq];
-            let mut max = T::neg_infinity();
-            for ((o, &s), &m) in out.iter_mut().zip(row[0]).zip(mask) {
-                *o = s * scale + m;
-                max = Float::max(max, *o);
-            }
-            let mut sum = T::zero();
-            for o in out.iter_mut() {
-                *o = Float::exp(*o - max);
-                sum += *o;
-            }
-            out.iter_mut().for_each(|o| *o /= sum);
-        })
-    })
-}
-
-/// The gradient of the scores (before scaling) for the gradient `dp` of the
-/// attention weights `p` (from [`masked_softmax`]): `scale p (dp - Σ p dp)`,
-/// where `Σ p dp` is computed as `Σ grad out` over the attention's output
-/// `out` `(batch, heads, seq, d)` and its gradient `grad`.
-pub fn masked_softmax_backward(p: &Tensor, dp: &Tensor, out: &Tensor, grad: &Tensor, scale: f64) -> Result<Tensor> {
-    by_dtype!(p.dtype(), masked_softmax_backward_in(p, dp, out, grad, scale))
-}
-
-fn masked_softmax_backward_in<T: Real>(p: &Tensor, dp: &Tensor, out: &Tensor, grad: &Tensor, scale: f64) -> Result<Tensor> {
-    let (batch, heads, seq, _) = p.dims4()?;
-    let scale = <T as WithDType>::from_f64(scale);
-    rowwise::<T>(&[p, dp, out, grad], batch * heads * seq, p.shape().clone(), |_, row, ds| {
-        let dot = row[2].iter().zip(row[3]).fold(T::zero(), |acc, (&o, &g)| acc + o * g);
-        for ((d, &p), &dp) in ds.iter_mut().zip(row[0]).zip(row[1]) {
-            *d = scale * p * (dp - dot);
-        }
     })
 }
 

@@ -12,11 +12,12 @@ mod config;
 mod dropout;
 mod from_gguf;
 mod from_hf;
+mod gemm;
 #[cfg(test)]
 mod gradcheck;
 mod lora;
-mod lora_linear;
 mod kernels;
+mod lora_linear;
 mod loss;
 mod ops;
 mod weight;
