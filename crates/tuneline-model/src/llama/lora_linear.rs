@@ -3,13 +3,24 @@
 //! backward written out. Backward takes the layer's input again, redraws the
 //! dropout mask and recomputes the rank-r product (a sliver of the layer's
 //! work), and computes gradients for x, A and B only: W is frozen.
+//!
+//! Both run as one task per block of rows: each task's products are on its
+//! own thread, and the adapter's thin products and the dropout touch the
+//! block while it is in cache. Composed from candle ops, each of the dozen
+//! products and elementwise steps would be split over all cores on its own.
 
 use std::collections::HashMap;
 
-use candle_core::{Result, Tensor};
+use candle_core::{Device, Result, Tensor};
+use rayon::prelude::*;
 
 use super::dropout::Dropout;
+use super::gemm::{gemm, Mat};
+use super::kernels::{by_dtype, with_all, Real};
 use super::weight::Weight;
+
+/// Rows per task: a multiple of 4, so each task's dropout mask starts on a mask block.
+const ROWS: usize = 128;
 
 /// One linear layer of a pass.
 pub struct Projection<'a> {
@@ -34,35 +45,114 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// The adapter's input: `x` after dropout.
-    fn dropped(&self, x: &Tensor) -> Result<Tensor> {
+    /// The adapter's input: the block of `x` that starts at element `start`, after dropout.
+    fn dropped<T: Real>(&self, x: &[T], start: usize) -> Vec<T> {
         match &self.dropout {
-            Some(d) => d.apply(x),
-            None => Ok(x.clone()),
+            Some(d) => d.apply(x, start),
+            None => x.to_vec(),
         }
     }
+}
+
+/// The sizes of a projection over `n` rows.
+#[derive(Clone, Copy)]
+struct Dims {
+    n: usize,
+    input: usize,
+    output: usize,
+    rank: usize,
 }
 
 impl Projection<'_> {
     /// The output `(n, out)` for `x` `(n, in)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.weight.forward(x)?;
-        match &self.adapter {
-            None => Ok(y),
-            Some(ad) => y + (ad.dropped(x)?.matmul(&ad.a.t()?)? * ad.scale)?.matmul(&ad.b.t()?)?,
-        }
+        let w = self.weight.dense()?;
+        by_dtype!(x.dtype(), forward_in(self, x, &w))
     }
 
     /// The gradient of `x` for the output's gradient `dy`; the adapter's
     /// gradients go into `grads` under PEFT's names.
     pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
-        let dx = self.weight.backward(dy)?;
-        let Some(ad) = &self.adapter else { return Ok(dx) };
-        let dropped = ad.dropped(x)?;
-        let rank = (dropped.matmul(&ad.a.t()?)? * ad.scale)?;
-        let grad_rank = (dy.matmul(&ad.b)? * ad.scale)?;
-        grads.insert(ad.names[1].clone(), dy.t()?.matmul(&rank)?);
-        grads.insert(ad.names[0].clone(), grad_rank.t()?.matmul(&dropped)?);
-        dx + ad.dropped(&grad_rank.matmul(&ad.a)?)?
+        let w = self.weight.dense()?;
+        by_dtype!(x.dtype(), backward_in(self, x, dy, &w, grads))
     }
+
+    /// The tensors a pass reads: x, W and, when adapted, A and B.
+    fn inputs<'t>(&'t self, x: &'t Tensor, w: &'t Tensor) -> Result<(Vec<&'t Tensor>, Dims)> {
+        let (n, input) = x.dims2()?;
+        let mut tensors = vec![x, w];
+        let rank = match &self.adapter {
+            Some(ad) => {
+                tensors.extend([&ad.a, &ad.b]);
+                ad.a.dim(0)?
+            }
+            None => 0,
+        };
+        Ok((tensors, Dims { n, input, output: w.dim(0)?, rank }))
+    }
+}
+
+fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let (inputs, d) = p.inputs(x, w)?;
+    with_all::<T, _>(&inputs, |v| {
+        let mut y = vec![T::zero(); d.n * d.output];
+        y.par_chunks_mut(ROWS * d.output).enumerate().for_each(|(task, y)| {
+            let rows = y.len() / d.output;
+            let x = &v[0][task * ROWS * d.input..][..rows * d.input];
+            gemm(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one(), false);
+            if let Some(ad) = &p.adapter {
+                let dropped = ad.dropped(x, task * ROWS * d.input);
+                let mut rank = vec![T::zero(); rows * d.rank];
+                gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
+                gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
+            }
+        });
+        Tensor::from_vec(y, (d.n, d.output), &Device::Cpu)
+    })
+}
+
+fn backward_in<T: Real>(p: &Projection, x: &Tensor, dy: &Tensor, w: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    let (mut inputs, d) = p.inputs(x, w)?;
+    inputs.push(dy);
+    let dy_at = inputs.len() - 1;
+    with_all::<T, _>(&inputs, |v| {
+        let mut dx = vec![T::zero(); d.n * d.input];
+        // Each task's share of the adapter's gradients, summed in task order below.
+        let shares: Vec<Option<(Vec<T>, Vec<T>)>> = dx
+            .par_chunks_mut(ROWS * d.input)
+            .enumerate()
+            .map(|(task, dx)| {
+                let rows = dx.len() / d.input;
+                let start = task * ROWS * d.input;
+                let dy = Mat::new(&v[dy_at][task * ROWS * d.output..], rows, d.output);
+                gemm(dx, dy, Mat::new(v[1], d.output, d.input), T::one(), false);
+                let ad = p.adapter.as_ref()?;
+                let (a, b) = (Mat::new(v[2], d.rank, d.input), Mat::new(v[3], d.output, d.rank));
+                let scale = T::from_f64(ad.scale);
+                let dropped = ad.dropped(&v[0][start..][..rows * d.input], start);
+                let (mut rank, mut grad_rank) = (vec![T::zero(); rows * d.rank], vec![T::zero(); rows * d.rank]);
+                gemm(&mut rank, Mat::new(&dropped, rows, d.input), a.t(), scale, false);
+                gemm(&mut grad_rank, dy, b, scale, false);
+                let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
+                gemm(&mut grad_b, dy.t(), Mat::new(&rank, rows, d.rank), T::one(), false);
+                gemm(&mut grad_a, Mat::new(&grad_rank, rows, d.rank).t(), Mat::new(&dropped, rows, d.input), T::one(), false);
+                let mut through = vec![T::zero(); rows * d.input];
+                gemm(&mut through, Mat::new(&grad_rank, rows, d.rank), a, T::one(), false);
+                for (dx, t) in dx.iter_mut().zip(ad.dropped(&through, start)) {
+                    *dx += t;
+                }
+                Some((grad_a, grad_b))
+            })
+            .collect();
+        if let Some(ad) = &p.adapter {
+            let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
+            for (share_a, share_b) in shares.into_iter().flatten() {
+                grad_a.iter_mut().zip(share_a).for_each(|(g, s)| *g += s);
+                grad_b.iter_mut().zip(share_b).for_each(|(g, s)| *g += s);
+            }
+            grads.insert(ad.names[0].clone(), Tensor::from_vec(grad_a, (d.rank, d.input), &Device::Cpu)?);
+            grads.insert(ad.names[1].clone(), Tensor::from_vec(grad_b, (d.output, d.rank), &Device::Cpu)?);
+        }
+        Tensor::from_vec(dx, (d.n, d.input), &Device::Cpu)
+    })
 }
