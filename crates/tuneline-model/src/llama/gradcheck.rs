@@ -65,11 +65,21 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
 }
 
 #[test]
-fn attention_carries_exact_gradients_with_groups_and_segments() {
-    // 4 query heads over 2 key/value heads; two packed segments of 3 and 2 tokens.
-    let segments = Tensor::new(&[[1u32, 1, 1, 2, 2]], &Device::Cpu).unwrap();
+fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
+    // 4 query heads over 2 key/value heads; packed segments of 30, 37 and 3
+    // tokens in the first row, so its tiles of rows span different columns.
+    let segments: Vec<u32> = (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
+    let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
     let attention = Attention { mask: attention_mask(&segments, DType::F64).unwrap() };
-    let inputs = [random(&[1, 4, 5, 3], 20), random(&[1, 2, 5, 3], 21), random(&[1, 2, 5, 3], 22)];
+    let inputs = [random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22)];
+    // The forward against attention written plainly: each key/value head repeated for its query heads.
+    let repeat = |t: &Tensor| t.unsqueeze(2).unwrap().broadcast_as((2, 2, 2, 70, 3)).unwrap().reshape((2, 4, 70, 3)).unwrap();
+    let scores = (inputs[0].matmul(&repeat(&inputs[1]).t().unwrap()).unwrap() / 3f64.sqrt()).unwrap().broadcast_add(&attention.mask).unwrap();
+    let e = scores.broadcast_sub(&scores.max_keepdim(3).unwrap()).unwrap().exp().unwrap();
+    let plain = e.broadcast_div(&e.sum_keepdim(3).unwrap()).unwrap().matmul(&repeat(&inputs[2])).unwrap();
+    let ours = attention.forward(&inputs[0], &inputs[1], &inputs[2]).unwrap();
+    let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    assert!(diff < 1e-12, "attention differs from its plain form by {diff}");
     check_op(&inputs, |x| attention.forward(&x[0], &x[1], &x[2]), |x, dy| {
         let out = attention.forward(&x[0], &x[1], &x[2])?;
         let (dq, dk, dv) = attention.backward(&x[0], &x[1], &x[2], &out, dy)?;
@@ -78,7 +88,7 @@ fn attention_carries_exact_gradients_with_groups_and_segments() {
 }
 
 #[test]
-fn the_lora_projection_carries_exact_gradients_with_dropout() {
+fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
     let w: Weight = random(&[5, 6], 27).into();
     let projection = |a: &Tensor, b: &Tensor| Projection {
         weight: &w,
@@ -92,6 +102,14 @@ fn the_lora_projection_carries_exact_gradients_with_dropout() {
     };
     // More rows than one task takes, so the adapter's gradients are summed over tasks.
     let inputs = [random(&[131, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
+    // The forward against the layer written plainly, the mask drawn over the whole input at once.
+    let x: Vec<f64> = inputs[0].flatten_all().unwrap().to_vec1().unwrap();
+    let dropped = Tensor::from_vec(Dropout::new(0.3, 5).apply(&x, 0), (131, 6), &Device::Cpu).unwrap();
+    let adapter = (dropped.matmul(&inputs[1].t().unwrap()).unwrap() * 1.5).unwrap().matmul(&inputs[2].t().unwrap()).unwrap();
+    let plain = (inputs[0].matmul(&w.dense().unwrap().t().unwrap()).unwrap() + adapter).unwrap();
+    let ours = projection(&inputs[1], &inputs[2]).forward(&inputs[0]).unwrap();
+    let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    assert!(diff < 1e-12, "the projection differs from its plain form by {diff}");
     check_op(&inputs, |x| projection(&x[1], &x[2]).forward(&x[0]), |x, dy| {
         let mut grads = HashMap::new();
         let dx = projection(&x[1], &x[2]).backward(&x[0], dy, &mut grads)?;
