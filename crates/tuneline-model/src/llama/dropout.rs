@@ -23,24 +23,25 @@ impl Dropout {
         Self { p, seed }
     }
 
-    /// `values` times the mask, where `values[0]` is element `start` (a
-    /// multiple of 4) of the masked tensor: one 64-bit hash of a 4-element
-    /// block's index decides its four elements, 16 bits each (so `p` counts in
-    /// steps of 1/65536). A tensor masked in parts gets the same mask as whole.
-    pub fn apply<T: Real>(&self, values: &[T], start: usize) -> Vec<T> {
+    /// Elements `start..start + len` of the mask (`start` a multiple of 4):
+    /// 0 where dropped, `1 / (1 - p)` where kept. One 64-bit hash of a
+    /// 4-element block's index decides its four elements, 16 bits each (so
+    /// `p` counts in steps of 1/65536): a mask drawn in parts is the mask drawn whole.
+    pub fn mask<T: Real>(&self, start: usize, len: usize) -> Vec<T> {
         assert_eq!(start % 4, 0, "masks are drawn for 4-element blocks");
         let threshold = (self.p * 65536.0).round() as u64;
         let keep = <T as WithDType>::from_f64(1.0 / (1.0 - self.p));
-        let mut out = Vec::with_capacity(values.len());
-        for (i, chunk) in values.chunks(4).enumerate() {
+        let mut out = vec![T::zero(); len];
+        for (i, chunk) in out.chunks_mut(4).enumerate() {
             let block = (start / 4 + i) as u64;
             let mut z = self.seed ^ block.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
-            for (lane, &v) in chunk.iter().enumerate() {
-                let dropped = (z >> (16 * lane)) & 0xFFFF < threshold;
-                out.push(if dropped { T::zero() } else { v * keep });
+            for (lane, o) in chunk.iter_mut().enumerate() {
+                if (z >> (16 * lane)) & 0xFFFF >= threshold {
+                    *o = keep;
+                }
             }
         }
         out
@@ -53,15 +54,14 @@ mod tests {
 
     #[test]
     fn drops_about_p_and_keeps_the_mean() {
-        let x = vec![1.0f32; 100_000];
-        let y = Dropout::new(0.1, 7).apply(&x, 0);
+        let y = Dropout::new(0.1, 7).mask::<f32>(0, 100_000);
         let dropped = y.iter().filter(|v| **v == 0.0).count() as f64 / y.len() as f64;
         assert!((dropped - 0.1).abs() < 0.005, "{dropped}");
         let mean = y.iter().map(|v| *v as f64).sum::<f64>() / y.len() as f64;
         assert!((mean - 1.0).abs() < 0.01, "{mean}");
-        assert_eq!(y, Dropout::new(0.1, 7).apply(&x, 0), "the same seed, the same mask");
-        assert_ne!(y, Dropout::new(0.1, 8).apply(&x, 0));
-        let parts = [Dropout::new(0.1, 7).apply(&x[..400], 0), Dropout::new(0.1, 7).apply(&x[400..], 400)].concat();
-        assert_eq!(y, parts, "masked in parts, the same mask");
+        assert_eq!(y, Dropout::new(0.1, 7).mask::<f32>(0, 100_000), "the same seed, the same mask");
+        assert_ne!(y, Dropout::new(0.1, 8).mask::<f32>(0, 100_000));
+        let parts = [Dropout::new(0.1, 7).mask::<f32>(0, 400), Dropout::new(0.1, 7).mask(400, 99_600)].concat();
+        assert_eq!(y, parts, "drawn in parts, the same mask");
     }
 }

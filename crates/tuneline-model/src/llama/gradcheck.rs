@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use super::attention::Attention;
 use super::dropout::Dropout;
 use super::kernels::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
-use super::lora_linear::{Adapter, Projection};
+use super::lora_linear::{Adapter, Projection, MAX_ROWS};
 use super::ops::{attention_mask, Rope};
 use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
@@ -101,10 +101,11 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
         }),
     };
     // More rows than one task takes, so the adapter's gradients are summed over tasks.
-    let inputs = [random(&[131, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
+    let inputs = [random(&[MAX_ROWS + 3, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
     // The forward against the layer written plainly, the mask drawn over the whole input at once.
     let x: Vec<f64> = inputs[0].flatten_all().unwrap().to_vec1().unwrap();
-    let dropped = Tensor::from_vec(Dropout::new(0.3, 5).apply(&x, 0), (131, 6), &Device::Cpu).unwrap();
+    let mask = Dropout::new(0.3, 5).mask::<f64>(0, x.len());
+    let dropped = Tensor::from_vec(x.iter().zip(&mask).map(|(x, m)| x * m).collect::<Vec<_>>(), (MAX_ROWS + 3, 6), &Device::Cpu).unwrap();
     let adapter = (dropped.matmul(&inputs[1].t().unwrap()).unwrap() * 1.5).unwrap().matmul(&inputs[2].t().unwrap()).unwrap();
     let plain = (inputs[0].matmul(&w.dense().unwrap().t().unwrap()).unwrap() + adapter).unwrap();
     let ours = projection(&inputs[1], &inputs[2]).forward(&inputs[0]).unwrap();

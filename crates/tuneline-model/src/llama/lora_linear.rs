@@ -19,8 +19,15 @@ use super::gemm::{gemm, Mat};
 use super::kernels::{by_dtype, with_all, Real};
 use super::weight::Weight;
 
-/// Rows per task: a multiple of 4, so each task's dropout mask starts on a mask block.
-const ROWS: usize = 128;
+/// The most rows one task takes.
+pub(super) const MAX_ROWS: usize = 1024;
+
+/// Rows per task for `n` rows: an equal share per thread, so each thread
+/// packs the weight for its products once, at most [`MAX_ROWS`], and a
+/// multiple of 4, so each task's dropout mask starts on a mask block.
+fn rows_per_task(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads()).clamp(4, MAX_ROWS).next_multiple_of(4)
+}
 
 /// One linear layer of a pass.
 pub struct Projection<'a> {
@@ -45,12 +52,17 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// The adapter's input: the block of `x` that starts at element `start`, after dropout.
-    fn dropped<T: Real>(&self, x: &[T], start: usize) -> Vec<T> {
-        match &self.dropout {
-            Some(d) => d.apply(x, start),
-            None => x.to_vec(),
-        }
+    /// The dropout mask over the block of the input that starts at element `start`, if any.
+    fn mask<T: Real>(&self, start: usize, len: usize) -> Option<Vec<T>> {
+        self.dropout.map(|d| d.mask(start, len))
+    }
+}
+
+/// `x` times the dropout `mask`, if any.
+fn dropped<T: Real>(x: &[T], mask: Option<&[T]>) -> Vec<T> {
+    match mask {
+        Some(m) => x.iter().zip(m).map(|(&x, &m)| x * m).collect(),
+        None => x.to_vec(),
     }
 }
 
@@ -96,12 +108,13 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
     let (inputs, d) = p.inputs(x, w)?;
     with_all::<T, _>(&inputs, |v| {
         let mut y = vec![T::zero(); d.n * d.output];
-        y.par_chunks_mut(ROWS * d.output).enumerate().for_each(|(task, y)| {
+        let rows_per_task = rows_per_task(d.n);
+        y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| {
             let rows = y.len() / d.output;
-            let x = &v[0][task * ROWS * d.input..][..rows * d.input];
+            let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
             gemm(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one(), false);
             if let Some(ad) = &p.adapter {
-                let dropped = ad.dropped(x, task * ROWS * d.input);
+                let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
                 let mut rank = vec![T::zero(); rows * d.rank];
                 gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
                 gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
@@ -118,18 +131,20 @@ fn backward_in<T: Real>(p: &Projection, x: &Tensor, dy: &Tensor, w: &Tensor, gra
     with_all::<T, _>(&inputs, |v| {
         let mut dx = vec![T::zero(); d.n * d.input];
         // Each task's share of the adapter's gradients, summed in task order below.
+        let rows_per_task = rows_per_task(d.n);
         let shares: Vec<Option<(Vec<T>, Vec<T>)>> = dx
-            .par_chunks_mut(ROWS * d.input)
+            .par_chunks_mut(rows_per_task * d.input)
             .enumerate()
             .map(|(task, dx)| {
                 let rows = dx.len() / d.input;
-                let start = task * ROWS * d.input;
-                let dy = Mat::new(&v[dy_at][task * ROWS * d.output..], rows, d.output);
+                let start = task * rows_per_task * d.input;
+                let dy = Mat::new(&v[dy_at][task * rows_per_task * d.output..], rows, d.output);
                 gemm(dx, dy, Mat::new(v[1], d.output, d.input), T::one(), false);
                 let ad = p.adapter.as_ref()?;
                 let (a, b) = (Mat::new(v[2], d.rank, d.input), Mat::new(v[3], d.output, d.rank));
                 let scale = T::from_f64(ad.scale);
-                let dropped = ad.dropped(&v[0][start..][..rows * d.input], start);
+                let mask = ad.mask(start, rows * d.input);
+                let dropped = dropped(&v[0][start..][..rows * d.input], mask.as_deref());
                 let (mut rank, mut grad_rank) = (vec![T::zero(); rows * d.rank], vec![T::zero(); rows * d.rank]);
                 gemm(&mut rank, Mat::new(&dropped, rows, d.input), a.t(), scale, false);
                 gemm(&mut grad_rank, dy, b, scale, false);
@@ -138,8 +153,9 @@ fn backward_in<T: Real>(p: &Projection, x: &Tensor, dy: &Tensor, w: &Tensor, gra
                 gemm(&mut grad_a, Mat::new(&grad_rank, rows, d.rank).t(), Mat::new(&dropped, rows, d.input), T::one(), false);
                 let mut through = vec![T::zero(); rows * d.input];
                 gemm(&mut through, Mat::new(&grad_rank, rows, d.rank), a, T::one(), false);
-                for (dx, t) in dx.iter_mut().zip(ad.dropped(&through, start)) {
-                    *dx += t;
+                match &mask {
+                    Some(m) => dx.iter_mut().zip(through).zip(m).for_each(|((dx, t), &m)| *dx += t * m),
+                    None => dx.iter_mut().zip(through).for_each(|(dx, t)| *dx += t),
                 }
                 Some((grad_a, grad_b))
             })
