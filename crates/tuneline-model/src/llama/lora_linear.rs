@@ -151,7 +151,8 @@ fn backward_in<T: Real>(p: &Projection, x: &Tensor, dy: &Tensor, w: &Tensor, gra
                 let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
                 gemm(&mut grad_b, dy.t(), Mat::new(&rank, rows, d.rank), T::one(), false);
                 gemm(&mut grad_a, Mat::new(&grad_rank, rows, d.rank).t(), Mat::new(&dropped, rows, d.input), T::one(), false);
-                let mut through = vec![T::zero(); rows * d.input];
+                // The gradient through the adapter, in the buffer `dropped` is done with.
+                let mut through = dropped;
                 gemm(&mut through, Mat::new(&grad_rank, rows, d.rank), a, T::one(), false);
                 match &mask {
                     Some(m) => dx.iter_mut().zip(through).zip(m).for_each(|((dx, t), &m)| *dx += t * m),
