@@ -22,6 +22,16 @@ impl<'a, T> Mat<'a, T> {
         Self { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
     }
 
+    /// Its rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Its columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
     /// The transpose (a view of the same values).
     pub fn t(self) -> Self {
         Self { rows: self.cols, cols: self.rows, row_stride: self.col_stride, col_stride: self.row_stride, ..self }

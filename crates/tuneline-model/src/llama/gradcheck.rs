@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use super::attention::Attention;
 use super::dropout::Dropout;
 use super::kernels::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
-use super::lora_linear::{Adapter, Projection, MAX_ROWS};
+use super::lora_linear::{backward, Adapter, Projection, MAX_ROWS};
 use super::ops::{attention_mask, Rope};
 use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
@@ -113,7 +113,7 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
     assert!(diff < 1e-12, "the projection differs from its plain form by {diff}");
     check_op(&inputs, |x| projection(&x[1], &x[2]).forward(&x[0]), |x, dy| {
         let mut grads = HashMap::new();
-        let dx = projection(&x[1], &x[2]).backward(&x[0], dy, &mut grads)?;
+        let dx = backward(&x[0], &[(&projection(&x[1], &x[2]), dy)], &mut grads)?;
         Ok(vec![dx, grads.remove("A").expect("A's gradient"), grads.remove("B").expect("B's gradient")])
     });
 }

@@ -82,13 +82,6 @@ impl Projection<'_> {
         by_dtype!(x.dtype(), forward_in(self, x, &w))
     }
 
-    /// The gradient of `x` for the output's gradient `dy`; the adapter's
-    /// gradients go into `grads` under PEFT's names.
-    pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
-        let w = self.weight.dense()?;
-        by_dtype!(x.dtype(), backward_in(self, x, dy, &w, grads))
-    }
-
     /// The tensors a pass reads: x, W and, when adapted, A and B.
     fn inputs<'t>(&'t self, x: &'t Tensor, w: &'t Tensor) -> Result<(Vec<&'t Tensor>, Dims)> {
         let (n, input) = x.dims2()?;
@@ -124,52 +117,90 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
     })
 }
 
-fn backward_in<T: Real>(p: &Projection, x: &Tensor, dy: &Tensor, w: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
-    let (mut inputs, d) = p.inputs(x, w)?;
-    inputs.push(dy);
-    let dy_at = inputs.len() - 1;
-    with_all::<T, _>(&inputs, |v| {
-        let mut dx = vec![T::zero(); d.n * d.input];
-        // Each task's share of the adapter's gradients, summed in task order below.
-        let rows_per_task = rows_per_task(d.n);
-        let shares: Vec<Option<(Vec<T>, Vec<T>)>> = dx
-            .par_chunks_mut(rows_per_task * d.input)
-            .enumerate()
-            .map(|(task, dx)| {
-                let rows = dx.len() / d.input;
-                let start = task * rows_per_task * d.input;
-                let dy = Mat::new(&v[dy_at][task * rows_per_task * d.output..], rows, d.output);
-                gemm(dx, dy, Mat::new(v[1], d.output, d.input), T::one(), false);
-                let ad = p.adapter.as_ref()?;
-                let (a, b) = (Mat::new(v[2], d.rank, d.input), Mat::new(v[3], d.output, d.rank));
-                let scale = T::from_f64(ad.scale);
-                let mask = ad.mask(start, rows * d.input);
-                let dropped = dropped(&v[0][start..][..rows * d.input], mask.as_deref());
-                let (mut rank, mut grad_rank) = (vec![T::zero(); rows * d.rank], vec![T::zero(); rows * d.rank]);
-                gemm(&mut rank, Mat::new(&dropped, rows, d.input), a.t(), scale, false);
-                gemm(&mut grad_rank, dy, b, scale, false);
-                let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
-                gemm(&mut grad_b, dy.t(), Mat::new(&rank, rows, d.rank), T::one(), false);
-                gemm(&mut grad_a, Mat::new(&grad_rank, rows, d.rank).t(), Mat::new(&dropped, rows, d.input), T::one(), false);
-                // The gradient through the adapter, in the buffer `dropped` is done with.
-                let mut through = dropped;
-                gemm(&mut through, Mat::new(&grad_rank, rows, d.rank), a, T::one(), false);
-                match &mask {
-                    Some(m) => dx.iter_mut().zip(through).zip(m).for_each(|((dx, t), &m)| *dx += t * m),
-                    None => dx.iter_mut().zip(through).for_each(|(dx, t)| *dx += t),
-                }
-                Some((grad_a, grad_b))
+/// The gradient of `x` for projections of it, each given with the gradient
+/// of its output: the sum of what each passes back, accumulated in one
+/// buffer. The adapters' gradients go into `grads` under PEFT's names.
+pub fn backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    let weights = parts.iter().map(|(p, _)| p.weight.dense()).collect::<Result<Vec<_>>>()?;
+    by_dtype!(x.dtype(), backward_in(x, parts, &weights, grads))
+}
+
+fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &[Tensor], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    // The values read: x, then each part's W, A and B when adapted, and dy.
+    let mut tensors = vec![x];
+    let mut dims = Vec::with_capacity(parts.len());
+    for ((p, dy), w) in parts.iter().zip(weights) {
+        let (inputs, d) = p.inputs(x, w)?;
+        tensors.extend(&inputs[1..]);
+        tensors.push(dy);
+        dims.push(d);
+    }
+    with_all::<T, _>(&tensors, |v| {
+        let mut at = 1;
+        let values: Vec<(&[T], Option<(&[T], &[T])>, &[T])> = parts
+            .iter()
+            .map(|(p, _)| {
+                let adapted = p.adapter.is_some();
+                let part = (v[at], adapted.then(|| (v[at + 1], v[at + 2])), v[at + 1 + 2 * usize::from(adapted)]);
+                at += 2 + 2 * usize::from(adapted);
+                part
             })
             .collect();
-        if let Some(ad) = &p.adapter {
+        let (n, input) = (dims[0].n, dims[0].input);
+        let mut dx = vec![T::zero(); n * input];
+        let rows_per_task = rows_per_task(n);
+        // Each task's share of each adapter's gradients, summed in task order below.
+        let shares: Vec<Vec<Option<(Vec<T>, Vec<T>)>>> = dx
+            .par_chunks_mut(rows_per_task * input)
+            .enumerate()
+            .map(|(task, dx)| {
+                let rows = dx.len() / input;
+                let start = task * rows_per_task * input;
+                let x = &v[0][start..][..rows * input];
+                let parts = parts.iter().zip(&values).zip(&dims).enumerate();
+                parts.map(|(j, (((p, _), &(w, ab, dy)), d))| {
+                    let dy = Mat::new(&dy[task * rows_per_task * d.output..], rows, d.output);
+                    gemm(dx, dy, Mat::new(w, d.output, d.input), T::one(), j > 0);
+                    let (ad, (a, b)) = (p.adapter.as_ref()?, ab?);
+                    Some(adapter_backward(ad, x, start, dy, Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
+                })
+                .collect()
+            })
+            .collect();
+        for (j, ((p, _), d)) in parts.iter().zip(&dims).enumerate() {
+            let Some(ad) = &p.adapter else { continue };
             let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
-            for (share_a, share_b) in shares.into_iter().flatten() {
-                grad_a.iter_mut().zip(share_a).for_each(|(g, s)| *g += s);
-                grad_b.iter_mut().zip(share_b).for_each(|(g, s)| *g += s);
+            for (share_a, share_b) in shares.iter().filter_map(|task| task[j].as_ref()) {
+                grad_a.iter_mut().zip(share_a).for_each(|(g, &s)| *g += s);
+                grad_b.iter_mut().zip(share_b).for_each(|(g, &s)| *g += s);
             }
             grads.insert(ad.names[0].clone(), Tensor::from_vec(grad_a, (d.rank, d.input), &Device::Cpu)?);
             grads.insert(ad.names[1].clone(), Tensor::from_vec(grad_b, (d.output, d.rank), &Device::Cpu)?);
         }
-        Tensor::from_vec(dx, (d.n, d.input), &Device::Cpu)
+        Tensor::from_vec(dx, (n, input), &Device::Cpu)
     })
+}
+
+/// The adapter's part of one task's backward, over rows `x` (from element
+/// `start` of the input) with output gradient `dy`: adds the gradient through
+/// the adapter to `dx` and returns this task's share of A's and B's gradients.
+fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a: Mat<T>, b: Mat<T>, dx: &mut [T]) -> (Vec<T>, Vec<T>) {
+    let (rows, input, output, rank) = (dy.rows(), a.cols(), b.rows(), a.rows());
+    let scale = T::from_f64(ad.scale);
+    let mask = ad.mask(start, rows * input);
+    let dropped = dropped(x, mask.as_deref());
+    let (mut r, mut grad_rank) = (vec![T::zero(); rows * rank], vec![T::zero(); rows * rank]);
+    gemm(&mut r, Mat::new(&dropped, rows, input), a.t(), scale, false);
+    gemm(&mut grad_rank, dy, b, scale, false);
+    let (mut grad_a, mut grad_b) = (vec![T::zero(); rank * input], vec![T::zero(); output * rank]);
+    gemm(&mut grad_b, dy.t(), Mat::new(&r, rows, rank), T::one(), false);
+    gemm(&mut grad_a, Mat::new(&grad_rank, rows, rank).t(), Mat::new(&dropped, rows, input), T::one(), false);
+    // The gradient through the adapter, in the buffer `dropped` is done with.
+    let mut through = dropped;
+    gemm(&mut through, Mat::new(&grad_rank, rows, rank), a, T::one(), false);
+    match &mask {
+        Some(m) => dx.iter_mut().zip(through).zip(m).for_each(|((dx, t), &m)| *dx += t * m),
+        None => dx.iter_mut().zip(through).for_each(|(dx, t)| *dx += t),
+    }
+    (grad_a, grad_b)
 }
