@@ -137,11 +137,11 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
     }
     with_all::<T, _>(&tensors, |v| {
         let mut at = 1;
-        let values: Vec<(&[T], Option<(&[T], &[T])>, &[T])> = parts
+        let values: Vec<PartValues<T>> = parts
             .iter()
             .map(|(p, _)| {
                 let adapted = p.adapter.is_some();
-                let part = (v[at], adapted.then(|| (v[at + 1], v[at + 2])), v[at + 1 + 2 * usize::from(adapted)]);
+                let part = PartValues { w: v[at], ab: adapted.then(|| (v[at + 1], v[at + 2])), dy: v[at + 1 + 2 * usize::from(adapted)] };
                 at += 2 + 2 * usize::from(adapted);
                 part
             })
@@ -150,7 +150,7 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
         let mut dx = vec![T::zero(); n * input];
         let rows_per_task = rows_per_task(n);
         // Each task's share of each adapter's gradients, summed in task order below.
-        let shares: Vec<Vec<Option<(Vec<T>, Vec<T>)>>> = dx
+        let shares: Vec<Vec<Option<GradShare<T>>>> = dx
             .par_chunks_mut(rows_per_task * input)
             .enumerate()
             .map(|(task, dx)| {
@@ -158,10 +158,10 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                 let start = task * rows_per_task * input;
                 let x = &v[0][start..][..rows * input];
                 let parts = parts.iter().zip(&values).zip(&dims).enumerate();
-                parts.map(|(j, (((p, _), &(w, ab, dy)), d))| {
-                    let dy = Mat::new(&dy[task * rows_per_task * d.output..], rows, d.output);
-                    gemm(dx, dy, Mat::new(w, d.output, d.input), T::one(), j > 0);
-                    let (ad, (a, b)) = (p.adapter.as_ref()?, ab?);
+                parts.map(|(j, (((p, _), values), d))| {
+                    let dy = Mat::new(&values.dy[task * rows_per_task * d.output..], rows, d.output);
+                    gemm(dx, dy, Mat::new(values.w, d.output, d.input), T::one(), j > 0);
+                    let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
                     Some(adapter_backward(ad, x, start, dy, Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
                 })
                 .collect()
@@ -181,10 +181,23 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
     })
 }
 
+/// One projection's values in a backward pass.
+struct PartValues<'v, T> {
+    /// The weight.
+    w: &'v [T],
+    /// A and B, when adapted.
+    ab: Option<(&'v [T], &'v [T])>,
+    /// The output's gradient.
+    dy: &'v [T],
+}
+
+/// A task's share of an adapter's gradients: A's, then B's.
+type GradShare<T> = (Vec<T>, Vec<T>);
+
 /// The adapter's part of one task's backward, over rows `x` (from element
 /// `start` of the input) with output gradient `dy`: adds the gradient through
 /// the adapter to `dx` and returns this task's share of A's and B's gradients.
-fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a: Mat<T>, b: Mat<T>, dx: &mut [T]) -> (Vec<T>, Vec<T>) {
+fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a: Mat<T>, b: Mat<T>, dx: &mut [T]) -> GradShare<T> {
     let (rows, input, output, rank) = (dy.rows(), a.cols(), b.rows(), a.rows());
     let scale = T::from_f64(ad.scale);
     let mask = ad.mask(start, rows * input);
