@@ -180,20 +180,8 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         _ => tokens * m.layers as f64 * layer,
     };
     let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
-    let (activations, logits) = match req.engine {
-        Engine::HfCuda => (activations, logits),
-        // tuneline's CPU peak is 1.4 times what its forward saves, measured
-        // at 256 and 512 tokens (bench/memory_estimate.sh): backward holds
-        // each gradient while the forward graph is still alive. On top, the
-        // attention op's backward rebuilds one layer's weights, their
-        // gradient and the softmax's (3 x heads x seq²). Logits are counted
-        // for every token, though the loss computes them only where a label
-        // is predicted: an upper bound.
-        Engine::TunelineCpu => {
-            let attention = (req.micro_batch * m.heads * req.seq_len * req.seq_len) as f64 * 3.0 * 4.0;
-            (1.4 * activations + attention, 1.4 * logits)
-        }
-    };
+    // Logits are counted for every token, though tuneline's loss computes
+    // them only where a label is predicted: for tuneline, an upper bound.
     MemoryEstimate { weights, adapter, activations, logits, overhead }
 }
 
@@ -217,12 +205,13 @@ fn gguf_linear_bytes(quant: Quant) -> f64 {
 }
 
 /// Bytes per logit: HF keeps the bf16 logits, their f32 upcast and the f32
-/// softmax gradient; tuneline's f32 loss keeps the logits, the shifted and
-/// exponentiated copies, the log-probabilities and the gradient.
+/// softmax gradient. tuneline's f32 loss holds the logits and their gradient;
+/// at the measured peak (bench/memory_estimate.sh) the allocator still holds
+/// about one more logit-sized buffer from the pass before.
 fn logit_bytes(engine: Engine) -> f64 {
     match engine {
         Engine::HfCuda => 2.0 + 4.0 + 4.0,
-        Engine::TunelineCpu => 5.0 * 4.0,
+        Engine::TunelineCpu => 3.0 * 4.0,
     }
 }
 
@@ -249,13 +238,12 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
             base + lora.iter().map(|(input, _)| dropout * 3.0 * input + 2.0 * r).sum::<f64>()
         }
         Engine::TunelineCpu => {
-            // f32, counted from tuneline's forward, whose norms, rope, SwiGLU,
-            // attention and adapted projections keep only their outputs: the
-            // two residual sums, the two norms, q and k before and after rope,
-            // v and its head-split copy, the attention output and its merged
-            // copy, o_proj, and the MLP's gate, up and SwiGLU. LoRA adds
-            // nothing: its rank-r product is recomputed in backward.
-            4.0 * (9.0 * h + 4.0 * kv + 3.0 * i)
+            // f32, what tuneline's forward keeps for its backward written out
+            // (llama/mod.rs, `Saved`): the layer's input, q, k, v, the
+            // attention output, the residual stream between the halves, and
+            // the MLP's gate and up. Norms, rope, SwiGLU and the adapters'
+            // rank-r products are recomputed in backward.
+            4.0 * (4.0 * h + 2.0 * kv + 2.0 * i)
         }
     }
 }
