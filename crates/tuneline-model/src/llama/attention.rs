@@ -12,8 +12,8 @@ use candle_core::{bail, Device, Result, Tensor};
 use num_traits::Float;
 use rayon::prelude::*;
 
-use super::gemm::{gemm, Mat};
-use super::kernels::{by_dtype, with_all, Real};
+use super::gemm::{gemm, gemm_into, Mat};
+use super::kernels::{by_dtype, unzeroed, with_all, Real};
 
 /// Attention over a pass's mask.
 pub struct Attention {
@@ -124,21 +124,25 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
     with_all::<T, _>(&[q, k, v, &a.mask], |x| {
         let (q, k, v, mask) = (x[0], x[1], x[2], x[3]);
         let tiles: Vec<Vec<Tile>> = mask.chunks(d.seq * d.seq).map(|m| tiles(m, d.seq)).collect();
-        let mut out = vec![T::zero(); q.len()];
-        out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| {
-            let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
-            let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
-            let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
-            let mut p = vec![T::zero(); TILE * d.seq];
-            for (j, out) in out.chunks_mut(head).enumerate() {
-                let q = &q[(b * d.heads + kv * group + j) * head..][..head];
-                for tile in &tiles[b] {
-                    weights(&mut p, tile, q, k, mask, d);
-                    let p = Mat::new(&p, tile.rows.len(), tile.cols.len());
-                    gemm(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one(), false);
-                }
-            }
-        });
+        // SAFETY: the tasks cover the output by heads, and each head's tiles cover its rows.
+        let out = unsafe {
+            unzeroed(q.len(), |out| {
+                out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| {
+                    let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
+                    let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
+                    let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
+                    let mut p = vec![T::zero(); TILE * d.seq];
+                    for (j, out) in out.chunks_mut(head).enumerate() {
+                        let q = &q[(b * d.heads + kv * group + j) * head..][..head];
+                        for tile in &tiles[b] {
+                            weights(&mut p, tile, q, k, mask, d);
+                            let p = Mat::new(&p, tile.rows.len(), tile.cols.len());
+                            gemm_into(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one());
+                        }
+                    }
+                })
+            })
+        };
         Tensor::from_vec(out, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)
     })
 }

@@ -4,7 +4,9 @@
 //! mask comes from a counter-based hash (SplitMix64's finalizer), so drawing
 //! it needs no sequential RNG state and the same seed gives the same mask.
 
-use super::kernels::Real;
+use std::mem::MaybeUninit;
+
+use super::kernels::{unzeroed, Real};
 
 /// One dropout mask: each element zeroed with probability `p` and the rest
 /// scaled by `1 / (1 - p)`, drawn from `seed`. Ops that use it apply the same
@@ -28,15 +30,17 @@ impl Dropout {
     pub fn mask<T: Real>(&self, start: usize, len: usize) -> Vec<T> {
         assert_eq!(start % 4, 0, "masks are drawn for 4-element blocks");
         let draw = Draw { seed: self.seed, first: (start / 4) as u64, threshold: (self.p * 65536.0).round() as u64, keep: T::from_f64(1.0 / (1.0 - self.p)) };
-        let mut out = vec![T::zero(); len];
-        #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx512dq") {
-            // SAFETY: this CPU has the features `fill_avx512` is compiled for.
-            unsafe { draw.fill_avx512(&mut out) };
-            return out;
+        // SAFETY: `fill` writes every value.
+        unsafe {
+            unzeroed(len, |out| {
+                #[cfg(target_arch = "x86_64")]
+                if is_x86_feature_detected!("avx512dq") {
+                    // SAFETY: this CPU has the features `fill_avx512` is compiled for.
+                    return draw.fill_avx512(out);
+                }
+                draw.fill(out)
+            })
         }
-        draw.fill(&mut out);
-        out
     }
 }
 
@@ -55,19 +59,19 @@ impl<T: Real> Draw<T> {
     /// Writes the mask into `out`: whole blocks in a loop the compiler can
     /// vectorize, then the partial block at the end.
     #[inline(always)]
-    fn fill(&self, out: &mut [T]) {
+    fn fill(&self, out: &mut [MaybeUninit<T>]) {
         let mut blocks = out.chunks_exact_mut(4);
         for (i, block) in blocks.by_ref().enumerate() {
             let z = self.hash(i);
             for (lane, o) in block.iter_mut().enumerate() {
-                *o = self.lane(z, lane);
+                o.write(self.lane(z, lane));
             }
         }
         let whole = out.len() / 4;
         let rest = out.chunks_exact_mut(4).into_remainder();
         let z = self.hash(whole);
         for (lane, o) in rest.iter_mut().enumerate() {
-            *o = self.lane(z, lane);
+            o.write(self.lane(z, lane));
         }
     }
 
@@ -90,7 +94,7 @@ impl<T: Real> Draw<T> {
     /// compiler hash 8 blocks at once: a third of the time.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw")]
-    unsafe fn fill_avx512(&self, out: &mut [T]) {
+    unsafe fn fill_avx512(&self, out: &mut [MaybeUninit<T>]) {
         self.fill(out)
     }
 }

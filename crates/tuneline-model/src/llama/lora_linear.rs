@@ -15,8 +15,8 @@ use candle_core::{Device, Result, Tensor};
 use rayon::prelude::*;
 
 use super::dropout::Dropout;
-use super::gemm::{gemm, Mat};
-use super::kernels::{by_dtype, with_all, Real};
+use super::gemm::{gemm, gemm_into, Mat};
+use super::kernels::{by_dtype, unzeroed, with_all, Real};
 use super::weight::Weight;
 
 /// The most rows one task takes.
@@ -100,19 +100,23 @@ impl Projection<'_> {
 fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor> {
     let (inputs, d) = p.inputs(x, w)?;
     with_all::<T, _>(&inputs, |v| {
-        let mut y = vec![T::zero(); d.n * d.output];
         let rows_per_task = rows_per_task(d.n);
-        y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| {
-            let rows = y.len() / d.output;
-            let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
-            gemm(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one(), false);
-            if let Some(ad) = &p.adapter {
-                let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
-                let mut rank = vec![T::zero(); rows * d.rank];
-                gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
-                gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
-            }
-        });
+        // SAFETY: the tasks' blocks of rows cover the output, and each task's first product writes its block whole.
+        let y = unsafe {
+            unzeroed(d.n * d.output, |y| {
+                y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| {
+                    let rows = y.len() / d.output;
+                    let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
+                    let y = gemm_into(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one());
+                    if let Some(ad) = &p.adapter {
+                        let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
+                        let mut rank = vec![T::zero(); rows * d.rank];
+                        gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
+                        gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
+                    }
+                })
+            })
+        };
         Tensor::from_vec(y, (d.n, d.output), &Device::Cpu)
     })
 }
@@ -147,26 +151,36 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
             })
             .collect();
         let (n, input) = (dims[0].n, dims[0].input);
-        let mut dx = vec![T::zero(); n * input];
         let rows_per_task = rows_per_task(n);
         // Each task's share of each adapter's gradients, summed in task order below.
-        let shares: Vec<Vec<Option<GradShare<T>>>> = dx
-            .par_chunks_mut(rows_per_task * input)
-            .enumerate()
-            .map(|(task, dx)| {
-                let rows = dx.len() / input;
-                let start = task * rows_per_task * input;
-                let x = &v[0][start..][..rows * input];
-                let parts = parts.iter().zip(&values).zip(&dims).enumerate();
-                parts.map(|(j, (((p, _), values), d))| {
-                    let dy = Mat::new(&values.dy[task * rows_per_task * d.output..], rows, d.output);
-                    gemm(dx, dy, Mat::new(values.w, d.output, d.input), T::one(), j > 0);
-                    let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
-                    Some(adapter_backward(ad, x, start, dy, Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
-                })
-                .collect()
+        let mut shares: Vec<Vec<Option<GradShare<T>>>> = Vec::new();
+        // SAFETY: the tasks' blocks of rows cover the gradient, and each task's first product writes its block whole.
+        let dx = unsafe {
+            unzeroed(n * input, |dx| {
+                shares = dx
+                    .par_chunks_mut(rows_per_task * input)
+                    .enumerate()
+                    .map(|(task, dx)| {
+                        let rows = dx.len() / input;
+                        let start = task * rows_per_task * input;
+                        let x = &v[0][start..][..rows * input];
+                        let dy = |j: usize| Mat::new(&values[j].dy[task * rows_per_task * dims[j].output..], rows, dims[j].output);
+                        let weight = |j: usize| Mat::new(values[j].w, dims[j].output, dims[j].input);
+                        let dx = gemm_into(dx, dy(0), weight(0), T::one());
+                        let parts = parts.iter().zip(&values).zip(&dims).enumerate();
+                        parts
+                            .map(|(j, (((p, _), values), d))| {
+                                if j > 0 {
+                                    gemm(dx, dy(j), weight(j), T::one(), true);
+                                }
+                                let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
+                                Some(adapter_backward(ad, x, start, dy(j), Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
+                            })
+                            .collect()
+                    })
+                    .collect()
             })
-            .collect();
+        };
         for (j, ((p, _), d)) in parts.iter().zip(&dims).enumerate() {
             let Some(ad) = &p.adapter else { continue };
             let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
