@@ -104,12 +104,10 @@ fn weights<T: Real>(p: &mut [T], tile: &Tile, q: &[T], k: &[T], mask: &[T], d: D
             *x += m;
             max = Float::max(max, *x);
         }
-        let mut sum = T::zero();
-        for x in row.iter_mut() {
-            *x = Float::exp(*x - max);
-            sum += *x;
-        }
-        row.iter_mut().for_each(|x| *x /= sum);
+        // A loop that only maps, so that it vectorizes; then the sum.
+        row.iter_mut().for_each(|x| *x = (*x - max).exp_fast());
+        let inverse = T::one() / row.iter().fold(T::zero(), |sum, &x| sum + x);
+        row.iter_mut().for_each(|x| *x *= inverse);
     }
 }
 
