@@ -27,8 +27,8 @@ impl Llama {
         let d_attended = backward(&saved.attended, &[(&proj("o_proj", &w.o_proj), &d_mid)], grads)?;
         let out = self.heads(pass, &saved.attended)?;
         let (dq, dk, dv) = pass.attention.backward(&saved.q, &saved.k, &saved.v, &out, &self.heads(pass, &d_attended)?)?;
-        let dq = self.merge(pass, &self.rope.backward(&dq, pass.positions)?)?;
-        let dk = self.merge(pass, &self.rope.backward(&dk, pass.positions)?)?;
+        let dq = self.rope.backward(&dq, pass.positions)?;
+        let dk = self.rope.backward(&dk, pass.positions)?;
         let dv = self.merge(pass, &dv)?;
         let h = rms_norm(&saved.x, &w.input_layernorm, eps)?;
         let parts = [(&proj("q_proj", &w.q_proj), &dq), (&proj("k_proj", &w.k_proj), &dk), (&proj("v_proj", &w.v_proj), &dv)];

@@ -60,8 +60,18 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
         Ok(vec![gate, up])
     });
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
-    let positions = Tensor::new(&[[4u32, 0, 9]], &Device::Cpu).unwrap();
-    check_op(&[random(&[1, 2, 3, 6], 5)], |x| rope.apply(&x[0], &positions), |_, dy| Ok(vec![rope.backward(dy, &positions)?]));
+    // Two rows of three tokens with two heads each.
+    let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
+    check_op(&[random(&[6, 12], 5)], |x| rope.apply(&x[0], &positions, 2), |_, dy| Ok(vec![rope.backward(dy, &positions)?]));
+    // The forward against the rotation written plainly, on the heads split out.
+    let x = random(&[6, 12], 6);
+    let heads = x.reshape((2, 3, 2, 6)).unwrap().transpose(1, 2).unwrap();
+    let (cos, sin) = (rope.cos.index_select(&positions.flatten_all().unwrap(), 0).unwrap(), rope.sin.index_select(&positions.flatten_all().unwrap(), 0).unwrap());
+    let (cos, sin) = (Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(), Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap());
+    let rotated = Tensor::cat(&[&heads.narrow(3, 3, 3).unwrap().neg().unwrap(), &heads.narrow(3, 0, 3).unwrap()], 3).unwrap();
+    let plain = (heads.broadcast_mul(&cos).unwrap() + rotated.broadcast_mul(&sin).unwrap()).unwrap();
+    let diff = (rope.apply(&x, &positions, 2).unwrap() - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    assert!(diff < 1e-12, "the rotation differs from its plain form by {diff}");
 }
 
 #[test]

@@ -93,7 +93,7 @@ pub(super) unsafe fn unzeroed<T: Real>(len: usize, write: impl FnOnce(&mut [Mayb
 /// whole output row. Each input is split into `rows` equal rows.
 fn rowwise<T: Real>(inputs: &[&Tensor], rows: usize, shape: Shape, f: impl Fn(usize, &[&[T]], &mut [MaybeUninit<T>]) + Sync) -> Result<Tensor> {
     let width = shape.elem_count() / rows.max(1);
-    let device = inputs[0].device().clone();
+    let device = candle_core::Device::Cpu;
     with_all::<T, _>(inputs, |values| {
         let widths: Vec<usize> = values.iter().map(|v| v.len() / rows.max(1)).collect();
         // SAFETY: the rows cover the output, and `f` writes each whole.
@@ -192,27 +192,38 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
     })
 }
 
-/// Rotates each `head_dim` row of `x` `(batch, heads, seq, head_dim)` in
-/// Hugging Face's half-split layout, by the angles whose cosines and sines
-/// are rows of `cos` and `sin` `(max_positions, head_dim / 2)` at `positions`
-/// `(batch, seq)`; by minus those angles when `inverse`.
-pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, inverse: bool) -> Result<Tensor> {
-    by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, inverse))
+/// The rotary embedding in Hugging Face's half-split layout, by the angles
+/// whose cosines and sines are rows of `cos` and `sin` `(max_positions,
+/// head_dim / 2)` at `positions` `(batch, seq)`. Forward, `x` holds a
+/// projection's output `(batch x seq, heads x head_dim)` and the result is
+/// split into heads, `(batch, heads, seq, head_dim)`, as attention takes it.
+/// With `inverse`, `x` is a gradient split into heads, rotated back by minus
+/// the angles into `(batch x seq, heads x head_dim)`: the layout moves in
+/// the same pass as the rotation.
+pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+    by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, heads, inverse))
 }
 
-fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, inverse: bool) -> Result<Tensor> {
-    let (batch, heads, seq, dim) = x.dims4()?;
+fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+    let (batch, seq) = positions.dims2()?;
+    let dim = x.elem_count() / (batch * seq * heads).max(1);
     if dim % 2 != 0 {
         bail!("the rotary embedding needs an even head dimension, not {dim}");
     }
     let half = dim / 2;
     let positions = positions.flatten_all()?.to_vec1::<u32>()?;
-    with_all::<T, _>(&[cos, sin], |tables| {
-        rowwise::<T>(&[x], batch * heads * seq, x.shape().clone(), |r, row, out| {
-            let position = positions[(r / (heads * seq)) * seq + r % seq] as usize;
-            let (cos, sin) = (&tables[0][position * half..][..half], &tables[1][position * half..][..half]);
+    let shape: Shape = if inverse { (batch * seq, heads * dim).into() } else { (batch, heads, seq, dim).into() };
+    with_all::<T, _>(&[x, cos, sin], |v| {
+        // Output row r is one head of one token: (batch, token, head) in
+        // order when `inverse`, (batch, head, token) otherwise.
+        rowwise::<T>(&[], batch * heads * seq, shape, |r, _, out| {
+            let (b, token, head) = if inverse { (r / (seq * heads), r / heads % seq, r % heads) } else { (r / (heads * seq), r % seq, r / seq % heads) };
+            let from = if inverse { ((b * heads + head) * seq + token) * dim } else { ((b * seq + token) * heads + head) * dim };
+            let row = &v[0][from..][..dim];
+            let position = positions[b * seq + token] as usize;
+            let (cos, sin) = (&v[1][position * half..][..half], &v[2][position * half..][..half]);
             for i in 0..half {
-                let (a, b) = (row[0][i], row[0][i + half]);
+                let (a, b) = (row[i], row[i + half]);
                 let s = if inverse { -sin[i] } else { sin[i] };
                 out[i].write(a * cos[i] - b * s);
                 out[i + half].write(b * cos[i] + a * s);

@@ -213,8 +213,9 @@ impl Llama {
         let eps = self.config.rms_norm_eps;
         let proj = |module, weight| Self::projection(pass, i, module, weight);
         let h = rms_norm(x, &w.input_layernorm, eps)?;
-        let q = self.rope.apply(&self.heads(pass, &self.biased(w, 0, proj("q_proj", &w.q_proj).forward(&h)?)?)?, pass.positions)?;
-        let k = self.rope.apply(&self.heads(pass, &self.biased(w, 1, proj("k_proj", &w.k_proj).forward(&h)?)?)?, pass.positions)?;
+        let c = &self.config;
+        let q = self.rope.apply(&self.biased(w, 0, proj("q_proj", &w.q_proj).forward(&h)?)?, pass.positions, c.num_attention_heads)?;
+        let k = self.rope.apply(&self.biased(w, 1, proj("k_proj", &w.k_proj).forward(&h)?)?, pass.positions, c.num_key_value_heads)?;
         let v = self.heads(pass, &self.biased(w, 2, proj("v_proj", &w.v_proj).forward(&h)?)?)?;
         let attended = self.merge(pass, &pass.attention.forward(&q, &k, &v)?)?;
         let x_mid = (x + proj("o_proj", &w.o_proj).forward(&attended)?)?;

@@ -9,9 +9,9 @@ use super::kernels::rope;
 #[derive(Clone)]
 pub struct Rope {
     /// `(max_positions, head_dim / 2)`: the cosine of each position's angle at each frequency.
-    cos: Tensor,
+    pub(super) cos: Tensor,
     /// Likewise, the sine.
-    sin: Tensor,
+    pub(super) sin: Tensor,
 }
 
 impl Rope {
@@ -30,15 +30,17 @@ impl Rope {
         Ok(Self { cos: angles.cos()?.to_dtype(dtype)?, sin: angles.sin()?.to_dtype(dtype)? })
     }
 
-    /// Rotates `x` of shape `(batch, heads, seq, head_dim)` at `positions` `(batch, seq)`.
-    pub fn apply(&self, x: &Tensor, positions: &Tensor) -> Result<Tensor> {
-        rope(x, &self.cos, &self.sin, positions, false)
+    /// Rotates the `heads` heads of `x` `(batch x seq, heads x head_dim)`
+    /// at `positions` `(batch, seq)`, split into `(batch, heads, seq, head_dim)`.
+    pub fn apply(&self, x: &Tensor, positions: &Tensor, heads: usize) -> Result<Tensor> {
+        rope(x, &self.cos, &self.sin, positions, heads, false)
     }
 
-    /// The gradient of `x` for the gradient `grad` of [`Rope::apply`]'s
-    /// output: a rotation's transpose is the rotation by minus the angle.
+    /// The gradient of `x` for the gradient `grad` `(batch, heads, seq,
+    /// head_dim)` of [`Rope::apply`]'s output, `(batch x seq, heads x
+    /// head_dim)`: a rotation's transpose is the rotation by minus the angle.
     pub fn backward(&self, grad: &Tensor, positions: &Tensor) -> Result<Tensor> {
-        rope(grad, &self.cos, &self.sin, positions, true)
+        rope(grad, &self.cos, &self.sin, positions, grad.dim(1)?, true)
     }
 }
 
