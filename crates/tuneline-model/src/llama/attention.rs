@@ -35,7 +35,7 @@ impl Dims {
     fn of(q: &Tensor, k: &Tensor) -> Result<Self> {
         let (batch, heads, seq, dim) = q.dims4()?;
         let kv_heads = k.dim(1)?;
-        if heads % kv_heads != 0 {
+        if !heads.is_multiple_of(kv_heads) {
             bail!("{heads} query heads cannot share {kv_heads} key/value heads");
         }
         Ok(Self { batch, heads, kv_heads, seq, dim })

@@ -207,7 +207,7 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: u
 fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
     let (batch, seq) = positions.dims2()?;
     let dim = x.elem_count() / (batch * seq * heads).max(1);
-    if dim % 2 != 0 {
+    if !dim.is_multiple_of(2) {
         bail!("the rotary embedding needs an even head dimension, not {dim}");
     }
     let half = dim / 2;
