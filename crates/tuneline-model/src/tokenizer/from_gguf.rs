@@ -8,7 +8,10 @@ use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::normalizers::{unicode::NFC, NormalizerWrapper};
 use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
 use sha2::{Digest, Sha256};
@@ -44,13 +47,18 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         })
         .collect::<Result<_, ModelError>>()?;
     let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
+    let pipeline = pipeline(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?;
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
+        .ignore_merges(pipeline.ignore_merges)
         .build()
         .map_err(|e| ModelError::new(path, format!("cannot build the BPE model: {e}")))?;
 
     let mut tokenizer = Tokenizer::new(bpe);
-    tokenizer.with_pre_tokenizer(Some(pre_tokenizer(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?));
+    tokenizer.with_pre_tokenizer(Some(pipeline.pre_tokenizer));
+    if let Some(normalizer) = pipeline.normalizer {
+        tokenizer.with_normalizer(Some(normalizer)).map_err(|e| ModelError::new(path, format!("cannot set the normalizer: {e}")))?;
+    }
     tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
     tokenizer.with_post_processor(Some(ByteLevelProcessor::default().trim_offsets(false)));
     let added: Vec<AddedToken> = tokens
@@ -92,9 +100,41 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     Ok(ModelTokenizer::new(tokenizer, chat_template, special, fingerprint))
 }
 
-/// The pre-tokenizer llama.cpp calls `pre`, as the Hugging Face pipeline that defines it.
-fn pre_tokenizer(path: &Path, pre: &str) -> Result<PreTokenizerWrapper, ModelError> {
+/// Llama 3's split (`llama-bpe`): GPT-2's, with case-insensitive
+/// contractions, a leading non-letter kept with a word, numbers in runs of
+/// up to three digits, and line breaks grouped.
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Qwen2's split: Llama 3's with every digit on its own.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// What a tokenizer named by llama.cpp's `pre` does besides its BPE merges,
+/// as the model's Hugging Face `tokenizer.json` defines it.
+struct Pipeline {
+    normalizer: Option<NormalizerWrapper>,
+    pre_tokenizer: PreTokenizerWrapper,
+    /// A pre-token that is in the vocabulary whole is one token, whatever the merges would make of it.
+    ignore_merges: bool,
+}
+
+/// The pipeline of the tokenizer llama.cpp calls `pre`.
+fn pipeline(path: &Path, pre: &str) -> Result<Pipeline, ModelError> {
     let byte_level = || PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
+    // A regex split, then byte-level mapping without GPT-2's own split.
+    let split_then_bytes = |pattern: &str| -> Result<PreTokenizerWrapper, ModelError> {
+        let split = Split::new(SplitPattern::Regex(pattern.to_string()), SplitDelimiterBehavior::Isolated, false)
+            .map_err(|e| ModelError::new(path, format!("cannot build the `{pre}` pre-tokenizer: {e}")))?;
+        Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![PreTokenizerWrapper::Split(split), PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false))])))
+    };
+    Ok(match pre {
+        "llama-bpe" | "llama3" => Pipeline { normalizer: None, pre_tokenizer: split_then_bytes(LLAMA3_SPLIT)?, ignore_merges: true },
+        "qwen2" => Pipeline { normalizer: Some(NormalizerWrapper::NFC(NFC)), pre_tokenizer: split_then_bytes(QWEN2_SPLIT)?, ignore_merges: false },
+        other => Pipeline { normalizer: None, pre_tokenizer: byte_level_pre_tokenizer(path, other, byte_level)?, ignore_merges: false },
+    })
+}
+
+/// GPT-2's byte-level pre-tokenizer, alone or after splitting digits.
+fn byte_level_pre_tokenizer(path: &Path, pre: &str, byte_level: impl Fn() -> PreTokenizerWrapper) -> Result<PreTokenizerWrapper, ModelError> {
     match pre {
         "default" | "gpt-2" | "gpt2" => Ok(byte_level()),
         // SmolLM: every digit on its own, then GPT-2's byte-level regex.
@@ -104,7 +144,7 @@ fn pre_tokenizer(path: &Path, pre: &str) -> Result<PreTokenizerWrapper, ModelErr
         ]))),
         other => Err(ModelError::new(
             path,
-            format!("pre-tokenizer `{other}` is not supported from GGUF; use the model's Hugging Face directory (tokenizer.json)"),
+            format!("pre-tokenizer `{other}` is not supported from GGUF (supported: gpt2, smollm, llama-bpe, qwen2); use the model's Hugging Face directory (tokenizer.json)"),
         )),
     }
 }
