@@ -1,7 +1,8 @@
 //! Loading Llama GGUF files of every supported tensor type: a small random
 //! model is written in llama.cpp's layout (query and key rows permuted for its
 //! rotary layout) as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and
-//! each file's logits are compared with the original f32 model's.
+//! each file's logits are compared with the original f32 model's; and a
+//! Qwen2 GGUF (rows not permuted, q/k/v biases) loads to its model.
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -36,31 +37,7 @@ fn permute(w: &Tensor, heads: usize) -> Tensor {
 #[test]
 fn every_supported_gguf_type_loads_to_the_same_model() {
     let (w, embed, norm) = weights();
-    let config = LlamaConfig {
-        vocab_size: VOCAB,
-        hidden_size: HIDDEN,
-        intermediate_size: FFN,
-        num_hidden_layers: 1,
-        num_attention_heads: HEADS,
-        num_key_value_heads: KV_HEADS,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        tie_word_embeddings: true,
-        ..LlamaConfig::default()
-    };
-    let layer = Layer {
-        input_layernorm: norm.clone(),
-        q_proj: w[0].clone().into(),
-        k_proj: w[1].clone().into(),
-        v_proj: w[2].clone().into(),
-        o_proj: w[3].clone().into(),
-        post_attention_layernorm: norm.clone(),
-        gate_proj: w[4].clone().into(),
-        up_proj: w[5].clone().into(),
-        down_proj: w[6].clone().into(),
-        qkv_bias: None,
-    };
-    let original = Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap();
+    let original = model(&w, &embed, &norm, None);
     let ids = [3u32, 17, 5, 9, 30, 1, 22, 8];
     let want = original.logits(&ids, None).unwrap();
 
@@ -79,7 +56,7 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         (GgmlDType::Q4_0, 0.3),
     ] {
         let path = dir.path().join(format!("{dtype:?}.gguf"));
-        write_gguf(&path, dtype, &w, &embed, &norm);
+        write_gguf(&path, dtype, &w, &embed, &norm, None);
 
         let loaded = Llama::load(&path).unwrap();
         let got = loaded.logits(&ids, None).unwrap();
@@ -89,40 +66,95 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
     }
 }
 
-/// Writes the model in llama.cpp's layout with its linear weights and embedding as `dtype`.
-fn write_gguf(path: &std::path::Path, dtype: GgmlDType, w: &[Tensor], embed: &Tensor, norm: &Tensor) {
+/// Writes the model in llama.cpp's layout with its linear weights and
+/// embedding as `dtype`: as a `llama` model (query and key rows permuted), or
+/// as a `qwen2` model with the query, key and value biases `qwen2_bias`.
+fn write_gguf(path: &std::path::Path, dtype: GgmlDType, w: &[Tensor], embed: &Tensor, norm: &Tensor, qwen2_bias: Option<&[Tensor; 3]>) {
     let q = |t: &Tensor| QTensor::quantize(t, dtype).unwrap();
     let f = |t: &Tensor| QTensor::quantize(t, GgmlDType::F32).unwrap();
-    let tensors = [
-        ("token_embd.weight", q(embed)),
-        ("output_norm.weight", f(norm)),
-        ("blk.0.attn_norm.weight", f(norm)),
-        ("blk.0.ffn_norm.weight", f(norm)),
-        ("blk.0.attn_q.weight", q(&permute(&w[0], HEADS))),
-        ("blk.0.attn_k.weight", q(&permute(&w[1], KV_HEADS))),
-        ("blk.0.attn_v.weight", q(&w[2])),
-        ("blk.0.attn_output.weight", q(&w[3])),
-        ("blk.0.ffn_gate.weight", q(&w[4])),
-        ("blk.0.ffn_up.weight", q(&w[5])),
-        ("blk.0.ffn_down.weight", q(&w[6])),
+    let arch = if qwen2_bias.is_some() { "qwen2" } else { "llama" };
+    let permuted = |t: &Tensor, heads| if qwen2_bias.is_some() { t.clone() } else { permute(t, heads) };
+    let mut tensors = vec![
+        ("token_embd.weight".to_string(), q(embed)),
+        ("output_norm.weight".into(), f(norm)),
+        ("blk.0.attn_norm.weight".into(), f(norm)),
+        ("blk.0.ffn_norm.weight".into(), f(norm)),
+        ("blk.0.attn_q.weight".into(), q(&permuted(&w[0], HEADS))),
+        ("blk.0.attn_k.weight".into(), q(&permuted(&w[1], KV_HEADS))),
+        ("blk.0.attn_v.weight".into(), q(&w[2])),
+        ("blk.0.attn_output.weight".into(), q(&w[3])),
+        ("blk.0.ffn_gate.weight".into(), q(&w[4])),
+        ("blk.0.ffn_up.weight".into(), q(&w[5])),
+        ("blk.0.ffn_down.weight".into(), q(&w[6])),
     ];
-    let arch = Value::String("llama".into());
+    for (part, bias) in ["q", "k", "v"].iter().zip(qwen2_bias.into_iter().flatten()) {
+        tensors.push((format!("blk.0.attn_{part}.bias"), f(bias)));
+    }
     let u = |v: usize| Value::U32(v as u32);
     let metadata = [
-        ("general.architecture", arch),
-        ("llama.block_count", u(1)),
-        ("llama.embedding_length", u(HIDDEN)),
-        ("llama.feed_forward_length", u(FFN)),
-        ("llama.attention.head_count", u(HEADS)),
-        ("llama.attention.head_count_kv", u(KV_HEADS)),
-        ("llama.context_length", u(64)),
-        ("llama.rope.freq_base", Value::F32(10_000.0)),
-        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("general.architecture".to_string(), Value::String(arch.into())),
+        (format!("{arch}.block_count"), u(1)),
+        (format!("{arch}.embedding_length"), u(HIDDEN)),
+        (format!("{arch}.feed_forward_length"), u(FFN)),
+        (format!("{arch}.attention.head_count"), u(HEADS)),
+        (format!("{arch}.attention.head_count_kv"), u(KV_HEADS)),
+        (format!("{arch}.context_length"), u(64)),
+        (format!("{arch}.rope.freq_base"), Value::F32(10_000.0)),
+        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
     ];
     let mut file = std::fs::File::create(path).unwrap();
-    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (*k, v)).collect();
+    let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     gguf_file::write(&mut file, &meta, &refs).unwrap();
+}
+
+#[test]
+fn a_qwen2_gguf_loads_with_its_biases_and_unpermuted_rows() {
+    let (w, embed, norm) = weights();
+    let kv = KV_HEADS * HIDDEN / HEADS;
+    let bias = [random((1, HIDDEN), 40).squeeze(0).unwrap(), random((1, kv), 41).squeeze(0).unwrap(), random((1, kv), 42).squeeze(0).unwrap()];
+    let ids = [3u32, 17, 5, 9, 30, 1, 22, 8];
+    let want = model(&w, &embed, &norm, Some(bias.clone())).logits(&ids, None).unwrap();
+    let without_bias = model(&w, &embed, &norm, None).logits(&ids, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qwen2.gguf");
+    write_gguf(&path, GgmlDType::F32, &w, &embed, &norm, Some(&bias));
+    let loaded = Llama::load(&path).unwrap();
+    assert!(loaded.config.attention_bias);
+    let got = loaded.logits(&ids, None).unwrap();
+    let max = |t: Tensor| t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    assert!(max((&got - &want).unwrap()) < 1e-5, "qwen2 logits differ");
+    assert!(max((&got - &without_bias).unwrap()) > 1e-3, "the biases change the logits");
+}
+
+/// The one-layer model of `weights()`, with q, k and v biases when given.
+fn model(w: &[Tensor], embed: &Tensor, norm: &Tensor, qkv_bias: Option<[Tensor; 3]>) -> Llama {
+    let config = LlamaConfig {
+        vocab_size: VOCAB,
+        hidden_size: HIDDEN,
+        intermediate_size: FFN,
+        num_hidden_layers: 1,
+        num_attention_heads: HEADS,
+        num_key_value_heads: KV_HEADS,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        tie_word_embeddings: true,
+        attention_bias: qkv_bias.is_some(),
+        ..LlamaConfig::default()
+    };
+    let layer = Layer {
+        input_layernorm: norm.clone(),
+        q_proj: w[0].clone().into(),
+        k_proj: w[1].clone().into(),
+        v_proj: w[2].clone().into(),
+        o_proj: w[3].clone().into(),
+        post_attention_layernorm: norm.clone(),
+        gate_proj: w[4].clone().into(),
+        up_proj: w[5].clone().into(),
+        down_proj: w[6].clone().into(),
+        qkv_bias,
+    };
+    Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap()
 }
 
 /// The model's weights: q, k, v, o, gate, up, down, then the embedding and the norm.
@@ -139,7 +171,7 @@ fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q2k.gguf");
     let (w, embed, norm) = weights();
-    write_gguf(&path, GgmlDType::Q2K, &w, &embed, &norm);
+    write_gguf(&path, GgmlDType::Q2K, &w, &embed, &norm, None);
     let e = Llama::load(&path).err().unwrap().to_string();
     assert!(e.contains("tensor `blk.0.attn_k.weight` (and 7 more) is of type Q2K, which tuneline does not read"), "{e}");
     assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");

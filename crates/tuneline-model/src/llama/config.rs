@@ -79,15 +79,10 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
-    /// The config in the `llama.*` metadata of a GGUF file.
+    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama` or `qwen2`).
     pub fn from_gguf(meta: &GgufMetadata, vocab_size: usize, tied: bool) -> Result<Self, ModelError> {
-        let arch = meta.string("general.architecture")?;
-        if arch != "llama" {
-            return Err(meta.error(format!(
-                "architecture `{arch}` is not supported from GGUF yet; Llama-family GGUF files (Llama, SmolLM, Mistral) are"
-            )));
-        }
-        let int = |key: &str| meta.uint(&format!("llama.{key}")).map(|v| v as usize);
+        let arch = gguf_architecture(meta)?;
+        let int = |key: &str| meta.uint(&format!("{arch}.{key}")).map(|v| v as usize);
         let heads = int("attention.head_count")?;
         Ok(Self {
             vocab_size,
@@ -96,13 +91,24 @@ impl LlamaConfig {
             num_hidden_layers: int("block_count")?,
             num_attention_heads: heads,
             num_key_value_heads: int("attention.head_count_kv").unwrap_or(heads),
-            rms_norm_eps: meta.float("llama.attention.layer_norm_rms_epsilon")?,
-            rope_theta: meta.float("llama.rope.freq_base").unwrap_or(10_000.0),
+            rms_norm_eps: meta.float(&format!("{arch}.attention.layer_norm_rms_epsilon"))?,
+            rope_theta: meta.float(&format!("{arch}.rope.freq_base")).unwrap_or(10_000.0),
             tie_word_embeddings: tied,
-            head_dim: meta.uint("llama.attention.key_length").ok().map(|v| v as usize),
-            attention_bias: false,
+            head_dim: int("attention.key_length").ok(),
+            attention_bias: arch == "qwen2",
             rope_scaling: None,
         })
+    }
+}
+
+/// A GGUF file's `general.architecture`, when tuneline reads that architecture:
+/// `llama` (Llama, SmolLM, Mistral) or `qwen2` (Qwen2 and 2.5).
+pub fn gguf_architecture(meta: &GgufMetadata) -> Result<&str, ModelError> {
+    match meta.string("general.architecture")? {
+        arch @ ("llama" | "qwen2") => Ok(arch),
+        arch => Err(meta.error(format!(
+            "architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)"
+        ))),
     }
 }
 

@@ -11,6 +11,7 @@ use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
+use super::config::gguf_architecture;
 use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
@@ -32,14 +33,21 @@ pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
         let factors = reader.dense("rope_freqs.weight")?.to_vec1::<f32>().map_err(err)?;
         config.rope_scaling = Some(RopeScaling::Factors(factors));
     }
+    // llama.cpp permutes the query and key rows of `llama` models only.
+    let arch = gguf_architecture(&meta)?;
+    let permuted = |heads: usize| (arch == "llama").then_some(heads);
     let (heads, kv_heads) = (config.num_attention_heads, config.num_key_value_heads);
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
         let name = |part: &str| format!("blk.{i}.{part}.weight");
+        let qkv_bias = match config.attention_bias {
+            true => Some([reader.dense(&format!("blk.{i}.attn_q.bias"))?, reader.dense(&format!("blk.{i}.attn_k.bias"))?, reader.dense(&format!("blk.{i}.attn_v.bias"))?]),
+            false => None,
+        };
         let mut weight = |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
         layers.push(Layer {
-            q_proj: weight("attn_q", Some(heads))?,
-            k_proj: weight("attn_k", Some(kv_heads))?,
+            q_proj: weight("attn_q", permuted(heads))?,
+            k_proj: weight("attn_k", permuted(kv_heads))?,
             v_proj: weight("attn_v", None)?,
             o_proj: weight("attn_output", None)?,
             gate_proj: weight("ffn_gate", None)?,
@@ -47,12 +55,12 @@ pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
             down_proj: weight("ffn_down", None)?,
             input_layernorm: reader.dense(&name("attn_norm"))?,
             post_attention_layernorm: reader.dense(&name("ffn_norm"))?,
-            qkv_bias: None,
+            qkv_bias,
         });
     }
     let norm = reader.dense("output_norm.weight")?;
     let lm_head = if tied { embed_tokens.clone() } else { reader.dense("output.weight")? };
-    let max_positions = meta.uint("llama.context_length").unwrap_or(4096) as usize;
+    let max_positions = meta.uint(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
     Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(err)
 }
 
