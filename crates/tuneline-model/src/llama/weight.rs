@@ -30,17 +30,6 @@ impl From<Tensor> for Weight {
 }
 
 impl Weight {
-    /// `x Wᵀ` for `x` `(n, in)`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.matmul(&self.dense()?.t()?)
-    }
-
-    /// `dy W`: the gradient of `x` for the gradient `dy` `(n, out)` of
-    /// [`Weight::forward`]'s output. The weight is frozen and gets none.
-    pub fn backward(&self, dy: &Tensor) -> Result<Tensor> {
-        dy.matmul(&self.dense()?)
-    }
-
     /// The weight as a dense f32 tensor in Hugging Face's layout.
     pub fn dense(&self) -> Result<Tensor> {
         match self {
