@@ -16,15 +16,15 @@ use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
 
-/// Loads the model in the GGUF file at `path` onto the CPU; with `quantized`,
-/// the linear layers stay as GGUF blocks.
-pub fn load(path: &Path, quantized: bool) -> Result<Llama, ModelError> {
+/// Loads the model in the GGUF file at `path` onto `device`; with
+/// `quantized`, the linear layers stay as GGUF blocks.
+pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, ModelError> {
     let err = |e: candle_core::Error| ModelError::new(path, e.to_string());
     let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
     let content = read_header(path, &mut file)?;
     check_types(path, &content)?;
     let meta = GgufMetadata::of(path, content.metadata.clone());
-    let mut reader = Reader { path, content: &content, file };
+    let mut reader = Reader { path, content: &content, file, device };
     let embed_tokens = reader.dense("token_embd.weight")?;
     let tied = !content.tensor_infos.contains_key("output.weight");
     let mut config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
@@ -124,16 +124,17 @@ struct Reader<'a> {
     path: &'a Path,
     content: &'a Content,
     file: File,
+    device: &'a Device,
 }
 
 impl Reader<'_> {
     fn blocks(&mut self, name: &str) -> Result<QTensor, ModelError> {
-        self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+        self.content.tensor(&mut self.file, name, self.device).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
     }
 
     /// A tensor dequantized to f32.
     fn dense(&mut self, name: &str) -> Result<Tensor, ModelError> {
-        self.blocks(name)?.dequantize(&Device::Cpu).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+        self.blocks(name)?.dequantize(self.device).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
     }
 
     /// A linear layer's weight, in Hugging Face's layout (`permuted`: the

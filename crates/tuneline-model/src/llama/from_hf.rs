@@ -28,10 +28,10 @@ fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
     Ok((config(&json).map_err(|e| ModelError::new(&config_path, e))?, json))
 }
 
-/// Loads the model in the Hugging Face directory `dir` onto the CPU.
-pub fn load(dir: &Path) -> Result<Llama, ModelError> {
+/// Loads the model in the Hugging Face directory `dir` onto `device`.
+pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let (config, json) = config_json(dir)?;
-    let mut weights = Weights::open(dir)?;
+    let mut weights = Weights::open(dir, device)?;
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
         let mut get = |name: &str| weights.take(&format!("model.layers.{i}.{name}"));
@@ -97,10 +97,11 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
 struct Weights {
     files: MmapedSafetensors,
     dir: PathBuf,
+    device: Device,
 }
 
 impl Weights {
-    fn open(dir: &Path) -> Result<Self, ModelError> {
+    fn open(dir: &Path, device: &Device) -> Result<Self, ModelError> {
         let index_path = dir.join("model.safetensors.index.json");
         let mut files: Vec<PathBuf> = if index_path.exists() {
             let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::new(&index_path, e.to_string()))?;
@@ -114,12 +115,12 @@ impl Weights {
         files.dedup();
         // SAFETY: the files are only read, and a model directory is not rewritten while a model loads from it.
         let files = unsafe { MmapedSafetensors::multi(&files) }.map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
-        Ok(Self { files, dir: dir.to_path_buf() })
+        Ok(Self { files, dir: dir.to_path_buf(), device: device.clone() })
     }
 
     /// The tensor `name` as f32.
     fn take(&mut self, name: &str) -> Result<Tensor, ModelError> {
-        let tensor = self.files.load(name, &Device::Cpu).map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
+        let tensor = self.files.load(name, &self.device).map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
         tensor.to_dtype(DType::F32).map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
     }
 }

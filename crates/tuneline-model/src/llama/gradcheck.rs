@@ -15,7 +15,8 @@ use super::lora_linear::{backward, Adapter, Projection, MAX_ROWS};
 use super::ops::{attention_mask, Rope};
 use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
-fn random(shape: &[usize], seed: u64) -> Tensor {
+/// Values uniform in [-1, 1) of `shape`, in f64, from `seed`.
+pub(super) fn random(shape: &[usize], seed: u64) -> Tensor {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let n = shape.iter().product();
     Tensor::from_vec((0..n).map(|_| rng.random_range(-1.0..1.0)).collect::<Vec<f64>>(), shape, &Device::Cpu).unwrap()
@@ -137,8 +138,19 @@ fn the_cross_entropy_carries_exact_gradients() {
     check(&[logits], loss, &[grad.unwrap()]);
 }
 
-#[test]
-fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
+/// A tiny Llama in f64 with LoRA on every projection and a batch of packed rows.
+pub(super) struct Tiny {
+    pub model: Llama,
+    pub lora: Lora,
+    pub ids: Tensor,
+    pub positions: Tensor,
+    pub segments: Tensor,
+    pub labels: Tensor,
+}
+
+/// The tiny Llama: two layers, grouped heads, q/k/v biases in the second
+/// (as Qwen2's), dropout, B moved off zero, and two samples packed per row.
+pub(super) fn tiny() -> Tiny {
     let config = LlamaConfig {
         vocab_size: 11,
         hidden_size: 8,
@@ -156,7 +168,6 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         seed += 1;
         (random(shape, seed) * 0.5).unwrap()
     };
-    // The second layer has q/k/v biases, as Qwen2's do.
     let layers = (0..2)
         .map(|i| Layer {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
@@ -189,10 +200,19 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         }
     }
     // Two samples packed into each row: positions restart, segments differ.
-    let ids = Tensor::new(&[[1u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap();
-    let positions = Tensor::new(&[[0u32, 1, 2, 0, 1, 2], [0, 1, 0, 1, 2, 3]], &Device::Cpu).unwrap();
-    let segments = Tensor::new(&[[1u32, 1, 1, 2, 2, 2], [1, 1, 2, 2, 2, 2]], &Device::Cpu).unwrap();
-    let labels = labels_tensor(&[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]], &Device::Cpu).unwrap();
+    Tiny {
+        model,
+        lora,
+        ids: Tensor::new(&[[1u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap(),
+        positions: Tensor::new(&[[0u32, 1, 2, 0, 1, 2], [0, 1, 0, 1, 2, 3]], &Device::Cpu).unwrap(),
+        segments: Tensor::new(&[[1u32, 1, 1, 2, 2, 2], [1, 1, 2, 2, 2, 2]], &Device::Cpu).unwrap(),
+        labels: labels_tensor(&[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]], &Device::Cpu).unwrap(),
+    }
+}
+
+#[test]
+fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
+    let Tiny { model, lora, ids, positions, segments, labels } = tiny();
     // A training pass: dropout masks are fixed by the seed, so the loss is a function of the weights.
     let (loss, mut grads) = model.loss_and_grads(&ids, &positions, &segments, &labels, lora.training(99), 1.0).unwrap();
     let (names, vars): (Vec<String>, Vec<_>) = lora.named().map(|(n, v)| (n, v.clone())).unzip();

@@ -2,13 +2,17 @@
 //! pass each, for the elementwise steps where candle's composed ops would
 //! make a pass (and an allocation) per op: RMSNorm, SwiGLU, the rotary
 //! embedding and the cross-entropy over the vocabulary.
-//! Each runs in f32 or f64 (the finite-difference checks use f64).
+//! Each runs in f32 or f64 (the finite-difference checks use f64). On a
+//! device other than the CPU, each entry point hands over to its composed
+//! form (`composed.rs`).
 
 use std::mem::MaybeUninit;
 
 use candle_core::{bail, DType, Result, Shape, Storage, Tensor, WithDType};
 use num_traits::Float;
 use rayon::prelude::*;
+
+use super::composed::{self, on_device};
 
 /// A float type the kernels run in (f32 or f64).
 pub trait Real: WithDType + Float + num_traits::NumAssign + Send + Sync {
@@ -117,12 +121,18 @@ fn inverse_rms<T: Real>(x: &[T], eps: f64) -> T {
 
 /// RMSNorm over the last dimension: `x / sqrt(mean(x²) + eps) * weight`.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    if on_device(x) {
+        return composed::rms_norm(x, weight, eps);
+    }
     by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, None))
 }
 
 /// The gradient of `x` for the gradient `grad` of [`rms_norm`]'s output (the
 /// norm's weight is frozen): `inv (grad w) - x inv³ mean(grad w x)`.
 pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -> Result<Tensor> {
+    if on_device(x) {
+        return composed::rms_norm_backward(x, weight, eps, grad);
+    }
     by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, Some(grad)))
 }
 
@@ -147,6 +157,9 @@ fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Ten
 
 /// SwiGLU: `silu(gate) * up`.
 pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if on_device(gate) {
+        return composed::swiglu(gate, up);
+    }
     by_dtype!(gate.dtype(), swiglu_in(gate, up))
 }
 
@@ -161,6 +174,9 @@ fn swiglu_in<T: Real>(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 
 /// The gradients of `gate` and `up` for the gradient `grad` of [`swiglu`]'s output.
 pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
+    if on_device(gate) {
+        return composed::swiglu_backward(gate, up, grad);
+    }
     by_dtype!(gate.dtype(), swiglu_backward_in(gate, up, grad))
 }
 
@@ -201,6 +217,9 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
 /// the angles into `(batch x seq, heads x head_dim)`: the layout moves in
 /// the same pass as the rotation.
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+    if on_device(x) {
+        return composed::rope(x, cos, sin, positions, heads, inverse);
+    }
     by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, heads, inverse))
 }
 
@@ -237,6 +256,9 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
 /// `(softmax(row) - onehot(target)) * grad_scale / n`. One pass for the row
 /// maximum, one for the sum of exponentials, one to write the gradient.
 pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+    if on_device(logits) {
+        return composed::cross_entropy(logits, targets, grad_scale);
+    }
     match logits.dtype() {
         DType::F32 => cross_entropy_in::<f32>(logits, targets, grad_scale),
         DType::F64 => cross_entropy_in::<f64>(logits, targets, grad_scale),

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use candle_core::{Device, Result, Tensor};
 use rayon::prelude::*;
 
+use super::composed::{self, on_device};
 use super::dropout::Dropout;
 use super::gemm::{gemm, gemm_into, Mat};
 use super::kernels::{by_dtype, unzeroed, with_all, Real};
@@ -78,6 +79,9 @@ struct Dims {
 impl Projection<'_> {
     /// The output `(n, out)` for `x` `(n, in)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if on_device(x) {
+            return composed::projection(self, x);
+        }
         let w = self.weight.dense()?;
         by_dtype!(x.dtype(), forward_in(self, x, &w))
     }
@@ -125,6 +129,9 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
 /// of its output: the sum of what each passes back, accumulated in one
 /// buffer. The adapters' gradients go into `grads` under PEFT's names.
 pub fn backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    if on_device(x) {
+        return composed::projection_backward(x, parts, grads);
+    }
     let weights = parts.iter().map(|(p, _)| p.weight.dense()).collect::<Result<Vec<_>>>()?;
     by_dtype!(x.dtype(), backward_in(x, parts, &weights, grads))
 }

@@ -4,10 +4,16 @@
 //! (`gradcheck.rs`). candle's autograd is not used: it would keep every
 //! intermediate alive, compute the frozen weights' gradients, and start
 //! each gradient from a zeroed tensor it then adds into.
+//! On the CPU the ops are kernels on slices (`kernels.rs`, `attention.rs`,
+//! `lora_linear.rs`); on a GPU the same ops are composed from candle's
+//! (`composed.rs`), checked against the kernels (`composed_check.rs`).
 //! Weights are kept in Hugging Face's layout.
 
 mod attention;
 mod backward;
+mod composed;
+#[cfg(test)]
+mod composed_check;
 mod config;
 mod dropout;
 mod from_gguf;
@@ -71,11 +77,21 @@ pub struct Llama {
 }
 
 impl Llama {
-    /// Loads the model at `path`: a GGUF file or a Hugging Face directory.
+    /// Loads the model at `path`, a GGUF file or a Hugging Face directory, onto the CPU.
     pub fn load(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
+        Self::load_on(path, &Device::Cpu, false)
+    }
+
+    /// Loads the model at `path` onto `device`. With `quantized`, the linear
+    /// layers of a GGUF model stay as its blocks (QLoRA-style: dequantized
+    /// per op, in forward and backward).
+    pub fn load_on(path: &std::path::Path, device: &Device, quantized: bool) -> std::result::Result<Self, ModelError> {
         match crate::source::ModelSource::detect(path)? {
-            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, false),
-            crate::source::ModelSource::HfDir(p) => from_hf::load(&p),
+            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, device, quantized),
+            crate::source::ModelSource::HfDir(p) if quantized => {
+                Err(ModelError::new(p, "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights"))
+            }
+            crate::source::ModelSource::HfDir(p) => from_hf::load(&p, device),
         }
     }
 
@@ -88,15 +104,9 @@ impl Llama {
         }
     }
 
-    /// Loads a GGUF model keeping its linear layers as quantized blocks
-    /// (QLoRA-style: dequantized per op, in forward and backward).
+    /// Loads a GGUF model onto the CPU keeping its linear layers as quantized blocks.
     pub fn load_quantized(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
-        match crate::source::ModelSource::detect(path)? {
-            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, true),
-            crate::source::ModelSource::HfDir(p) => {
-                Err(ModelError::new(p, "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights"))
-            }
-        }
+        Self::load_on(path, &Device::Cpu, true)
     }
 
     /// A model from its weights (all of one dtype).

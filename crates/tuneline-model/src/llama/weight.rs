@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
-use candle_core::{Device, Result, Tensor};
+use candle_core::{Result, Tensor};
 
 /// The weight of a linear layer, `(out_features, in_features)`.
 #[derive(Clone)]
@@ -35,7 +35,7 @@ impl Weight {
         match self {
             Weight::Dense(w) => Ok(w.clone()),
             Weight::Quantized { blocks, heads } => {
-                let w = blocks.dequantize(&Device::Cpu)?;
+                let w = blocks.dequantize(&blocks.device())?;
                 match heads {
                     Some(h) => unpermute_last(&w.t()?, *h)?.t()?.contiguous(),
                     None => Ok(w),
