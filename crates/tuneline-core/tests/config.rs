@@ -1,6 +1,6 @@
 //! `tuneline.toml` loading: what a user sees when the file is right and when it is wrong.
 
-use tuneline_core::config::{Config, ConfigError, LrSchedulerType, SaveSteps, TEMPLATE};
+use tuneline_core::config::{ComputeDevice, Config, ConfigError, LrSchedulerType, SaveSteps, TEMPLATE};
 
 fn no_env(_: &str) -> Option<String> {
     None
@@ -23,6 +23,11 @@ fn template_parses_with_every_section_and_hf_names() {
     assert_eq!(c.training.lr_scheduler_type, LrSchedulerType::Cosine);
     assert_eq!(c.training.save_steps, SaveSteps::Steps(250));
     assert_eq!(c.lora.lora_r, 64);
+    assert_eq!(c.model.device, ComputeDevice::Auto);
+    for (text, device) in [("cpu", ComputeDevice::Cpu), ("cuda", ComputeDevice::Cuda(0)), ("cuda:3", ComputeDevice::Cuda(3))] {
+        let c = Config::parse(&format!("[model]\ndevice = \"{text}\"\n"), "tuneline.toml", no_env).expect("a device").config;
+        assert_eq!(c.model.device, device);
+    }
     assert_eq!(c.lora.target_modules.len(), 7);
     for section in ["[project]", "[store]", "[model]", "[data]", "[training]", "[lora]", "[workers]", "[providers.local]", "[server]", "[cost]"] {
         assert!(TEMPLATE.contains(section), "template lacks {section}");
@@ -57,6 +62,8 @@ fn wrong_type_names_field_and_line() {
     assert!(msg.starts_with("tuneline.toml:2: lora.lora_r: invalid type: string \"eight\", expected u32"), "{msg}");
     let msg = problems("[training]\nlr_scheduler_type = \"cosin\"\n");
     assert!(msg.contains("training.lr_scheduler_type") && msg.contains("`cosine`"), "{msg}");
+    let msg = problems("[model]\ndevice = \"gpu\"\n");
+    assert!(msg.starts_with("tuneline.toml:2: model.device: `gpu` is not a device") && msg.contains("\"cuda:N\""), "{msg}");
     let msg = problems("[workers]\nidle_timeout = \"soon\"\n");
     assert!(msg.contains("workers.idle_timeout") && msg.contains("\"30m\""), "{msg}");
 }

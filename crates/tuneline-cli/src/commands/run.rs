@@ -25,7 +25,7 @@ use crate::commands::control::{ControlPlane, STATE_DIR};
 use crate::commands::cost::{cost_report, print_report};
 use crate::commands::data::prepare;
 use crate::commands::plan::check_memory_budget;
-use crate::commands::train::{check_tokenizer, fetch_dataset, load_model, lora_settings, run_id, train_settings};
+use crate::commands::train::{check_tokenizer, compute_device, fetch_dataset, load_model, lora_settings, run_id, train_settings};
 use crate::context::{config_path, load_config, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
@@ -36,6 +36,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let loaded = load_config(global, false)?;
     let config = &loaded.config;
     check_memory_budget(config)?;
+    let device = compute_device(config.model.device)?;
     let text = std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     let store = open_store(global, config)?;
     let dataset = prepare(global, &store, config, &[]).await?;
@@ -69,7 +70,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let segments = client.ledger(Some(job.id)).await.map_err(Failure::failed)?;
     match job.state {
         State::Succeeded => {
-            let eval = evaluate(config, &store, &run, &eval_rows, train_rows.len()).await?;
+            let eval = evaluate(config, &device, &store, &run, &eval_rows, train_rows.len()).await?;
             print_report(global, &job, &cost_report(config, &segments));
             println!("{eval}");
             Ok(())
@@ -129,7 +130,7 @@ fn interrupted() -> Failure {
 }
 
 /// Eval loss of the base model and of the run's final adapter on the eval split.
-async fn evaluate(config: &Config, store: &ArtifactStore, run: &str, eval_rows: &[Row], train_rows: usize) -> CliResult<String> {
+async fn evaluate(config: &Config, device: &candle_core::Device, store: &ArtifactStore, run: &str, eval_rows: &[Row], train_rows: usize) -> CliResult<String> {
     if eval_rows.is_empty() {
         return Ok("eval: the dataset has no eval rows (raise [data] eval_fraction to measure the adapter)".into());
     }
@@ -139,7 +140,7 @@ async fn evaluate(config: &Config, store: &ArtifactStore, run: &str, eval_rows: 
         .ok_or_else(|| Failure::failed(format!("run {run} succeeded but has no committed checkpoint")))?;
     let local = PathBuf::from(".tuneline/cache").join(&prefix);
     store.pull(&prefix, &local, &NoProgress).await?;
-    let model = load_model(config)?;
+    let model = load_model(config, device)?;
     let settings = train_settings(config, train_rows);
     let failed = |e: candle_core::Error| Failure::failed(format!("eval: {e}"));
     let tuned = Lora::load(&local, &model.config, model.device()).map_err(Failure::failed)?;

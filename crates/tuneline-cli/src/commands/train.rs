@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use tuneline_core::config::{Config, SaveSteps};
+use candle_core::Device;
+use tuneline_core::config::{ComputeDevice, Config, SaveSteps};
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_data::prepare::{Manifest, MANIFEST};
 use tuneline_model::llama::{Llama, Lora, LoraSettings};
@@ -33,6 +34,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
     let config = &config;
     check_memory_budget(config)?;
+    let device = compute_device(config.model.device)?;
     let store = open_store(global, config)?;
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
     let (dataset, local) = fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
@@ -42,7 +44,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     if train_rows.is_empty() {
         return Err(Failure::input(format!("{dataset} has no train rows")));
     }
-    let model = load_model(config)?;
+    let model = load_model(config, &device)?;
     let settings = train_settings(config, train_rows.len());
     let max_steps = settings.max_steps;
     let (batch, accumulation) = (settings.batch_size, settings.accumulation);
@@ -77,7 +79,12 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         grace: t.sigterm_grace.0,
     };
     if !global.quiet {
-        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows");
+        let on = match model.device().location() {
+            candle_core::DeviceLocation::Cpu => "the CPU".to_string(),
+            candle_core::DeviceLocation::Cuda { gpu_id } => format!("CUDA device {gpu_id}"),
+            candle_core::DeviceLocation::Metal { gpu_id } => format!("Metal device {gpu_id}"),
+        };
+        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, on {on}");
     }
     let mut trainer = Trainer::new(&model, lora, settings, train_rows);
     let handle = tokio::runtime::Handle::current();
@@ -98,11 +105,31 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
 }
 
-/// Loads `[model] path`, quantized or dense as `[model] quantized_base` says.
-pub fn load_model(config: &Config) -> CliResult<Llama> {
+/// Loads `[model] path` onto `device`, quantized or dense as
+/// `[model] quantized_base` says.
+pub fn load_model(config: &Config, device: &Device) -> CliResult<Llama> {
     let path = PathBuf::from(&config.model.path);
-    let load = || if config.model.quantized_base { Llama::load_quantized(&path) } else { Llama::load(&path) };
+    let load = || Llama::load_on(&path, device, config.model.quantized_base);
     tokio::task::block_in_place(load).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// The device `[model] device` names. `auto` takes CUDA device 0 in a build
+/// with CUDA that can open one, and the CPU otherwise.
+pub fn compute_device(choice: ComputeDevice) -> CliResult<Device> {
+    let built_with_cuda = candle_core::utils::cuda_is_available();
+    match choice {
+        ComputeDevice::Cpu => Ok(Device::Cpu),
+        ComputeDevice::Auto if built_with_cuda => Ok(Device::new_cuda(0).unwrap_or_else(|e| {
+            tracing::warn!("model.device = \"auto\": no CUDA device could be opened ({e}); training on the CPU");
+            Device::Cpu
+        })),
+        ComputeDevice::Auto => Ok(Device::Cpu),
+        ComputeDevice::Cuda(n) if !built_with_cuda => Err(Failure::input(format!(
+            "model.device = \"cuda:{n}\", but this tuneline was built without CUDA; rebuild it with \
+             `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or set model.device = \"cpu\""
+        ))),
+        ComputeDevice::Cuda(n) => Device::new_cuda(n).map_err(|e| Failure::input(format!("model.device = \"cuda:{n}\": cannot open CUDA device {n}: {e}"))),
+    }
 }
 
 /// The trainer's settings from `[training]`, for a dataset of `train_rows` rows.

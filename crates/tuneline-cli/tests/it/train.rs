@@ -203,3 +203,16 @@ fn a_config_over_the_memory_budget_is_refused_before_training() {
     assert_eq!(code, 2);
     assert!(err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"), "{err}");
 }
+
+/// In a build without the `cuda` feature, asking for a GPU is refused before any work.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn a_cuda_device_in_a_build_without_cuda_is_refused_before_training() {
+    let ctx = project(4, 2);
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[model]\ndevice = \"cuda:1\"\n"));
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("model.device = \"cuda:1\"") && err.contains("built without CUDA") && err.contains("--features cuda"), "{err}");
+    assert!(!err.contains("no committed dataset"), "the device is checked before the data: {err}");
+}

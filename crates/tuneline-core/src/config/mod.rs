@@ -11,7 +11,7 @@ pub use error::{ConfigError, Problem};
 pub use load::{Loaded, SECRET_ENV};
 pub use schema::*;
 pub use secret::Secret;
-pub use values::{HumanDuration, MemorySize, SaveSteps};
+pub use values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
 
 /// The commented `tuneline.toml` that `tuneline init` writes: every section, HF / PEFT names.
 pub const TEMPLATE: &str = include_str!("template.toml");

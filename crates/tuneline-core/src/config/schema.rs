@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::secret::Secret;
-use super::values::{HumanDuration, MemorySize, SaveSteps};
+use super::values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
 
 /// A whole `tuneline.toml`, every section optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -103,11 +103,13 @@ pub struct ModelConfig {
     pub path: String,
     /// Keep GGUF blocks quantized in memory (QLoRA-style).
     pub quantized_base: bool,
+    /// Where training runs: `auto`, `cpu` or `cuda[:N]`.
+    pub device: ComputeDevice,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(), quantized_base: false }
+        Self { path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(), quantized_base: false, device: ComputeDevice::Auto }
     }
 }
 

@@ -38,6 +38,50 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// `[model] device`: where training runs. `"auto"` takes the first GPU when
+/// tuneline was built with CUDA and one is there, else the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ComputeDevice {
+    /// A GPU when there is one, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// CUDA device `n` (`"cuda"` is `"cuda:0"`).
+    Cuda(usize),
+}
+
+impl fmt::Display for ComputeDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ComputeDevice::Auto => f.write_str("auto"),
+            ComputeDevice::Cpu => f.write_str("cpu"),
+            ComputeDevice::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl Serialize for ComputeDevice {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ComputeDevice {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let cuda = |n: &str| n.parse().map(ComputeDevice::Cuda).ok();
+        match text.as_str() {
+            "auto" => Ok(ComputeDevice::Auto),
+            "cpu" => Ok(ComputeDevice::Cpu),
+            "cuda" => Ok(ComputeDevice::Cuda(0)),
+            other => other.strip_prefix("cuda:").and_then(cuda).ok_or_else(|| {
+                de::Error::custom(format!("`{text}` is not a device tuneline trains on; write \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""))
+            }),
+        }
+    }
+}
+
 /// `save_steps`: a fixed interval, or `"auto"` to take the planner's optimum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaveSteps {
