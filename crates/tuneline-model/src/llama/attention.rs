@@ -9,12 +9,12 @@
 use std::ops::Range;
 
 use candle_core::{bail, Device, Result, Tensor};
-use num_traits::Float;
 use rayon::prelude::*;
 
 use super::composed::{self, on_device};
 use super::gemm::{gemm, gemm_into, Mat};
 use super::kernels::{by_dtype, unzeroed, with_all, Real};
+use super::simd::{self, vectorized};
 
 /// Attention over a pass's mask.
 pub struct Attention {
@@ -100,20 +100,17 @@ fn tiles<T: Real>(mask: &[T], seq: usize) -> Vec<Tile> {
 
 /// Writes the attention weights of `tile` of query head `q` `(seq, d)` over
 /// `k` into `p` `(tile rows, tile columns)`: `softmax(q kᵀ / sqrt(d) + mask)`, row by row.
+#[inline(always)]
 fn weights<T: Real>(p: &mut [T], tile: &Tile, q: &[T], k: &[T], mask: &[T], d: Dims) {
     let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
     let (q, k) = (rows_of(q, &tile.rows, d), rows_of(k, &tile.cols, d));
     gemm(p, q, k.t(), scale, false);
     for (row, i) in p.chunks_mut(tile.cols.len()).zip(tile.rows.clone()) {
         let mask = &mask[i * d.seq..][tile.cols.clone()];
-        let mut max = T::neg_infinity();
-        for (x, &m) in row.iter_mut().zip(mask) {
-            *x += m;
-            max = Float::max(max, *x);
-        }
-        // A loop that only maps, so that it vectorizes; then the sum.
+        row.iter_mut().zip(mask).for_each(|(x, &m)| *x += m);
+        let max = simd::max(row);
         row.iter_mut().for_each(|x| *x = (*x - max).exp_fast());
-        let inverse = T::one() / row.iter().fold(T::zero(), |sum, &x| sum + x);
+        let inverse = T::one() / simd::sum(row.len(), |i| row[i]);
         row.iter_mut().for_each(|x| *x *= inverse);
     }
 }
@@ -132,7 +129,7 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
         // SAFETY: the tasks cover the output by heads, and each head's tiles cover its rows.
         let out = unsafe {
             unzeroed(q.len(), |out| {
-                out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| {
+                out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| vectorized(#[inline(always)] || {
                     let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
                     let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
                     let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
@@ -145,7 +142,7 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
                             gemm_into(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one());
                         }
                     }
-                })
+                }))
             })
         };
         Tensor::from_vec(out, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)
@@ -161,7 +158,7 @@ fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: 
         let tiles: Vec<Vec<Tile>> = mask.chunks(d.seq * d.seq).map(|m| tiles(m, d.seq)).collect();
         let (mut dq, mut dk, mut dv) = (vec![T::zero(); q.len()], vec![T::zero(); k.len()], vec![T::zero(); v.len()]);
         let tasks = dq.par_chunks_mut(group * head).zip(dk.par_chunks_mut(head)).zip(dv.par_chunks_mut(head));
-        tasks.enumerate().for_each(|(task, ((dq, dk), dv))| {
+        tasks.enumerate().for_each(|(task, ((dq, dk), dv))| vectorized(#[inline(always)] || {
             let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
             let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
             let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
@@ -178,7 +175,8 @@ fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: 
                     gemm(&mut ds, g, rows_of(v, &tile.cols, d).t(), T::one(), false);
                     // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
                     for ((ds, p), i) in ds.chunks_mut(cols).zip(p.chunks(cols)).zip(tile.rows.clone()) {
-                        let dot = out[i * d.dim..][..d.dim].iter().zip(&grad[i * d.dim..][..d.dim]).fold(T::zero(), |s, (&o, &g)| s + o * g);
+                        let (o, g) = (&out[i * d.dim..][..d.dim], &grad[i * d.dim..][..d.dim]);
+                        let dot = simd::sum(d.dim, |l| o[l] * g[l]);
                         ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
                     }
                     // dq = ds k; dk += dsᵀ q.
@@ -187,7 +185,7 @@ fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: 
                     gemm(&mut dk[tile.cols.start * d.dim..], ds.t(), rows_of(q, &tile.rows, d), T::one(), true);
                 }
             }
-        });
+        }));
         let kv_shape = (d.batch, d.kv_heads, d.seq, d.dim);
         Ok((
             Tensor::from_vec(dq, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)?,

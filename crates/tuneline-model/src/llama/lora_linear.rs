@@ -18,6 +18,7 @@ use super::composed::{self, on_device};
 use super::dropout::Dropout;
 use super::gemm::{gemm, gemm_into, Mat};
 use super::kernels::{by_dtype, unzeroed, with_all, Real};
+use super::simd::vectorized;
 use super::weight::Weight;
 
 /// The most rows one task takes.
@@ -60,6 +61,7 @@ impl Adapter {
 }
 
 /// `x` times the dropout `mask`, if any.
+#[inline(always)]
 fn dropped<T: Real>(x: &[T], mask: Option<&[T]>) -> Vec<T> {
     match mask {
         Some(m) => x.iter().zip(m).map(|(&x, &m)| x * m).collect(),
@@ -108,7 +110,7 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
         // SAFETY: the tasks' blocks of rows cover the output, and each task's first product writes its block whole.
         let y = unsafe {
             unzeroed(d.n * d.output, |y| {
-                y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| {
+                y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| vectorized(#[inline(always)] || {
                     let rows = y.len() / d.output;
                     let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
                     let y = gemm_into(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one());
@@ -118,7 +120,7 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
                         gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
                         gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
                     }
-                })
+                }))
             })
         };
         Tensor::from_vec(y, (d.n, d.output), &Device::Cpu)
@@ -167,7 +169,7 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                 shares = dx
                     .par_chunks_mut(rows_per_task * input)
                     .enumerate()
-                    .map(|(task, dx)| {
+                    .map(|(task, dx)| vectorized(#[inline(always)] || {
                         let rows = dx.len() / input;
                         let start = task * rows_per_task * input;
                         let x = &v[0][start..][..rows * input];
@@ -184,7 +186,7 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                                 Some(adapter_backward(ad, x, start, dy(j), Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
                             })
                             .collect()
-                    })
+                    }))
                     .collect()
             })
         };
@@ -218,6 +220,7 @@ type GradShare<T> = (Vec<T>, Vec<T>);
 /// The adapter's part of one task's backward, over rows `x` (from element
 /// `start` of the input) with output gradient `dy`: adds the gradient through
 /// the adapter to `dx` and returns this task's share of A's and B's gradients.
+#[inline(always)]
 fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a: Mat<T>, b: Mat<T>, dx: &mut [T]) -> GradShare<T> {
     let (rows, input, output, rank) = (dy.rows(), a.cols(), b.rows(), a.rows());
     let scale = T::from_f64(ad.scale);

@@ -26,6 +26,7 @@ mod kernels;
 mod lora_linear;
 mod loss;
 mod ops;
+mod simd;
 mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
