@@ -51,7 +51,7 @@ fn the_composed_row_ops_equal_the_kernels() {
 fn composed_attention_equals_the_kernel_with_groups_and_segments() {
     let segments: Vec<u32> = (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
-    let attention = Attention { mask: attention_mask(&segments, DType::F64).unwrap() };
+    let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
     let (q, k, v, grad) = (random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22), random(&[2, 4, 70, 3], 23));
     same("attention", || {
         let out = attention.forward(&q, &k, &v).unwrap();

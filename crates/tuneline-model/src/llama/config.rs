@@ -71,6 +71,9 @@ pub struct LlamaConfig {
     pub attention_bias: bool,
     /// Long-context rescaling of the rotary frequencies.
     pub rope_scaling: Option<RopeScaling>,
+    /// Mistral's sliding window: a token attends to at most this many
+    /// positions, itself included. `None` attends to the whole context.
+    pub sliding_window: Option<usize>,
 }
 
 impl LlamaConfig {
@@ -97,6 +100,7 @@ impl LlamaConfig {
             head_dim: int("attention.key_length").ok(),
             attention_bias: arch == "qwen2",
             rope_scaling: None,
+            sliding_window: int("attention.sliding_window").ok().filter(|&w| w > 0),
         })
     }
 }

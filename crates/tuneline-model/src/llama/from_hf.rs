@@ -90,7 +90,25 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
         head_dim: json["head_dim"].as_u64().map(|v| v as usize),
         attention_bias: model_type == "qwen2" || json["attention_bias"].as_bool().unwrap_or(false),
         rope_scaling,
+        sliding_window: sliding_window(json)?,
     })
+}
+
+/// The sliding window of `config.json`: Mistral's `sliding_window` (null
+/// when the model attends to its whole context). Qwen2 lists one too, used
+/// only with `use_sliding_window`, and then in some layers only, which
+/// tuneline does not do.
+fn sliding_window(json: &Value) -> Result<Option<usize>, String> {
+    if json["use_sliding_window"].as_bool() == Some(true) {
+        return Err("use_sliding_window = true (sliding attention in some layers) is not supported; set it to false to attend to the whole context".into());
+    }
+    if json["model_type"] == "qwen2" {
+        return Ok(None);
+    }
+    match &json["sliding_window"] {
+        Value::Null => Ok(None),
+        v => v.as_u64().filter(|&w| w > 0).map(|w| Some(w as usize)).ok_or_else(|| format!("`sliding_window` is {v}, not a positive number or null")),
+    }
 }
 
 /// The safetensors files of a directory, memory-mapped, each tensor read when taken.
@@ -122,5 +140,34 @@ impl Weights {
     fn take(&mut self, name: &str) -> Result<Tensor, ModelError> {
         let tensor = self.files.load(name, &self.device).map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
         tensor.to_dtype(DType::F32).map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config.json of `model_type` with `extra` keys.
+    fn json(model_type: &str, extra: Value) -> Value {
+        let mut v = serde_json::json!({
+            "model_type": model_type, "vocab_size": 32, "hidden_size": 8, "intermediate_size": 16,
+            "num_hidden_layers": 1, "num_attention_heads": 2
+        });
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    #[test]
+    fn the_sliding_window_is_read_as_transformers_applies_it() {
+        let window = |model_type, extra| config(&json(model_type, extra)).map(|c| c.sliding_window);
+        assert_eq!(window("mistral", serde_json::json!({"sliding_window": 4096})), Ok(Some(4096)));
+        assert_eq!(window("mistral", serde_json::json!({"sliding_window": null})), Ok(None));
+        assert_eq!(window("llama", serde_json::json!({})), Ok(None));
+        // Qwen2's window is off unless use_sliding_window asks for it.
+        assert_eq!(window("qwen2", serde_json::json!({"sliding_window": 32768, "use_sliding_window": false})), Ok(None));
+        let err = window("qwen2", serde_json::json!({"sliding_window": 32768, "use_sliding_window": true})).unwrap_err();
+        assert!(err.contains("use_sliding_window") && err.contains("false"), "{err}");
+        let err = window("mistral", serde_json::json!({"sliding_window": "4k"})).unwrap_err();
+        assert!(err.contains("sliding_window") && err.contains("\"4k\""), "{err}");
     }
 }

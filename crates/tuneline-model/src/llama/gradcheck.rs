@@ -81,7 +81,7 @@ fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
     // tokens in the first row, so its tiles of rows span different columns.
     let segments: Vec<u32> = (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
-    let attention = Attention { mask: attention_mask(&segments, DType::F64).unwrap() };
+    let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
     let inputs = [random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22)];
     // The forward against attention written plainly: each key/value head repeated for its query heads.
     let repeat = |t: &Tensor| t.unsqueeze(2).unwrap().broadcast_as((2, 2, 2, 70, 3)).unwrap().reshape((2, 4, 70, 3)).unwrap();
@@ -210,11 +210,12 @@ pub(super) fn tiny() -> Tiny {
     }
 }
 
-#[test]
-fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
-    let Tiny { model, lora, ids, positions, segments, labels } = tiny();
+/// Checks the gradients of a training pass of `t` (dropout drawn from
+/// `seed`) for every adapter tensor by finite differences; returns its loss.
+fn check_training_gradients(t: &Tiny, seed: u64) -> f64 {
+    let Tiny { model, lora, ids, positions, segments, labels } = t;
     // A training pass: dropout masks are fixed by the seed, so the loss is a function of the weights.
-    let (loss, mut grads) = model.loss_and_grads(&ids, &positions, &segments, &labels, lora.training(99), 1.0).unwrap();
+    let (loss, mut grads) = model.loss_and_grads(ids, positions, segments, labels, lora.training(seed), 1.0).unwrap();
     let (names, vars): (Vec<String>, Vec<_>) = lora.named().map(|(n, v)| (n, v.clone())).unzip();
     let values: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().copy().unwrap()).collect();
     let analytic: Vec<Tensor> = names.iter().map(|n| grads.remove(n).expect("a gradient for every adapter tensor")).collect();
@@ -222,10 +223,32 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         for (var, value) in vars.iter().zip(values) {
             var.set(value).unwrap();
         }
-        model.loss(&ids, &positions, &segments, &labels, Some(lora.training(99))).unwrap()
+        model.loss(ids, positions, segments, labels, Some(lora.training(seed))).unwrap()
     };
     assert_eq!(at(&values), loss, "the training pass's loss is the forward's");
     check(&values, at, &analytic);
-    let eval = model.loss(&ids, &positions, &segments, &labels, Some(lora.inference())).unwrap();
+    loss
+}
+
+#[test]
+fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
+    let t = tiny();
+    let loss = check_training_gradients(&t, 99);
+    let eval = t.model.loss(&t.ids, &t.positions, &t.segments, &t.labels, Some(t.lora.inference())).unwrap();
     assert!((eval - loss).abs() > 1e-6, "dropout changes a training pass");
+}
+
+#[test]
+fn a_sliding_window_hides_the_tokens_beyond_it_and_keeps_exact_gradients() {
+    let mut t = tiny();
+    let changed_first = Tensor::new(&[[8u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap();
+    let third = |t: &Tiny, ids: &Tensor| t.model.forward(ids, &t.positions, &t.segments, None).unwrap().get(0).unwrap().get(2).unwrap();
+    let moved = |t: &Tiny| (third(t, &t.ids) - third(t, &changed_first)).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    assert!(moved(&t) > 1e-6, "without a window the third token sees the first");
+    t.model.config.sliding_window = Some(2);
+    assert!(moved(&t) > 1e-6, "with a window of 2 it still does, through the second token one layer down");
+    t.model.config.sliding_window = Some(1);
+    assert_eq!(moved(&t), 0.0, "with a window of 1 each token sees only itself");
+    t.model.config.sliding_window = Some(2);
+    check_training_gradients(&t, 5);
 }

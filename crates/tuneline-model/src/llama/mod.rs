@@ -168,7 +168,7 @@ impl Llama {
     /// What the layers of a pass over `(batch, seq)` tokens share.
     fn pass<'a>(&self, positions: &'a Tensor, segments: &Tensor, lora: Option<LoraPass<'a>>) -> Result<Pass<'a>> {
         let (batch, seq) = positions.dims2()?;
-        let attention = Attention { mask: attention_mask(segments, self.embed_tokens.dtype())? };
+        let attention = Attention { mask: attention_mask(segments, self.config.sliding_window, self.embed_tokens.dtype())? };
         Ok(Pass { batch, seq, positions, attention, lora })
     }
 

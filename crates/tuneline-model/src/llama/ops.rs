@@ -45,15 +45,16 @@ impl Rope {
 }
 
 /// The additive attention mask `(batch, 1, seq, seq)` in `dtype`: 0 where a
-/// token may attend (an earlier or the same position, in the same segment),
+/// token may attend (an earlier or the same position, in the same segment,
+/// fewer than `window` positions back when there is a sliding window),
 /// minus infinity elsewhere. `segments` `(batch, seq)` keeps packed samples apart.
-pub fn attention_mask(segments: &Tensor, dtype: DType) -> Result<Tensor> {
+pub fn attention_mask(segments: &Tensor, window: Option<usize>, dtype: DType) -> Result<Tensor> {
     let (batch, seq) = segments.dims2()?;
     let segs = segments.to_vec2::<u32>()?;
     let mut mask = vec![f32::NEG_INFINITY; batch * seq * seq];
     for (b, row) in segs.iter().enumerate() {
         for i in 0..seq {
-            for j in 0..=i {
+            for j in (i + 1).saturating_sub(window.unwrap_or(seq))..=i {
                 if row[i] == row[j] {
                     mask[(b * seq + i) * seq + j] = 0.0;
                 }
@@ -61,4 +62,23 @@ pub fn attention_mask(segments: &Tensor, dtype: DType) -> Result<Tensor> {
         }
     }
     Tensor::from_vec(mask, (batch, 1, seq, seq), segments.device())?.to_dtype(dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mask_keeps_segments_apart_and_the_window_short() {
+        // One row of two packed samples: positions 0-3 and 4-5.
+        let segments = Tensor::new(&[[1u32, 1, 1, 1, 2, 2]], &candle_core::Device::Cpu).unwrap();
+        let allowed = |window| {
+            let mask = attention_mask(&segments, window, DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            (0..6).map(|i| (0..6).filter(|&j| mask[i * 6 + j] == 0.0).collect::<Vec<_>>()).collect::<Vec<_>>()
+        };
+        assert_eq!(allowed(None), [vec![0], vec![0, 1], vec![0, 1, 2], vec![0, 1, 2, 3], vec![4], vec![4, 5]]);
+        assert_eq!(allowed(Some(2)), [vec![0], vec![0, 1], vec![1, 2], vec![2, 3], vec![4], vec![4, 5]]);
+        assert_eq!(allowed(Some(1)), (0..6).map(|i| vec![i]).collect::<Vec<_>>());
+        assert_eq!(allowed(Some(6)), allowed(None), "a window as long as the row changes nothing");
+    }
 }
