@@ -176,3 +176,15 @@ fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
     assert!(e.contains("tensor `blk.0.attn_k.weight` (and 7 more) is of type Q2K, which tuneline does not read"), "{e}");
     assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");
 }
+
+#[test]
+fn an_unsupported_architecture_is_refused_with_the_supported_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("phi3.gguf");
+    let arch = Value::String("phi3".into());
+    let embed = QTensor::quantize(&random((VOCAB, HIDDEN), 1), GgmlDType::F32).unwrap();
+    gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &[("general.architecture", &arch)], &[("token_embd.weight", &embed)]).unwrap();
+    let e = Llama::load(&path).err().unwrap().to_string();
+    assert!(e.contains("phi3.gguf") && e.contains("architecture `phi3` is not supported"), "{e}");
+    assert!(e.contains("llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)"), "{e}");
+}

@@ -170,4 +170,10 @@ mod tests {
         let err = window("mistral", serde_json::json!({"sliding_window": "4k"})).unwrap_err();
         assert!(err.contains("sliding_window") && err.contains("\"4k\""), "{err}");
     }
+
+    #[test]
+    fn an_unsupported_model_type_is_refused_with_the_supported_list() {
+        let err = config(&json("gpt2", serde_json::json!({}))).unwrap_err();
+        assert!(err.contains("model_type `gpt2` is not supported") && err.contains(r#"["llama", "mistral", "qwen2"]"#), "{err}");
+    }
 }
