@@ -109,7 +109,7 @@ fn weights<T: Real>(p: &mut [T], tile: &Tile, q: &[T], k: &[T], mask: &[T], d: D
         let mask = &mask[i * d.seq..][tile.cols.clone()];
         row.iter_mut().zip(mask).for_each(|(x, &m)| *x += m);
         let max = simd::max(row);
-        row.iter_mut().for_each(|x| *x = (*x - max).exp_fast());
+        simd::map(row, |x| (x - max).exp_fast());
         let inverse = T::one() / simd::sum(row.len(), |i| row[i]);
         row.iter_mut().for_each(|x| *x *= inverse);
     }

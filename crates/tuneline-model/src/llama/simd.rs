@@ -60,6 +60,23 @@ pub fn max<T: Real>(x: &[T]) -> T {
     reduce(x.len(), T::neg_infinity(), |i| x[i], Float::max)
 }
 
+/// Each of `x` replaced by `f` of it, [`LANES`] at a time: the values past
+/// the last whole group go through `f` in a padded group too, so that no
+/// value takes a scalar path (for short rows, such as attention's, the
+/// tail was as slow as the rest).
+#[inline(always)]
+pub fn map<T: Real>(x: &mut [T], f: impl Fn(T) -> T) {
+    let mut groups = x.chunks_exact_mut(LANES);
+    for group in &mut groups {
+        group.iter_mut().for_each(|v| *v = f(*v));
+    }
+    let rest = groups.into_remainder();
+    let mut padded = [T::zero(); LANES];
+    padded[..rest.len()].copy_from_slice(rest);
+    padded.iter_mut().for_each(|v| *v = f(*v));
+    rest.copy_from_slice(&padded[..rest.len()]);
+}
+
 /// `term(0..len)` folded by `op` from `init`, in [`LANES`] partial results
 /// combined at the end.
 #[inline(always)]
@@ -86,6 +103,9 @@ mod tests {
             let expected: f64 = x.iter().sum();
             assert!((sum(len, |i| x[i]) - expected).abs() < 1e-12, "sum of {len}");
             assert_eq!(max(&x), x.iter().copied().fold(f64::NEG_INFINITY, f64::max), "max of {len}");
+            let mut mapped = x.clone();
+            map(&mut mapped, |v| v * 2.0 + 1.0);
+            assert_eq!(mapped, x.iter().map(|v| v * 2.0 + 1.0).collect::<Vec<_>>(), "map of {len}");
         }
     }
 
