@@ -171,6 +171,12 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     assert_eq!(client.ledger(None).await.unwrap()[0].outcome.as_deref(), Some("lost"));
     let orders = client.heartbeat(silent, &Heartbeat { job: Some(job.id), ..Default::default() }).await.unwrap();
     assert!(orders.cancel && orders.shutdown, "a worker back from the dead stops its stale attempt");
+    // It had committed step 2 without reporting it: the next attempt resumes there, and the ledger credits the silent one.
+    let next = client.register(&worker(1.0)).await.unwrap().worker;
+    client.lease(next, Duration::ZERO).await.unwrap();
+    client.start(job.id, &Start { worker: next, resumed_from: 2 }).await.unwrap();
+    let lost = &client.ledger(Some(job.id)).await.unwrap()[0];
+    assert_eq!((lost.steps_computed(), lost.steps_committed(), lost.lost_steps), (2, 2, 0));
 }
 
 #[tokio::test]

@@ -91,7 +91,9 @@ impl Db {
     }
 
     /// Worker `worker` starts job `job` from committed step `resumed_from`.
-    /// The job's previous attempt lost the steps it finished past that one.
+    /// The job's previous attempt lost the steps it finished past that one,
+    /// and finished at least the steps up to it: a worker killed between
+    /// committing a checkpoint and reporting its step did the work all the same.
     pub fn start(&mut self, job: i64, worker: i64, resumed_from: u64) -> Result<Job, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         holder(&get(&tx, job)?, worker)?;
@@ -101,7 +103,7 @@ impl Db {
             params![job, worker, resumed_from],
         )?;
         tx.execute(
-            "UPDATE segments SET lost_steps = max(0, coalesce(max_step, 0) - ?2)
+            "UPDATE segments SET lost_steps = max(0, coalesce(max_step, 0) - ?2), max_step = max(coalesce(max_step, 0), ?2)
              WHERE id = (SELECT id FROM segments WHERE job = ?1 AND ended_at IS NOT NULL AND start_step IS NOT NULL ORDER BY id DESC LIMIT 1)",
             params![job, resumed_from],
         )?;
