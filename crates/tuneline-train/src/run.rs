@@ -3,14 +3,14 @@
 //! `save_steps` commit a checkpoint to `runs/<run>/checkpoints/<step>/`. The
 //! upload runs while the next steps train; only the next checkpoint and the
 //! end of the run wait for it. A stop request (the spot notice) ends the run
-//! after the current step with a committed checkpoint, within a grace period:
-//! a step that cannot finish in time is abandoned, and the last finished one
-//! is committed instead.
+//! after the current step with a committed checkpoint, within a grace period
+//! counted from the notice: a step that cannot finish in time is abandoned
+//! (or not started), and the last finished one is committed instead; that
+//! step's eval loss is skipped.
 
-use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
@@ -42,6 +42,23 @@ impl Resume {
     }
 }
 
+/// A stop request (the spot notice) and when it came: the grace period runs
+/// from the notice, not from when the trainer next looks.
+#[derive(Debug, Default)]
+pub struct StopRequest(OnceLock<Instant>);
+
+impl StopRequest {
+    /// Asks the run to stop; the first request sets the time.
+    pub fn request(&self) {
+        let _ = self.0.set(Instant::now());
+    }
+
+    /// When the stop was requested, if it was.
+    pub fn requested_at(&self) -> Option<Instant> {
+        self.0.get().copied()
+    }
+}
+
 /// How a run is kept in the store.
 pub struct RunSpec<'a> {
     /// The store.
@@ -58,9 +75,9 @@ pub struct RunSpec<'a> {
     pub save_total_limit: Option<u32>,
     /// Where to start.
     pub resume: Resume,
-    /// Set to stop after the current step (with a checkpoint).
-    pub stop: &'a AtomicBool,
-    /// Once `stop` is seen, the time to finish the step and commit.
+    /// Stops the run after the current step (with a checkpoint).
+    pub stop: &'a StopRequest,
+    /// From the stop request, the time to finish the step and commit.
     pub grace: Duration,
 }
 
@@ -150,24 +167,24 @@ pub fn run(
     on_event(RunEvent::Started { step: trainer.progress.global_step });
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
-    let mut upload: Option<JoinHandle<Result<(), StoreError>>> = None;
-    let stop_seen: Cell<Option<Instant>> = Cell::new(None);
-    let deadline = || {
-        if stop_seen.get().is_none() && spec.stop.load(Ordering::SeqCst) {
-            stop_seen.set(Some(Instant::now()));
-        }
-        stop_seen.get().map(|at| at + spec.grace)
-    };
+    // The checkpoint being uploaded, by step; the last step committed, and the last saved.
+    let mut upload: Option<(u64, Upload)> = None;
+    let (mut committed, mut saved) = (trainer.progress.global_step, trainer.progress.global_step);
+    let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon = |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
-    let mut committed = trainer.progress.global_step;
     while !trainer.done() {
         let Some(mut log) = trainer.step_unless(&abandon)? else {
             tracing::warn!("SIGTERM: step {} cannot finish within the grace period; abandoned", trainer.progress.global_step + 1);
             break;
         };
         if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
-            log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
+            if deadline().is_some() {
+                // The notice's time goes to committing the step: an eval point is worth less.
+                tracing::warn!("SIGTERM: no eval loss at step {}, to commit the checkpoint in time", log.step);
+            } else {
+                log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
+            }
         }
         append_metric(&metrics, &log)?;
         on_event(RunEvent::Step(&log));
@@ -177,29 +194,49 @@ pub fn run(
         }
         if trainer.done() || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
             if let Some(previous) = upload.take() {
-                handle.block_on(previous).expect("the upload task does not panic")?;
+                committed = finish_upload(handle, previous, None)?.unwrap_or(committed);
             }
-            upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
-            committed = trainer.progress.global_step;
+            saved = trainer.progress.global_step;
+            upload = Some((saved, save(trainer, spec, &history, &metrics, handle, on_event)?));
         }
     }
-    if deadline().is_some() && committed < trainer.progress.global_step {
+    if let Some(d) = deadline().filter(|_| saved < trainer.progress.global_step) {
         if let Some(previous) = upload.take() {
-            handle.block_on(previous).expect("the upload task does not panic")?;
+            committed = finish_upload(handle, previous, Some(d))?.unwrap_or(committed);
         }
-        upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
+        if Instant::now() < d {
+            upload = Some((trainer.progress.global_step, save(trainer, spec, &history, &metrics, handle, on_event)?));
+        }
     }
     if let Some(last) = upload.take() {
-        match deadline() {
-            // Past the grace period the instance is gone anyway: the last committed checkpoint stands.
-            Some(d) => match handle.block_on(tokio::time::timeout(d.saturating_duration_since(Instant::now()), last)) {
-                Ok(done) => done.expect("the upload task does not panic")?,
-                Err(_) => tracing::warn!("the checkpoint upload did not finish within the grace period"),
-            },
-            None => handle.block_on(last).expect("the upload task does not panic")?,
-        }
+        committed = finish_upload(handle, last, deadline())?.unwrap_or(committed);
     }
-    Ok(if trainer.done() { Ended::Completed { steps: trainer.progress.global_step } } else { Ended::Stopped { step: trainer.progress.global_step } })
+    Ok(if committed == trainer.progress.global_step && trainer.done() {
+        Ended::Completed { steps: committed }
+    } else {
+        Ended::Stopped { step: committed }
+    })
+}
+
+/// A checkpoint's upload and commit, running while training goes on.
+type Upload = JoinHandle<Result<(), StoreError>>;
+
+/// Waits for the upload of step `step`'s checkpoint, until `deadline` if
+/// there is one (past it the instance is gone anyway, and the last committed
+/// checkpoint stands): the step, once committed, or `None` if time ran out.
+fn finish_upload(handle: &Handle, (step, upload): (u64, Upload), deadline: Option<Instant>) -> Result<Option<u64>, RunError> {
+    let done = match deadline {
+        Some(d) => match handle.block_on(tokio::time::timeout(d.saturating_duration_since(Instant::now()), upload)) {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::warn!("the checkpoint of step {step} was not committed within the grace period");
+                return Ok(None);
+            }
+        },
+        None => handle.block_on(upload),
+    };
+    done.expect("the upload task does not panic")?;
+    Ok(Some(step))
 }
 
 /// Saves a checkpoint of the run as it is and starts committing it.
@@ -210,7 +247,7 @@ fn save(
     metrics: &Path,
     handle: &Handle,
     on_event: &mut dyn FnMut(RunEvent),
-) -> Result<JoinHandle<Result<(), StoreError>>, RunError> {
+) -> Result<Upload, RunError> {
     let step = trainer.progress.global_step;
     let dir = spec.work.join(format!("checkpoint-{step}"));
     trainer.save_checkpoint(&dir, history)?;
@@ -258,4 +295,21 @@ fn append_metric(path: &Path, log: &StepLog) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(log)?;
     line.push(b'\n');
     file.write_all(&line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_past_the_deadline_is_not_counted_as_committed() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let handle = runtime.handle();
+        // As in a run: inside the runtime's context, on a thread it may block.
+        let _context = runtime.enter();
+        let stuck: Upload = handle.spawn(std::future::pending());
+        assert_eq!(finish_upload(handle, (4, stuck), Some(Instant::now() + Duration::from_millis(50))).unwrap(), None);
+        let done: Upload = handle.spawn(async { Ok(()) });
+        assert_eq!(finish_upload(handle, (6, done), Some(Instant::now() + Duration::from_secs(60))).unwrap(), Some(6));
+    }
 }

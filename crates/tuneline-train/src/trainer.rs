@@ -5,7 +5,7 @@
 //! repeats the uninterrupted run bit for bit.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use candle_core::{Result, Tensor};
 use tuneline_model::llama::{Llama, Lora};
@@ -74,13 +74,14 @@ pub struct Trainer<'m> {
     pub progress: Progress,
     settings: TrainSettings,
     batches: Batches,
+    last_step_time: Option<Duration>,
 }
 
 impl<'m> Trainer<'m> {
     /// A run over `rows` from the start.
     pub fn new(model: &'m Llama, lora: Lora, settings: TrainSettings, rows: Vec<Row>) -> Self {
         let batches = Batches::new(rows, settings.seed);
-        Self { model, lora, optimizer: AdamW::new(settings.adamw), progress: Progress::default(), settings, batches }
+        Self { model, lora, optimizer: AdamW::new(settings.adamw), progress: Progress::default(), settings, batches, last_step_time: None }
     }
 
     /// The settings.
@@ -109,8 +110,9 @@ impl<'m> Trainer<'m> {
     }
 
     /// One optimizer step, abandoned (`None`, nothing changed) when
-    /// `abandon(time the rest of the step will take)` says so between micro-batches.
-    pub fn step_unless(&mut self, abandon: &dyn Fn(std::time::Duration) -> bool) -> Result<Option<StepLog>> {
+    /// `abandon(time the rest of the step will take)` says so before a
+    /// micro-batch; before the first, the last step's time is the guess.
+    pub fn step_unless(&mut self, abandon: &dyn Fn(Duration) -> bool) -> Result<Option<StepLog>> {
         let started = Instant::now();
         let device = self.model.device().clone();
         let mut micro = Vec::with_capacity(self.settings.accumulation);
@@ -127,7 +129,8 @@ impl<'m> Trainer<'m> {
         let mut grads: HashMap<String, Tensor> = HashMap::new();
         let mut loss_sum = 0.0;
         for (i, b) in micro.iter().enumerate().filter(|(_, b)| b.trained_tokens > 0) {
-            if i > 0 && abandon(started.elapsed() / i as u32 * (micro.len() - i) as u32) {
+            let rest = if i == 0 { self.last_step_time } else { Some(started.elapsed() / i as u32 * (micro.len() - i) as u32) };
+            if rest.is_some_and(abandon) {
                 return Ok(None);
             }
             let seed = dropout_seed(self.settings.seed, self.progress.global_step, i);
@@ -155,6 +158,7 @@ impl<'m> Trainer<'m> {
         self.optimizer.update(lr, named.iter().filter_map(|(n, v)| grads.get(n).map(|g| (n.as_str(), v, g))))?;
         self.progress = Progress { global_step: self.progress.global_step + 1, cursor };
         let tokens: u64 = micro.iter().map(|b| b.tokens as u64).sum();
+        self.last_step_time = Some(started.elapsed());
         Ok(Some(StepLog {
             step: self.progress.global_step,
             loss: loss_sum,

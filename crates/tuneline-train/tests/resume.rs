@@ -1,6 +1,7 @@
 //! Training SmolLM2 with LoRA on a dataset prepared by the data plane, and
 //! resuming from a checkpoint: the resumed run's losses and final adapter are
-//! bit-identical to the uninterrupted run's.
+//! bit-identical to the uninterrupted run's. A step abandoned on a stop
+//! (it would not finish in time) changes nothing.
 
 use std::path::Path;
 
@@ -95,4 +96,31 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
         let b = std::fs::read(dir.path().join("resumed").join(file)).unwrap();
         assert!(a == b, "{file} differs after resuming");
     }
+}
+
+#[test]
+fn a_step_that_would_outlast_the_notice_is_not_started_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, _) = prepare(dir.path());
+    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let mut whole = Trainer::new(&model, lora(&model), settings(), train.clone());
+    let logs = [whole.step().unwrap(), whole.step().unwrap()];
+
+    let mut stopped = Trainer::new(&model, lora(&model), settings(), train);
+    // Before the first step nothing says how long one takes: it is tried.
+    let guesses = std::cell::RefCell::new(Vec::new());
+    let first = stopped.step_unless(&|rest| {
+        guesses.borrow_mut().push(rest);
+        false
+    });
+    assert_eq!(first.unwrap().unwrap().loss.to_bits(), logs[0].loss.to_bits());
+    assert_eq!(guesses.borrow().len(), 1, "one guess, before the second micro-batch: {guesses:?}");
+    // The next step is guessed from the last one's time, before any work.
+    let state = |t: &Trainer| (t.progress.clone(), t.lora.named().map(|(n, v)| (n, v.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect::<Vec<_>>());
+    let before = state(&stopped);
+    let asked = std::cell::Cell::new(None);
+    assert!(stopped.step_unless(&|rest| asked.replace(Some(rest)).is_none()).unwrap().is_none());
+    assert!(asked.get().is_some_and(|rest| rest > std::time::Duration::ZERO), "{asked:?}");
+    assert!(before == state(&stopped), "an abandoned step leaves the run as it was");
+    assert_eq!(stopped.step().unwrap().loss.to_bits(), logs[1].loss.to_bits(), "and the step after it is the one it would have been");
 }

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -16,7 +15,7 @@ use tuneline_model::ModelTokenizer;
 use tuneline_store::ArtifactStore;
 use tuneline_train::adamw::AdamWParams;
 use tuneline_train::rows::read_split;
-use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec};
+use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
 use tuneline_train::schedule::Schedule;
 use tuneline_train::trainer::{TrainSettings, Trainer};
 
@@ -52,7 +51,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let lora = Lora::init(lora_settings(config), &model.config, t.seed, candle_core::DType::F32, model.device())
         .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
     let run_id = args.run.clone().unwrap_or_else(|| run_id(config, &dataset));
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(StopRequest::default());
     listen_for_sigterm(stop.clone());
     let spec = RunSpec {
         store: &store,
@@ -99,6 +98,9 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
             println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/runs/{run_id}/checkpoints/{steps}/", store.url().trim_end_matches('/'));
             Ok(())
         }
+        Ended::Stopped { step: 0 } => Err(Failure::preempted(format!(
+            "run {run_id} stopped on SIGTERM before its first checkpoint was committed; run the same command again to start it"
+        ))),
         Ended::Stopped { step } => Err(Failure::preempted(format!(
             "run {run_id} stopped on SIGTERM after committing step {step}; run the same command again to resume"
         ))),
@@ -215,12 +217,12 @@ pub fn run_id(config: &Config, dataset: &str) -> String {
 }
 
 /// Sets `stop` on SIGTERM (a spot instance's reclaim notice).
-fn listen_for_sigterm(stop: Arc<AtomicBool>) {
+fn listen_for_sigterm(stop: Arc<StopRequest>) {
     tokio::spawn(async move {
         if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             term.recv().await;
             tracing::warn!("SIGTERM: finishing this step and committing a checkpoint");
-            stop.store(true, Ordering::SeqCst);
+            stop.request();
         }
     });
 }
