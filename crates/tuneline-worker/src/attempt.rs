@@ -96,7 +96,18 @@ impl Progress {
 /// Runs leased job `job` on worker `worker` and releases it.
 pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &WorkerOptions, heartbeat: Duration, gpu: Option<&Gpu>, stop: &Stop) {
     let id = job.id;
-    let setup = match Setup::prepare(&job, options).await {
+    let prepared = match heartbeating(client, worker, id, heartbeat, stop, Setup::prepare(&job, options)).await {
+        Waited::Done(prepared) => prepared,
+        Waited::Stopped => {
+            tracing::warn!("job {id}: stopped during the prefetch; nothing had started");
+            return release(client, worker, id, Outcome::Preempted, None, Heartbeat { job: Some(id), ..Default::default() }).await;
+        }
+        Waited::Cancelled => {
+            tracing::warn!("job {id}: cancelled during the prefetch");
+            return release(client, worker, id, Outcome::Cancelled, None, Heartbeat { job: Some(id), ..Default::default() }).await;
+        }
+    };
+    let setup = match prepared {
         Ok(setup) => setup,
         Err(e) => {
             let (outcome, message) = match e {
@@ -198,6 +209,36 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
     release(client, worker, id, outcome, message, last).await;
 }
 
+/// How a wait beside heartbeats ended.
+enum Waited<T> {
+    /// The work finished.
+    Done(T),
+    /// A stop (the spot notice) came first.
+    Stopped,
+    /// The server cancelled the job, or gave it to another worker.
+    Cancelled,
+}
+
+/// Runs `work` (the prefetch, which may download gigabytes) while
+/// heartbeating job `job`, so that the server does not take a long download
+/// for a lost worker; a stop or a cancel ends the wait at once.
+async fn heartbeating<T>(client: &Client, worker: i64, job: i64, heartbeat: Duration, stop: &Stop, work: impl std::future::Future<Output = T>) -> Waited<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return Waited::Done(done),
+            () = stop.wait() => return Waited::Stopped,
+            () = tokio::time::sleep(heartbeat) => {
+                match client.heartbeat(worker, &Heartbeat { job: Some(job), ..Default::default() }).await {
+                    Ok(orders) if orders.cancel => return Waited::Cancelled,
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("job {job}: heartbeat failed: {e}"),
+                }
+            }
+        }
+    }
+}
+
 /// Reads `stream` line by line into `progress` on a thread of its own.
 fn read_lines(stream: impl std::io::Read + Send + 'static, progress: Arc<Mutex<Progress>>, take: fn(&mut Progress, &str)) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -237,5 +278,45 @@ async fn release(client: &Client, worker: i64, job: i64, outcome: Outcome, messa
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tuneline_control::api::Timing;
+    use tuneline_control::check::StoreCheck;
+    use tuneline_control::job::State;
+    use tuneline_control::serve::Server;
+    use tuneline_control::wire::{JobKind, JobSubmit, WorkerRegister};
+
+    #[tokio::test]
+    async fn a_prefetch_longer_than_the_lease_timeout_keeps_the_lease_and_a_stop_or_cancel_ends_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (beat, lease_timeout) = (Duration::from_millis(200), Duration::from_millis(600));
+        let timing = Timing { heartbeat: beat, lease_timeout, idle_timeout: Duration::from_secs(1800) };
+        let server = Server::start(dir.path(), "127.0.0.1:0", timing, Box::new(StoreCheck)).await.unwrap();
+        let client = Client::new(&server.url(), &server.token);
+        let register = WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
+        let worker = client.register(&register).await.unwrap().worker;
+        let spec = serde_json::json!({"argv": ["python", "train_lora.py"], "run": "r"});
+        let job = client.submit(&JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(3) }).await.unwrap().id;
+        client.lease(worker, Duration::ZERO).await.unwrap();
+        let stop = Stop::default();
+
+        let download = tokio::time::sleep(lease_timeout * 3);
+        assert!(matches!(heartbeating(&client, worker, job, beat, &stop, download).await, Waited::Done(())));
+        assert_eq!(client.job(job).await.unwrap().state, State::Leased, "the worker was not declared lost");
+
+        let endless = std::future::pending::<()>();
+        let (waited, ()) = tokio::join!(heartbeating(&client, worker, job, beat, &stop, endless), async {
+            tokio::time::sleep(beat).await;
+            stop.request();
+        });
+        assert!(matches!(waited, Waited::Stopped), "a spot notice ends the prefetch");
+
+        let unstopped = Stop::default();
+        let (waited, _) = tokio::join!(heartbeating(&client, worker, job, beat, &unstopped, std::future::pending::<()>()), client.cancel(job));
+        assert!(matches!(waited, Waited::Cancelled), "a cancel ends the prefetch");
     }
 }

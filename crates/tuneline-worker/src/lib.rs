@@ -1,9 +1,10 @@
 //! `tuneline worker`: a stateless worker. It registers its resources, long-
 //! polls the server for a lease, prefetches the job's dataset and latest
 //! checkpoint into its cache (the node's NVMe), runs the trainer as a child
-//! process tied to it, heartbeats progress, and releases the lease: done,
-//! failed, or preempted. SIGTERM (the spot notice) reaches the trainer, which
-//! commits a checkpoint; the worker then releases the job as preempted.
+//! process tied to it, heartbeats progress (from the prefetch on), and
+//! releases the lease: done, failed, or preempted. SIGTERM (the spot notice)
+//! reaches the trainer, which commits a checkpoint; the worker then releases
+//! the job as preempted. A notice during the prefetch releases it at once.
 //!
 //! - [`job`]: what a leased job runs, and its prefetch;
 //! - [`attempt`]: one attempt: the child, heartbeats, the outcome;
