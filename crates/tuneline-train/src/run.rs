@@ -5,8 +5,8 @@
 //! end of the run wait for it. A stop request (the spot notice) ends the run
 //! after the current step with a committed checkpoint, within a grace period
 //! counted from the notice: a step that cannot finish in time is abandoned
-//! (or not started), and the last finished one is committed instead; that
-//! step's eval loss is skipped.
+//! (or not started), and the last finished one is committed instead, even if
+//! that runs past the grace period; that step's eval loss is skipped.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -167,9 +167,8 @@ pub fn run(
     on_event(RunEvent::Started { step: trainer.progress.global_step });
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
-    // The checkpoint being uploaded, by step; the last step committed, and the last saved.
-    let mut upload: Option<(u64, Upload)> = None;
-    let (mut committed, mut saved) = (trainer.progress.global_step, trainer.progress.global_step);
+    let mut upload: Option<Upload> = None;
+    let mut saved = trainer.progress.global_step;
     let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon = |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
@@ -194,49 +193,32 @@ pub fn run(
         }
         if trainer.done() || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
             if let Some(previous) = upload.take() {
-                committed = finish_upload(handle, previous, None)?.unwrap_or(committed);
+                finish_upload(handle, previous)?;
             }
+            upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
             saved = trainer.progress.global_step;
-            upload = Some((saved, save(trainer, spec, &history, &metrics, handle, on_event)?));
         }
     }
-    if let Some(d) = deadline().filter(|_| saved < trainer.progress.global_step) {
+    if deadline().is_some() && saved < trainer.progress.global_step {
         if let Some(previous) = upload.take() {
-            committed = finish_upload(handle, previous, Some(d))?.unwrap_or(committed);
+            finish_upload(handle, previous)?;
         }
-        if Instant::now() < d {
-            upload = Some((trainer.progress.global_step, save(trainer, spec, &history, &metrics, handle, on_event)?));
-        }
+        upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
     }
+    // Even past the grace period: giving up a finished step would lose it for
+    // sure, and the instance may outlive the notice.
     if let Some(last) = upload.take() {
-        committed = finish_upload(handle, last, deadline())?.unwrap_or(committed);
+        finish_upload(handle, last)?;
     }
-    Ok(if committed == trainer.progress.global_step && trainer.done() {
-        Ended::Completed { steps: committed }
-    } else {
-        Ended::Stopped { step: committed }
-    })
+    Ok(if trainer.done() { Ended::Completed { steps: trainer.progress.global_step } } else { Ended::Stopped { step: trainer.progress.global_step } })
 }
 
 /// A checkpoint's upload and commit, running while training goes on.
 type Upload = JoinHandle<Result<(), StoreError>>;
 
-/// Waits for the upload of step `step`'s checkpoint, until `deadline` if
-/// there is one (past it the instance is gone anyway, and the last committed
-/// checkpoint stands): the step, once committed, or `None` if time ran out.
-fn finish_upload(handle: &Handle, (step, upload): (u64, Upload), deadline: Option<Instant>) -> Result<Option<u64>, RunError> {
-    let done = match deadline {
-        Some(d) => match handle.block_on(tokio::time::timeout(d.saturating_duration_since(Instant::now()), upload)) {
-            Ok(done) => done,
-            Err(_) => {
-                tracing::warn!("the checkpoint of step {step} was not committed within the grace period");
-                return Ok(None);
-            }
-        },
-        None => handle.block_on(upload),
-    };
-    done.expect("the upload task does not panic")?;
-    Ok(Some(step))
+/// Waits for a checkpoint's upload and commit.
+fn finish_upload(handle: &Handle, upload: Upload) -> Result<(), RunError> {
+    Ok(handle.block_on(upload).expect("the upload task does not panic")?)
 }
 
 /// Saves a checkpoint of the run as it is and starts committing it.
@@ -297,19 +279,3 @@ fn append_metric(path: &Path, log: &StepLog) -> std::io::Result<()> {
     file.write_all(&line)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_upload_past_the_deadline_is_not_counted_as_committed() {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let handle = runtime.handle();
-        // As in a run: inside the runtime's context, on a thread it may block.
-        let _context = runtime.enter();
-        let stuck: Upload = handle.spawn(std::future::pending());
-        assert_eq!(finish_upload(handle, (4, stuck), Some(Instant::now() + Duration::from_millis(50))).unwrap(), None);
-        let done: Upload = handle.spawn(async { Ok(()) });
-        assert_eq!(finish_upload(handle, (6, done), Some(Instant::now() + Duration::from_secs(60))).unwrap(), Some(6));
-    }
-}

@@ -99,7 +99,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
             Ok(())
         }
         Ended::Stopped { step: 0 } => Err(Failure::preempted(format!(
-            "run {run_id} stopped on SIGTERM before its first checkpoint was committed; run the same command again to start it"
+            "run {run_id} stopped on SIGTERM before its first step; run the same command again to start it"
         ))),
         Ended::Stopped { step } => Err(Failure::preempted(format!(
             "run {run_id} stopped on SIGTERM after committing step {step}; run the same command again to resume"

@@ -306,8 +306,9 @@ pub struct TrainingConfig {
     pub save_total_limit: Option<u32>,
     /// `"auto"` (latest committed checkpoint), `"none"`, or a checkpoint prefix.
     pub resume_from_checkpoint: String,
-    /// After SIGTERM (a spot notice), the time to finish the step and commit a
-    /// checkpoint; a step that cannot finish in time is abandoned.
+    /// From SIGTERM (a spot notice), the time to finish the step and commit a
+    /// checkpoint; a step that cannot finish in time is abandoned, and the
+    /// last finished one is committed even if that takes longer.
     pub sigterm_grace: HumanDuration,
     /// Seed for init, dropout and data order.
     pub seed: u64,
