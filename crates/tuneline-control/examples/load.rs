@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tuneline_control::client::Client;
-use tuneline_control::wire::{Heartbeat, JobKind, JobSubmit, Outcome, Release, Start, WorkerRegister};
+use tuneline_api::client::Client;
+use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, WorkerRegister};
 
 type Samples = Arc<Mutex<BTreeMap<&'static str, Vec<f64>>>>;
 
@@ -39,8 +39,8 @@ async fn main() {
 
     let submitting = Instant::now();
     for i in 0..jobs {
-        let spec = serde_json::json!({"argv": ["python", "train_lora.py", "--seed", i.to_string()], "run": format!("load-{i}")});
-        timed(&samples, "POST /v1/jobs", client.submit(&JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(3) })).await.unwrap();
+        let spec = JobSpec::Command(CommandSpec::new(["python".to_string(), "train_lora.py".into(), "--seed".into(), i.to_string()], format!("load-{i}"), "memory://"));
+        timed(&samples, "POST /v1/jobs", client.submit(&JobSubmit::new(spec, Some(3)))).await.unwrap();
     }
     eprintln!("queued {jobs} jobs in {:.1?}", submitting.elapsed());
 

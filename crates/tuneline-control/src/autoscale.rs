@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::api::Shared;
 use tuneline_providers::{Offer, Provider};
-use crate::wire::now;
+use tuneline_api::{now, WorkerState};
 
 /// One pool's settings.
 #[derive(Debug, Clone)]
@@ -97,7 +97,7 @@ impl Autoscaler {
             let worker = mine.iter().find(|w| w.info.instance.as_deref() == Some(instance.id.as_str()));
             let reason = match worker {
                 None if at - instance.launched_at > self.pool.boot_grace.as_secs_f64() => "no worker registered for it",
-                Some(w) if w.state == "idle" && w.idle_since.is_some_and(|s| at - s > idle_limit) => "idle past the idle timeout",
+                Some(w) if w.state == WorkerState::Idle && w.idle_since.is_some_and(|s| at - s > idle_limit) => "idle past the idle timeout",
                 _ => continue,
             };
             tracing::info!("terminating {}: {reason}", instance.id);

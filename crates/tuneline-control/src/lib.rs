@@ -1,15 +1,14 @@
 //! The control plane: a small always-on server that queues jobs, leases them
 //! to stateless workers, requeues the work of preempted or silent ones,
 //! scales workers through providers (`tuneline-providers`), and bills every
-//! worker segment. Workers (`tuneline-worker`) talk to it through [`client`].
+//! worker segment. Workers (`tuneline-worker`) talk to it through the
+//! protocol crate `tuneline-api`, whose types are the API's bodies.
 //!
-//! - [`job`]: the job state machine;
-//! - [`db`]: its SQLite (WAL) state: jobs, workers, segments, logs;
-//! - [`wire`]: the API's request and response bodies;
+//! - [`job`]: the job state machine and its retry policy;
+//! - [`db`]: its SQLite (WAL) state: jobs, workers, segments (attempts), logs;
 //! - [`api`]: the axum HTTP API and its OpenAPI document;
 //! - [`check`]: the submit-time check of a job's config, dataset and model;
 //! - [`serve`]: starting the server and reaping silent workers;
-//! - [`client`]: the API client workers and the CLI use;
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
 //! - [`report`]: the cost report (ETH) from the ledger;
 //! - [`lock`], [`token`]: one server per database, and its bearer token.
@@ -17,11 +16,9 @@
 pub mod api;
 pub mod autoscale;
 pub mod check;
-pub mod client;
 pub mod db;
 pub mod job;
 pub mod lock;
 pub mod report;
 pub mod serve;
 pub mod token;
-pub mod wire;

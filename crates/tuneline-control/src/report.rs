@@ -8,9 +8,10 @@
 //! compute time of the steps that a checkpoint kept (lost steps were paid
 //! for and redone). Utilization is the wall-weighted mean of the samples.
 
+use tuneline_cost::eth::eth;
 use serde::Serialize;
 
-use crate::wire::Segment;
+use tuneline_api::Segment;
 
 /// What storage and transfer cost.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +96,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         storage_usd,
         egress_usd,
         total_usd,
-        eth_usd: (effective_hours > 0.0 && utilization > 0.0).then(|| total_usd / (effective_hours * utilization)),
+        eth_usd: eth(total_usd, effective_hours, utilization),
         bytes_up,
         bytes_down,
     }

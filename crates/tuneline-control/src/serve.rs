@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use crate::api::{router, JobCheck, Shared, Timing};
 use crate::db::{Db, DbError};
 use crate::lock::{LockError, StateLock};
-use crate::wire::now;
+use tuneline_api::now;
 
 /// The state database in a state directory.
 pub const STATE_DB: &str = "state.db";

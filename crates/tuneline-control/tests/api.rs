@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::json;
 use tuneline_control::api::Timing;
 use tuneline_control::check::StoreCheck;
-use tuneline_control::client::{Client, ClientError};
-use tuneline_control::job::State;
+use tuneline_api::client::{Client, ClientError};
+use tuneline_api::State;
 use tuneline_control::serve::Server;
-use tuneline_control::wire::{Heartbeat, JobKind, JobSubmit, Outcome, Release, Start, WorkerRegister};
+use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec, WorkerRegister, WorkerState};
 
 fn timing(lease_timeout: Duration) -> Timing {
     Timing { heartbeat: Duration::from_millis(200), lease_timeout, idle_timeout: Duration::from_secs(1800) }
@@ -23,7 +23,7 @@ async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, Clie
 }
 
 fn command_job(run: &str) -> JobSubmit {
-    JobSubmit { kind: JobKind::Command, spec: json!({"argv": ["python", "train_lora.py"], "run": run}), max_attempts: Some(3) }
+    JobSubmit::new(JobSpec::Command(CommandSpec::new(["python", "train_lora.py"], run, "memory://")), Some(3))
 }
 
 fn worker(price: f64) -> WorkerRegister {
@@ -65,6 +65,47 @@ async fn requests_without_the_token_learn_nothing() {
     assert_eq!(token_mode & 0o777, 0o600);
 }
 
+/// Every operation of `/openapi.json`: (path, method, operation).
+fn operations(doc: &serde_json::Value) -> Vec<(String, String, serde_json::Value)> {
+    let paths = doc["paths"].as_object().unwrap();
+    paths.iter().flat_map(|(path, item)| item.as_object().unwrap().iter().map(move |(method, op)| (path.clone(), method.clone(), op.clone()))).collect()
+}
+
+#[tokio::test]
+async fn the_served_document_declares_every_parameter_and_error_and_bad_ids_get_the_json_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = server(dir.path(), Duration::from_secs(30)).await;
+    let http = reqwest::Client::new();
+    let served: serde_json::Value = http.get(format!("{}/openapi.json", server.url())).send().await.unwrap().json().await.unwrap();
+    let ops = operations(&served);
+    assert_eq!(ops.len(), 13, "every route is documented: {:?}", ops.iter().map(|(p, m, _)| format!("{m} {p}")).collect::<Vec<_>>());
+    for (path, method, op) in &ops {
+        let declared: Vec<&str> = op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
+        let in_path: Vec<&str> = path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect();
+        assert_eq!(declared, in_path, "{method} {path} declares its path parameters");
+        let codes: Vec<&String> = op["responses"].as_object().unwrap().keys().collect();
+        assert!(codes.iter().any(|c| c.as_str() == "401"), "{method} {path} documents 401: {codes:?}");
+        if !in_path.is_empty() {
+            assert!(["400", "404"].iter().all(|c| codes.iter().any(|k| k == c)), "{method} {path} documents 400 and 404: {codes:?}");
+        }
+    }
+    let worker_schema = &served["components"]["schemas"]["Worker"];
+    let id = client.register(&worker(1.0)).await.unwrap().worker;
+    let listed: serde_json::Value = http.get(format!("{}/v1/workers", server.url())).bearer_auth(&server.token).send().await.unwrap().json().await.unwrap();
+    for field in listed[0].as_object().unwrap().keys() {
+        assert!(worker_schema["properties"][field].is_object(), "GET /v1/workers answers `{field}`, which its schema lacks: {worker_schema}");
+    }
+    for (method, path) in [("GET", "/v1/jobs/abc"), ("POST", "/v1/jobs/1.5/cancel"), ("POST", "/v1/leases/x/start"), ("POST", "/v1/workers/-x/heartbeat")] {
+        let response = http.request(method.parse().unwrap(), format!("{}{path}", server.url())).bearer_auth(&server.token).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{method} {path}");
+        let error: serde_json::Value = response.json().await.unwrap();
+        let field = if path.starts_with("/v1/leases") { "job" } else { "id" };
+        assert_eq!(error["field"], field, "{method} {path}: {error}");
+        assert!(error["error"].as_str().unwrap().contains("is not an id"), "{error}");
+    }
+    assert_eq!(refused(client.job(id + 100).await.unwrap_err()).0, 404);
+}
+
 #[tokio::test]
 async fn malformed_requests_get_400_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,8 +114,9 @@ async fn malformed_requests_get_400_naming_the_field() {
     let cases = [
         (json!({"kind": "trian", "spec": {}}), "kind"),
         (json!({"kind": "command", "spec": 3}), "spec"),
-        (json!({"kind": "command", "spec": {"argv": [], "run": "r"}}), "spec.argv"),
-        (json!({"kind": "command", "spec": {"argv": ["x"]}}), "spec.run"),
+        (json!({"kind": "command", "spec": {"argv": [], "run": "r", "store": "memory://"}}), "spec.argv"),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "", "store": "memory://"}}), "spec.run"),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r", "store": "memory://", "argc": 1}}), "spec.argc"),
         (json!({"kind": "train", "spec": {"config": "[training]\nmax_steps = \"many\"\n", "run": "r", "dataset": "datasets/x/1"}}), "spec.config"),
         (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "max_attempts": -1}), "max_attempts"),
         (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "colour": "red"}), "colour"),
@@ -105,7 +147,7 @@ async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
     std::fs::write(data.join("train.jsonl"), "{}\n").unwrap();
     store.push_dir(&data, "datasets/chat/v1", &tuneline_store::NoProgress).await.unwrap();
 
-    let job = |dataset: &str| JobSubmit { kind: JobKind::Train, spec: json!({"config": config, "run": "r", "dataset": dataset}), max_attempts: None };
+    let job = |dataset: &str| JobSubmit::new(JobSpec::Train(TrainSpec { config: config.clone(), run: "r".into(), dataset: dataset.into() }), None);
     let (status, field, error) = refused(client.submit(&job("datasets/chat/v2")).await.unwrap_err());
     assert_eq!((status, field.as_deref()), (400, Some("spec.dataset")));
     assert!(error.contains("no committed dataset version `datasets/chat/v2`"), "{error}");
@@ -139,7 +181,7 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
     assert_eq!(client.logs(job.id, 0).await.unwrap().iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["step 5"]);
 
     let requeued = client.release(job.id, &Release { worker: first, outcome: Outcome::Preempted, message: None, last: beat.clone() }).await.unwrap();
-    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+    assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
 
     let second = client.register(&worker(2.0)).await.unwrap().worker;
     assert_eq!(client.lease(second, Duration::ZERO).await.unwrap().job.unwrap().id, job.id);
@@ -165,9 +207,9 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     client.start(job.id, &Start { worker: silent, resumed_from: 0 }).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let requeued = client.job(job.id).await.unwrap();
-    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+    assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
     let workers = client.workers(true).await.unwrap();
-    assert_eq!(workers[0].state, "lost");
+    assert_eq!(workers[0].state, WorkerState::Lost);
     assert_eq!(client.ledger(None).await.unwrap()[0].outcome.as_deref(), Some("lost"));
     let orders = client.heartbeat(silent, &Heartbeat { job: Some(job.id), ..Default::default() }).await.unwrap();
     assert!(orders.cancel && orders.shutdown, "a worker back from the dead stops its stale attempt");
@@ -203,5 +245,5 @@ async fn a_worker_idle_past_the_idle_timeout_is_told_to_shut_down() {
     let lease = client.lease(id, Duration::from_secs(2)).await.unwrap();
     assert!(lease.job.is_none() && lease.orders.shutdown);
     client.exit(id).await.unwrap();
-    assert_eq!(client.workers(true).await.unwrap()[0].state, "gone");
+    assert_eq!(client.workers(true).await.unwrap()[0].state, WorkerState::Gone);
 }

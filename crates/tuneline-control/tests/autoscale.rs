@@ -8,14 +8,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::db::Db;
-use tuneline_control::job::State;
+use tuneline_api::State;
 use tuneline_providers::{Instance, Offer, Provider, ProviderError};
-use tuneline_control::wire::{now, JobSubmit, WorkerRegister};
+use tuneline_api::{now, CommandSpec, JobSpec, JobSubmit, WorkerRegister, WorkerState};
 
 /// Records launches and terminations; `stuck` instances refuse to terminate.
 #[derive(Default)]
@@ -85,11 +84,11 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     assert_eq!(autoscaler.pass().await.launched.len(), 0, "no jobs, no workers");
-    shared.db().submit("command", &json!({}), 3).unwrap();
+    shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     assert_eq!(autoscaler.pass().await.launched.len(), 0, "a booting instance counts");
     for _ in 0..3 {
-        shared.db().submit("command", &json!({}), 3).unwrap();
+        shared.db().submit(&command(), 3).unwrap();
     }
     assert_eq!(autoscaler.pass().await.launched, ["i-1"], "max_workers = 2");
     assert_eq!(provider.list().await.unwrap().len(), 2);
@@ -99,7 +98,7 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
 async fn idle_workers_and_unknown_instances_are_terminated() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_millis(300), Duration::from_millis(300));
-    shared.db().submit("command", &json!({}), 3).unwrap();
+    shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     let worker = register(&shared, "i-0");
     let job = shared.db().lease(worker).unwrap().unwrap();
@@ -110,19 +109,19 @@ async fn idle_workers_and_unknown_instances_are_terminated() {
     let pass = autoscaler.pass().await;
     assert_eq!(pass.terminated, ["i-1"], "the unknown instance goes, the busy one stays");
 
-    shared.db().release(job.id, worker, tuneline_control::wire::Outcome::Succeeded, None, &Default::default()).unwrap();
+    shared.db().release(job.id, worker, tuneline_api::Outcome::Succeeded, None, &Default::default()).unwrap();
     assert!(autoscaler.pass().await.terminated.is_empty(), "not idle long enough yet");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(autoscaler.pass().await.terminated, ["i-0"], "idle past idle_timeout");
     assert!(provider.list().await.unwrap().is_empty());
-    assert_eq!(shared.db().worker(worker).unwrap().state, "gone");
+    assert_eq!(shared.db().worker(worker).unwrap().state, WorkerState::Gone);
 }
 
 #[tokio::test]
 async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_millis(100));
-    let job = shared.db().submit("command", &json!({}), 3).unwrap();
+    let job = shared.db().submit(&command(), 3).unwrap();
     autoscaler.pass().await;
     let worker = register(&shared, "i-0");
     shared.db().lease(worker).unwrap().unwrap();
@@ -132,7 +131,7 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     let pass = autoscaler.pass().await;
     assert_eq!(pass.vanished, [worker]);
     let requeued = shared.db().get(job.id).unwrap();
-    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1));
+    assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
     assert_eq!(pass.launched, ["i-1"], "a replacement is launched in the same pass");
 
     provider.stuck.lock().unwrap().push("i-1".into());
@@ -140,4 +139,9 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     let pass = autoscaler.pass().await;
     assert_eq!(pass.failed.len(), 1, "{pass:?}");
     assert!(pass.failed[0].contains("could not terminate i-1") && pass.failed[0].contains("destroy it by hand"), "{pass:?}");
+}
+
+/// A command job, as the autoscaler sees any job.
+fn command() -> JobSpec {
+    JobSpec::Command(CommandSpec::new(["python", "train.py"], "r", "memory://"))
 }

@@ -1,7 +1,9 @@
 //! Shared pieces of tuneline: the `tuneline.toml` schema, its loading and
-//! validation, the progress trait long work reports to, and JSON wording for errors.
+//! validation, the store layout (every artifact path), the progress trait
+//! long work reports to, and JSON wording for errors.
 
 pub mod clock;
 pub mod config;
 pub mod json;
+pub mod layout;
 pub mod progress;

@@ -6,6 +6,7 @@
 //! - [`memory`]: peak memory of a LoRA / QLoRA job, and whether it fits.
 //! - [`throughput`]: tokens per second of a job on an offer.
 //! - [`checkpointing`]: the Young/Daly interval and Daly's expected run time.
+//! - [`eth`]: the effective-training-hour cost, the one formula for it.
 //! - [`plan`]: offers ranked by expected effective-training-hour cost (ETH).
 //! - [`buy`]: buying a card against renting one.
 //! - [`trace`] and [`simulate`]: preemptions replayed against checkpoint strategies.
@@ -13,6 +14,7 @@
 pub mod buy;
 pub mod catalog;
 pub mod checkpointing;
+pub mod eth;
 pub mod gpus;
 pub mod memory;
 pub mod models;

@@ -10,6 +10,7 @@
 //! itself. An offer in another region than the data pays egress and slower
 //! transfers on every (re)start.
 
+use crate::eth::eth;
 use chrono::NaiveDate;
 use serde::Serialize;
 
@@ -277,7 +278,7 @@ pub fn estimate_offer(job: &Job, offer: &Offer, market: Market, catalog: &Catalo
         storage_cost,
         egress_cost,
         total_cost,
-        eth: total_cost / (work_h * job.utilization),
+        eth: eth(total_cost, work_h, job.utilization).unwrap_or(f64::INFINITY),
         stale_days: offer.stale_days(today, max_age_days),
     }
 }

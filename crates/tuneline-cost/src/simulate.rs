@@ -6,6 +6,7 @@
 //! A preemption loses the work since the last durable checkpoint. Time with
 //! an instance alive is billed; time waiting for one (a trace at 0) is not.
 
+use crate::eth::eth;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -247,7 +248,7 @@ pub fn simulate(job: &SimJob, strategy: Strategy, source: &Source, runs: u64, se
         wall_h: wall / n,
         cost: cost / n,
         effective_h: effective / n,
-        eth: if effective > 0.0 { cost / (effective * job.utilization) } else { f64::INFINITY },
+        eth: eth(cost, effective, job.utilization).unwrap_or(f64::INFINITY),
         preemptions: preemptions as f64 / n,
         lost_h: lost / n,
     }

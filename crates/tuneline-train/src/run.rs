@@ -8,6 +8,7 @@
 //! (or not started), and the last finished one is committed instead, even if
 //! that runs past the grace period; that step's eval loss is skipped.
 
+use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -112,7 +113,7 @@ pub enum RunError {
 
 impl RunSpec<'_> {
     fn checkpoints(&self) -> String {
-        format!("runs/{}/checkpoints", self.run)
+        layout::checkpoints(&self.run)
     }
 
     /// The latest committed checkpoint's prefix and step.
@@ -254,7 +255,7 @@ async fn commit_checkpoint(
         Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
         Err(e) => return Err(e),
     }
-    store.put_file(&metrics, &format!("runs/{run}/metrics.jsonl"), &NoProgress).await?;
+    store.put_file(&metrics, &layout::metrics(&run), &NoProgress).await?;
     if save_total_limit.is_some() {
         // Uploads younger than a day are left alone: only rotation is wanted here.
         store.gc(&GcOptions { dry_run: false, older_than: Duration::from_secs(86_400), save_total_limit }).await?;

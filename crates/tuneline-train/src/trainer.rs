@@ -43,25 +43,9 @@ pub struct Progress {
     pub cursor: Cursor,
 }
 
-/// What one optimizer step did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StepLog {
-    /// The step (1-based, as transformers logs it).
-    pub step: u64,
-    /// Mean loss per labeled token.
-    pub loss: f64,
-    /// The rate the step used.
-    pub learning_rate: f64,
-    /// Gradient norm before clipping.
-    pub grad_norm: f64,
-    /// Tokens in the step's micro-batches.
-    pub tokens: u64,
-    /// Tokens per second of wall time.
-    pub tokens_per_second: f64,
-    /// Eval loss after the step, on eval steps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eval_loss: Option<f64>,
-}
+/// What one optimizer step did: the protocol's step record, which the
+/// worker forwards as it is.
+pub use tuneline_api::StepLog;
 
 /// A LoRA run over a frozen base model.
 pub struct Trainer<'m> {

@@ -8,20 +8,13 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
-use tuneline_control::client::{Client, ClientError};
+use tuneline_api::{exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, StepLog, Start, TrainerEvent};
 use tuneline_providers::process::{signal, spawn_tied};
-use tuneline_control::wire::{Heartbeat, Job, Outcome, Release, Start};
 
-/// Exit code of `tuneline train` after a SIGTERM and a committed checkpoint.
-const EXIT_PREEMPTED: i32 = 4;
-/// Exit code of `tuneline train` for bad config or data.
-const EXIT_BAD_INPUT: i32 = 2;
 /// Stderr lines kept to explain a failure.
 const TAIL: usize = 20;
 /// Log lines held between heartbeats; older ones are dropped past this.
@@ -38,29 +31,26 @@ struct Progress {
     bytes_up: u64,
     bytes_down: u64,
     logs: Vec<String>,
-    metrics: Vec<Value>,
+    metrics: Vec<StepLog>,
     tail: VecDeque<String>,
 }
 
 impl Progress {
     /// A line of the trainer's stdout: `tuneline train --json` events, or plain output.
     fn stdout_line(&mut self, line: &str) {
-        let Ok(event) = serde_json::from_str::<Value>(line) else { return self.log(line) };
-        let number = |key: &str| event.get(key).and_then(Value::as_f64);
-        match event.get("event").and_then(Value::as_str) {
-            Some("started") => self.started = number("step").map(|s| s as u64),
-            Some("step") => {
-                self.step = number("step").map(|s| s as u64);
-                self.loss = number("loss");
-                let tokens = number("tokens").unwrap_or(0.0);
-                self.tokens += tokens as u64;
-                if let Some(rate) = number("tokens_per_second").filter(|r| *r > 0.0) {
-                    self.compute_s += tokens / rate;
+        match TrainerEvent::parse(line) {
+            Some(TrainerEvent::Started { step, .. }) => self.started = Some(step),
+            Some(TrainerEvent::Step(log)) => {
+                self.step = Some(log.step);
+                self.loss = Some(log.loss);
+                self.tokens += log.tokens;
+                if log.tokens_per_second > 0.0 {
+                    self.compute_s += log.tokens as f64 / log.tokens_per_second;
                 }
-                self.metrics.push(event);
+                self.metrics.push(log);
             }
-            Some("saved") => self.bytes_up += number("bytes").unwrap_or(0.0) as u64,
-            _ => self.log(line),
+            Some(TrainerEvent::Saved { bytes, .. }) => self.bytes_up += bytes,
+            None => self.log(line),
         }
     }
 
@@ -196,12 +186,13 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
     // `tuneline train` exits 0 only when every step is done; an external
     // trainer may exit 0 after saving on SIGTERM, so after a stop its 0 is a
     // preemption (a resumed attempt that has nothing left ends at once).
-    let done = status.code() == Some(0) && (job.kind == "train" || !stop.requested());
+    let done = status.code() == Some(0) && (matches!(job.spec, JobSpec::Train(_)) || !stop.requested());
     let (outcome, message) = match (status.code(), abandoned, stop.requested()) {
         (Some(0), false, _) if done => (Outcome::Succeeded, None),
         (_, true, _) => (Outcome::Cancelled, None),
-        (_, false, true) | (Some(EXIT_PREEMPTED), false, false) => (Outcome::Preempted, None),
-        (Some(EXIT_BAD_INPUT), false, false) => (Outcome::UserError, Some(explained())),
+        (_, false, true) => (Outcome::Preempted, None),
+        (Some(code), false, false) if code == i32::from(exit::PREEMPTED) => (Outcome::Preempted, None),
+        (Some(code), false, false) if code == i32::from(exit::BAD_INPUT) => (Outcome::UserError, Some(explained())),
         (code, false, false) => (Outcome::InfraError, Some(format!("the trainer exited with {}: {}", code.map_or("a signal".to_string(), |c| format!("code {c}")), explained()))),
     };
     tracing::info!("job {id}: {}", outcome.as_str());
@@ -286,9 +277,8 @@ mod tests {
     use super::*;
     use tuneline_control::api::Timing;
     use tuneline_control::check::StoreCheck;
-    use tuneline_control::job::State;
+    use tuneline_api::{CommandSpec, JobSubmit, State, WorkerRegister};
     use tuneline_control::serve::Server;
-    use tuneline_control::wire::{JobKind, JobSubmit, WorkerRegister};
 
     #[tokio::test]
     async fn a_prefetch_longer_than_the_lease_timeout_keeps_the_lease_and_a_stop_or_cancel_ends_it() {
@@ -299,8 +289,9 @@ mod tests {
         let client = Client::new(&server.url(), &server.token);
         let register = WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
         let worker = client.register(&register).await.unwrap().worker;
-        let spec = serde_json::json!({"argv": ["python", "train_lora.py"], "run": "r"});
-        let job = client.submit(&JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(3) }).await.unwrap().id;
+        let store = format!("file://{}", dir.path().join("store").display());
+        let spec = JobSpec::Command(CommandSpec::new(["python", "train_lora.py"], "r", store));
+        let job = client.submit(&JobSubmit::new(spec, Some(3))).await.unwrap().id;
         client.lease(worker, Duration::ZERO).await.unwrap();
         let stop = Stop::default();
 

@@ -4,6 +4,7 @@
 //! `trainer_state.json` (written last) is there and its files have not
 //! changed between two looks (or the trainer has exited).
 
+use tuneline_core::layout;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,7 @@ impl HfWatcher {
             if !stable {
                 continue;
             }
-            let prefix = format!("runs/{}/checkpoints/{step}", self.run);
+            let prefix = layout::checkpoint(&self.run, step);
             let bytes = match self.store.push_dir(&dir, &prefix, &NoProgress).await {
                 Ok(commit) => commit.total_size(),
                 Err(StoreError::AlreadyCommitted { .. }) => 0,

@@ -7,15 +7,15 @@
 //! - `command`: the job's argv, with `TUNELINE_*` variables, and
 //!   `--resume_from_checkpoint <dir>` when a checkpoint exists.
 
+use tuneline_core::layout;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
+use tuneline_api::{Job, JobSpec};
 use tuneline_core::config::{Config, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
 use super::WorkerOptions;
-use tuneline_control::wire::Job;
 
 /// Why a job could not be set up.
 #[derive(Debug)]
@@ -46,10 +46,6 @@ pub(crate) struct Setup {
     pub bytes_down: u64,
 }
 
-fn field<'a>(spec: &'a Value, name: &str) -> Result<&'a str, SetupError> {
-    spec.get(name).and_then(Value::as_str).ok_or_else(|| SetupError::User(format!("spec.{name}: missing or not a string")))
-}
-
 fn infra(e: impl std::fmt::Display) -> SetupError {
     SetupError::Infra(e.to_string())
 }
@@ -57,37 +53,31 @@ fn infra(e: impl std::fmt::Display) -> SetupError {
 impl Setup {
     /// Sets job `job` up in `options.cache_dir`, prefetching what it needs.
     pub(crate) async fn prepare(job: &Job, options: &WorkerOptions) -> Result<Self, SetupError> {
-        let spec = &job.spec;
         let cache = &options.cache_dir;
-        let run = field(spec, "run")?.to_string();
+        let run = job.spec.run().to_string();
         let jobs = cache.join("jobs").join(job.id.to_string());
         tokio::fs::create_dir_all(&jobs).await.map_err(infra)?;
-        let dataset = spec.get("dataset").and_then(Value::as_str);
-        if job.kind == "train" {
-            let text = field(spec, "config")?;
-            let config = Config::parse(text, "spec.config", |k| std::env::var(k).ok()).map_err(|e| SetupError::User(e.to_string()))?.config;
-            let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| SetupError::User(e.to_string()))?;
-            let dataset = dataset.ok_or_else(|| SetupError::User("spec.dataset: missing".into()))?;
-            let file = jobs.join("tuneline.toml");
-            tokio::fs::write(&file, text).await.map_err(infra)?;
-            let mut bytes_down = store.pull(dataset, &cache.join(dataset), &NoProgress).await.map_err(infra)?.bytes_transferred;
-            if let Some((prefix, _)) = store.latest_numbered(&format!("runs/{run}/checkpoints")).await.map_err(infra)? {
-                bytes_down += store.pull(&prefix, &cache.join("runs").join(&run).join("resume"), &NoProgress).await.map_err(infra)?.bytes_transferred;
+        let spec = match &job.spec {
+            JobSpec::Train(spec) => {
+                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| SetupError::User(e.to_string()))?.config;
+                let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| SetupError::User(e.to_string()))?;
+                let file = jobs.join("tuneline.toml");
+                tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
+                let dataset = &spec.dataset;
+                let mut bytes_down = store.pull(dataset, &cache.join(dataset), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                if let Some((prefix, _)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
+                    bytes_down += store.pull(&prefix, &cache.join("runs").join(&run).join("resume"), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                }
+                let argv = [options.trainer.display().to_string(), "--json".into(), "-c".into(), file.display().to_string(), "train".into()]
+                    .into_iter()
+                    .chain(["--run", &run, "--dataset", dataset, "--cache-dir"].map(String::from))
+                    .chain([cache.display().to_string()])
+                    .collect();
+                return Ok(Self { argv, env: Vec::new(), store, run, output: None, resumed_from: None, grace: config.training.sigterm_grace.0, bytes_down });
             }
-            let argv = [options.trainer.display().to_string(), "--json".into(), "-c".into(), file.display().to_string(), "train".into()]
-                .into_iter()
-                .chain(["--run", &run, "--dataset", dataset, "--cache-dir"].map(String::from))
-                .chain([cache.display().to_string()])
-                .collect();
-            return Ok(Self { argv, env: Vec::new(), store, run, output: None, resumed_from: None, grace: config.training.sigterm_grace.0, bytes_down });
-        }
-        let argv: Vec<String> = spec
-            .get("argv")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
-            .filter(|a: &Vec<String>| !a.is_empty())
-            .ok_or_else(|| SetupError::User("spec.argv: missing or empty".into()))?;
-        let store = ArtifactStore::open(field(spec, "store")?, &StoreConfig::default()).map_err(|e| SetupError::User(e.to_string()))?;
+            JobSpec::Command(spec) => spec,
+        };
+        let store = ArtifactStore::open(&spec.store, &StoreConfig::default()).map_err(|e| SetupError::User(e.to_string()))?;
         let output = cache.join("runs").join(&run).join("output");
         tokio::fs::create_dir_all(&output).await.map_err(infra)?;
         let mut env = vec![
@@ -96,24 +86,22 @@ impl Setup {
             ("TUNELINE_OUTPUT_DIR".to_string(), output.display().to_string()),
         ];
         let mut bytes_down = 0;
-        if let Some(dataset) = dataset {
+        if let Some(dataset) = &spec.dataset {
             let local = cache.join(dataset);
             bytes_down += store.pull(dataset, &local, &NoProgress).await.map_err(infra)?.bytes_transferred;
             env.push(("TUNELINE_DATA_DIR".to_string(), local.display().to_string()));
         }
-        if let Some(extra) = spec.get("env").and_then(Value::as_object) {
-            env.extend(extra.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))));
-        }
-        let mut argv = argv;
+        env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut argv = spec.argv.clone();
         let mut resumed_from = 0;
-        if let Some((prefix, step)) = store.latest_numbered(&format!("runs/{run}/checkpoints")).await.map_err(infra)? {
+        if let Some((prefix, step)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
             let dir = output.join(format!("checkpoint-{step}"));
             bytes_down += store.pull(&prefix, &dir, &NoProgress).await.map_err(infra)?.bytes_transferred;
             argv.extend(["--resume_from_checkpoint".to_string(), dir.display().to_string()]);
             env.push(("TUNELINE_RESUME_FROM".to_string(), dir.display().to_string()));
             resumed_from = step;
         }
-        let grace = spec.get("sigterm_grace_s").and_then(Value::as_f64).map_or(Duration::from_secs(110), Duration::from_secs_f64);
+        let grace = spec.sigterm_grace_s.map_or(Duration::from_secs(110), Duration::from_secs_f64);
         Ok(Self { argv, env, store, run, output: Some(output), resumed_from: Some(resumed_from), grace, bytes_down })
     }
 }

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use tuneline_control::client::{Client, ClientError};
-use tuneline_control::wire::WorkerRegister;
+use tuneline_api::client::{Client, ClientError};
+use tuneline_api::WorkerRegister;
 use resources::Gpu;
 
 /// How a worker is set up.
@@ -143,7 +143,7 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
 }
 
 /// Registers, retrying while the server is unreachable (it may be starting).
-async fn register(client: &Client, info: &WorkerRegister, stop: &Stop) -> Result<tuneline_control::wire::Registered, WorkerError> {
+async fn register(client: &Client, info: &WorkerRegister, stop: &Stop) -> Result<tuneline_api::Registered, WorkerError> {
     let mut delay = Duration::from_millis(200);
     for _ in 0..20 {
         match client.register(info).await {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use tuneline_control::db::Db;
 use tuneline_control::report::{report, CostReport, Prices};
-use tuneline_control::wire::{now, Job};
+use tuneline_api::{now, Job};
 use tuneline_core::config::Config;
 
 use crate::cli::{CostCommand, Global};
@@ -31,22 +31,21 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
 }
 
 /// The report over `segments` at the config's storage and egress prices.
-pub fn cost_report(config: &Config, segments: &[tuneline_control::wire::Segment]) -> CostReport {
+pub fn cost_report(config: &Config, segments: &[tuneline_api::Segment]) -> CostReport {
     let prices = Prices { storage_per_gb_month: config.cost.storage_price_per_gb_month, egress_per_gb: config.cost.egress_price_per_gb };
     report(segments, prices, now())
 }
 
 /// The job `run` names (an id or a run name; the newest job of that run), else the newest job.
 fn pick<'a>(jobs: &'a [Job], run: Option<&str>) -> CliResult<&'a Job> {
-    let run_name = |j: &Job| j.spec.get("run").and_then(|r| r.as_str()).map(str::to_string);
     let found = match run {
         None => jobs.last(),
-        Some(wanted) => jobs.iter().rev().find(|j| j.id.to_string() == wanted || run_name(j).as_deref() == Some(wanted)),
+        Some(wanted) => jobs.iter().rev().find(|j| j.id.to_string() == wanted || j.spec.run() == wanted),
     };
     found.ok_or_else(|| match run {
         None => Failure::input("the state database has no jobs yet"),
         Some(wanted) => {
-            let known: Vec<String> = jobs.iter().rev().take(5).map(|j| format!("{} ({})", j.id, run_name(j).unwrap_or_default())).collect();
+            let known: Vec<String> = jobs.iter().rev().take(5).map(|j| format!("{} ({})", j.id, j.spec.run())).collect();
             Failure::input(format!("no job or run `{wanted}`; recent jobs: {}", known.join(", ")))
         }
     })
@@ -55,10 +54,10 @@ fn pick<'a>(jobs: &'a [Job], run: Option<&str>) -> CliResult<&'a Job> {
 /// Prints the report: a table, or JSON with `--json`.
 pub fn print_report(global: &Global, job: &Job, r: &CostReport) {
     if global.json {
-        println!("{}", serde_json::json!({"job": job.id, "run": job.spec.get("run"), "state": job.state.as_str(), "cost": r}));
+        println!("{}", serde_json::json!({"job": job.id, "run": job.spec.run(), "state": job.state.as_str(), "cost": r}));
         return;
     }
-    let run = job.spec.get("run").and_then(|r| r.as_str()).unwrap_or("-");
+    let run = job.spec.run();
     let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| format!("${e:.4} per effective training hour"));
     println!("cost report for job {} ({run}, {})", job.id, job.state.as_str());
     println!("  segments            {} ({} preempted or lost)", r.segments, r.preemptions);

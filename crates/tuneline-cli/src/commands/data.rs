@@ -1,5 +1,6 @@
 //! `tuneline data prepare | show | ls`.
 
+use tuneline_core::layout;
 use std::path::PathBuf;
 
 use indicatif::HumanBytes;
@@ -135,7 +136,7 @@ fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> Cli
 async fn find(store: &ArtifactStore, spec: &str) -> CliResult<Manifest> {
     let (name, version) = spec.split_once('@').map_or((spec, None), |(n, v)| (n, Some(v)));
     tuneline_store::check_key(name)?;
-    let listing = store.list_committed(&format!("datasets/{name}")).await?;
+    let listing = store.list_committed(&layout::datasets(name)).await?;
     let chosen = match version {
         Some(v) => listing.artifacts.iter().find(|a| a.prefix.rsplit('/').next() == Some(v)),
         None => listing.artifacts.iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)),

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use tuneline_control::client::Client;
-use tuneline_control::wire::{Job, JobKind, JobSubmit};
+use tuneline_api::{Client, ClientError, CommandSpec, Job, JobSpec, JobSubmit};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
 use crate::commands::control::token;
@@ -17,7 +16,7 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
     let server = args.server.clone().unwrap_or_else(|| format!("http://{}", config.server.listen));
     let token = token(args.token.as_deref())?;
     let client = Client::new(&server, &token);
-    let failed = |e: tuneline_control::client::ClientError| Failure::failed(e);
+    let failed = |e: ClientError| Failure::failed(e);
     match &args.command {
         JobsCommand::Ls => {
             let jobs = client.jobs().await.map_err(failed)?;
@@ -26,18 +25,15 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
             } else {
                 println!("{:>5} {:<8} {:<10} {:>8} {:>6}  RUN", "ID", "KIND", "STATE", "ATTEMPTS", "STEP");
                 for j in &jobs {
-                    let run = j.spec.get("run").and_then(|r| r.as_str()).unwrap_or("-");
                     let step = j.step.map_or("-".to_string(), |s| s.to_string());
-                    println!("{:>5} {:<8} {:<10} {:>8} {:>6}  {run}", j.id, j.kind, j.state.as_str(), format!("{}/{}", j.attempts, j.max_attempts), step);
+                    let attempts = format!("{}/{}", j.attempts_used, j.max_attempts);
+                    println!("{:>5} {:<8} {:<10} {:>8} {:>6}  {}", j.id, j.spec.kind().as_str(), j.state.as_str(), attempts, step, j.spec.run());
                 }
             }
         }
         JobsCommand::Submit { run, store, dataset, max_attempts, argv } => {
-            let mut spec = serde_json::json!({"argv": argv, "run": run, "store": store});
-            if let Some(dataset) = dataset {
-                spec["dataset"] = dataset.clone().into();
-            }
-            let job = JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(*max_attempts) };
+            let spec = CommandSpec { dataset: dataset.clone(), ..CommandSpec::new(argv, run, store) };
+            let job = JobSubmit::new(JobSpec::Command(spec), Some(*max_attempts));
             let queued = client.submit(&job).await.map_err(|e| Failure::input(e.to_string()))?;
             show(global, &queued, "queued");
         }

@@ -5,14 +5,12 @@
 //! and exit with the run's status. Run again after an interruption: the job
 //! in the state database and its committed checkpoints carry on.
 
+use tuneline_core::layout;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use candle_core::DType;
-use serde_json::json;
-use tuneline_control::client::Client;
-use tuneline_control::job::State;
-use tuneline_control::wire::{Job, JobKind, JobSubmit};
+use tuneline_api::{Client, Job, JobSpec, JobSubmit, State, TrainSpec};
 use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
@@ -53,12 +51,12 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let client = Client::new(&plane.server.url(), &plane.server.token);
     let job = match job_of(&client, &run).await? {
         Some(job) => {
-            eprintln!("run {run}: continuing job {} ({}, {} attempts used)", job.id, job.state.as_str(), job.attempts);
+            eprintln!("run {run}: continuing job {} ({}, {} attempts used)", job.id, job.state.as_str(), job.attempts_used);
             job
         }
         None => {
-            let spec = json!({"config": text, "dataset": dataset, "run": run});
-            let submit = JobSubmit { kind: JobKind::Train, spec, max_attempts: Some(args.max_attempts) };
+            let spec = JobSpec::Train(TrainSpec { config: text, dataset, run: run.clone() });
+            let submit = JobSubmit::new(spec, Some(args.max_attempts));
             client.submit(&submit).await.map_err(|e| Failure::input(e.to_string()))?
         }
     };
@@ -86,7 +84,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
 /// The job that trains `run`: an unfinished or succeeded one from an earlier `tuneline run`.
 async fn job_of(client: &Client, run: &str) -> CliResult<Option<Job>> {
     let jobs = client.jobs().await.map_err(Failure::failed)?;
-    Ok(jobs.into_iter().rev().find(|j| j.spec.get("run").and_then(|r| r.as_str()) == Some(run) && matches!(j.state, State::Queued | State::Leased | State::Running | State::Succeeded)))
+    Ok(jobs.into_iter().rev().find(|j| j.spec.run() == run && matches!(j.state, State::Queued | State::Leased | State::Running | State::Succeeded)))
 }
 
 /// Follows job `id` until it ends, showing its steps and every requeue.
@@ -95,17 +93,21 @@ async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> Cl
     let shown = Shown::new(&format!("job {id}"), global.quiet || global.json);
     shown.start("train", max_steps, Unit::Items);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
-    let (mut shown_step, mut last_state, mut last_attempts) = (0, None, 0);
+    let (mut shown_step, mut last_state, mut last_ended) = (0, None, 0);
     let job = loop {
         let job = match client.job(id).await {
             Ok(job) => job,
             Err(e) => break Err(Failure::failed(e)),
         };
-        if last_state != Some(job.state) || last_attempts != job.attempts {
-            let attempt = format!("attempt {} of {}", job.attempts + 1, job.max_attempts);
-            let why = job.error.as_deref().filter(|_| job.attempts > last_attempts).map(|e| format!(" after {e}")).unwrap_or_default();
-            shown.note(&format!("job {id}: {}{why} ({attempt})", job.state.as_str()));
-            (last_state, last_attempts) = (Some(job.state), job.attempts);
+        let ended: Vec<_> = job.attempts.iter().filter(|a| a.ended_at.is_some()).collect();
+        if last_state != Some(job.state) || last_ended != ended.len() {
+            let why = ended.last().filter(|_| ended.len() > last_ended).map_or(String::new(), |a| {
+                let outcome = a.outcome.as_deref().unwrap_or_default().replace('_', " ");
+                format!(" after attempt {} ended {outcome}{}", ended.len(), a.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default())
+            });
+            let used = format!("{} of {} attempts used", job.attempts_used, job.max_attempts);
+            shown.note(&format!("job {id}: {}{why} ({used})", job.state.as_str()));
+            (last_state, last_ended) = (Some(job.state), ended.len());
         }
         let step = job.step.unwrap_or(0);
         if step > shown_step {
@@ -135,7 +137,7 @@ async fn evaluate(config: &Config, device: &candle_core::Device, store: &Artifac
         return Ok("eval: the dataset has no eval rows (raise [data] eval_fraction to measure the adapter)".into());
     }
     let (prefix, step) = store
-        .latest_numbered(&format!("runs/{run}/checkpoints"))
+        .latest_numbered(&layout::checkpoints(run))
         .await?
         .ok_or_else(|| Failure::failed(format!("run {run} succeeded but has no committed checkpoint")))?;
     let local = PathBuf::from(".tuneline/cache").join(&prefix);

@@ -1,6 +1,7 @@
 //! `tuneline simulate`: spot preemptions, from a Poisson rate or real
 //! traces, replayed against checkpoint strategies.
 
+use tuneline_cost::eth::eth;
 use serde::Serialize;
 use tuneline_cost::simulate::{no_checkpoint_crossover, simulate as replay, SimJob, Source, Strategy, Summary};
 use tuneline_cost::trace::Trace;
@@ -34,7 +35,7 @@ pub fn simulate(global: &Global, args: &SimulateArgs) -> CliResult {
     let mtbf_h = source.mtbf_h();
     let on_demand = args.on_demand_price.map(|price| {
         let wall_h = job.work_h + job.restart_h;
-        OnDemand { price_per_hour: price, wall_h, cost: price * wall_h, eth: price * wall_h / (job.work_h * job.utilization) }
+        OnDemand { price_per_hour: price, wall_h, cost: price * wall_h, eth: eth(price * wall_h, job.work_h, job.utilization).unwrap_or(f64::INFINITY) }
     });
     let crossover_h = args.on_demand_price.and_then(|od| no_checkpoint_crossover(args.price, od, mtbf_h, job.restart_h));
     if global.json {

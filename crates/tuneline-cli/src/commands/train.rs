@@ -1,11 +1,13 @@
 //! `tuneline train`: LoRA training in this process, on the newest committed
 //! version of `[data] name`, checkpointed to the store and resumed from it.
 
+use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+use tuneline_api::TrainerEvent;
 use candle_core::Device;
 use tuneline_core::config::{ComputeDevice, Config, SaveSteps};
 use tuneline_core::progress::{Progress, Unit};
@@ -95,7 +97,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         .map_err(|e| Failure { code: 1, message: e.to_string() })?;
     match ended {
         Ended::Completed { steps } => {
-            println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/runs/{run_id}/checkpoints/{steps}/", store.url().trim_end_matches('/'));
+            println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/{}/", store.url().trim_end_matches('/'), layout::checkpoint(&run_id, steps));
             Ok(())
         }
         Ended::Stopped { step: 0 } => Err(Failure::preempted(format!(
@@ -173,7 +175,7 @@ pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Conf
         Some(prefix) => return Err(Failure::input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url()))),
         None => {
             let name = &config.data.name;
-            let listing = store.list_committed(&format!("datasets/{name}")).await?;
+            let listing = store.list_committed(&layout::datasets(name)).await?;
             let Some(newest) = listing.artifacts.into_iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)) else {
                 return Err(Failure::input(format!("no committed dataset `{name}` in {}; run `tuneline data prepare` first", store.url())));
             };
@@ -231,18 +233,14 @@ fn listen_for_sigterm(stop: Arc<StopRequest>) {
 /// reads), else a line per step above the progress bar (on stderr).
 fn report(event: RunEvent, max_steps: u64, global: &Global, shown: &Shown) {
     if global.json {
-        let line = match event {
-            RunEvent::Started { step } => serde_json::json!({"event": "started", "step": step, "max_steps": max_steps}),
-            RunEvent::Step(log) => {
-                let mut line = serde_json::to_value(log).expect("serializable");
-                line["event"] = "step".into();
-                line
-            }
-            RunEvent::Saved { step, bytes } => serde_json::json!({"event": "saved", "step": step, "bytes": bytes}),
+        let event = match event {
+            RunEvent::Started { step } => TrainerEvent::Started { step, max_steps },
+            RunEvent::Step(log) => TrainerEvent::Step(log.clone()),
+            RunEvent::Saved { step, bytes } => TrainerEvent::Saved { step, bytes },
         };
         let mut out = std::io::stdout().lock();
         // A closed stdout (the worker gone) must not stop training: the checkpoints still matter.
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        let _ = writeln!(out, "{}", event.to_line()).and_then(|()| out.flush());
     } else {
         match event {
             RunEvent::Started { step } => shown.advance(step),

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tuneline_control::wire::WorkerRegister;
+use tuneline_api::WorkerRegister;
 use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};

@@ -10,7 +10,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use tuneline_control::db::Db;
-use tuneline_control::wire::Job;
+use tuneline_api::Job;
 
 use crate::common::{Killed, TestContext};
 
@@ -65,7 +65,7 @@ fn wait_for_step(ctx: &TestContext, run: &mut Child, step: u64) {
 fn busy_worker(db: &Path, run: &mut Child) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        if let Some(busy) = Db::open(db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == "busy") {
+        if let Some(busy) = Db::open(db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == tuneline_api::WorkerState::Busy) {
             return busy.info.pid;
         }
         assert!(run.try_wait().unwrap().is_none(), "tuneline run exited before a worker took the job again");

@@ -8,9 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tuneline_control::client::Client;
-use tuneline_control::job::State;
-use tuneline_control::wire::{JobKind, JobSubmit};
+use tuneline_api::{Client, CommandSpec, JobSpec, JobSubmit, State};
 
 use crate::common::{Killed, TestContext};
 
@@ -55,8 +53,8 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
     let client = Client::new(&url, &token);
     let argv = ["python3", script.to_str().unwrap(), "--max_steps", "8", "--save_steps", "2"];
-    let spec = serde_json::json!({"argv": argv, "run": "ext", "store": ctx.path("store").to_str().unwrap()});
-    let job = client.submit(&JobSubmit { kind: JobKind::Command, spec, max_attempts: Some(3) }).await.unwrap();
+    let spec = JobSpec::Command(CommandSpec::new(argv, "ext", ctx.path("store").to_str().unwrap()));
+    let job = client.submit(&JobSubmit::new(spec, Some(3))).await.unwrap();
 
     let mut first = worker(&ctx, &url, "cache-a");
     let started = Instant::now();
@@ -68,7 +66,7 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     assert!(std::process::Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap().success());
     assert!(first.0.wait().unwrap().success());
     let requeued = client.job(job.id).await.unwrap();
-    assert_eq!((requeued.state, requeued.attempts), (State::Queued, 1), "{requeued:?}");
+    assert_eq!((requeued.state, requeued.attempts_used, requeued.attempts.len()), (State::Queued, 1, 1), "{requeued:?}");
     let saved: u64 = (5..=8).rev().find(|s| committed(&ctx, *s)).expect("the checkpoint saved on SIGTERM is committed");
 
     let _second = worker(&ctx, &url, "cache-b");
@@ -82,6 +80,11 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(done.state, State::Succeeded, "{done:?}");
+    // The record tells the truth: both attempts, the preempted one included, and no error on a job that succeeded.
+    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.outcome.as_deref().unwrap(), a.start_step, a.error.is_none())).collect();
+    assert_eq!(attempts, [("preempted", Some(0), true), ("succeeded", Some(saved), true)], "{done:?}");
+    assert_eq!((done.attempts_used, done.error.as_deref()), (1, None), "{done:?}");
+    assert!(done.retry.preempted, "the record states that a preemption uses an attempt");
     assert!(committed(&ctx, 8));
     let logs: Vec<String> = client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
     assert!(logs.contains(&format!("resumed from checkpoint-{saved} at step {saved}")), "{logs:?}");
@@ -104,7 +107,7 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
     let store = ctx.path("store").to_str().unwrap().to_string();
     let job = |code: u8| {
         let argv = ["python3", "-c", &format!("import sys; print('exiting {code}'); sys.exit({code})")].map(String::from);
-        JobSubmit { kind: JobKind::Command, spec: serde_json::json!({"argv": argv, "run": format!("exit-{code}"), "store": store}), max_attempts: Some(3) }
+        JobSubmit::new(JobSpec::Command(CommandSpec::new(argv, format!("exit-{code}"), store.as_str())), Some(3))
     };
     // Exit code 2 is a bad command line or bad input (argparse, tuneline): retrying cannot help.
     let bad_input = client.submit(&job(2)).await.unwrap();
@@ -119,8 +122,9 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
         assert!(started.elapsed() < Duration::from_secs(60), "{a:?} {b:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!((bad_input.state, bad_input.attempts), (State::Failed, 0), "{bad_input:?}");
+    assert_eq!((bad_input.state, bad_input.attempts_used, bad_input.attempts.len()), (State::Failed, 0, 1), "{bad_input:?}");
     assert!(bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"), "the trainer's last lines explain it: {bad_input:?}");
-    assert_eq!((crashed.state, crashed.attempts), (State::Failed, 3), "retried up to max_attempts: {crashed:?}");
-    assert!(crashed.error.as_deref().unwrap_or_default().contains("exited with code 1"), "{crashed:?}");
+    assert_eq!((crashed.state, crashed.attempts_used, crashed.attempts.len()), (State::Failed, 3, 3), "retried up to max_attempts: {crashed:?}");
+    assert!(crashed.error.as_deref().unwrap_or_default().contains("out of attempts: 3 of 3 used"), "{crashed:?}");
+    assert!(crashed.attempts.iter().all(|a| a.error.as_deref().unwrap_or_default().contains("exited with code 1")), "each attempt keeps its error: {crashed:?}");
 }

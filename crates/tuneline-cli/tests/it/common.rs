@@ -42,14 +42,13 @@ impl TestContext {
     }
 }
 
-/// Runs a prepared command and returns (exit code, stdout, stderr).
+/// Runs a prepared command and returns (exit code, stdout, stderr). Its
+/// output goes to pipes, so it must carry no ANSI escape codes.
 pub fn output(mut cmd: Command) -> (i32, String, String) {
     let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(!stdout.contains('\x1b') && !stderr.contains('\x1b'), "colour codes in output to a pipe:\n{stdout}\n{stderr}");
+    (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
 /// Every regular file under `dir`, relative, sorted.

@@ -1,13 +1,14 @@
 //! API errors as JSON bodies with the right status, and the JSON body
 //! extractor that names the field a malformed request got wrong.
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use crate::db::DbError;
-use crate::wire::ApiError;
+use tuneline_api::ApiError;
 
 /// An error response.
 #[derive(Debug)]
@@ -67,5 +68,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 Err(Failure::bad(field.clone(), format!("{field}: {}", e.into_inner())))
             }
         }
+    }
+}
+
+/// The one integer path parameter (`{id}`, `{job}`). Unlike axum's `Path`,
+/// a bad one gets the JSON error of every other 400, naming the parameter.
+pub struct PathId(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = RawPathParams::from_request_parts(parts, state).await.map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+        let (name, value) = params.iter().next().ok_or_else(|| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "route has no path parameter"))?;
+        value.parse().map(PathId).map_err(|_| Failure::bad(name, format!("{name}: `{value}` is not an id; ids are integers, as `tuneline jobs ls` shows them")))
     }
 }

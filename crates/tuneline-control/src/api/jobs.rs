@@ -2,35 +2,34 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::error::{Body, Failure};
+use super::error::{Body, Failure, PathId};
 use super::Shared;
-use crate::job::State as JobState;
-use crate::wire::{ApiError, Job, JobSubmit, LogLine, Segment};
+use tuneline_api::State as JobState;
+use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, WireSubmit};
 
 /// Attempts a job gets when the submitter does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
 /// Queue a job.
-#[utoipa::path(post, path = "/v1/jobs", request_body = JobSubmit, responses(
+#[utoipa::path(post, path = "/v1/jobs", request_body = WireSubmit, responses(
     (status = 201, body = Job), (status = 400, description = "names the field at fault", body = ApiError)))]
-pub async fn submit(State(shared): State<Arc<Shared>>, Body(job): Body<JobSubmit>) -> Result<(StatusCode, Json<Job>), Failure> {
-    if job.max_attempts == Some(0) {
-        return Err(Failure::bad("max_attempts", "max_attempts: must be at least 1"));
-    }
+pub async fn submit(State(shared): State<Arc<Shared>>, Body(wire): Body<WireSubmit>) -> Result<(StatusCode, Json<Job>), Failure> {
+    let job = JobSubmit::try_from(wire).map_err(|body| Failure { status: StatusCode::BAD_REQUEST, body })?;
     shared.check.check(&job).await?;
-    let queued = shared.db().submit(job.kind.as_str(), &job.spec, job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))?;
+    let queued = shared.db().submit(&job.spec, job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))?;
     shared.wake();
     Ok((StatusCode::CREATED, Json(queued)))
 }
 
 /// Which jobs to list.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only jobs in this state.
     state: Option<String>,
@@ -49,19 +48,20 @@ pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>)
 }
 
 /// One job.
-#[utoipa::path(get, path = "/v1/jobs/{id}", responses((status = 200, body = Job), (status = 404, body = ApiError)))]
-pub async fn get(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(get, path = "/v1/jobs/{id}", params(("id" = i64, Path, description = "the job's id")), responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn get(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<Json<Job>, Failure> {
     Ok(Json(shared.db().get(id)?))
 }
 
 /// Cancel a job; a running one's worker stops it at its next heartbeat.
-#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn cancel(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", params(("id" = i64, Path, description = "the job's id")), responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn cancel(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<Json<Job>, Failure> {
     Ok(Json(shared.db().cancel(id)?))
 }
 
 /// Which lines to read.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LogsQuery {
     /// Only lines after this one (0: from the start).
     #[serde(default)]
@@ -71,13 +71,14 @@ pub struct LogsQuery {
 }
 
 /// A job's log and metric lines, readable while it runs.
-#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
-pub async fn logs(State(shared): State<Arc<Shared>>, Path(id): Path<i64>, Query(q): Query<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
+#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "the job's id"), LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
+pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Query(q): Query<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
     Ok(Json(shared.db().logs(id, q.after, q.limit.unwrap_or(1000).min(10_000))?))
 }
 
 /// Which segments to read.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LedgerQuery {
     /// Only this job's segments.
     job: Option<i64>,

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 
-use super::error::{Body, Failure};
+use super::error::{Body, Failure, PathId};
 use super::Shared;
-use crate::wire::{now, ApiError, Job, Lease, LeaseRequest, Orders, Outcome, Release, Start};
+use tuneline_api::{now, ApiError, Job, Lease, LeaseRequest, Orders, Outcome, Release, Start};
 
 /// The longest a lease request waits.
 const MAX_WAIT: f64 = 60.0;
@@ -48,14 +48,14 @@ pub async fn lease(State(shared): State<Arc<Shared>>, Body(ask): Body<LeaseReque
 }
 
 /// The worker starts its leased job from a committed step.
-#[utoipa::path(post, path = "/v1/leases/{job}/start", request_body = Start, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn start(State(shared): State<Arc<Shared>>, Path(job): Path<i64>, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(post, path = "/v1/leases/{job}/start", params(("job" = i64, Path, description = "the leased job's id")), request_body = Start, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn start(State(shared): State<Arc<Shared>>, PathId(job): PathId, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
     Ok(Json(shared.db().start(job, start.worker, start.resumed_from)?))
 }
 
 /// The worker gives its job back: succeeded, failed, or preempted (requeued).
-#[utoipa::path(post, path = "/v1/leases/{job}/release", request_body = Release, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn release(State(shared): State<Arc<Shared>>, Path(job): Path<i64>, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
+pub async fn release(State(shared): State<Arc<Shared>>, PathId(job): PathId, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
     let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
     if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {
         shared.wake();

@@ -25,7 +25,7 @@ use axum::Router;
 use tokio::sync::Notify;
 
 use crate::db::Db;
-use crate::wire::JobSubmit;
+use tuneline_api::JobSubmit;
 use error::Failure;
 
 /// Checks a submitted job against the world: its dataset version and model exist.

@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::error::{Body, Failure};
+use super::error::{Body, Failure, PathId};
 use super::Shared;
-use crate::wire::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
+use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
 
 /// Register a worker and its resources.
 #[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
@@ -25,6 +25,7 @@ pub async fn register(State(shared): State<Arc<Shared>>, Body(info): Body<Worker
 
 /// Which workers to list.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Also those gone or lost.
     #[serde(default)]
@@ -38,14 +39,14 @@ pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>)
 }
 
 /// A worker's heartbeat: it is alive, and its job has got this far.
-#[utoipa::path(post, path = "/v1/workers/{id}/heartbeat", request_body = Heartbeat, responses((status = 200, body = Orders), (status = 404, body = ApiError)))]
-pub async fn heartbeat(State(shared): State<Arc<Shared>>, Path(id): Path<i64>, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
+#[utoipa::path(post, path = "/v1/workers/{id}/heartbeat", params(("id" = i64, Path, description = "the worker's id")), request_body = Heartbeat, responses((status = 200, body = Orders), (status = 404, body = ApiError)))]
+pub async fn heartbeat(State(shared): State<Arc<Shared>>, PathId(id): PathId, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
     Ok(Json(shared.db().heartbeat(id, &beat)?))
 }
 
 /// A worker exits; a job it still holds goes back to the queue.
-#[utoipa::path(post, path = "/v1/workers/{id}/exit", responses((status = 204), (status = 404, body = ApiError)))]
-pub async fn exit(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Result<StatusCode, Failure> {
+#[utoipa::path(post, path = "/v1/workers/{id}/exit", params(("id" = i64, Path, description = "the worker's id")), responses((status = 204), (status = 404, body = ApiError)))]
+pub async fn exit(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<StatusCode, Failure> {
     let requeued = shared.db().end_worker(id, false)?;
     if requeued.is_some() {
         shared.wake();

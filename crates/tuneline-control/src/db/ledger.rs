@@ -4,7 +4,7 @@
 use rusqlite::{params, Row};
 
 use super::{Db, DbError};
-use crate::wire::{Segment, WorkerRegister};
+use tuneline_api::{Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
     s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down

@@ -3,7 +3,7 @@
 use rusqlite::params;
 
 use super::{Db, DbError};
-use crate::wire::LogLine;
+use tuneline_api::LogLine;
 
 impl Db {
     /// Up to `limit` lines of job `job` after line `after`.

@@ -16,8 +16,8 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
-use crate::job::{counts_attempt, next, Event, State};
-use crate::wire::{now, Job};
+use crate::job::{next, Event, RetryPolicy, State};
+use tuneline_api::{now, Attempt, Job, JobKind, JobSpec};
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub enum DbError {
         event: String,
     },
     /// A row holds a value this version does not know.
-    #[error("state database: job {0} has an unknown state `{1}`")]
+    #[error("state database: job {0}: {1}")]
     Corrupt(i64, String),
 }
 
@@ -65,7 +65,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     kind TEXT NOT NULL,
     spec TEXT NOT NULL,
     state TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
     max_attempts INTEGER NOT NULL,
     worker INTEGER,
     error TEXT,
@@ -103,7 +102,8 @@ CREATE TABLE IF NOT EXISTS segments (
     util_n INTEGER NOT NULL DEFAULT 0,
     tokens INTEGER NOT NULL DEFAULT 0,
     bytes_up INTEGER NOT NULL DEFAULT 0,
-    bytes_down INTEGER NOT NULL DEFAULT 0
+    bytes_down INTEGER NOT NULL DEFAULT 0,
+    error TEXT
 );
 CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
 CREATE TABLE IF NOT EXISTS logs (
@@ -126,15 +126,19 @@ impl Db {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        // Databases from before attempts kept their own errors.
+        if conn.prepare("SELECT error FROM segments LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE segments ADD COLUMN error TEXT")?;
+        }
         Ok(Self { conn })
     }
 
     /// Queues a job; returns it.
-    pub fn submit(&self, kind: &str, spec: &serde_json::Value, max_attempts: u32) -> Result<Job, DbError> {
+    pub fn submit(&self, spec: &JobSpec, max_attempts: u32) -> Result<Job, DbError> {
         let at = now();
         self.conn.execute(
             "INSERT INTO jobs (kind, spec, state, max_attempts, created_at, updated_at) VALUES (?1, ?2, 'queued', ?3, ?4, ?4)",
-            params![kind, spec.to_string(), max_attempts.max(1), at],
+            params![spec.kind().as_str(), spec.body().to_string(), max_attempts.max(1), at],
         )?;
         self.get(self.conn.last_insert_rowid())
     }
@@ -147,8 +151,8 @@ impl Db {
     /// Jobs, oldest first, optionally only those in `state`.
     pub fn list(&self, state: Option<State>) -> Result<Vec<Job>, DbError> {
         let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR state = ?1 ORDER BY id"))?;
-        let rows = stmt.query_map([state.map(State::as_str)], |row| Ok(raw(row)))?;
-        rows.map(|r| r?.and_then(decode)).collect()
+        let rows = stmt.query_map([state.map(State::as_str)], |row| Ok(raw(row)))?.collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().map(|r| decode(&self.conn, r?)).collect()
     }
 
     /// Jobs that need a worker: queued, leased or running.
@@ -166,40 +170,62 @@ impl Db {
     }
 }
 
+/// The retry policy the server applies, and states in every job record.
+pub const POLICY: RetryPolicy = RetryPolicy::SERVER;
+
 /// Applies `event` to job `id` inside `tx`; returns the job as it now is.
+/// An event that ends an attempt is applied after its segment has ended, so
+/// that the attempts used count it.
 fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> {
     let job = get(tx, id)?;
-    let to = next(job.state, event, job.attempts, job.max_attempts)
+    let to = next(job.state, event, job.attempts_used, job.max_attempts, &POLICY)
         .ok_or_else(|| DbError::Transition { job: id, from: job.state, event: format!("{event:?}") })?;
-    let attempts = job.attempts + u32::from(counts_attempt(event));
-    let error = match event {
-        Event::UserError(e) | Event::InfraError(e) => Some(e.clone()),
-        Event::Preempted => Some("its worker was preempted or lost".to_string()),
-        _ => job.error,
+    let error = match (to, event) {
+        (State::Failed, Event::UserError(e)) => Some(e.clone()),
+        (State::Failed, _) => Some(format!(
+            "out of attempts: {} of {} used; the last ended {}",
+            job.attempts_used,
+            job.max_attempts,
+            event.error().map_or_else(|| event.outcome().unwrap_or("").replace('_', " "), |e| format!("with: {e}"))
+        )),
+        _ => None,
     };
     let worker = if matches!(to, State::Leased | State::Running) { job.worker } else { None };
     tx.execute(
-        "UPDATE jobs SET state = ?2, attempts = ?3, error = ?4, worker = ?5, updated_at = ?6 WHERE id = ?1",
-        params![id, to.as_str(), attempts, error, worker, now()],
+        "UPDATE jobs SET state = ?2, error = ?3, worker = ?4, updated_at = ?5 WHERE id = ?1",
+        params![id, to.as_str(), error, worker, now()],
     )?;
     get(tx, id)
 }
 
-const SELECT: &str = "SELECT id, kind, spec, state, attempts, max_attempts, worker, error, step, loss FROM jobs";
+const SELECT: &str = "SELECT id, kind, spec, state, max_attempts, worker, error, step, loss FROM jobs";
 
-type RawJob = (i64, String, String, String, u32, u32, Option<i64>, Option<String>, Option<u64>, Option<f64>);
+type RawJob = (i64, String, String, String, u32, Option<i64>, Option<String>, Option<u64>, Option<f64>);
 
 fn raw(row: &Row) -> Result<RawJob, DbError> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?, row.get(8)?, row.get(9)?))
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?, row.get(8)?))
 }
 
-fn decode((id, kind, spec, state, attempts, max_attempts, worker, error, step, loss): RawJob) -> Result<Job, DbError> {
-    let state = State::parse(&state).ok_or_else(|| DbError::Corrupt(id, state.clone()))?;
-    let spec = serde_json::from_str(&spec).unwrap_or(serde_json::Value::String(spec));
-    Ok(Job { id, kind, spec, state, attempts, max_attempts, worker, error, step, loss })
+fn decode(conn: &Connection, (id, kind, spec, state, max_attempts, worker, error, step, loss): RawJob) -> Result<Job, DbError> {
+    let state = State::parse(&state).ok_or_else(|| DbError::Corrupt(id, format!("unknown state `{state}`")))?;
+    let kind = JobKind::parse(&kind).ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
+    let spec = serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
+    let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
+    let attempts = attempts(conn, id)?;
+    let attempts_used = attempts.iter().filter(|a| a.outcome.as_deref().is_some_and(|o| POLICY.counts(o))).count() as u32;
+    Ok(Job { id, spec, state, attempts, attempts_used, max_attempts, retry: POLICY, worker, error, step, loss })
+}
+
+/// Job `id`'s attempts, oldest first.
+fn attempts(conn: &Connection, id: i64) -> Result<Vec<Attempt>, DbError> {
+    let mut stmt = conn.prepare_cached("SELECT worker, started_at, ended_at, start_step, max_step, outcome, error FROM segments WHERE job = ?1 ORDER BY id")?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(Attempt { worker: r.get(0)?, started_at: r.get(1)?, ended_at: r.get(2)?, start_step: r.get(3)?, max_step: r.get(4)?, outcome: r.get(5)?, error: r.get(6)? })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
     let raw = conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
-    raw.ok_or(DbError::NoJob(id))?.and_then(decode)
+    decode(conn, raw.ok_or(DbError::NoJob(id))??)
 }

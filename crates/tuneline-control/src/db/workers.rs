@@ -5,7 +5,7 @@ use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 
 use super::{get, transition, Db, DbError};
 use crate::job::{Event, State};
-use crate::wire::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister};
+use tuneline_api::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister, WorkerState};
 
 const SELECT: &str = "SELECT id, info, state, job, registered_at, last_seen, idle_since, ended_at FROM workers";
 
@@ -14,7 +14,10 @@ fn worker(row: &Row) -> rusqlite::Result<Worker> {
     Ok(Worker {
         id: row.get(0)?,
         info: serde_json::from_str(&info).unwrap_or_default(),
-        state: row.get(2)?,
+        state: {
+            let name: String = row.get(2)?;
+            WorkerState::parse(&name).ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("unknown worker state `{name}`").into()))?
+        },
         job: row.get(3)?,
         registered_at: row.get(4)?,
         last_seen: row.get(5)?,
@@ -118,7 +121,7 @@ impl Db {
         if current.state == State::Cancelled {
             // The user cancelled it while it ran: the worker only reports back.
             tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, now()])?;
-            end_segment(&tx, job, worker, Outcome::Cancelled.as_str())?;
+            end_segment(&tx, job, worker, &Event::Cancelled)?;
             tx.commit()?;
             return Ok(current);
         }
@@ -132,8 +135,8 @@ impl Db {
             Outcome::InfraError => Event::InfraError(message),
             Outcome::Cancelled => Event::Cancelled,
         };
+        end_segment(&tx, job, worker, &event)?;
         let released = transition(&tx, job, &event)?;
-        end_segment(&tx, job, worker, outcome.as_str())?;
         tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, now()])?;
         tx.commit()?;
         Ok(released)
@@ -154,8 +157,9 @@ impl Db {
         )?;
         let requeued = match job {
             Some(job) if !get(&tx, job)?.state.is_final() => {
-                end_segment(&tx, job, id, if lost { "lost" } else { Outcome::Preempted.as_str() })?;
-                Some(transition(&tx, job, &Event::Preempted)?)
+                let event = if lost { Event::Lost } else { Event::Preempted };
+                end_segment(&tx, job, id, &event)?;
+                Some(transition(&tx, job, &event)?)
             }
             _ => None,
         };
@@ -196,15 +200,15 @@ fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Hea
         tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
     }
     for metric in &beat.metrics {
-        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)", params![job, at, metric.to_string()])?;
+        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)", params![job, at, serde_json::to_string(metric).expect("step logs serialize")])?;
     }
     Ok(())
 }
 
-fn end_segment(tx: &rusqlite::Transaction, job: i64, worker: i64, outcome: &str) -> Result<(), DbError> {
+fn end_segment(tx: &rusqlite::Transaction, job: i64, worker: i64, event: &Event) -> Result<(), DbError> {
     tx.execute(
-        "UPDATE segments SET ended_at = ?3, outcome = ?4 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
-        params![job, worker, now(), outcome],
+        "UPDATE segments SET ended_at = ?3, outcome = ?4, error = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+        params![job, worker, now(), event.outcome(), event.error()],
     )?;
     Ok(())
 }

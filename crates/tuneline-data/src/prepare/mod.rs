@@ -2,6 +2,7 @@
 //! so an unchanged rerun does nothing), then build the dataset into a local
 //! directory that the caller commits to `datasets/<name>/<version>/`.
 
+use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -91,7 +92,7 @@ pub struct Plan {
 impl Plan {
     /// `datasets/<name>/<version>`.
     pub fn prefix(&self) -> String {
-        format!("datasets/{}/{}", self.name, self.version)
+        layout::dataset(&self.name, &self.version)
     }
 }
 

@@ -6,7 +6,11 @@ use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::wire::{ApiError, Heartbeat, Job, JobSubmit, Lease, LeaseRequest, LogLine, Orders, Registered, Release, Segment, Start, Worker, WorkerRegister};
+use crate::error::ApiError;
+use crate::jobs::{Job, JobSubmit};
+use crate::leases::{Heartbeat, Lease, LeaseRequest, Orders, Release, Start};
+use crate::ledger::{LogLine, Segment};
+use crate::workers::{Registered, Worker, WorkerRegister};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,362 @@
+//! Jobs: what one runs ([`JobSpec`], tagged by kind), where it is in its
+//! life ([`State`]), and its record ([`Job`]), which lists every attempt.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// What a job runs, tagged by `kind`; on the wire `{"kind": ..., "spec": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", content = "spec", rename_all = "snake_case")]
+pub enum JobSpec {
+    /// tuneline's own trainer (`tuneline train`).
+    Train(TrainSpec),
+    /// An external trainer command that writes Hugging Face `checkpoint-N` directories.
+    Command(CommandSpec),
+}
+
+/// A built-in training job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    /// The text of the run's `tuneline.toml`.
+    pub config: String,
+    /// The committed dataset version it trains on, such as `datasets/chat/3f2a…`.
+    pub dataset: String,
+    /// The run's name: its checkpoints go to `runs/<run>/`.
+    pub run: String,
+}
+
+/// An external trainer command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// The run's name: its checkpoints go to `runs/<run>/`.
+    pub run: String,
+    /// The store URL its checkpoints (and its dataset) are in.
+    pub store: String,
+    /// A committed dataset version to prefetch into `TUNELINE_DATA_DIR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Seconds the trainer may take to checkpoint after SIGTERM (default 110).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigterm_grace_s: Option<f64>,
+}
+
+impl CommandSpec {
+    /// The command `argv` writing run `run` in the store at `store`, with no dataset or extra environment.
+    pub fn new(argv: impl IntoIterator<Item = impl Into<String>>, run: impl Into<String>, store: impl Into<String>) -> Self {
+        Self { argv: argv.into_iter().map(Into::into).collect(), run: run.into(), store: store.into(), dataset: None, env: BTreeMap::new(), sigterm_grace_s: None }
+    }
+}
+
+impl JobSubmit {
+    /// Queues `spec` with `max_attempts` (the server's default when `None`).
+    pub fn new(spec: JobSpec, max_attempts: Option<u32>) -> Self {
+        Self { spec, max_attempts }
+    }
+}
+
+/// The kinds of job, as `kind` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// [`JobSpec::Train`].
+    Train,
+    /// [`JobSpec::Command`].
+    Command,
+}
+
+impl JobKind {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Command => "command",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Train, Self::Command].into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl JobSpec {
+    /// Its kind.
+    pub fn kind(&self) -> JobKind {
+        match self {
+            Self::Train(_) => JobKind::Train,
+            Self::Command(_) => JobKind::Command,
+        }
+    }
+
+    /// The run it writes to.
+    pub fn run(&self) -> &str {
+        match self {
+            Self::Train(t) => &t.run,
+            Self::Command(c) => &c.run,
+        }
+    }
+
+    /// The spec as stored: the `spec` object without its kind.
+    pub fn body(&self) -> serde_json::Value {
+        match self {
+            Self::Train(t) => serde_json::to_value(t),
+            Self::Command(c) => serde_json::to_value(c),
+        }
+        .expect("specs serialize")
+    }
+
+    /// The spec of kind `kind` in `spec`; an error names the field at fault
+    /// (`spec.argv`) and what it takes.
+    pub fn parse(kind: JobKind, spec: serde_json::Value) -> Result<Self, ApiError> {
+        fn typed<T: serde::de::DeserializeOwned>(spec: serde_json::Value) -> Result<T, ApiError> {
+            serde_path_to_error::deserialize(spec).map_err(|e| {
+                let path = e.path().to_string();
+                let field = if path == "." { "spec".to_string() } else { format!("spec.{path}") };
+                ApiError::at(field.clone(), format!("{field}: {}", e.into_inner()))
+            })
+        }
+        let parsed = match kind {
+            JobKind::Train => Self::Train(typed(spec)?),
+            JobKind::Command => Self::Command(typed(spec)?),
+        };
+        parsed.check()?;
+        Ok(parsed)
+    }
+
+    /// Refuses empty names and commands, which no worker could run.
+    fn check(&self) -> Result<(), ApiError> {
+        let empty = |field: &str, what: &str| Err(ApiError::at(field, format!("{field}: must not be empty; expected {what}")));
+        if self.run().is_empty() {
+            return empty("spec.run", "the run's name");
+        }
+        match self {
+            Self::Train(t) if t.config.is_empty() => empty("spec.config", "the text of a tuneline.toml"),
+            Self::Train(t) if t.dataset.is_empty() => empty("spec.dataset", "a committed dataset version such as datasets/chat/3f2a…"),
+            Self::Command(c) if c.argv.first().is_none_or(String::is_empty) => empty("spec.argv", "the trainer command as a non-empty list of strings"),
+            Self::Command(c) if c.store.is_empty() => empty("spec.store", "the store URL of the run"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A job to queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WireSubmit", into = "WireSubmit")]
+pub struct JobSubmit {
+    /// What to run.
+    pub spec: JobSpec,
+    /// Attempts allowed before the job fails (default 5).
+    pub max_attempts: Option<u32>,
+}
+
+/// A [`JobSubmit`] as it crosses the wire: the kind beside an untyped spec,
+/// so that a bad spec is reported with the path of its field.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireSubmit {
+    /// `train`: the built-in trainer ([`TrainSpec`]); `command`: any trainer command ([`CommandSpec`]).
+    pub kind: JobKind,
+    /// What to run: a `TrainSpec` or a `CommandSpec`, as `kind` says.
+    #[schema(schema_with = spec_schema)]
+    pub spec: serde_json::Value,
+    /// Attempts allowed before the job fails (default 5).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
+/// The schema of [`WireSubmit::spec`]: one of the kinds' specs.
+fn spec_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::{OneOfBuilder, Ref, Schema};
+    Schema::OneOf(OneOfBuilder::new().item(Ref::from_schema_name("TrainSpec")).item(Ref::from_schema_name("CommandSpec")).build())
+}
+
+impl TryFrom<WireSubmit> for JobSubmit {
+    type Error = ApiError;
+
+    fn try_from(wire: WireSubmit) -> Result<Self, ApiError> {
+        if wire.max_attempts == Some(0) {
+            return Err(ApiError::at("max_attempts", "max_attempts: must be at least 1"));
+        }
+        Ok(Self { spec: JobSpec::parse(wire.kind, wire.spec)?, max_attempts: wire.max_attempts })
+    }
+}
+
+impl From<JobSubmit> for WireSubmit {
+    fn from(job: JobSubmit) -> Self {
+        Self { kind: job.spec.kind(), spec: job.spec.body(), max_attempts: job.max_attempts }
+    }
+}
+
+/// Where a job is in its life: `queued -> leased -> running -> succeeded |
+/// failed | cancelled`, back to `queued` after a preemption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting for a worker.
+    Queued,
+    /// Handed to a worker, not yet started.
+    Leased,
+    /// Its worker is running it.
+    Running,
+    /// Done.
+    Succeeded,
+    /// Given up: a user error, or out of attempts.
+    Failed,
+    /// Stopped by a user.
+    Cancelled,
+}
+
+impl State {
+    /// Every state, in the order of a job's life.
+    pub const ALL: [Self; 6] = [Self::Queued, Self::Leased, Self::Running, Self::Succeeded, Self::Failed, Self::Cancelled];
+
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Leased => "leased",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// No transition leaves it.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// Which ends of an attempt use up one of a job's `max_attempts`. A user
+/// error fails the job at once and a cancel ends it, so neither is listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RetryPolicy {
+    /// A worker reclaimed with notice (a spot preemption).
+    pub preempted: bool,
+    /// A worker gone silent past the lease timeout.
+    pub lost: bool,
+    /// The machine, network or store failed.
+    pub infra_error: bool,
+}
+
+impl RetryPolicy {
+    /// The server's policy: every attempt that ends without finishing, other
+    /// than a user error or a cancel, counts.
+    pub const SERVER: Self = Self { preempted: true, lost: true, infra_error: true };
+
+    /// Whether an attempt that ended with `outcome` (as [`Attempt::outcome`] names it) counts.
+    pub fn counts(&self, outcome: &str) -> bool {
+        match outcome {
+            "preempted" => self.preempted,
+            "lost" => self.lost,
+            "infra_error" => self.infra_error,
+            _ => false,
+        }
+    }
+}
+
+/// One worker's attempt at a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Attempt {
+    /// The worker.
+    pub worker: i64,
+    /// When it took the lease.
+    pub started_at: f64,
+    /// When it ended; null while it runs.
+    pub ended_at: Option<f64>,
+    /// The committed step it resumed from.
+    pub start_step: Option<u64>,
+    /// The newest step it finished.
+    pub max_step: Option<u64>,
+    /// How it ended: `succeeded`, `preempted`, `lost`, `user_error`,
+    /// `infra_error` or `cancelled`; null while it runs.
+    pub outcome: Option<String>,
+    /// Why it failed, for a user or infrastructure error.
+    pub error: Option<String>,
+}
+
+/// One job, as the server keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Job {
+    /// Its id.
+    pub id: i64,
+    /// What it runs: `kind` and `spec`, as submitted.
+    #[serde(flatten)]
+    pub spec: JobSpec,
+    /// Where it is.
+    pub state: State,
+    /// Every attempt, oldest first, preempted and lost ones included.
+    pub attempts: Vec<Attempt>,
+    /// The attempts that used up one of `max_attempts`, as `retry` says.
+    pub attempts_used: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Which attempts count against `max_attempts`.
+    pub retry: RetryPolicy,
+    /// The worker holding it, while leased or running.
+    pub worker: Option<i64>,
+    /// Why it failed, once failed; an attempt's own error is on the attempt.
+    pub error: Option<String>,
+    /// The newest step a worker reported.
+    pub step: Option<u64>,
+    /// That step's training loss.
+    pub loss: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_submission_crosses_the_wire_as_kind_and_spec() {
+        let job = JobSubmit {
+            spec: JobSpec::Train(TrainSpec { config: "[project]\n".into(), dataset: "datasets/d/1".into(), run: "r".into() }),
+            max_attempts: Some(3),
+        };
+        let wire = serde_json::to_value(&job).unwrap();
+        assert_eq!(wire, json!({"kind": "train", "spec": {"config": "[project]\n", "dataset": "datasets/d/1", "run": "r"}, "max_attempts": 3}));
+        assert_eq!(serde_json::from_value::<JobSubmit>(wire).unwrap(), job);
+    }
+
+    #[test]
+    fn a_bad_spec_names_its_field() {
+        let cases = [
+            (JobKind::Command, json!(3), "spec"),
+            (JobKind::Command, json!({"argv": [], "run": "r", "store": "file:///s"}), "spec.argv"),
+            (JobKind::Command, json!({"argv": ["x"], "store": "file:///s"}), "spec"),
+            (JobKind::Command, json!({"argv": ["x", 3], "run": "r", "store": "file:///s"}), "spec.argv[1]"),
+            (JobKind::Train, json!({"config": "", "run": "r", "dataset": "d"}), "spec.config"),
+            (JobKind::Train, json!({"config": "c", "run": "r", "dataset": "d", "colour": 1}), "spec.colour"),
+        ];
+        for (kind, spec, field) in cases {
+            let error = JobSpec::parse(kind, spec.clone()).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some(field), "{spec} -> {error}");
+            assert!(error.error.starts_with(field), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_policy_counts_what_it_says() {
+        let policy = RetryPolicy::SERVER;
+        assert!(policy.counts("preempted") && policy.counts("lost") && policy.counts("infra_error"));
+        assert!(!policy.counts("user_error") && !policy.counts("succeeded") && !policy.counts("cancelled"));
+    }
+}

@@ -1,0 +1,74 @@
+//! The ledger: one billed segment per worker attempt, and jobs' log lines.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// One worker's attempt at one job, as the ledger bills it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Segment {
+    /// The job.
+    pub job: i64,
+    /// The worker.
+    pub worker: i64,
+    /// Its provider.
+    pub provider: String,
+    /// Its instance type.
+    pub instance_type: Option<String>,
+    /// Its price per hour.
+    pub price_per_hour: f64,
+    /// Spot or on-demand.
+    pub spot: bool,
+    /// When the worker took the lease.
+    pub started_at: f64,
+    /// When the attempt ended (now, while it runs).
+    pub ended_at: Option<f64>,
+    /// The committed step it started from.
+    pub start_step: Option<u64>,
+    /// The newest step it finished.
+    pub max_step: Option<u64>,
+    /// Finished steps that no checkpoint kept: the next attempt redid them.
+    pub lost_steps: u64,
+    /// How it ended: an outcome, `lost` (no heartbeat) or null while it runs.
+    pub outcome: Option<String>,
+    /// Seconds spent computing steps.
+    pub compute_s: f64,
+    /// Mean utilization over its samples.
+    pub utilization: Option<f64>,
+    /// Utilization samples taken.
+    pub utilization_samples: u64,
+    /// Tokens trained.
+    pub tokens: u64,
+    /// Bytes uploaded to the store.
+    pub bytes_up: u64,
+    /// Bytes downloaded from the store.
+    pub bytes_down: u64,
+}
+
+impl Segment {
+    /// Steps it finished.
+    pub fn steps_computed(&self) -> u64 {
+        match (self.start_step, self.max_step) {
+            (Some(start), Some(max)) => max.saturating_sub(start),
+            (None, Some(max)) => max,
+            _ => 0,
+        }
+    }
+
+    /// Steps it finished that a checkpoint kept.
+    pub fn steps_committed(&self) -> u64 {
+        self.steps_computed().saturating_sub(self.lost_steps)
+    }
+}
+
+/// One line of a job's logs or metrics.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LogLine {
+    /// Its position; ask for lines after it to follow a job.
+    pub seq: i64,
+    /// When the server received it.
+    pub at: f64,
+    /// `log` (a trainer's output line) or `metric` (a step's record, JSON).
+    pub kind: String,
+    /// The line.
+    pub text: String,
+}

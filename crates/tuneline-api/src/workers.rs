@@ -1,0 +1,96 @@
+//! Workers: what one registers with, and its record.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// What a worker says about itself when it starts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRegister {
+    /// The provider's instance id, when a provider launched it.
+    #[serde(default)]
+    pub instance: Option<String>,
+    /// The provider: `local`, a cloud's name, or `manual`.
+    pub provider: String,
+    /// The instance type, as the provider names it.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// What the instance costs per hour, in dollars.
+    pub price_per_hour: f64,
+    /// Spot (preemptible) or on-demand.
+    #[serde(default)]
+    pub spot: bool,
+    /// CPU cores.
+    pub cpus: u32,
+    /// GPU model, from NVML.
+    #[serde(default)]
+    pub gpu: Option<String>,
+    /// GPU memory in MiB, from NVML.
+    #[serde(default)]
+    pub vram_mib: Option<u64>,
+    /// The worker's process id on its machine.
+    pub pid: u32,
+}
+
+/// The server's answer to a registration.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Registered {
+    /// The worker's id, for every later call.
+    pub worker: i64,
+    /// Seconds between heartbeats.
+    pub heartbeat_s: f64,
+    /// A worker silent this long is declared lost.
+    pub lease_timeout_s: f64,
+}
+
+/// A registered worker.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Worker {
+    /// Its id.
+    pub id: i64,
+    /// What it registered with.
+    pub info: WorkerRegister,
+    /// Where it is.
+    pub state: WorkerState,
+    /// The job it holds.
+    pub job: Option<i64>,
+    /// When it registered.
+    pub registered_at: f64,
+    /// Its last call.
+    pub last_seen: f64,
+    /// Since when it has held no job.
+    pub idle_since: Option<f64>,
+    /// When it exited or was declared lost.
+    pub ended_at: Option<f64>,
+}
+
+/// Where a worker is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Registered, holding no job.
+    Idle,
+    /// Holding a job.
+    Busy,
+    /// Exited or terminated.
+    Gone,
+    /// Silent past the lease timeout.
+    Lost,
+}
+
+impl WorkerState {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Busy => "busy",
+            Self::Gone => "gone",
+            Self::Lost => "lost",
+        }
+    }
+
+    /// The state named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Idle, Self::Busy, Self::Gone, Self::Lost].into_iter().find(|s| s.as_str() == name)
+    }
+}

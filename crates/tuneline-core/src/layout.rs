@@ -1,0 +1,66 @@
+//! The store layout: every artifact path, built here and nowhere else.
+//! Paths are keys relative to the store's root, without a trailing slash.
+//!
+//! ```text
+//! datasets/<name>/<version>/            manifest.json and shards
+//! runs/<run>/checkpoints/<step>/        adapter, optimizer and trainer state, COMMIT.json last
+//! runs/<run>/metrics.jsonl              one line per finished step
+//! runs/<run>/eval/<step>/               metrics.json, predictions.jsonl, spot_check.html
+//! models/base/<name>/<sha256>/          base models, content-addressed
+//! models/<name>/<version>/              delivery outputs
+//! ```
+
+/// Where every version of dataset `name` lives.
+pub fn datasets(name: &str) -> String {
+    format!("datasets/{name}")
+}
+
+/// Version `version` of dataset `name`.
+pub fn dataset(name: &str, version: &str) -> String {
+    format!("datasets/{name}/{version}")
+}
+
+/// Where run `run`'s checkpoints live.
+pub fn checkpoints(run: &str) -> String {
+    format!("runs/{run}/checkpoints")
+}
+
+/// Run `run`'s checkpoint at `step`.
+pub fn checkpoint(run: &str, step: u64) -> String {
+    format!("runs/{run}/checkpoints/{step}")
+}
+
+/// Run `run`'s step log.
+pub fn metrics(run: &str) -> String {
+    format!("runs/{run}/metrics.jsonl")
+}
+
+/// Run `run`'s evaluation of its checkpoint at `step`.
+pub fn eval(run: &str, step: u64) -> String {
+    format!("runs/{run}/eval/{step}")
+}
+
+/// Base model `name` with content hash `sha256`.
+pub fn base_model(name: &str, sha256: &str) -> String {
+    format!("models/base/{name}/{sha256}")
+}
+
+/// Version `version` of delivered model `name`.
+pub fn model(name: &str, version: &str) -> String {
+    format!("models/{name}/{version}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_documented_layout() {
+        assert_eq!(dataset("chat", "3f2a"), format!("{}/3f2a", datasets("chat")));
+        assert_eq!(checkpoint("r1", 200), format!("{}/200", checkpoints("r1")));
+        assert_eq!(metrics("r1"), "runs/r1/metrics.jsonl");
+        assert_eq!(eval("r1", 200), "runs/r1/eval/200");
+        assert_eq!(base_model("smollm2", "ab12"), "models/base/smollm2/ab12");
+        assert_eq!(model("support-bot", "v1"), "models/support-bot/v1");
+    }
+}
