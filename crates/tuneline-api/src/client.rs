@@ -68,7 +68,8 @@ impl Client {
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
         if status == StatusCode::NO_CONTENT {
-            return serde_json::from_value(serde_json::Value::Null).map_err(|_| ClientError::Refused { status, body: ApiError { error: "no content".into(), field: None } });
+            return serde_json::from_value(serde_json::Value::Null)
+                .map_err(|_| ClientError::Refused { status, body: ApiError { error: "no content".into(), field: None } });
         }
         if status.is_success() {
             return response.json().await.map_err(unreachable);

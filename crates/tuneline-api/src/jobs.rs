@@ -54,7 +54,14 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// The command `argv` writing run `run` in the store at `store`, with no dataset or extra environment.
     pub fn new(argv: impl IntoIterator<Item = impl Into<String>>, run: impl Into<String>, store: impl Into<String>) -> Self {
-        Self { argv: argv.into_iter().map(Into::into).collect(), run: run.into(), store: store.into(), dataset: None, env: BTreeMap::new(), sigterm_grace_s: None }
+        Self {
+            argv: argv.into_iter().map(Into::into).collect(),
+            run: run.into(),
+            store: store.into(),
+            dataset: None,
+            env: BTreeMap::new(),
+            sigterm_grace_s: None,
+        }
     }
 }
 

@@ -39,7 +39,11 @@ async fn main() {
 
     let submitting = Instant::now();
     for i in 0..jobs {
-        let spec = JobSpec::Command(CommandSpec::new(["python".to_string(), "train_lora.py".into(), "--seed".into(), i.to_string()], format!("load-{i}"), "memory://"));
+        let spec = JobSpec::Command(CommandSpec::new(
+            ["python".to_string(), "train_lora.py".into(), "--seed".into(), i.to_string()],
+            format!("load-{i}"),
+            "memory://",
+        ));
         timed(&samples, "POST /v1/jobs", client.submit(&JobSubmit::new(spec, Some(3)))).await.unwrap();
     }
     eprintln!("queued {jobs} jobs in {:.1?}", submitting.elapsed());
@@ -56,7 +60,15 @@ async fn main() {
             let mut job = None;
             let mut step = 0;
             while Instant::now() < deadline {
-                let beat = Heartbeat { job, step: Some(step), loss: Some(1.0), tokens: step * 512, compute_s: step as f64, utilization: Some(0.9), ..Default::default() };
+                let beat = Heartbeat {
+                    job,
+                    step: Some(step),
+                    loss: Some(1.0),
+                    tokens: step * 512,
+                    compute_s: step as f64,
+                    utilization: Some(0.9),
+                    ..Default::default()
+                };
                 timed(&samples, "POST /v1/workers/{id}/heartbeat", client.heartbeat(id, &beat)).await.unwrap();
                 if w % 10 == 0 {
                     match job {

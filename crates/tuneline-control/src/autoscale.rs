@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::Shared;
-use tuneline_providers::{Offer, Provider};
 use tuneline_api::{now, WorkerState};
+use tuneline_providers::{Offer, Provider};
 
 /// One pool's settings.
 #[derive(Debug, Clone)]

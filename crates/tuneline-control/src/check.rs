@@ -25,10 +25,10 @@ impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         match &job.spec {
             JobSpec::Train(spec) => {
-                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
-                    .map_err(|e| Failure::bad("spec.config", e.to_string()))?
-                    .config;
-                let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::bad("spec.config", format!("spec.config: [store] url: {e}")))?;
+                let config =
+                    Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::bad("spec.config", e.to_string()))?.config;
+                let store =
+                    ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::bad("spec.config", format!("spec.config: [store] url: {e}")))?;
                 committed(&store, &spec.dataset).await?;
                 if !Path::new(&config.model.path).exists() {
                     return Err(Failure::bad(

@@ -8,8 +8,8 @@
 //! compute time of the steps that a checkpoint kept (lost steps were paid
 //! for and redone). Utilization is the wall-weighted mean of the samples.
 
-use tuneline_cost::eth::eth;
 use serde::Serialize;
+use tuneline_cost::eth::eth;
 
 use tuneline_api::Segment;
 
@@ -66,10 +66,8 @@ const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let wall = |s: &Segment| (s.ended_at.unwrap_or(now) - s.started_at).max(0.0);
     let wall_s: f64 = segments.iter().map(wall).sum();
-    let effective_s: f64 = segments
-        .iter()
-        .map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 })
-        .sum();
+    let effective_s: f64 =
+        segments.iter().map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 }).sum();
     let sampled: Vec<_> = segments.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
     let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tuneline_control::api::Timing;
-use tuneline_control::check::StoreCheck;
 use tuneline_api::client::{Client, ClientError};
 use tuneline_api::State;
-use tuneline_control::serve::Server;
 use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec, WorkerRegister, WorkerState};
+use tuneline_control::api::Timing;
+use tuneline_control::check::StoreCheck;
+use tuneline_control::serve::Server;
 
 fn timing(lease_timeout: Duration) -> Timing {
     Timing { heartbeat: Duration::from_millis(200), lease_timeout, idle_timeout: Duration::from_secs(1800) }
@@ -80,7 +80,8 @@ async fn the_served_document_declares_every_parameter_and_error_and_bad_ids_get_
     let ops = operations(&served);
     assert_eq!(ops.len(), 13, "every route is documented: {:?}", ops.iter().map(|(p, m, _)| format!("{m} {p}")).collect::<Vec<_>>());
     for (path, method, op) in &ops {
-        let declared: Vec<&str> = op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
+        let declared: Vec<&str> =
+            op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
         let in_path: Vec<&str> = path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect();
         assert_eq!(declared, in_path, "{method} {path} declares its path parameters");
         let codes: Vec<&String> = op["responses"].as_object().unwrap().keys().collect();
@@ -173,7 +174,16 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
     assert_eq!(lease.job.as_ref().map(|j| (j.id, j.state)), Some((job.id, State::Leased)));
 
     client.start(job.id, &Start { worker: first, resumed_from: 0 }).await.unwrap();
-    let beat = Heartbeat { job: Some(job.id), step: Some(5), loss: Some(1.5), tokens: 500, compute_s: 10.0, utilization: Some(0.8), logs: vec!["step 5".into()], ..Default::default() };
+    let beat = Heartbeat {
+        job: Some(job.id),
+        step: Some(5),
+        loss: Some(1.5),
+        tokens: 500,
+        compute_s: 10.0,
+        utilization: Some(0.8),
+        logs: vec!["step 5".into()],
+        ..Default::default()
+    };
     let orders = client.heartbeat(first, &beat).await.unwrap();
     assert!(!orders.cancel && !orders.shutdown);
     let running = client.job(job.id).await.unwrap();

@@ -8,13 +8,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tuneline_api::State;
+use tuneline_api::{now, CommandSpec, JobSpec, JobSubmit, WorkerRegister, WorkerState};
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::db::Db;
-use tuneline_api::State;
 use tuneline_providers::{Instance, Offer, Provider, ProviderError};
-use tuneline_api::{now, CommandSpec, JobSpec, JobSubmit, WorkerRegister, WorkerState};
 
 /// Records launches and terminations; `stuck` instances refuse to terminate.
 #[derive(Default)]

@@ -50,10 +50,13 @@ fn unknown_key_names_full_path_line_and_closest_key() {
 fn out_of_range_values_name_field_and_allowed_range() {
     let msg = problems("[lora]\nlora_r = 0\n[training]\nlearning_rate = -1\n");
     let lines: Vec<&str> = msg.lines().collect();
-    assert_eq!(lines, [
-        "tuneline.toml:2: lora.lora_r: 0 is out of range; allowed: 1..=4096",
-        "tuneline.toml:4: training.learning_rate: -1 is out of range; allowed: 0 < x <= 1",
-    ]);
+    assert_eq!(
+        lines,
+        [
+            "tuneline.toml:2: lora.lora_r: 0 is out of range; allowed: 1..=4096",
+            "tuneline.toml:4: training.learning_rate: -1 is out of range; allowed: 0 < x <= 1",
+        ]
+    );
 }
 
 #[test]
@@ -82,10 +85,10 @@ fn secrets_come_from_env_over_file_and_are_masked() {
     let store = &loaded.config.store;
     assert_eq!(store.access_key_id.as_ref().unwrap().expose(), "AKIAFILEKEY");
     assert_eq!(store.secret_access_key.as_ref().unwrap().expose(), "envsecret");
-    assert_eq!(loaded.secret_sources, [
-        ("store.access_key_id".to_string(), "file".to_string()),
-        ("store.secret_access_key".to_string(), "env AWS_SECRET_ACCESS_KEY".to_string()),
-    ]);
+    assert_eq!(
+        loaded.secret_sources,
+        [("store.access_key_id".to_string(), "file".to_string()), ("store.secret_access_key".to_string(), "env AWS_SECRET_ACCESS_KEY".to_string()),]
+    );
     let shown = format!("{:?} {}", loaded.config, toml::to_string(&loaded.config).unwrap());
     assert!(!shown.contains("AKIAFILEKEY") && !shown.contains("envsecret"), "{shown}");
 

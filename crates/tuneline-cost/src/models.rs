@@ -77,15 +77,7 @@ impl ModelShape {
     /// Input and output width of each linear module a LoRA adapter may target.
     pub fn linear_modules(&self) -> [(&'static str, u64, u64); 7] {
         let (h, q, kv, i) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate);
-        [
-            ("q_proj", h, q),
-            ("k_proj", h, kv),
-            ("v_proj", h, kv),
-            ("o_proj", q, h),
-            ("gate_proj", h, i),
-            ("up_proj", h, i),
-            ("down_proj", i, h),
-        ]
+        [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h), ("gate_proj", h, i), ("up_proj", h, i), ("down_proj", i, h)]
     }
 
     /// Parameters in the decoder layers' linear modules (what QLoRA quantizes).
@@ -106,8 +98,7 @@ impl ModelShape {
 
     /// LoRA parameters for rank `r` on the modules named in `targets`.
     pub fn lora_params(&self, r: u64, targets: &[String]) -> u64 {
-        let per_layer: u64 =
-            self.linear_modules().iter().filter(|(name, _, _)| targets.iter().any(|t| t == name)).map(|(_, i, o)| r * (i + o)).sum();
+        let per_layer: u64 = self.linear_modules().iter().filter(|(name, _, _)| targets.iter().any(|t| t == name)).map(|(_, i, o)| r * (i + o)).sum();
         self.layers * per_layer
     }
 }

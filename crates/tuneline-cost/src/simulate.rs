@@ -68,12 +68,15 @@ impl Source {
                     let (_, first_end) = cycle.remove(0);
                     cycle.last_mut().expect("two or more").1 = period + first_end;
                 }
-                Box::new((0..).flat_map(move |k| {
-                    let shift = k as f64 * period - offset;
-                    cycle.clone().into_iter().map(move |(s, e)| (s + shift, e + shift))
-                })
-                .filter(|&(_, e)| e > 0.0)
-                .map(|(s, e)| (s.max(0.0), e)))
+                Box::new(
+                    (0..)
+                        .flat_map(move |k| {
+                            let shift = k as f64 * period - offset;
+                            cycle.clone().into_iter().map(move |(s, e)| (s + shift, e + shift))
+                        })
+                        .filter(|&(_, e)| e > 0.0)
+                        .map(|(s, e)| (s.max(0.0), e)),
+                )
             }
         }
     }

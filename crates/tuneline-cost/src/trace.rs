@@ -39,7 +39,9 @@ impl Trace {
         let fail = |field: &str, message: String| TraceError { file: name.to_string(), field: field.to_string(), message };
         let value: Value = serde_json::from_str(text).map_err(|e| fail("", format!("not JSON ({e}); {SHAPE}")))?;
         let gap_seconds = match value.pointer("/metadata/gap_seconds") {
-            Some(g) => g.as_f64().filter(|g| *g > 0.0).ok_or_else(|| fail("metadata.gap_seconds", format!("is {g}; it must be a positive number of seconds")))?,
+            Some(g) => {
+                g.as_f64().filter(|g| *g > 0.0).ok_or_else(|| fail("metadata.gap_seconds", format!("is {g}; it must be a positive number of seconds")))?
+            }
             None => return Err(fail("metadata.gap_seconds", format!("missing; {SHAPE}"))),
         };
         let data = match value.get("data") {

@@ -21,13 +21,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut file = BufWriter::new(std::fs::File::create(out)?);
             let mut id = 0u64;
             let mut failed = None;
-            ingest(&[PathBuf::from(input)], &DataConfig::default(), &mut |record| {
-                let line = serde_json::json!({"id": id, "text": normalized_text(&record.sample)});
-                if let Err(e) = writeln!(file, "{line}") {
-                    failed.get_or_insert(e);
-                }
-                id += 1;
-            }, &NoProgress)?;
+            ingest(
+                &[PathBuf::from(input)],
+                &DataConfig::default(),
+                &mut |record| {
+                    let line = serde_json::json!({"id": id, "text": normalized_text(&record.sample)});
+                    if let Err(e) = writeln!(file, "{line}") {
+                        failed.get_or_insert(e);
+                    }
+                    id += 1;
+                },
+                &NoProgress,
+            )?;
             failed.map_or(Ok(()), Err)?;
             file.flush()?;
             eprintln!("exported {id} texts");

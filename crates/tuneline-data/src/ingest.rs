@@ -72,19 +72,15 @@ pub fn resolve_inputs(inputs: &[String], base: &Path) -> Result<Vec<PathBuf>, Da
         let err = |reason: String| DataError::Input { path: input.clone(), reason };
         if input.contains(['*', '?', '[']) {
             let pattern = path.to_string_lossy().into_owned();
-            let matched: Vec<PathBuf> = glob::glob(&pattern)
-                .map_err(|e| err(format!("bad glob: {e}")))?
-                .filter_map(Result::ok)
-                .filter(|p| p.is_file())
-                .collect();
+            let matched: Vec<PathBuf> =
+                glob::glob(&pattern).map_err(|e| err(format!("bad glob: {e}")))?.filter_map(Result::ok).filter(|p| p.is_file()).collect();
             if matched.is_empty() {
                 return Err(err("matches no file".into()));
             }
             files.extend(matched);
         } else if path.is_dir() {
             let entries = std::fs::read_dir(&path).map_err(|e| err(e.to_string()))?;
-            let matched: Vec<PathBuf> =
-                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && is_data_file(p)).collect();
+            let matched: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && is_data_file(p)).collect();
             if matched.is_empty() {
                 return Err(err("directory holds no .jsonl, .json, .csv or .parquet files".into()));
             }
@@ -108,12 +104,7 @@ fn is_data_file(p: &Path) -> bool {
 
 /// Reads, normalizes and cleans every record of `files`, handing kept ones to
 /// `keep`; `progress` advances by the bytes read.
-pub fn ingest(
-    files: &[PathBuf],
-    config: &DataConfig,
-    keep: &mut dyn FnMut(Record),
-    progress: &dyn Progress,
-) -> Result<Ingested, DataError> {
+pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Record), progress: &dyn Progress) -> Result<Ingested, DataError> {
     let names = FieldNames::new(config.fields.clone());
     let cleaner = Cleaner::new(config.clean.clone());
     let mut out = Ingested::default();

@@ -13,5 +13,5 @@ pub mod prepare;
 pub mod read;
 pub mod spill;
 pub mod split;
-pub mod tokenize;
 pub mod stats;
+pub mod tokenize;

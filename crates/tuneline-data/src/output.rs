@@ -25,21 +25,11 @@ const COLUMNS: [&str; 4] = ["input_ids", "labels", "position_ids", "segment_ids"
 
 /// Writes `rows` rows, built by `row(i)` a batch at a time on every core, as
 /// `<dir>/<split>-NNNNN.parquet` shards; returns the file names.
-pub fn write_split(
-    dir: &Path,
-    split: &str,
-    rows: usize,
-    row: impl Fn(usize) -> std::io::Result<Packed> + Sync,
-) -> std::io::Result<Vec<String>> {
+pub fn write_split(dir: &Path, split: &str, rows: usize, row: impl Fn(usize) -> std::io::Result<Packed> + Sync) -> std::io::Result<Vec<String>> {
     let schema = Arc::new(Schema::new(
-        COLUMNS
-            .iter()
-            .map(|name| Field::new(*name, DataType::List(Arc::new(Field::new("item", DataType::Int32, true))), false))
-            .collect::<Vec<_>>(),
+        COLUMNS.iter().map(|name| Field::new(*name, DataType::List(Arc::new(Field::new("item", DataType::Int32, true))), false)).collect::<Vec<_>>(),
     ));
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level")))
-        .build();
+    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid level"))).build();
     let mut names = Vec::new();
     // An empty split still gets one (empty) shard, so readers find its schema.
     let shards = rows.div_ceil(ROWS_PER_SHARD).max(1);

@@ -51,18 +51,18 @@ impl Tokenizer<'_> {
         };
         // Samples that will be dropped are not tokenized past the limit.
         let limit = if self.overflow == Overflow::Drop { self.max_seq_length } else { usize::MAX };
-        let encoded = self
-            .model
-            .encode_within(&text, limit)
-            .map_err(|_| "tokenizer failed")?
-            .ok_or("longer than max_seq_length")?;
+        let encoded = self.model.encode_within(&text, limit).map_err(|_| "tokenizer failed")?.ok_or("longer than max_seq_length")?;
         let labels = encoded
             .ids
             .iter()
             .zip(&encoded.offsets)
             .map(|(&id, &(start, _))| {
                 let trained = self.train_on_inputs || spans.iter().any(|s| s.contains(&start));
-                if trained { id as i32 } else { IGNORE }
+                if trained {
+                    id as i32
+                } else {
+                    IGNORE
+                }
             })
             .collect();
         let input_ids = encoded.ids;

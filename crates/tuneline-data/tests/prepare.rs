@@ -12,8 +12,22 @@ use tuneline_model::{Message, ModelTokenizer};
 
 const TOPICS: [&str; 6] = ["passwords", "refunds", "exports", "invoices", "shipping", "accounts"];
 const WORDS: [&str; 16] = [
-    "quickly", "laptop", "monthly", "team", "locked", "yesterday", "billing", "twice", "mobile", "shared", "export", "urgent",
-    "again", "manager", "backup", "renewal",
+    "quickly",
+    "laptop",
+    "monthly",
+    "team",
+    "locked",
+    "yesterday",
+    "billing",
+    "twice",
+    "mobile",
+    "shared",
+    "export",
+    "urgent",
+    "again",
+    "manager",
+    "backup",
+    "renewal",
 ];
 
 /// 60 distinct conversations, plus an exact copy of the first and a broken line.
@@ -138,8 +152,5 @@ fn a_dataset_held_out_whole_for_eval_says_so() {
     let config = config(dir.path());
     let p = plan(&config, Path::new("."), &[]).unwrap();
     let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        "no samples left after templating, tokenizing and splitting: all 2 went to the eval split (lower data.eval_count or data.eval_fraction)"
-    );
+    assert_eq!(err, "no samples left after templating, tokenizing and splitting: all 2 went to the eval split (lower data.eval_count or data.eval_fraction)");
 }

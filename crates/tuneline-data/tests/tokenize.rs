@@ -17,10 +17,8 @@ fn labels_cover_assistant_replies_only() {
     let sample = chat(&[(Role::System, "You are terse."), (Role::User, "2+2?"), (Role::Assistant, "4")]);
     let t = tok.tokenize(&sample).unwrap();
     // The same ids as transformers' apply_chat_template (reference.json, chat case 3).
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
-    let expected: Vec<u32> =
-        reference["chat_template_cases"][2]["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
+    let expected: Vec<u32> = reference["chat_template_cases"][2]["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     assert_eq!(t.input_ids, expected);
     let trained: Vec<u32> = t.labels.iter().filter(|&&l| l != IGNORE).map(|&l| l as u32).collect();
     assert_eq!(model.decode(&trained).unwrap(), "4<|im_end|>\n");

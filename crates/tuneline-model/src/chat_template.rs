@@ -46,9 +46,7 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", tojson);
-        env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message))
-        });
+        env.add_function("raise_exception", |message: String| -> Result<Value, Error> { Err(Error::new(ErrorKind::InvalidOperation, message)) });
         env.add_template_owned("chat", source.to_string()).map_err(|e| format!("invalid chat template: {e}"))?;
         Ok(Self { env, source: source.to_string(), special })
     }
@@ -92,10 +90,18 @@ struct PythonFormatter;
 
 impl serde_json::ser::Formatter for PythonFormatter {
     fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
     }
     fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")

@@ -46,8 +46,7 @@ fn relative(a: &Tensor, b: &Tensor) -> f32 {
 #[test]
 fn smollm2_as_a_hugging_face_directory_is_the_same_model() {
     let gguf = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
     let tensors = candle_core::safetensors::load(tuneline_testkit::fixture("smollm2/reference.safetensors"), &Device::Cpu).unwrap();
     let case = &reference["logit_cases"][0];
     let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();

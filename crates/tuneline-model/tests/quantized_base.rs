@@ -14,8 +14,7 @@ fn a_quantized_base_computes_what_the_dense_one_does_in_forward_and_backward() {
     let gguf = tuneline_testkit::smollm2_gguf();
     let (dense, quantized) = (Llama::load(&gguf).unwrap(), Llama::load_quantized(&gguf).unwrap());
     let lora = Lora::load(&tuneline_testkit::fixture("smollm2/adapter"), &dense.config, &Device::Cpu).unwrap();
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
     let reference = candle_core::safetensors::load(tuneline_testkit::fixture("smollm2/reference.safetensors"), &Device::Cpu).unwrap();
     let ints = |v: &serde_json::Value| -> Vec<i64> { v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect() };
 

@@ -23,10 +23,7 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 #[test]
 fn smollm2_logits_and_greedy_generation_equal_transformers() {
     let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
-    assert_eq!(
-        (model.config.num_hidden_layers, model.config.hidden_size, model.config.num_key_value_heads, model.config.vocab_size),
-        (30, 576, 3, 49152)
-    );
+    assert_eq!((model.config.num_hidden_layers, model.config.hidden_size, model.config.num_key_value_heads, model.config.vocab_size), (30, 576, 3, 49152));
     let (r, tensors) = reference();
     for (i, case) in r["logit_cases"].as_array().unwrap().iter().enumerate() {
         let logits = model.logits(&ids(&case["ids"]), None).unwrap();

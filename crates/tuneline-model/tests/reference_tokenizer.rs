@@ -34,12 +34,8 @@ fn gguf_chat_template_renders_byte_for_byte() {
     let cases = reference()["chat_template_cases"].as_array().unwrap().clone();
     assert_eq!(cases.len(), 6);
     for case in cases {
-        let messages: Vec<Message> = case["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let messages: Vec<Message> =
+            case["messages"].as_array().unwrap().iter().map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
         let add = case["add_generation_prompt"].as_bool().unwrap();
         let rendered = template.render(&messages, add).unwrap();
         assert_eq!(rendered, case["rendered"].as_str().unwrap(), "{messages:?} add_generation_prompt={add}");

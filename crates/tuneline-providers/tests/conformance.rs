@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tuneline_providers::process::alive;
+use tuneline_cost::simulate::Source;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
+use tuneline_providers::process::alive;
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
 use tuneline_providers::{Offer, Provider};
-use tuneline_cost::simulate::Source;
 
 /// What every provider must do.
 async fn conformance(provider: &dyn Provider) {
@@ -94,7 +94,8 @@ async fn spot_preemption_is_a_notice_then_a_kill() {
 #[tokio::test(flavor = "multi_thread")]
 async fn spot_preemption_follows_a_real_trace_time_scaled() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = tuneline_cost::trace::Trace::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spot-traces/preemption/1-node/aws-04-22-2023")).unwrap();
+    let traces =
+        tuneline_cost::trace::Trace::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spot-traces/preemption/1-node/aws-04-22-2023")).unwrap();
     let longest = traces.iter().flat_map(|t| t.up_intervals()).map(|(s, e)| e - s).fold(0.0, f64::max);
     // The longest stretch alive in any of these traces passes in one second.
     let settings = SpotSettings { source: Source::Traces(traces), speedup: longest * 3600.0, notice: Duration::from_millis(200), seed: 5 };

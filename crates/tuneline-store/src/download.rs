@@ -13,9 +13,9 @@ use crate::error::{Result, StoreError};
 use crate::hashing::{hash_file, CHUNK};
 use crate::key;
 use crate::manifest::FileEntry;
-use tuneline_core::progress::{Progress, Unit};
 use crate::retry::with_backoff;
 use crate::store::ArtifactStore;
+use tuneline_core::progress::{Progress, Unit};
 
 /// What a pull or push moved.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -65,14 +65,7 @@ impl ArtifactStore {
     /// With the committed `sha256`, an interrupted download resumes from its
     /// `.part` file and the result is verified; without one (a raw object that
     /// may have changed since) it starts over and only the size is checked.
-    pub(crate) async fn fetch_once(
-        &self,
-        key: &str,
-        dest: &Path,
-        size: u64,
-        sha256: Option<&str>,
-        progress: &dyn Progress,
-    ) -> Result<u64> {
+    pub(crate) async fn fetch_once(&self, key: &str, dest: &Path, size: u64, sha256: Option<&str>, progress: &dyn Progress) -> Result<u64> {
         let part = part_path(dest);
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|e| StoreError::local(parent, e))?;
@@ -100,12 +93,7 @@ impl ArtifactStore {
             tokio::fs::remove_file(&part).await.map_err(|e| StoreError::local(&part, e))?;
         }
         progress.advance(have);
-        let mut out = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&part)
-            .await
-            .map_err(|e| StoreError::local(&part, e))?;
+        let mut out = tokio::fs::OpenOptions::new().create(true).append(true).open(&part).await.map_err(|e| StoreError::local(&part, e))?;
         let mut downloaded = 0u64;
         let streamed: Result<()> = async {
             if have < size {
@@ -132,11 +120,7 @@ impl ArtifactStore {
             let _ = tokio::fs::remove_file(&part).await;
             return Err(StoreError::Corrupt {
                 key: key.to_string(),
-                what: format!(
-                    "downloaded {} bytes with sha256 {got}, but expected {size} bytes with sha256 {}",
-                    have + downloaded,
-                    sha256.unwrap_or("(any)")
-                ),
+                what: format!("downloaded {} bytes with sha256 {got}, but expected {size} bytes with sha256 {}", have + downloaded, sha256.unwrap_or("(any)")),
             });
         }
         tokio::fs::rename(&part, dest).await.map_err(|e| StoreError::local(dest, e))?;

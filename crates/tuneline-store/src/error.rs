@@ -152,10 +152,7 @@ fn is_connection_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
         let text = c.to_string().to_lowercase();
-        if ["error sending request", "connection refused", "timed out", "dns error", "tcp connect"]
-            .iter()
-            .any(|needle| text.contains(needle))
-        {
+        if ["error sending request", "connection refused", "timed out", "dns error", "tcp connect"].iter().any(|needle| text.contains(needle)) {
             return true;
         }
         cause = c.source();

@@ -48,9 +48,7 @@ impl ArtifactStore {
             let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
             return match self.inner.put_opts(location, body.into(), opts).await {
                 Ok(_) => Ok(Created::Yes),
-                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                    Ok(Created::AlreadyExists)
-                }
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(Created::AlreadyExists),
                 Err(e) => Err(self.err(e)),
             };
         }
@@ -108,10 +106,7 @@ impl ArtifactStore {
         let all: Vec<ObjectMeta> = self.inner.list(Some(claims)).try_collect().await.map_err(|e| self.err(e))?;
         let Some(newest) = all.iter().map(|m| m.last_modified).max() else { return Ok(false) };
         let ttl = chrono::Duration::from_std(CLAIM_TTL).expect("small");
-        let oldest = all
-            .iter()
-            .filter(|m| m.last_modified + ttl >= newest)
-            .min_by(|a, b| (a.last_modified, &a.location).cmp(&(b.last_modified, &b.location)));
+        let oldest = all.iter().filter(|m| m.last_modified + ttl >= newest).min_by(|a, b| (a.last_modified, &a.location).cmp(&(b.last_modified, &b.location)));
         Ok(oldest.is_some_and(|m| &m.location == mine))
     }
 

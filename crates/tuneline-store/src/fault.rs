@@ -12,8 +12,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, UploadPart,
 };
 
 /// A fault to inject.
@@ -49,13 +49,7 @@ pub struct FaultyStore {
 impl FaultyStore {
     /// A wrapper that injects nothing until faults are planned.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self {
-            inner,
-            uploads: AtomicUsize::new(0),
-            downloads: AtomicUsize::new(0),
-            largest_write: Arc::default(),
-            plan: Mutex::new(Vec::new()),
-        }
+        Self { inner, uploads: AtomicUsize::new(0), downloads: AtomicUsize::new(0), largest_write: Arc::default(), plan: Mutex::new(Vec::new()) }
     }
 
     /// Plans `fault` for the transfer `target` names.
@@ -100,7 +94,6 @@ impl FaultyStore {
         })?;
         Some(plan.remove(pos).1)
     }
-
 }
 
 fn injected(what: &str) -> object_store::Error {
@@ -128,11 +121,7 @@ impl ObjectStore for FaultyStore {
         }
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> object_store::Result<Box<dyn MultipartUpload>> {
         let fault = self.take(location, true);
         let inner = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(FaultyUpload { inner, fault, parts: 0, largest_write: self.largest_write.clone() }))
@@ -171,10 +160,7 @@ impl ObjectStore for FaultyStore {
         Ok(GetResult { payload: GetResultPayload::Stream(stream), meta, range, attributes, extensions })
     }
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
+    fn delete_stream(&self, locations: BoxStream<'static, object_store::Result<Path>>) -> BoxStream<'static, object_store::Result<Path>> {
         self.inner.delete_stream(locations)
     }
 

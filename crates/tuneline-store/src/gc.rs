@@ -75,8 +75,7 @@ impl ArtifactStore {
             let reason = match owner {
                 Some(prefix) => {
                     let rel = crate::commit::relative(prefix, k).expect("owner contains it");
-                    (rel != COMMIT_FILE && !listed[prefix].iter().any(|f| f == rel))
-                        .then(|| format!("not listed in {prefix}/COMMIT.json"))
+                    (rel != COMMIT_FILE && !listed[prefix].iter().any(|f| f == rel)).then(|| format!("not listed in {prefix}/COMMIT.json"))
                 }
                 None => in_artifact_slot(k).then(|| "never committed".to_string()),
             };
@@ -91,8 +90,7 @@ impl ArtifactStore {
         removals.sort_by(|a, b| a.key.cmp(&b.key));
         if !opts.dry_run && !doomed.is_empty() {
             // Commit files are deleted first, so nothing half-deleted is ever visible.
-            let (commits, rest): (Vec<Path>, Vec<Path>) =
-                doomed.into_iter().partition(|p| p.as_ref().ends_with(COMMIT_FILE));
+            let (commits, rest): (Vec<Path>, Vec<Path>) = doomed.into_iter().partition(|p| p.as_ref().ends_with(COMMIT_FILE));
             self.delete_all(commits).await?;
             self.delete_all(rest).await?;
         }
@@ -141,9 +139,8 @@ mod tests {
 
     #[test]
     fn rotation_keeps_the_newest_steps_by_number() {
-        let committed: Vec<String> = ["runs/a/checkpoints/100", "runs/a/checkpoints/20", "runs/a/checkpoints/300", "runs/b/checkpoints/5"]
-            .map(String::from)
-            .to_vec();
+        let committed: Vec<String> =
+            ["runs/a/checkpoints/100", "runs/a/checkpoints/20", "runs/a/checkpoints/300", "runs/b/checkpoints/5"].map(String::from).to_vec();
         assert_eq!(rotated_checkpoints(&committed, Some(2)), ["runs/a/checkpoints/20"]);
         assert!(rotated_checkpoints(&committed, None).is_empty());
     }

@@ -10,8 +10,8 @@ use tokio::io::AsyncReadExt;
 
 use crate::error::{Result, StoreError};
 use crate::key;
-use tuneline_core::progress::Progress;
 use crate::store::ArtifactStore;
+use tuneline_core::progress::Progress;
 
 /// Chunk size for local reads.
 pub(crate) const CHUNK: usize = 1024 * 1024;

@@ -18,9 +18,7 @@ pub fn check(key: &str) -> Result<()> {
             "" => return bad("it has an empty segment (`//`)"),
             ".." => return bad("`..` would escape the store prefix"),
             "." => return bad("`.` segments are not allowed"),
-            s if s.chars().any(|c| c.is_control() || c == '\\') => {
-                return bad("it contains a control character or a backslash")
-            }
+            s if s.chars().any(|c| c.is_control() || c == '\\') => return bad("it contains a control character or a backslash"),
             _ => {}
         }
     }

@@ -31,6 +31,6 @@ pub use key::check as check_key;
 pub use listing::{Artifact, Listing};
 pub use location::Location;
 pub use manifest::{Commit, FileEntry, COMMIT_FILE};
-pub use tuneline_core::progress::{NoProgress, Progress};
 pub use store::{ArtifactStore, PART_SIZE};
+pub use tuneline_core::progress::{NoProgress, Progress};
 pub use verify::{FileProblem, Verified};

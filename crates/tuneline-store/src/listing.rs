@@ -50,11 +50,8 @@ impl ArtifactStore {
         let objects = self.list_objects(prefix).await?;
         let sizes: HashMap<&str, u64> = objects.iter().map(|m| (m.location.as_ref(), m.size)).collect();
         let prefixes: Vec<String> = commit_prefixes(objects.iter().map(|m| m.location.as_ref()));
-        let commits: Vec<Commit> = futures::stream::iter(prefixes)
-            .map(|p| async move { self.read_commit(&p).await })
-            .buffered(self.concurrency)
-            .try_collect()
-            .await?;
+        let commits: Vec<Commit> =
+            futures::stream::iter(prefixes).map(|p| async move { self.read_commit(&p).await }).buffered(self.concurrency).try_collect().await?;
         let mut listing = Listing::default();
         for commit in commits {
             let bad: Vec<String> = commit
@@ -81,12 +78,5 @@ impl ArtifactStore {
 
 /// The prefixes that hold a `COMMIT.json`, among `keys` (sorted in, sorted out).
 pub(crate) fn commit_prefixes<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
-    keys.filter_map(|k| {
-        if k == COMMIT_FILE {
-            Some(String::new())
-        } else {
-            k.strip_suffix(COMMIT_FILE)?.strip_suffix('/').map(str::to_string)
-        }
-    })
-    .collect()
+    keys.filter_map(|k| if k == COMMIT_FILE { Some(String::new()) } else { k.strip_suffix(COMMIT_FILE)?.strip_suffix('/').map(str::to_string) }).collect()
 }

@@ -46,8 +46,7 @@ impl Location {
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let valid_bucket = (3..=63).contains(&bucket.len())
-                && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            let valid_bucket = (3..=63).contains(&bucket.len()) && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
             if !valid_bucket {
                 return Err(bad("the bucket name must be 3-63 lowercase letters, digits, `-` or `.`"));
             }
@@ -70,17 +69,11 @@ impl Location {
             Location::Memory => Ok(Arc::new(InMemory::new())),
             Location::File(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| StoreError::local(dir, e))?;
-                let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| StoreError::BadUrl {
-                    url: dir.display().to_string(),
-                    reason: e.to_string(),
-                })?;
+                let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| StoreError::BadUrl { url: dir.display().to_string(), reason: e.to_string() })?;
                 Ok(Arc::new(fs))
             }
             Location::S3 { bucket, prefix } => {
-                let s3 = s3_builder(bucket, config).build().map_err(|e| StoreError::BadUrl {
-                    url: format!("s3://{bucket}"),
-                    reason: e.to_string(),
-                })?;
+                let s3 = s3_builder(bucket, config).build().map_err(|e| StoreError::BadUrl { url: format!("s3://{bucket}"), reason: e.to_string() })?;
                 if prefix.is_empty() {
                     Ok(Arc::new(s3))
                 } else {
@@ -92,10 +85,7 @@ impl Location {
 }
 
 fn s3_builder(bucket: &str, config: &StoreConfig) -> AmazonS3Builder {
-    let client = ClientOptions::new()
-        .with_allow_http(config.allow_http)
-        .with_connect_timeout(config.connect_timeout.0)
-        .with_timeout(config.request_timeout.0);
+    let client = ClientOptions::new().with_allow_http(config.allow_http).with_connect_timeout(config.connect_timeout.0).with_timeout(config.request_timeout.0);
     let retry = RetryConfig {
         backoff: BackoffConfig { init_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(5), base: 2.0 },
         max_retries: config.retries as usize,
@@ -128,22 +118,15 @@ mod tests {
     fn parses_every_scheme() {
         assert_eq!(Location::parse("file://./.tuneline/store").unwrap(), Location::File("./.tuneline/store".into()));
         assert_eq!(Location::parse("/data/store").unwrap(), Location::File("/data/store".into()));
-        assert_eq!(
-            Location::parse("s3://my-bucket/team/a/").unwrap(),
-            Location::S3 { bucket: "my-bucket".into(), prefix: "team/a".into() }
-        );
+        assert_eq!(Location::parse("s3://my-bucket/team/a/").unwrap(), Location::S3 { bucket: "my-bucket".into(), prefix: "team/a".into() });
         assert_eq!(Location::parse("memory://").unwrap(), Location::Memory);
     }
 
     #[test]
     fn rejects_bad_urls_with_a_reason() {
-        for (url, needle) in [
-            ("gs://b/x", "unknown scheme `gs://`"),
-            ("s3://B", "bucket name"),
-            ("s3://bucket/../x", "`..`"),
-            ("file://", "needs a directory"),
-            ("", "empty"),
-        ] {
+        for (url, needle) in
+            [("gs://b/x", "unknown scheme `gs://`"), ("s3://B", "bucket name"), ("s3://bucket/../x", "`..`"), ("file://", "needs a directory"), ("", "empty")]
+        {
             let e = Location::parse(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");
         }

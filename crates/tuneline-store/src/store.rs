@@ -33,13 +33,7 @@ impl ArtifactStore {
 
     /// Wraps any backend (a fault-injecting wrapper, say) with `config`'s transfer settings.
     pub fn from_backend(inner: Arc<dyn ObjectStore>, url: &str, config: &StoreConfig) -> Self {
-        Self {
-            inner,
-            url: url.to_string(),
-            concurrency: config.concurrency.max(1),
-            retries: config.retries,
-            conditional_put: Arc::default(),
-        }
+        Self { inner, url: url.to_string(), concurrency: config.concurrency.max(1), retries: config.retries, conditional_put: Arc::default() }
     }
 
     /// The URL this store was opened from.

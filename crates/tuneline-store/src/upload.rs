@@ -13,9 +13,9 @@ use crate::error::{Result, StoreError};
 use crate::hashing::CHUNK;
 use crate::key;
 use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
-use tuneline_core::progress::{Progress, Unit};
 use crate::retry::with_backoff;
 use crate::store::{ArtifactStore, PART_SIZE};
+use tuneline_core::progress::{Progress, Unit};
 
 /// Multipart parts in flight per file; with [`PART_SIZE`] this bounds memory per upload.
 const PARTS_IN_FLIGHT: usize = 4;
@@ -31,8 +31,7 @@ impl ArtifactStore {
     async fn put_file_once(&self, local: &Path, key: &str, progress: &dyn Progress) -> Result<(u64, String)> {
         let location = key::path(key)?;
         let mut file = tokio::fs::File::open(local).await.map_err(|e| StoreError::local(local, e))?;
-        let mut writer =
-            BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE).with_max_concurrency(PARTS_IN_FLIGHT);
+        let mut writer = BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE).with_max_concurrency(PARTS_IN_FLIGHT);
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         let mut buf = vec![0u8; CHUNK];
@@ -106,9 +105,7 @@ fn local_files(dir: &Path) -> Result<Vec<(String, PathBuf, u64)>> {
             continue;
         }
         let rel = entry.path().strip_prefix(dir).expect("walkdir stays under its root");
-        let rel = rel.to_str().ok_or_else(|| {
-            StoreError::local(entry.path(), std::io::Error::other("file name is not UTF-8; rename it"))
-        })?;
+        let rel = rel.to_str().ok_or_else(|| StoreError::local(entry.path(), std::io::Error::other("file name is not UTF-8; rename it")))?;
         let rel = rel.replace(std::path::MAIN_SEPARATOR, "/");
         if rel == COMMIT_FILE {
             return Err(StoreError::local(entry.path(), std::io::Error::other("COMMIT.json is reserved for the commit manifest")));

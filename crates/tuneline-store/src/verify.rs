@@ -6,8 +6,8 @@ use crate::error::{Result, StoreError};
 use crate::key;
 use crate::listing::commit_prefixes;
 use crate::manifest::FileEntry;
-use tuneline_core::progress::{Progress, Unit};
 use crate::store::ArtifactStore;
+use tuneline_core::progress::{Progress, Unit};
 
 /// One file that does not match its commit.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -42,16 +42,9 @@ impl ArtifactStore {
         for artifact in prefixes {
             let commit = self.read_commit(&artifact).await?;
             progress.start(&format!("verify {artifact}"), commit.total_size(), Unit::Bytes);
-            let problems: Vec<Option<FileProblem>> = futures::stream::iter(&commit.files)
-                .map(|f| self.check_file(&artifact, f, progress))
-                .buffered(self.concurrency)
-                .try_collect()
-                .await?;
-            results.push(Verified {
-                prefix: artifact,
-                files: commit.files.len(),
-                problems: problems.into_iter().flatten().collect(),
-            });
+            let problems: Vec<Option<FileProblem>> =
+                futures::stream::iter(&commit.files).map(|f| self.check_file(&artifact, f, progress)).buffered(self.concurrency).try_collect().await?;
+            results.push(Verified { prefix: artifact, files: commit.files.len(), problems: problems.into_iter().flatten().collect() });
         }
         Ok(results)
     }

@@ -12,9 +12,7 @@ use rand::{RngCore, SeedableRng};
 use tempfile::TempDir;
 use tuneline_core::config::StoreConfig;
 use tuneline_store::fault::{Fault, FaultyStore, Target};
-use tuneline_store::{
-    hash_file, part_path, ArtifactStore, FileEntry, GcOptions, Location, NoProgress, StoreError, PART_SIZE,
-};
+use tuneline_store::{hash_file, part_path, ArtifactStore, FileEntry, GcOptions, Location, NoProgress, StoreError, PART_SIZE};
 
 /// Larger than two parts, so uploads go multipart.
 const BIG: usize = 20 * 1024 * 1024 + 12345;
@@ -211,8 +209,7 @@ async fn checksums_catch_corruption_and_loss(b: Backend) {
     b.raw.put(&"models/m/v2/small.txt".into(), b"HELLO, STORE\n".to_vec().into()).await.unwrap();
     b.raw.delete(&"models/m/v2/nested/config.json".into()).await.unwrap();
     let report = store.verify("models/m/v2", &NoProgress).await.unwrap();
-    let problems: Vec<(String, String)> =
-        report[0].problems.iter().map(|p| (p.key.clone(), p.problem.split(',').next().unwrap().to_string())).collect();
+    let problems: Vec<(String, String)> = report[0].problems.iter().map(|p| (p.key.clone(), p.problem.split(',').next().unwrap().to_string())).collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert_eq!(problems[0].0, "models/m/v2/nested/config.json");
     assert_eq!(problems[0].1, "missing");
@@ -286,24 +283,30 @@ async fn gc_removes_leftovers_and_rotates_checkpoints(b: Backend) {
     let opts = GcOptions { dry_run: true, older_than: Duration::ZERO, save_total_limit: Some(2) };
     let planned = store.gc(&opts).await.unwrap();
     let keys: Vec<(&str, &str)> = planned.iter().map(|r| (r.key.as_str(), r.reason.as_str())).collect();
-    assert_eq!(keys, [
-        ("runs/r/checkpoints/100/", "past save_total_limit"),
-        ("runs/r/checkpoints/200/", "past save_total_limit"),
-        ("runs/r/checkpoints/400/stray.bin", "not listed in runs/r/checkpoints/400/COMMIT.json"),
-        ("runs/r/checkpoints/500/adapter.bin", "never committed"),
-    ]);
+    assert_eq!(
+        keys,
+        [
+            ("runs/r/checkpoints/100/", "past save_total_limit"),
+            ("runs/r/checkpoints/200/", "past save_total_limit"),
+            ("runs/r/checkpoints/400/stray.bin", "not listed in runs/r/checkpoints/400/COMMIT.json"),
+            ("runs/r/checkpoints/500/adapter.bin", "never committed"),
+        ]
+    );
     assert_eq!(store.list_committed("runs").await.unwrap().artifacts.len(), 4, "a dry run removes nothing");
 
     let done = store.gc(&GcOptions { dry_run: false, ..opts }).await.unwrap();
     assert_eq!(done, planned);
     let left: Vec<String> = store.list_objects("runs").await.unwrap().into_iter().map(|m| m.location.to_string()).collect();
-    assert_eq!(left, [
-        "runs/r/checkpoints/300/COMMIT.json",
-        "runs/r/checkpoints/300/adapter.bin",
-        "runs/r/checkpoints/400/COMMIT.json",
-        "runs/r/checkpoints/400/adapter.bin",
-        "runs/r/metrics.jsonl",
-    ]);
+    assert_eq!(
+        left,
+        [
+            "runs/r/checkpoints/300/COMMIT.json",
+            "runs/r/checkpoints/300/adapter.bin",
+            "runs/r/checkpoints/400/COMMIT.json",
+            "runs/r/checkpoints/400/adapter.bin",
+            "runs/r/metrics.jsonl",
+        ]
+    );
 }
 
 async fn keys_cannot_escape_the_store(b: Backend) {

@@ -85,9 +85,7 @@ fn start() -> Result<Garage, String> {
     let admin = |args: &[&str]| loop {
         match admin(&bin, &config, args) {
             Ok(out) => return Ok(out),
-            Err(e) if Instant::now() > deadline => {
-                return Err(format!("Garage did not come up: {e}; see {}/server.log", dir.display()))
-            }
+            Err(e) if Instant::now() > deadline => return Err(format!("Garage did not come up: {e}; see {}/server.log", dir.display())),
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     };
@@ -99,9 +97,7 @@ fn start() -> Result<Garage, String> {
     admin(&["bucket", "create", &bucket])?;
     let key = admin(&["key", "create", "tuneline-test-key"])?;
     let field = |name: &str| {
-        key.lines()
-            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
-            .ok_or_else(|| format!("`garage key create` printed no `{name}`:\n{key}"))
+        key.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string())).ok_or_else(|| format!("`garage key create` printed no `{name}`:\n{key}"))
     };
     let (key_id, secret) = (field("Key ID:")?, field("Secret key:")?);
     admin(&["bucket", "allow", "--read", "--write", "--owner", &bucket, "--key", "tuneline-test-key"])?;
@@ -109,13 +105,7 @@ fn start() -> Result<Garage, String> {
 }
 
 fn admin(bin: &Path, config: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(bin)
-        .arg("-c")
-        .arg(config)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
+    let out = Command::new(bin).arg("-c").arg(config).args(args).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

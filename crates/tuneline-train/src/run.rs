@@ -8,11 +8,11 @@
 //! (or not started), and the last finished one is committed instead, even if
 //! that runs past the grace period; that step's eval loss is skipped.
 
-use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use tuneline_core::layout;
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -142,13 +142,7 @@ pub enum RunEvent<'a> {
 }
 
 /// Trains `trainer` to its last step under `spec`, telling `on_event` what happens.
-pub fn run(
-    trainer: &mut Trainer,
-    eval_rows: &[Row],
-    spec: &RunSpec,
-    handle: &Handle,
-    on_event: &mut dyn FnMut(RunEvent),
-) -> Result<Ended, RunError> {
+pub fn run(trainer: &mut Trainer, eval_rows: &[Row], spec: &RunSpec, handle: &Handle, on_event: &mut dyn FnMut(RunEvent)) -> Result<Ended, RunError> {
     std::fs::create_dir_all(&spec.work)?;
     let start = match &spec.resume {
         Resume::Fresh => None,
@@ -279,4 +273,3 @@ fn append_metric(path: &Path, log: &StepLog) -> std::io::Result<()> {
     line.push(b'\n');
     file.write_all(&line)
 }
-

@@ -12,7 +12,7 @@ use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
-use tuneline_api::{exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, StepLog, Start, TrainerEvent};
+use tuneline_api::{exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog, TrainerEvent};
 use tuneline_providers::process::{signal, spawn_tied};
 
 /// Stderr lines kept to explain a failure.
@@ -193,7 +193,9 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         (_, false, true) => (Outcome::Preempted, None),
         (Some(code), false, false) if code == i32::from(exit::PREEMPTED) => (Outcome::Preempted, None),
         (Some(code), false, false) if code == i32::from(exit::BAD_INPUT) => (Outcome::UserError, Some(explained())),
-        (code, false, false) => (Outcome::InfraError, Some(format!("the trainer exited with {}: {}", code.map_or("a signal".to_string(), |c| format!("code {c}")), explained()))),
+        (code, false, false) => {
+            (Outcome::InfraError, Some(format!("the trainer exited with {}: {}", code.map_or("a signal".to_string(), |c| format!("code {c}")), explained())))
+        }
     };
     tracing::info!("job {id}: {}", outcome.as_str());
     let last = progress.beat(id);
@@ -275,9 +277,9 @@ async fn release(client: &Client, worker: i64, job: i64, outcome: Outcome, messa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tuneline_api::{CommandSpec, JobSubmit, State, WorkerRegister};
     use tuneline_control::api::Timing;
     use tuneline_control::check::StoreCheck;
-    use tuneline_api::{CommandSpec, JobSubmit, State, WorkerRegister};
     use tuneline_control::serve::Server;
 
     #[tokio::test]

@@ -4,9 +4,9 @@
 //! `trainer_state.json` (written last) is there and its files have not
 //! changed between two looks (or the trainer has exited).
 
-use tuneline_core::layout;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use tuneline_core::layout;
 
 use tuneline_store::{ArtifactStore, NoProgress, StoreError};
 

@@ -7,9 +7,9 @@
 //! - `command`: the job's argv, with `TUNELINE_*` variables, and
 //!   `--resume_from_checkpoint <dir>` when a checkpoint exists.
 
-use tuneline_core::layout;
 use std::path::PathBuf;
 use std::time::Duration;
+use tuneline_core::layout;
 
 use tuneline_api::{Job, JobSpec};
 use tuneline_core::config::{Config, StoreConfig};

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use resources::Gpu;
 use tuneline_api::client::{Client, ClientError};
 use tuneline_api::WorkerRegister;
-use resources::Gpu;
 
 /// How a worker is set up.
 #[derive(Debug, Clone)]

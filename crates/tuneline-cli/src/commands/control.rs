@@ -11,13 +11,13 @@ use tokio::task::JoinHandle;
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
-use tuneline_providers::local::{LocalProvider, LocalSettings};
-use tuneline_providers::spot::{SpotProvider, SpotSettings};
-use tuneline_providers::{Offer, Provider};
 use tuneline_control::serve::Server;
 use tuneline_core::config::Config;
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
+use tuneline_providers::local::{LocalProvider, LocalSettings};
+use tuneline_providers::spot::{SpotProvider, SpotSettings};
+use tuneline_providers::{Offer, Provider};
 
 use crate::exit::{CliResult, Failure};
 
@@ -50,7 +50,8 @@ impl ControlPlane {
     pub async fn start(config: &Config, state_dir: &Path, listen: &str) -> CliResult<Self> {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
-        let timing = Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
+        let timing =
+            Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, listen, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
         let Some((provider, offer)) = provider(config, state_dir, &server)? else {
             return Ok(Self { server, autoscaler: None, scaling: None });

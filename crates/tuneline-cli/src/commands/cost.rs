@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
+use tuneline_api::{now, Job};
 use tuneline_control::db::Db;
 use tuneline_control::report::{report, CostReport, Prices};
-use tuneline_api::{now, Job};
 use tuneline_core::config::Config;
 
 use crate::cli::{CostCommand, Global};
@@ -64,7 +64,10 @@ pub fn print_report(global: &Global, job: &Job, r: &CostReport) {
     println!("  wall hours          {:.4} h billed", r.wall_hours);
     println!("  effective hours     {:.4} h computing kept steps", r.effective_hours);
     println!("  utilization         {:.1}%", r.utilization * 100.0);
-    println!("  steps               {} computed, {} kept, {} lost (at most {} per preemption)", r.steps_computed, r.steps_committed, r.steps_lost, r.max_lost_per_preemption);
+    println!(
+        "  steps               {} computed, {} kept, {} lost (at most {} per preemption)",
+        r.steps_computed, r.steps_committed, r.steps_lost, r.max_lost_per_preemption
+    );
     println!("  compute             ${:.4}", r.compute_usd);
     println!("  storage             ${:.6} ({} up)", r.storage_usd, indicatif::HumanBytes(r.bytes_up));
     println!("  egress              ${:.6} ({} down)", r.egress_usd, indicatif::HumanBytes(r.bytes_down));

@@ -1,7 +1,7 @@
 //! `tuneline data prepare | show | ls`.
 
-use tuneline_core::layout;
 use std::path::PathBuf;
+use tuneline_core::layout;
 
 use indicatif::HumanBytes;
 use tuneline_data::prepare::{build, plan, Manifest, MANIFEST};
@@ -87,12 +87,7 @@ pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_c
 /// name plain objects, or every object under a prefix, uploaded with any tool
 /// (same endpoint and credentials as the store). Both are brought into the
 /// local cache, which skips files already current, and read from there.
-async fn fetch_store_inputs(
-    global: &Global,
-    store: &ArtifactStore,
-    config: &tuneline_core::config::Config,
-    inputs: &[String],
-) -> CliResult<Vec<String>> {
+async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult<Vec<String>> {
     let cache = PathBuf::from(".tuneline/cache/inputs");
     let mut local = Vec::with_capacity(inputs.len());
     for input in inputs {
@@ -171,7 +166,15 @@ fn render(m: &Manifest) -> String {
     section(&mut out, "rejected", &s.input.rejected);
     section(&mut out, "removed", &s.clean.removed);
     let d = &s.dedup;
-    let _ = writeln!(out, "dedup        {:>9}  ({} exact, {} near; {} clusters, largest {})", d.exact_removed + d.near_removed, d.exact_removed, d.near_removed, d.clusters, d.largest_cluster);
+    let _ = writeln!(
+        out,
+        "dedup        {:>9}  ({} exact, {} near; {} clusters, largest {})",
+        d.exact_removed + d.near_removed,
+        d.exact_removed,
+        d.near_removed,
+        d.clusters,
+        d.largest_cluster
+    );
     section(&mut out, "dropped", &s.tokenize.removed);
     for (role, n) in &s.input.unknown_roles {
         let _ = writeln!(out, "  unknown role `{role}`: {n}");

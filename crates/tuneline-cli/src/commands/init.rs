@@ -16,10 +16,7 @@ pub fn run(args: &InitArgs, json: bool) -> CliResult {
     std::fs::create_dir_all(dir).map_err(|e| Failure::input(format!("cannot create {}: {e}", dir.display())))?;
     let config = dir.join("tuneline.toml");
     if config.exists() && !args.force {
-        return Err(Failure::input(format!(
-            "{} already exists; pass --force to overwrite it",
-            config.display()
-        )));
+        return Err(Failure::input(format!("{} already exists; pass --force to overwrite it", config.display())));
     }
     let text = TEMPLATE.replace("name = \"my-project\"", &format!("name = \"{}\"", project_name(dir)));
     write(&config, &text)?;
@@ -48,14 +45,8 @@ fn write(path: &Path, text: &str) -> CliResult {
 
 /// The directory's name, kept to the characters a project name allows.
 fn project_name(dir: &Path) -> String {
-    let name = std::fs::canonicalize(dir)
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    let clean: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_".contains(c) { c.to_ascii_lowercase() } else { '-' })
-        .collect();
+    let name = std::fs::canonicalize(dir).ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_default();
+    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_".contains(c) { c.to_ascii_lowercase() } else { '-' }).collect();
     let clean = clean.trim_matches('-').to_string();
     if clean.is_empty() {
         "my-project".to_string()

@@ -67,9 +67,8 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
     let t = &config.training;
     let seq_len = args.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
     let micro_batch = args.batch.unwrap_or(t.per_device_train_batch_size as u64);
-    let steps = args.steps.or(t.max_steps).ok_or_else(|| {
-        Failure::input("the plan needs the run's length: set [training] max_steps in the config or pass --steps")
-    })?;
+    let steps =
+        args.steps.or(t.max_steps).ok_or_else(|| Failure::input("the plan needs the run's length: set [training] max_steps in the config or pass --steps"))?;
     let names: Vec<&str> = model.linear_modules().iter().map(|m| m.0).collect();
     if let Some(bad) = config.lora.target_modules.iter().find(|t| !names.contains(&t.as_str())) {
         return Err(Failure::input(format!("lora.target_modules: `{bad}` is not a module of the model; it has {}", names.join(", "))));
@@ -238,7 +237,18 @@ pub fn auto_save_steps(config: &Config) -> Result<(u64, String), String> {
     if !table.spot {
         return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
     }
-    let args = PlanArgs { model: None, quant: None, max_seq_length: None, batch: None, steps: None, gpu: None, phase: None, no_gradient_checkpointing: false, optim: "adamw_torch".into(), top: 0 };
+    let args = PlanArgs {
+        model: None,
+        quant: None,
+        max_seq_length: None,
+        batch: None,
+        steps: None,
+        gpu: None,
+        phase: None,
+        no_gradient_checkpointing: false,
+        optim: "adamw_torch".into(),
+        top: 0,
+    };
     let job = job(config, &args).map_err(|e| e.message)?;
     let today = chrono::Utc::now().date_naive();
     let e = estimate_offer(&job, offer, Market::Spot, &catalog, today, max_age_days(config));
@@ -330,10 +340,7 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     }
     let stale = plan.ranked.iter().filter(|e| e.stale_days.is_some()).count();
     if stale > 0 {
-        let _ = writeln!(
-            out,
-            "* {stale} offer(s) with prices older than {max_age} days: check them with the provider, or override them in [cost] catalog"
-        );
+        let _ = writeln!(out, "* {stale} offer(s) with prices older than {max_age} days: check them with the provider, or override them in [cost] catalog");
     }
     out
 }

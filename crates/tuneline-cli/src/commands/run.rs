@@ -5,9 +5,9 @@
 //! and exit with the run's status. Run again after an interruption: the job
 //! in the state database and its committed checkpoints carry on.
 
-use tuneline_core::layout;
 use std::path::PathBuf;
 use std::time::Duration;
+use tuneline_core::layout;
 
 use candle_core::DType;
 use tuneline_api::{Client, Job, JobSpec, JobSubmit, State, TrainSpec};
@@ -154,8 +154,5 @@ async fn evaluate(config: &Config, device: &candle_core::Device, store: &Artifac
     })
     .map_err(failed)?;
     let change = (tuned_loss - base_loss) / base_loss * 100.0;
-    Ok(format!(
-        "eval loss on {} held-out rows: base {base_loss:.4}, tuned {tuned_loss:.4} ({change:+.1}%); adapter at {prefix} (step {step})",
-        eval_rows.len()
-    ))
+    Ok(format!("eval loss on {} held-out rows: base {base_loss:.4}, tuned {tuned_loss:.4} ({change:+.1}%); adapter at {prefix} (step {step})", eval_rows.len()))
 }

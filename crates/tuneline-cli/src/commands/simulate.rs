@@ -1,8 +1,8 @@
 //! `tuneline simulate`: spot preemptions, from a Poisson rate or real
 //! traces, replayed against checkpoint strategies.
 
-use tuneline_cost::eth::eth;
 use serde::Serialize;
+use tuneline_cost::eth::eth;
 use tuneline_cost::simulate::{no_checkpoint_crossover, simulate as replay, SimJob, Source, Strategy, Summary};
 use tuneline_cost::trace::Trace;
 
@@ -45,7 +45,9 @@ pub fn simulate(global: &Global, args: &SimulateArgs) -> CliResult {
     }
     let what = match &source {
         Source::Poisson { .. } => "Poisson preemptions".to_string(),
-        Source::Traces(t) => format!("{} trace(s), {:.0} h, {} preemptions", t.len(), t.iter().map(Trace::hours).sum::<f64>(), t.iter().map(Trace::preemptions).sum::<usize>()),
+        Source::Traces(t) => {
+            format!("{} trace(s), {:.0} h, {} preemptions", t.len(), t.iter().map(Trace::hours).sum::<f64>(), t.iter().map(Trace::preemptions).sum::<usize>())
+        }
     };
     println!(
         "{:.1} h of work at ${:.3}/h; {what}, one every {mtbf_h:.2} h; C = {:.0} s, R = {:.0} s; {} runs each, deadline {:.0} h",
@@ -57,7 +59,10 @@ pub fn simulate(global: &Global, args: &SimulateArgs) -> CliResult {
         job.deadline_h
     );
     println!();
-    println!("{:<22} {:>10} {:>8} {:>8} {:>9} {:>8} {:>8} {:>12} {:>8}", "strategy", "completed", "wall h", "$", "eff. h", "ETH $", "preempt", "lost h", "every");
+    println!(
+        "{:<22} {:>10} {:>8} {:>8} {:>9} {:>8} {:>8} {:>12} {:>8}",
+        "strategy", "completed", "wall h", "$", "eff. h", "ETH $", "preempt", "lost h", "every"
+    );
     for r in &rows {
         println!(
             "{:<22} {:>9.1}% {:>8.1} {:>8.2} {:>9.2} {:>8.3} {:>8.1} {:>12.2} {:>8}",

@@ -17,9 +17,7 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
     match command {
         StoreCommand::Ls { prefix } => ls(global, &store, prefix).await,
         StoreCommand::Push { local_dir, prefix } => {
-            let (commit, secs) =
-                with_progress(global, &format!("push {prefix}"), async |p| store.push_dir(local_dir, prefix, p).await)
-                    .await?;
+            let (commit, secs) = with_progress(global, &format!("push {prefix}"), async |p| store.push_dir(local_dir, prefix, p).await).await?;
             if global.json {
                 print_json(&serde_json::json!({ "commit": commit, "seconds": secs }));
             } else {
@@ -34,8 +32,7 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
             Ok(())
         }
         StoreCommand::Pull { prefix, local_dir } => {
-            let (report, secs) =
-                with_progress(global, &format!("pull {prefix}"), async |p| store.pull(prefix, local_dir, p).await).await?;
+            let (report, secs) = with_progress(global, &format!("pull {prefix}"), async |p| store.pull(prefix, local_dir, p).await).await?;
             if global.json {
                 print_json(&serde_json::json!({ "report": report, "seconds": secs }));
             } else {
@@ -52,11 +49,7 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
         }
         StoreCommand::Verify { prefix } => verify(global, &store, prefix).await,
         StoreCommand::Gc { dry_run, older_than } => {
-            let opts = GcOptions {
-                dry_run: *dry_run,
-                older_than: *older_than,
-                save_total_limit: loaded.config.training.save_total_limit,
-            };
+            let opts = GcOptions { dry_run: *dry_run, older_than: *older_than, save_total_limit: loaded.config.training.save_total_limit };
             let removals = store.gc(&opts).await?;
             if global.json {
                 print_json(&serde_json::json!({ "dry_run": dry_run, "removals": removals }));
@@ -95,8 +88,7 @@ async fn ls(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
 }
 
 async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
-    let (results, _) =
-        with_progress(global, &format!("verify {prefix}"), async |p| store.verify(prefix, p).await).await?;
+    let (results, _) = with_progress(global, &format!("verify {prefix}"), async |p| store.verify(prefix, p).await).await?;
     let bad: usize = results.iter().map(|r| r.problems.len()).sum();
     if global.json {
         print_json(&serde_json::json!({ "ok": bad == 0, "artifacts": results }));
@@ -117,11 +109,7 @@ async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResu
 }
 
 /// Runs a transfer while showing its progress; returns its result and the seconds it took.
-async fn with_progress<T>(
-    global: &Global,
-    what: &str,
-    transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>,
-) -> CliResult<(T, f64)> {
+async fn with_progress<T>(global: &Global, what: &str, transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>) -> CliResult<(T, f64)> {
     let shown = Shown::new(what, global.quiet || global.json);
     let started = Instant::now();
     let result = transfer(&shown).await;

@@ -1,14 +1,14 @@
 //! `tuneline train`: LoRA training in this process, on the newest committed
 //! version of `[data] name`, checkpointed to the store and resumed from it.
 
-use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tuneline_core::layout;
 
+use candle_core::Device;
 use sha2::{Digest, Sha256};
 use tuneline_api::TrainerEvent;
-use candle_core::Device;
 use tuneline_core::config::{ComputeDevice, Config, SaveSteps};
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_data::prepare::{Manifest, MANIFEST};
@@ -93,19 +93,18 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     shown.start("steps", max_steps, Unit::Items);
     let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global, &shown)));
     shown.finish();
-    let ended = ended
-        .map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let ended = ended.map_err(|e| Failure { code: 1, message: e.to_string() })?;
     match ended {
         Ended::Completed { steps } => {
             println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/{}/", store.url().trim_end_matches('/'), layout::checkpoint(&run_id, steps));
             Ok(())
         }
-        Ended::Stopped { step: 0 } => Err(Failure::preempted(format!(
-            "run {run_id} stopped on SIGTERM before its first step; run the same command again to start it"
-        ))),
-        Ended::Stopped { step } => Err(Failure::preempted(format!(
-            "run {run_id} stopped on SIGTERM after committing step {step}; run the same command again to resume"
-        ))),
+        Ended::Stopped { step: 0 } => {
+            Err(Failure::preempted(format!("run {run_id} stopped on SIGTERM before its first step; run the same command again to start it")))
+        }
+        Ended::Stopped { step } => {
+            Err(Failure::preempted(format!("run {run_id} stopped on SIGTERM after committing step {step}; run the same command again to resume")))
+        }
     }
 }
 
@@ -172,7 +171,9 @@ pub fn lora_settings(config: &Config) -> LoraSettings {
 pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
     let prefix = match pinned {
         Some(prefix) if store.is_committed(prefix).await? => prefix.to_string(),
-        Some(prefix) => return Err(Failure::input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url()))),
+        Some(prefix) => {
+            return Err(Failure::input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url())))
+        }
         None => {
             let name = &config.data.name;
             let listing = store.list_committed(&layout::datasets(name)).await?;

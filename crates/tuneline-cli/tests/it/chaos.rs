@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use tuneline_control::db::Db;
 use tuneline_api::Job;
+use tuneline_control::db::Db;
 
 use crate::common::{Killed, TestContext};
 
@@ -88,7 +88,8 @@ fn processes_in(dir: &Path) -> Vec<String> {
 
 /// Both runs' and every worker's logs, to explain a failed assertion.
 fn logs(ctx: &TestContext) -> String {
-    let mut files: Vec<_> = std::fs::read_dir(ctx.path(".tuneline/control/workers")).unwrap().filter_map(Result::ok).map(|e| e.path().join("worker.log")).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(ctx.path(".tuneline/control/workers")).unwrap().filter_map(Result::ok).map(|e| e.path().join("worker.log")).collect();
     files.sort();
     files.splice(0..0, ["first.err", "second.err"].map(|f| ctx.path(f)));
     files.iter().map(|f| format!("--- {}\n{}", f.display(), std::fs::read_to_string(f).unwrap_or_default())).collect()

@@ -126,5 +126,8 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
     assert!(bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"), "the trainer's last lines explain it: {bad_input:?}");
     assert_eq!((crashed.state, crashed.attempts_used, crashed.attempts.len()), (State::Failed, 3, 3), "retried up to max_attempts: {crashed:?}");
     assert!(crashed.error.as_deref().unwrap_or_default().contains("out of attempts: 3 of 3 used"), "{crashed:?}");
-    assert!(crashed.attempts.iter().all(|a| a.error.as_deref().unwrap_or_default().contains("exited with code 1")), "each attempt keeps its error: {crashed:?}");
+    assert!(
+        crashed.attempts.iter().all(|a| a.error.as_deref().unwrap_or_default().contains("exited with code 1")),
+        "each attempt keeps its error: {crashed:?}"
+    );
 }

@@ -63,7 +63,10 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     assert!(out.contains("packing efficiency"), "{out}");
 
     // Changed data is a new version; the old one stays.
-    ctx.write("data/more.jsonl", r#"{"messages": [{"role": "user", "content": "Where is my refund?"}, {"role": "assistant", "content": "It was sent today."}]}"#);
+    ctx.write(
+        "data/more.jsonl",
+        r#"{"messages": [{"role": "user", "content": "Where is my refund?"}, {"role": "assistant", "content": "It was sent today."}]}"#,
+    );
     let (_, out, _) = ctx.run(&["data", "prepare"]);
     assert!(out.contains(" committed "), "{out}");
     let (_, out, _) = ctx.run(&["data", "ls"]);

@@ -6,7 +6,9 @@ use crate::common::TestContext;
 fn top_level_help_lists_commands_and_exit_codes() {
     let (code, out, _) = TestContext::new().run(&["--help"]);
     assert_eq!(code, 0);
-    for needle in ["init", "config", "store", "data", "train", "plan", "simulate", "Exit codes:", "3  verification found corrupt or missing files", "4  preempted"] {
+    for needle in
+        ["init", "config", "store", "data", "train", "plan", "simulate", "Exit codes:", "3  verification found corrupt or missing files", "4  preempted"]
+    {
         assert!(out.contains(needle), "help lacks {needle:?}:\n{out}");
     }
 }

@@ -40,7 +40,8 @@ fn phases_follow_the_decision_matrix() {
     let validation = plan_json(&ctx, &["--phase", "validation"]);
     let ranked = validation["plan"]["ranked"].as_array().unwrap();
     assert!(!ranked.is_empty() && ranked.iter().all(|e| e["market"] == "on-demand" && !e["hardware"].as_str().unwrap().contains("vCPU")));
-    let (code, out, err) = ctx.run(&["plan", "--model", "smollm2-135m", "--steps", "100", "--max-seq-length", "256", "--batch", "1", "--phase", "delivery", "--json"]);
+    let (code, out, err) =
+        ctx.run(&["plan", "--model", "smollm2-135m", "--steps", "100", "--max-seq-length", "256", "--batch", "1", "--phase", "delivery", "--json"]);
     assert_eq!(code, 0, "{err}");
     let delivery: Value = serde_json::from_str(&out).unwrap();
     let ranked = delivery["plan"]["ranked"].as_array().unwrap();

@@ -75,12 +75,10 @@ fn gc_dry_run_lists_and_gc_removes_per_save_total_limit() {
     let (code, _, _) = ctx.run(&["store", "gc", "--older-than", "0s"]);
     assert_eq!(code, 0);
     let left = files_under(&ctx.path(".tuneline/store/runs"));
-    assert_eq!(left, [
-        "r1/checkpoints/20/COMMIT.json",
-        "r1/checkpoints/20/adapter_model.safetensors",
-        "r1/checkpoints/20/trainer_state.json",
-        "r1/metrics.jsonl",
-    ]);
+    assert_eq!(
+        left,
+        ["r1/checkpoints/20/COMMIT.json", "r1/checkpoints/20/adapter_model.safetensors", "r1/checkpoints/20/trainer_state.json", "r1/metrics.jsonl",]
+    );
 }
 
 #[test]

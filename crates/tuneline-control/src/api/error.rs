@@ -56,9 +56,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = Failure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("unreadable request body: {e}")))?;
+        let bytes =
+            axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("unreadable request body: {e}")))?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         match serde_path_to_error::deserialize(&mut de) {
             Ok(value) => Ok(Body(value)),

@@ -40,9 +40,10 @@ pub struct ListQuery {
 pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
     let state = match q.state.as_deref() {
         None => None,
-        Some(name) => Some(JobState::parse(name).ok_or_else(|| {
-            Failure::bad("state", format!("state: `{name}` is not one of queued, leased, running, succeeded, failed, cancelled"))
-        })?),
+        Some(name) => Some(
+            JobState::parse(name)
+                .ok_or_else(|| Failure::bad("state", format!("state: `{name}` is not one of queued, leased, running, succeeded, failed, cancelled")))?,
+        ),
     };
     Ok(Json(shared.db().list(state)?))
 }

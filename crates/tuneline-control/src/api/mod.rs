@@ -25,8 +25,8 @@ use axum::Router;
 use tokio::sync::Notify;
 
 use crate::db::Db;
-use tuneline_api::JobSubmit;
 use error::Failure;
+use tuneline_api::JobSubmit;
 
 /// Checks a submitted job against the world: its dataset version and model exist.
 #[async_trait::async_trait]

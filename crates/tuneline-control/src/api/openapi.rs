@@ -38,7 +38,12 @@ struct CommonErrors;
 impl Modify for CommonErrors {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::{Ref, ResponseBuilder};
-        let error = |what: &str| ResponseBuilder::new().description(what).content("application/json", utoipa::openapi::ContentBuilder::new().schema(Some(Ref::from_schema_name("ApiError"))).build()).build();
+        let error = |what: &str| {
+            ResponseBuilder::new()
+                .description(what)
+                .content("application/json", utoipa::openapi::ContentBuilder::new().schema(Some(Ref::from_schema_name("ApiError"))).build())
+                .build()
+        };
         for (path, item) in openapi.paths.paths.iter_mut() {
             let operations = [&mut item.get, &mut item.post].into_iter().flatten();
             for op in operations {

@@ -178,8 +178,11 @@ pub const POLICY: RetryPolicy = RetryPolicy::SERVER;
 /// that the attempts used count it.
 fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> {
     let job = get(tx, id)?;
-    let to = next(job.state, event, job.attempts_used, job.max_attempts, &POLICY)
-        .ok_or_else(|| DbError::Transition { job: id, from: job.state, event: format!("{event:?}") })?;
+    let to = next(job.state, event, job.attempts_used, job.max_attempts, &POLICY).ok_or_else(|| DbError::Transition {
+        job: id,
+        from: job.state,
+        event: format!("{event:?}"),
+    })?;
     let error = match (to, event) {
         (State::Failed, Event::UserError(e)) => Some(e.clone()),
         (State::Failed, _) => Some(format!(
@@ -191,10 +194,7 @@ fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> 
         _ => None,
     };
     let worker = if matches!(to, State::Leased | State::Running) { job.worker } else { None };
-    tx.execute(
-        "UPDATE jobs SET state = ?2, error = ?3, worker = ?4, updated_at = ?5 WHERE id = ?1",
-        params![id, to.as_str(), error, worker, now()],
-    )?;
+    tx.execute("UPDATE jobs SET state = ?2, error = ?3, worker = ?4, updated_at = ?5 WHERE id = ?1", params![id, to.as_str(), error, worker, now()])?;
     get(tx, id)
 }
 
@@ -220,7 +220,15 @@ fn decode(conn: &Connection, (id, kind, spec, state, max_attempts, worker, error
 fn attempts(conn: &Connection, id: i64) -> Result<Vec<Attempt>, DbError> {
     let mut stmt = conn.prepare_cached("SELECT worker, started_at, ended_at, start_step, max_step, outcome, error FROM segments WHERE job = ?1 ORDER BY id")?;
     let rows = stmt.query_map([id], |r| {
-        Ok(Attempt { worker: r.get(0)?, started_at: r.get(1)?, ended_at: r.get(2)?, start_step: r.get(3)?, max_step: r.get(4)?, outcome: r.get(5)?, error: r.get(6)? })
+        Ok(Attempt {
+            worker: r.get(0)?,
+            started_at: r.get(1)?,
+            ended_at: r.get(2)?,
+            start_step: r.get(3)?,
+            max_step: r.get(4)?,
+            outcome: r.get(5)?,
+            error: r.get(6)?,
+        })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

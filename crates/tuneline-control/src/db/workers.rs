@@ -16,7 +16,8 @@ fn worker(row: &Row) -> rusqlite::Result<Worker> {
         info: serde_json::from_str(&info).unwrap_or_default(),
         state: {
             let name: String = row.get(2)?;
-            WorkerState::parse(&name).ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("unknown worker state `{name}`").into()))?
+            WorkerState::parse(&name)
+                .ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("unknown worker state `{name}`").into()))?
         },
         job: row.get(3)?,
         registered_at: row.get(4)?,
@@ -146,15 +147,10 @@ impl Db {
     /// word). A job it held goes back to the queue as preempted.
     pub fn end_worker(&mut self, id: i64, lost: bool) -> Result<Option<Job>, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let job: Option<Option<i64>> = tx
-            .query_row("SELECT job FROM workers WHERE id = ?1 AND state IN ('idle', 'busy')", [id], |r| r.get(0))
-            .optional()?;
+        let job: Option<Option<i64>> = tx.query_row("SELECT job FROM workers WHERE id = ?1 AND state IN ('idle', 'busy')", [id], |r| r.get(0)).optional()?;
         let Some(job) = job else { return Ok(None) };
         let at = now();
-        tx.execute(
-            "UPDATE workers SET state = ?2, job = NULL, ended_at = ?3 WHERE id = ?1",
-            params![id, if lost { "lost" } else { "gone" }, at],
-        )?;
+        tx.execute("UPDATE workers SET state = ?2, job = NULL, ended_at = ?3 WHERE id = ?1", params![id, if lost { "lost" } else { "gone" }, at])?;
         let requeued = match job {
             Some(job) if !get(&tx, job)?.state.is_final() => {
                 let event = if lost { Event::Lost } else { Event::Preempted };
@@ -200,7 +196,10 @@ fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Hea
         tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
     }
     for metric in &beat.metrics {
-        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)", params![job, at, serde_json::to_string(metric).expect("step logs serialize")])?;
+        tx.execute(
+            "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)",
+            params![job, at, serde_json::to_string(metric).expect("step logs serialize")],
+        )?;
     }
     Ok(())
 }

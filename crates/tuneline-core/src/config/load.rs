@@ -12,11 +12,8 @@ use super::secret::Secret;
 use super::validate::validate;
 
 /// The environment variables a secret may come from, and the field each fills.
-pub const SECRET_ENV: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "store.access_key_id"),
-    ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"),
-    ("TUNELINE_TOKEN", "server.token"),
-];
+pub const SECRET_ENV: [(&str, &str); 3] =
+    [("AWS_ACCESS_KEY_ID", "store.access_key_id"), ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"), ("TUNELINE_TOKEN", "server.token")];
 
 /// A config as read, with where each secret came from.
 #[derive(Debug, Clone)]
@@ -30,8 +27,7 @@ pub struct Loaded {
 impl Config {
     /// Reads and validates `path`, then fills secrets from the process environment.
     pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&text, &path.display().to_string(), |k| std::env::var(k).ok())
     }
 
@@ -43,10 +39,8 @@ impl Config {
         let mut unknown: Vec<Vec<String>> = Vec::new();
         let mut track = serde_path_to_error::Track::new();
         let de = toml::Deserializer::parse(text).map_err(|e| invalid(vec![toml_problem(text, &e, String::new())]))?;
-        let parsed: Result<Config, _> = serde_ignored::deserialize(
-            serde_path_to_error::Deserializer::new(de, &mut track),
-            |path| unknown.push(segments(&path)),
-        );
+        let parsed: Result<Config, _> =
+            serde_ignored::deserialize(serde_path_to_error::Deserializer::new(de, &mut track), |path| unknown.push(segments(&path)));
         let config = parsed.map_err(|e| invalid(vec![toml_problem(text, &e, track.path().to_string())]))?;
 
         let mut problems: Vec<Problem> = unknown.iter().map(|path| unknown_key(text, &spans, &config, path)).collect();
@@ -131,11 +125,7 @@ fn unknown_key(text: &str, spans: &DeTable, config: &Config, path: &[String]) ->
     };
     let where_ = if here.is_empty() { "at the top level".to_string() } else { format!("in [{here}]") };
     let refs: Vec<&str> = path.iter().map(String::as_str).collect();
-    Problem {
-        line: line_of_key(text, spans, &refs),
-        field: path.join("."),
-        message: format!("unknown key {where_}{hint}"),
-    }
+    Problem { line: line_of_key(text, spans, &refs), field: path.join("."), message: format!("unknown key {where_}{hint}") }
 }
 
 /// Every `(table, key)` pair of the config tree, tables as dotted paths.

@@ -361,9 +361,7 @@ impl Default for LoraConfig {
             lora_r: 64,
             lora_alpha: 128.0,
             lora_dropout: 0.05,
-            target_modules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-                .map(String::from)
-                .to_vec(),
+            target_modules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"].map(String::from).to_vec(),
             use_rslora: false,
         }
     }

@@ -16,10 +16,8 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     v.check("data.eval_fraction", d.eval_fraction, "0 <= x < 1", (0.0..1.0).contains(&d.eval_fraction));
     v.check("data.dedup.threshold", d.dedup.threshold, "0 <= x <= 1", (0.0..=1.0).contains(&d.dedup.threshold));
 
-    const CANONICAL: [&str; 13] = [
-        "instruction", "input", "output", "system", "conversations", "from", "value", "messages", "role", "content",
-        "prompt", "completion", "text",
-    ];
+    const CANONICAL: [&str; 13] =
+        ["instruction", "input", "output", "system", "conversations", "from", "value", "messages", "role", "content", "prompt", "completion", "text"];
     for name in d.fields.keys().filter(|k| !CANONICAL.contains(&k.as_str())) {
         v.fail(&format!("data.fields.{name}"), &format!("is not a field tuneline reads; map one of: {}", CANONICAL.join(", ")));
     }
@@ -33,7 +31,9 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.fail("cost.data_region", &format!("is `{region}`; write it as provider/region, like \"aws/us-east-1\""));
     }
     if let Some(b) = &cost.buy {
-        for (field, value) in [("card_price", b.card_price), ("power_watts", b.power_watts), ("electricity_per_kwh", b.electricity_per_kwh), ("annual_hours", b.annual_hours)] {
+        for (field, value) in
+            [("card_price", b.card_price), ("power_watts", b.power_watts), ("electricity_per_kwh", b.electricity_per_kwh), ("annual_hours", b.annual_hours)]
+        {
             v.check(&format!("cost.buy.{field}"), value, ">= 0", value >= 0.0);
         }
         v.check("cost.buy.resale_fraction", b.resale_fraction, "0 <= x < 1", (0.0..1.0).contains(&b.resale_fraction));
@@ -103,9 +103,7 @@ impl Checks {
 
     /// Names become store path segments, so they are kept to a safe alphabet.
     fn name(&mut self, field: &str, value: &str) {
-        let ok = !value.is_empty()
-            && !value.starts_with('.')
-            && value.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+        let ok = !value.is_empty() && !value.starts_with('.') && value.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
         if !ok {
             self.fail(field, &format!("`{value}` is not a valid name; use letters, digits, `-`, `_` and `.`"));
         }

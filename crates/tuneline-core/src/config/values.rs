@@ -32,9 +32,9 @@ impl Serialize for HumanDuration {
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map(HumanDuration).map_err(|e| {
-            de::Error::custom(format!("`{text}` is not a duration ({e}); write it like \"30s\", \"30m\" or \"2h\""))
-        })
+        humantime::parse_duration(&text)
+            .map(HumanDuration)
+            .map_err(|e| de::Error::custom(format!("`{text}` is not a duration ({e}); write it like \"30s\", \"30m\" or \"2h\"")))
     }
 }
 
@@ -75,9 +75,10 @@ impl<'de> Deserialize<'de> for ComputeDevice {
             "auto" => Ok(ComputeDevice::Auto),
             "cpu" => Ok(ComputeDevice::Cpu),
             "cuda" => Ok(ComputeDevice::Cuda(0)),
-            other => other.strip_prefix("cuda:").and_then(cuda).ok_or_else(|| {
-                de::Error::custom(format!("`{text}` is not a device tuneline trains on; write \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""))
-            }),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(cuda)
+                .ok_or_else(|| de::Error::custom(format!("`{text}` is not a device tuneline trains on; write \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""))),
         }
     }
 }

@@ -2,10 +2,8 @@
 //! `<p>`, `&lt;`) outside Markdown code fences, where HTML may be the point.
 //! Only known HTML tag names are touched, so `a < b` and `Vec<T>` survive.
 
-const BLOCK: &[&str] = &[
-    "p", "div", "br", "li", "ul", "ol", "pre", "table", "thead", "tbody", "tr", "td", "th", "h1", "h2", "h3", "h4",
-    "h5", "h6", "blockquote", "hr",
-];
+const BLOCK: &[&str] =
+    &["p", "div", "br", "li", "ul", "ol", "pre", "table", "thead", "tbody", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr"];
 const INLINE: &[&str] = &["span", "code", "strong", "em", "b", "i", "a", "svg", "path", "button", "img", "sup", "sub"];
 
 /// The text without HTML tags and entities, or `None` if there were none.

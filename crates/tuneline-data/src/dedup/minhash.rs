@@ -71,10 +71,7 @@ impl MinHasher {
         };
         hashes.sort_unstable();
         hashes.dedup();
-        self.params
-            .iter()
-            .map(|&(a, b)| hashes.iter().map(|&h| permute(a, b, h)).min().expect("at least one shingle"))
-            .collect()
+        self.params.iter().map(|&(a, b)| hashes.iter().map(|&h| permute(a, b, h)).min().expect("at least one shingle")).collect()
     }
 }
 
@@ -107,7 +104,11 @@ pub fn simplify(text: &str) -> String {
     let lower = text.to_lowercase();
     let numbered = NUMBER.replace_all(&lower, "0");
     let spaced: String = numbered.chars().map(|c| if is_punctuation(c) { ' ' } else { c }).collect();
-    if spaced.is_ascii() { spaced } else { spaced.nfd().filter(|&c| !is_combining_mark(c)).collect() }
+    if spaced.is_ascii() {
+        spaced
+    } else {
+        spaced.nfd().filter(|&c| !is_combining_mark(c)).collect()
+    }
 }
 
 /// datatrove's permutation `(h * a + b) % p` in numpy `uint64`, whose
@@ -120,7 +121,11 @@ fn permute(a: u64, b: u64, h: u64) -> u64 {
 /// avoids a division per hash.
 fn reduce(x: u64) -> u64 {
     let once = (x & PRIME) + (x >> 61);
-    if once >= PRIME { once - PRIME } else { once }
+    if once >= PRIME {
+        once - PRIME
+    } else {
+        once
+    }
 }
 
 /// One key per band: a hash of the band's rows.

@@ -124,9 +124,7 @@ fn turns(value: &Value, names: &FieldNames, list: &str, role: &str, content: &st
         .map(|(i, item)| {
             let who = match item.get(role_field) {
                 Some(Value::String(s)) => s,
-                Some(other) => {
-                    return Err(Rejection::new("wrong type", format!("{field}[{i}].{role_field} is {}", kind(other))))
-                }
+                Some(other) => return Err(Rejection::new("wrong type", format!("{field}[{i}].{role_field} is {}", kind(other)))),
                 None => return Err(Rejection::new("missing field", format!("no `{field}[{i}].{role_field}`"))),
             };
             let role = Role::parse(who).ok_or_else(|| Rejection {
@@ -134,9 +132,7 @@ fn turns(value: &Value, names: &FieldNames, list: &str, role: &str, content: &st
                 ..Rejection::new("unknown role", format!("unknown role `{who}` in {field}[{i}].{role_field}"))
             })?;
             let content = match item.get(content_field) {
-                Some(c) => content_text(c).ok_or_else(|| {
-                    Rejection::new("wrong type", format!("{field}[{i}].{content_field} is {}, not text", kind(c)))
-                })?,
+                Some(c) => content_text(c).ok_or_else(|| Rejection::new("wrong type", format!("{field}[{i}].{content_field} is {}, not text", kind(c))))?,
                 None => return Err(Rejection::new("missing field", format!("no `{field}[{i}].{content_field}`"))),
             };
             Ok(Turn { role, content })

@@ -2,10 +2,10 @@
 //! so an unchanged rerun does nothing), then build the dataset into a local
 //! directory that the caller commits to `datasets/<name>/<version>/`.
 
-use tuneline_core::layout;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tuneline_core::layout;
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -109,8 +109,7 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
         })
         .collect::<Result<_, DataError>>()?;
     let model_path = base.join(&config.model.path);
-    let tokenizer = ModelTokenizer::load(&model_path)
-        .map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
+    let tokenizer = ModelTokenizer::load(&model_path).map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
     let d = &config.data;
     let pipeline = serde_json::json!({
         "format": d.format, "fields": d.fields, "clean": d.clean, "dedup": d.dedup,
@@ -138,12 +137,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     let io = |e: std::io::Error| DataError::Input { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut stats = Stats::default();
-    let tokenizer = Tokenizer {
-        model: &plan.tokenizer,
-        train_on_inputs: d.train_on_inputs,
-        max_seq_length: d.max_seq_length as usize,
-        overflow: d.overflow,
-    };
+    let tokenizer = Tokenizer { model: &plan.tokenizer, train_on_inputs: d.train_on_inputs, max_seq_length: d.max_seq_length as usize, overflow: d.overflow };
 
     let started = Instant::now();
     let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
@@ -162,8 +156,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     let started = Instant::now();
     let fingerprints: Vec<Fingerprint> = entries.iter().map(|e| e.fingerprint.clone()).collect();
     let signature = |i: usize| get_signature(&signatures, entries[i].signature, BANDS * ROWS);
-    let deduped = dedup(&fingerprints, &d.dedup, |a, b| Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold))
-        .map_err(io)?;
+    let deduped = dedup(&fingerprints, &d.dedup, |a, b| Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold)).map_err(io)?;
     stats.dedup = deduped.counts.clone();
     tracing::info!(
         "dedup: {} exact and {} near duplicates removed, {} clusters ({:.1?})",
@@ -174,8 +167,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     );
 
     // Split by cluster: every member of a cluster shares its representative's key.
-    let keys: Vec<String> =
-        deduped.kept.iter().map(|&i| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
+    let keys: Vec<String> = deduped.kept.iter().map(|&i| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let size = match d.eval_count {
         Some(n) => EvalSize::Count(n),
@@ -187,7 +179,11 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
         match entries[i].outcome {
             Outcome::Tokenized(at) => {
                 stats.tokenize.truncated += u64::from(at.truncated);
-                if eval_flag { eval.push(at) } else { train.push(at) }
+                if eval_flag {
+                    eval.push(at)
+                } else {
+                    train.push(at)
+                }
             }
             Outcome::Removed(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
             Outcome::Duplicate => unreachable!("dedup keeps the first of exact duplicates, which is tokenized"),

@@ -6,7 +6,7 @@ use tuneline_core::progress::Progress;
 
 use serde_json::{Map, Value};
 
-use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{open, Origin, RawRecord, ReadOutcome, Unreadable, INVALID_UTF8, MALFORMED};
 
 /// Reads every row of `path`.
 pub fn read(
@@ -23,11 +23,7 @@ pub fn read(
             Ok(r) => r,
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line());
-                on_unreadable(Unreadable {
-                    origin: Origin { file: path.to_path_buf(), line },
-                    category: MALFORMED,
-                    reason: format!("malformed CSV: {e}"),
-                });
+                on_unreadable(Unreadable { origin: Origin { file: path.to_path_buf(), line }, category: MALFORMED, reason: format!("malformed CSV: {e}") });
                 continue;
             }
         };

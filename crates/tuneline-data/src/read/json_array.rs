@@ -13,7 +13,7 @@ use std::path::Path;
 
 use tuneline_core::progress::Progress;
 
-use super::{MALFORMED, open, Origin, RawRecord, ReadOutcome, Truncation, Unreadable};
+use super::{open, Origin, RawRecord, ReadOutcome, Truncation, Unreadable, MALFORMED};
 
 /// Reads every element of the array in `path`.
 pub fn read(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tuneline_core::progress::Progress;
 
-use super::{INVALID_UTF8, MALFORMED, open, Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{open, Origin, RawRecord, ReadOutcome, Unreadable, INVALID_UTF8, MALFORMED};
 
 /// Reads every line of `path`.
 pub fn read(

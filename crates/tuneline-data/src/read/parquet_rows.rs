@@ -7,7 +7,7 @@ use tuneline_core::progress::Progress;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{MALFORMED, Origin, RawRecord, ReadOutcome, Unreadable};
+use super::{Origin, RawRecord, ReadOutcome, Unreadable, MALFORMED};
 
 /// Reads every row of `path`.
 pub fn read(

@@ -129,20 +129,25 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
         // SAFETY: the tasks cover the output by heads, and each head's tiles cover its rows.
         let out = unsafe {
             unzeroed(q.len(), |out| {
-                out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| vectorized(#[inline(always)] || {
-                    let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
-                    let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
-                    let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
-                    let mut p = vec![T::zero(); TILE * d.seq];
-                    for (j, out) in out.chunks_mut(head).enumerate() {
-                        let q = &q[(b * d.heads + kv * group + j) * head..][..head];
-                        for tile in &tiles[b] {
-                            weights(&mut p, tile, q, k, mask, d);
-                            let p = Mat::new(&p, tile.rows.len(), tile.cols.len());
-                            gemm_into(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one());
-                        }
-                    }
-                }))
+                out.par_chunks_mut(group * head).enumerate().for_each(|(task, out)| {
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
+                            let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
+                            let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
+                            let mut p = vec![T::zero(); TILE * d.seq];
+                            for (j, out) in out.chunks_mut(head).enumerate() {
+                                let q = &q[(b * d.heads + kv * group + j) * head..][..head];
+                                for tile in &tiles[b] {
+                                    weights(&mut p, tile, q, k, mask, d);
+                                    let p = Mat::new(&p, tile.rows.len(), tile.cols.len());
+                                    gemm_into(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one());
+                                }
+                            }
+                        },
+                    )
+                })
             })
         };
         Tensor::from_vec(out, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)
@@ -158,34 +163,39 @@ fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: 
         let tiles: Vec<Vec<Tile>> = mask.chunks(d.seq * d.seq).map(|m| tiles(m, d.seq)).collect();
         let (mut dq, mut dk, mut dv) = (vec![T::zero(); q.len()], vec![T::zero(); k.len()], vec![T::zero(); v.len()]);
         let tasks = dq.par_chunks_mut(group * head).zip(dk.par_chunks_mut(head)).zip(dv.par_chunks_mut(head));
-        tasks.enumerate().for_each(|(task, ((dq, dk), dv))| vectorized(#[inline(always)] || {
-            let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
-            let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
-            let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
-            let (mut p, mut ds) = (vec![T::zero(); TILE * d.seq], vec![T::zero(); TILE * d.seq]);
-            for (j, dq) in dq.chunks_mut(head).enumerate() {
-                let at = (b * d.heads + kv * group + j) * head;
-                let (q, out, grad) = (&q[at..][..head], &out[at..][..head], &grad[at..][..head]);
-                for tile in &tiles[b] {
-                    let (rows, cols) = (tile.rows.len(), tile.cols.len());
-                    weights(&mut p, tile, q, k, mask, d);
-                    let g = rows_of(grad, &tile.rows, d);
-                    // dv += pᵀ grad; dp = grad vᵀ.
-                    gemm(&mut dv[tile.cols.start * d.dim..], Mat::new(&p, rows, cols).t(), g, T::one(), true);
-                    gemm(&mut ds, g, rows_of(v, &tile.cols, d).t(), T::one(), false);
-                    // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
-                    for ((ds, p), i) in ds.chunks_mut(cols).zip(p.chunks(cols)).zip(tile.rows.clone()) {
-                        let (o, g) = (&out[i * d.dim..][..d.dim], &grad[i * d.dim..][..d.dim]);
-                        let dot = simd::sum(d.dim, |l| o[l] * g[l]);
-                        ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
+        tasks.enumerate().for_each(|(task, ((dq, dk), dv))| {
+            vectorized(
+                #[inline(always)]
+                || {
+                    let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
+                    let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
+                    let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
+                    let (mut p, mut ds) = (vec![T::zero(); TILE * d.seq], vec![T::zero(); TILE * d.seq]);
+                    for (j, dq) in dq.chunks_mut(head).enumerate() {
+                        let at = (b * d.heads + kv * group + j) * head;
+                        let (q, out, grad) = (&q[at..][..head], &out[at..][..head], &grad[at..][..head]);
+                        for tile in &tiles[b] {
+                            let (rows, cols) = (tile.rows.len(), tile.cols.len());
+                            weights(&mut p, tile, q, k, mask, d);
+                            let g = rows_of(grad, &tile.rows, d);
+                            // dv += pᵀ grad; dp = grad vᵀ.
+                            gemm(&mut dv[tile.cols.start * d.dim..], Mat::new(&p, rows, cols).t(), g, T::one(), true);
+                            gemm(&mut ds, g, rows_of(v, &tile.cols, d).t(), T::one(), false);
+                            // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
+                            for ((ds, p), i) in ds.chunks_mut(cols).zip(p.chunks(cols)).zip(tile.rows.clone()) {
+                                let (o, g) = (&out[i * d.dim..][..d.dim], &grad[i * d.dim..][..d.dim]);
+                                let dot = simd::sum(d.dim, |l| o[l] * g[l]);
+                                ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
+                            }
+                            // dq = ds k; dk += dsᵀ q.
+                            let ds = Mat::new(&ds, rows, cols);
+                            gemm(&mut dq[tile.rows.start * d.dim..], ds, rows_of(k, &tile.cols, d), T::one(), false);
+                            gemm(&mut dk[tile.cols.start * d.dim..], ds.t(), rows_of(q, &tile.rows, d), T::one(), true);
+                        }
                     }
-                    // dq = ds k; dk += dsᵀ q.
-                    let ds = Mat::new(&ds, rows, cols);
-                    gemm(&mut dq[tile.rows.start * d.dim..], ds, rows_of(k, &tile.cols, d), T::one(), false);
-                    gemm(&mut dk[tile.cols.start * d.dim..], ds.t(), rows_of(q, &tile.rows, d), T::one(), true);
-                }
-            }
-        }));
+                },
+            )
+        });
         let kv_shape = (d.batch, d.kv_heads, d.seq, d.dim);
         Ok((
             Tensor::from_vec(dq, (d.batch, d.heads, d.seq, d.dim), &Device::Cpu)?,

@@ -63,7 +63,13 @@ fn composed_attention_equals_the_kernel_with_groups_and_segments() {
 #[test]
 fn the_composed_lora_projection_equals_the_kernel_with_dropout() {
     let (w1, w2): (Weight, Weight) = (random(&[5, 6], 27).into(), random(&[4, 6], 28).into());
-    let adapter = |seed| Adapter { a: random(&[2, 6], seed), b: random(&[5, 2], seed + 1), scale: 1.5, dropout: Some(Dropout::new(0.3, seed)), names: [format!("A{seed}"), format!("B{seed}")] };
+    let adapter = |seed| Adapter {
+        a: random(&[2, 6], seed),
+        b: random(&[5, 2], seed + 1),
+        scale: 1.5,
+        dropout: Some(Dropout::new(0.3, seed)),
+        names: [format!("A{seed}"), format!("B{seed}")],
+    };
     let (adapted, plain) = (Projection { weight: &w1, adapter: Some(adapter(30)) }, Projection { weight: &w2, adapter: None });
     // More rows than one task takes, and two projections of one input.
     let (x, dy1, dy2) = (random(&[MAX_ROWS + 3, 6], 24), random(&[MAX_ROWS + 3, 5], 25), random(&[MAX_ROWS + 3, 4], 26));

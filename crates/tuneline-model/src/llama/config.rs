@@ -110,9 +110,9 @@ impl LlamaConfig {
 pub fn gguf_architecture(meta: &GgufMetadata) -> Result<&str, ModelError> {
     match meta.string("general.architecture")? {
         arch @ ("llama" | "qwen2") => Ok(arch),
-        arch => Err(meta.error(format!(
-            "architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)"
-        ))),
+        arch => {
+            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)")))
+        }
     }
 }
 

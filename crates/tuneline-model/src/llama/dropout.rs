@@ -34,7 +34,12 @@ impl Dropout {
         // SAFETY: `fill` writes every value.
         unsafe {
             // With AVX-512's 64-bit multiplies the compiler hashes 8 blocks at once: a third of the time.
-            unzeroed(len, |out| vectorized(#[inline(always)] || draw.fill(out)))
+            unzeroed(len, |out| {
+                vectorized(
+                    #[inline(always)]
+                    || draw.fill(out),
+                )
+            })
         }
     }
 }
@@ -82,7 +87,11 @@ impl<T: Real> Draw<T> {
     /// The mask's value at `lane` of the block whose hash is `z`.
     #[inline(always)]
     fn lane(&self, z: u64, lane: usize) -> T {
-        if (z >> (16 * lane)) & 0xFFFF >= self.threshold { self.keep } else { T::zero() }
+        if (z >> (16 * lane)) & 0xFFFF >= self.threshold {
+            self.keep
+        } else {
+            T::zero()
+        }
     }
 }
 

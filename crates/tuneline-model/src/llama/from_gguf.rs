@@ -41,7 +41,11 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
     for i in 0..config.num_hidden_layers {
         let name = |part: &str| format!("blk.{i}.{part}.weight");
         let qkv_bias = match config.attention_bias {
-            true => Some([reader.dense(&format!("blk.{i}.attn_q.bias"))?, reader.dense(&format!("blk.{i}.attn_k.bias"))?, reader.dense(&format!("blk.{i}.attn_v.bias"))?]),
+            true => Some([
+                reader.dense(&format!("blk.{i}.attn_q.bias"))?,
+                reader.dense(&format!("blk.{i}.attn_k.bias"))?,
+                reader.dense(&format!("blk.{i}.attn_v.bias"))?,
+            ]),
             false => None,
         };
         let mut weight = |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
@@ -75,17 +79,8 @@ pub fn read_config(path: &Path) -> Result<LlamaConfig, ModelError> {
 }
 
 /// The tensor types this loader dequantizes, each tested against the f32 model.
-const SUPPORTED: [GgmlDType; 9] = [
-    GgmlDType::F32,
-    GgmlDType::F16,
-    GgmlDType::BF16,
-    GgmlDType::Q8_0,
-    GgmlDType::Q4_0,
-    GgmlDType::Q4_1,
-    GgmlDType::Q4K,
-    GgmlDType::Q5K,
-    GgmlDType::Q6K,
-];
+const SUPPORTED: [GgmlDType; 9] =
+    [GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K];
 
 const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K";
 const REQUANTIZE: &str = "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";

@@ -35,11 +35,8 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
         let mut get = |name: &str| weights.take(&format!("model.layers.{i}.{name}"));
-        let qkv_bias = if config.attention_bias {
-            Some([get("self_attn.q_proj.bias")?, get("self_attn.k_proj.bias")?, get("self_attn.v_proj.bias")?])
-        } else {
-            None
-        };
+        let qkv_bias =
+            if config.attention_bias { Some([get("self_attn.q_proj.bias")?, get("self_attn.k_proj.bias")?, get("self_attn.v_proj.bias")?]) } else { None };
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
             q_proj: get("self_attn.q_proj.weight")?.into(),

@@ -56,10 +56,14 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
     let w = random(&[6], 2);
     let norm = |x: &[Tensor]| rms_norm(&x[0], &w, 1e-5);
     check_op(&[random(&[5, 6], 1)], norm, |x, dy| Ok(vec![rms_norm_backward(&x[0], &w, 1e-5, dy)?]));
-    check_op(&[random(&[4, 3], 3), random(&[4, 3], 4)], |x| swiglu(&x[0], &x[1]), |x, dy| {
-        let (gate, up) = swiglu_backward(&x[0], &x[1], dy)?;
-        Ok(vec![gate, up])
-    });
+    check_op(
+        &[random(&[4, 3], 3), random(&[4, 3], 4)],
+        |x| swiglu(&x[0], &x[1]),
+        |x, dy| {
+            let (gate, up) = swiglu_backward(&x[0], &x[1], dy)?;
+            Ok(vec![gate, up])
+        },
+    );
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     // Two rows of three tokens with two heads each.
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
@@ -67,8 +71,10 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
     // The forward against the rotation written plainly, on the heads split out.
     let x = random(&[6, 12], 6);
     let heads = x.reshape((2, 3, 2, 6)).unwrap().transpose(1, 2).unwrap();
-    let (cos, sin) = (rope.cos.index_select(&positions.flatten_all().unwrap(), 0).unwrap(), rope.sin.index_select(&positions.flatten_all().unwrap(), 0).unwrap());
-    let (cos, sin) = (Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(), Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap());
+    let (cos, sin) =
+        (rope.cos.index_select(&positions.flatten_all().unwrap(), 0).unwrap(), rope.sin.index_select(&positions.flatten_all().unwrap(), 0).unwrap());
+    let (cos, sin) =
+        (Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(), Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap());
     let rotated = Tensor::cat(&[&heads.narrow(3, 3, 3).unwrap().neg().unwrap(), &heads.narrow(3, 0, 3).unwrap()], 3).unwrap();
     let plain = (heads.broadcast_mul(&cos).unwrap() + rotated.broadcast_mul(&sin).unwrap()).unwrap();
     let diff = (rope.apply(&x, &positions, 2).unwrap() - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
@@ -91,11 +97,15 @@ fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
     let ours = attention.forward(&inputs[0], &inputs[1], &inputs[2]).unwrap();
     let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
     assert!(diff < 1e-12, "attention differs from its plain form by {diff}");
-    check_op(&inputs, |x| attention.forward(&x[0], &x[1], &x[2]), |x, dy| {
-        let out = attention.forward(&x[0], &x[1], &x[2])?;
-        let (dq, dk, dv) = attention.backward(&x[0], &x[1], &x[2], &out, dy)?;
-        Ok(vec![dq, dk, dv])
-    });
+    check_op(
+        &inputs,
+        |x| attention.forward(&x[0], &x[1], &x[2]),
+        |x, dy| {
+            let out = attention.forward(&x[0], &x[1], &x[2])?;
+            let (dq, dk, dv) = attention.backward(&x[0], &x[1], &x[2], &out, dy)?;
+            Ok(vec![dq, dk, dv])
+        },
+    );
 }
 
 #[test]
@@ -103,13 +113,7 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
     let w: Weight = random(&[5, 6], 27).into();
     let projection = |a: &Tensor, b: &Tensor| Projection {
         weight: &w,
-        adapter: Some(Adapter {
-            a: a.clone(),
-            b: b.clone(),
-            scale: 1.5,
-            dropout: Some(Dropout::new(0.3, 5)),
-            names: ["A".into(), "B".into()],
-        }),
+        adapter: Some(Adapter { a: a.clone(), b: b.clone(), scale: 1.5, dropout: Some(Dropout::new(0.3, 5)), names: ["A".into(), "B".into()] }),
     };
     // More rows than one task takes, so the adapter's gradients are summed over tasks.
     let inputs = [random(&[MAX_ROWS + 3, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
@@ -122,11 +126,15 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
     let ours = projection(&inputs[1], &inputs[2]).forward(&inputs[0]).unwrap();
     let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
     assert!(diff < 1e-12, "the projection differs from its plain form by {diff}");
-    check_op(&inputs, |x| projection(&x[1], &x[2]).forward(&x[0]), |x, dy| {
-        let mut grads = HashMap::new();
-        let dx = backward(&x[0], &[(&projection(&x[1], &x[2]), dy)], &mut grads)?;
-        Ok(vec![dx, grads.remove("A").expect("A's gradient"), grads.remove("B").expect("B's gradient")])
-    });
+    check_op(
+        &inputs,
+        |x| projection(&x[1], &x[2]).forward(&x[0]),
+        |x, dy| {
+            let mut grads = HashMap::new();
+            let dx = backward(&x[0], &[(&projection(&x[1], &x[2]), dy)], &mut grads)?;
+            Ok(vec![dx, grads.remove("A").expect("A's gradient"), grads.remove("B").expect("B's gradient")])
+        },
+    );
 }
 
 #[test]
@@ -185,13 +193,8 @@ pub(super) fn tiny() -> Tiny {
     let embed = w(&[11, 8]);
     let norm = (w(&[8]) + 1.0).unwrap();
     let model = Llama::new(config.clone(), embed.clone(), layers, norm, embed, 16).unwrap();
-    let settings = LoraSettings {
-        r: 2,
-        lora_alpha: 4.0,
-        lora_dropout: 0.3,
-        target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(),
-        use_rslora: false,
-    };
+    let settings =
+        LoraSettings { r: 2, lora_alpha: 4.0, lora_dropout: 0.3, target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(), use_rslora: false };
     let lora = Lora::init(settings, &config, 3, DType::F64, &Device::Cpu).unwrap();
     // B starts at zero, where the gradient of A vanishes: move B away first.
     for (i, (_, var)) in lora.named().enumerate() {

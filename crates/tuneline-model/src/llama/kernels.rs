@@ -106,7 +106,10 @@ fn rowwise<T: Real>(inputs: &[&Tensor], rows: usize, shape: Shape, f: impl Fn(us
             unzeroed(shape.elem_count(), |out| {
                 out.par_chunks_mut(width.max(1)).enumerate().for_each(|(r, out)| {
                     let row: Vec<&[T]> = values.iter().zip(&widths).map(|(v, w)| &v[r * w..(r + 1) * w]).collect();
-                    vectorized(#[inline(always)] || f(r, &row, out));
+                    vectorized(
+                        #[inline(always)]
+                        || f(r, &row, out),
+                    );
                 })
             })
         };
@@ -143,19 +146,25 @@ fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Ten
     let rows = x.elem_count() / w.len();
     let mut inputs = vec![x];
     inputs.extend(grad);
-    rowwise::<T>(&inputs, rows, x.shape().clone(), #[inline(always)] |_, row, out| {
-        let inv = inverse_rms(row[0], eps);
-        match row.get(1) {
-            None => out.iter_mut().zip(row[0]).zip(&w).for_each(|((o, &x), &w)| _ = o.write(x * inv * w)),
-            Some(g) => {
-                let n = <T as WithDType>::from_f64(row[0].len() as f64);
-                let x = row[0];
-                let dot = simd::sum(x.len(), |i| g[i] * w[i] * x[i]);
-                let projection = dot / n * inv * inv * inv;
-                out.iter_mut().zip(row[0]).zip(g.iter()).zip(&w).for_each(|(((o, &x), &g), &w)| _ = o.write(inv * g * w - x * projection));
+    rowwise::<T>(
+        &inputs,
+        rows,
+        x.shape().clone(),
+        #[inline(always)]
+        |_, row, out| {
+            let inv = inverse_rms(row[0], eps);
+            match row.get(1) {
+                None => out.iter_mut().zip(row[0]).zip(&w).for_each(|((o, &x), &w)| _ = o.write(x * inv * w)),
+                Some(g) => {
+                    let n = <T as WithDType>::from_f64(row[0].len() as f64);
+                    let x = row[0];
+                    let dot = simd::sum(x.len(), |i| g[i] * w[i] * x[i]);
+                    let projection = dot / n * inv * inv * inv;
+                    out.iter_mut().zip(row[0]).zip(g.iter()).zip(&w).for_each(|(((o, &x), &g), &w)| _ = o.write(inv * g * w - x * projection));
+                }
             }
-        }
-    })
+        },
+    )
 }
 
 /// SwiGLU: `silu(gate) * up`.
@@ -168,11 +177,17 @@ pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 
 fn swiglu_in<T: Real>(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     let rows = gate.elem_count() / gate.dims().last().copied().unwrap_or(1).max(1);
-    rowwise::<T>(&[gate, up], rows, gate.shape().clone(), #[inline(always)] |_, row, out| {
-        for ((o, &g), &u) in out.iter_mut().zip(row[0]).zip(row[1]) {
-            o.write(g / (T::one() + (-g).exp_fast()) * u);
-        }
-    })
+    rowwise::<T>(
+        &[gate, up],
+        rows,
+        gate.shape().clone(),
+        #[inline(always)]
+        |_, row, out| {
+            for ((o, &g), &u) in out.iter_mut().zip(row[0]).zip(row[1]) {
+                o.write(g / (T::one() + (-g).exp_fast()) * u);
+            }
+        },
+    )
 }
 
 /// The gradients of `gate` and `up` for the gradient `grad` of [`swiglu`]'s output.
@@ -195,14 +210,17 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
                 d_up = unzeroed(len, |d_up| {
                     let inputs = v[0].par_chunks(TASK).zip(v[1].par_chunks(TASK)).zip(v[2].par_chunks(TASK));
                     d_gate.par_chunks_mut(TASK).zip(d_up.par_chunks_mut(TASK)).zip(inputs).for_each(|((d_gate, d_up), ((g, u), dy))| {
-                        vectorized(#[inline(always)] || {
-                            for i in 0..g.len() {
-                                let sigmoid = T::one() / (T::one() + (-g[i]).exp_fast());
-                                // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
-                                d_gate[i].write(dy[i] * u[i] * sigmoid * (T::one() + g[i] * (T::one() - sigmoid)));
-                                d_up[i].write(dy[i] * g[i] * sigmoid);
-                            }
-                        })
+                        vectorized(
+                            #[inline(always)]
+                            || {
+                                for i in 0..g.len() {
+                                    let sigmoid = T::one() / (T::one() + (-g[i]).exp_fast());
+                                    // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
+                                    d_gate[i].write(dy[i] * u[i] * sigmoid * (T::one() + g[i] * (T::one() - sigmoid)));
+                                    d_up[i].write(dy[i] * g[i] * sigmoid);
+                                }
+                            },
+                        )
                     })
                 })
             });
@@ -240,19 +258,25 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
     with_all::<T, _>(&[x, cos, sin], |v| {
         // Output row r is one head of one token: (batch, token, head) in
         // order when `inverse`, (batch, head, token) otherwise.
-        rowwise::<T>(&[], batch * heads * seq, shape, #[inline(always)] |r, _, out| {
-            let (b, token, head) = if inverse { (r / (seq * heads), r / heads % seq, r % heads) } else { (r / (heads * seq), r % seq, r / seq % heads) };
-            let from = if inverse { ((b * heads + head) * seq + token) * dim } else { ((b * seq + token) * heads + head) * dim };
-            let row = &v[0][from..][..dim];
-            let position = positions[b * seq + token] as usize;
-            let (cos, sin) = (&v[1][position * half..][..half], &v[2][position * half..][..half]);
-            for i in 0..half {
-                let (a, b) = (row[i], row[i + half]);
-                let s = if inverse { -sin[i] } else { sin[i] };
-                out[i].write(a * cos[i] - b * s);
-                out[i + half].write(b * cos[i] + a * s);
-            }
-        })
+        rowwise::<T>(
+            &[],
+            batch * heads * seq,
+            shape,
+            #[inline(always)]
+            |r, _, out| {
+                let (b, token, head) = if inverse { (r / (seq * heads), r / heads % seq, r % heads) } else { (r / (heads * seq), r % seq, r / seq % heads) };
+                let from = if inverse { ((b * heads + head) * seq + token) * dim } else { ((b * seq + token) * heads + head) * dim };
+                let row = &v[0][from..][..dim];
+                let position = positions[b * seq + token] as usize;
+                let (cos, sin) = (&v[1][position * half..][..half], &v[2][position * half..][..half]);
+                for i in 0..half {
+                    let (a, b) = (row[i], row[i + half]);
+                    let s = if inverse { -sin[i] } else { sin[i] };
+                    out[i].write(a * cos[i] - b * s);
+                    out[i + half].write(b * cos[i] + a * s);
+                }
+            },
+        )
     })
 }
 
@@ -282,11 +306,14 @@ fn cross_entropy_in<T: Real>(logits: &Tensor, targets: &[u32], grad_scale: Optio
         let lse: Vec<f64> = rows
             .par_iter()
             .map(|row| {
-                vectorized(#[inline(always)] || {
-                    let max = simd::max(row);
-                    let sum = simd::sum(row.len(), |i| WithDType::to_f64((row[i] - max).exp_fast()));
-                    WithDType::to_f64(max) + sum.ln()
-                })
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        let max = simd::max(row);
+                        let sum = simd::sum(row.len(), |i| WithDType::to_f64((row[i] - max).exp_fast()));
+                        WithDType::to_f64(max) + sum.ln()
+                    },
+                )
             })
             .collect();
         let loss = lse.iter().zip(rows.iter().zip(targets)).map(|(l, (row, &t))| l - WithDType::to_f64(row[t as usize])).sum::<f64>() / n as f64;
@@ -297,11 +324,14 @@ fn cross_entropy_in<T: Real>(logits: &Tensor, targets: &[u32], grad_scale: Optio
             unzeroed(n * vocab, |grad| {
                 grad.par_chunks_mut(vocab).zip(rows.par_iter()).zip(lse.par_iter().zip(targets.par_iter())).for_each(|((out, row), (&l, &t))| {
                     let (l, s) = (<T as WithDType>::from_f64(l), <T as WithDType>::from_f64(scale));
-                    vectorized(#[inline(always)] || {
-                        for (o, &v) in out.iter_mut().zip(row.iter()) {
-                            o.write((v - l).exp_fast() * s);
-                        }
-                    });
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            for (o, &v) in out.iter_mut().zip(row.iter()) {
+                                o.write((v - l).exp_fast() * s);
+                            }
+                        },
+                    );
                     out[t as usize].write(Float::exp(row[t as usize] - l) * s - s);
                 })
             })

@@ -47,7 +47,11 @@ impl LoraSettings {
 
     /// The factor the adapter's output is multiplied by.
     pub fn scale(&self) -> f64 {
-        if self.use_rslora { self.lora_alpha / (self.r as f64).sqrt() } else { self.lora_alpha / self.r as f64 }
+        if self.use_rslora {
+            self.lora_alpha / (self.r as f64).sqrt()
+        } else {
+            self.lora_alpha / self.r as f64
+        }
     }
 }
 
@@ -83,12 +87,10 @@ impl Lora {
     pub fn load(dir: &Path, config: &LlamaConfig, device: &Device) -> std::result::Result<Self, ModelError> {
         let config_path = dir.join("adapter_config.json");
         let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
-        let settings: LoraSettings =
-            serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
+        let settings: LoraSettings = serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
         settings.check().map_err(|e| ModelError::new(&config_path, e))?;
         let weights_path = dir.join("adapter_model.safetensors");
-        let mut tensors = candle_core::safetensors::load(&weights_path, device)
-            .map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
+        let mut tensors = candle_core::safetensors::load(&weights_path, device).map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
         let mut pairs = BTreeMap::new();
         for layer in 0..config.num_hidden_layers {
             for module in targets(&settings) {
@@ -127,9 +129,7 @@ impl Lora {
 
     /// Every trainable tensor with its PEFT name, in a fixed order.
     pub fn named(&self) -> impl Iterator<Item = (String, &Var)> {
-        self.pairs.iter().flat_map(|(&(layer, module), (a, b))| {
-            [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)]
-        })
+        self.pairs.iter().flat_map(|(&(layer, module), (a, b))| [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)])
     }
 
     /// This adapter in a training pass, with dropout masks drawn from `seed`.

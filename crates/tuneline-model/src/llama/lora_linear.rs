@@ -110,17 +110,22 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
         // SAFETY: the tasks' blocks of rows cover the output, and each task's first product writes its block whole.
         let y = unsafe {
             unzeroed(d.n * d.output, |y| {
-                y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| vectorized(#[inline(always)] || {
-                    let rows = y.len() / d.output;
-                    let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
-                    let y = gemm_into(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one());
-                    if let Some(ad) = &p.adapter {
-                        let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
-                        let mut rank = vec![T::zero(); rows * d.rank];
-                        gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
-                        gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
-                    }
-                }))
+                y.par_chunks_mut(rows_per_task * d.output).enumerate().for_each(|(task, y)| {
+                    vectorized(
+                        #[inline(always)]
+                        || {
+                            let rows = y.len() / d.output;
+                            let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
+                            let y = gemm_into(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one());
+                            if let Some(ad) = &p.adapter {
+                                let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
+                                let mut rank = vec![T::zero(); rows * d.rank];
+                                gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
+                                gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
+                            }
+                        },
+                    )
+                })
             })
         };
         Tensor::from_vec(y, (d.n, d.output), &Device::Cpu)
@@ -169,24 +174,29 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                 shares = dx
                     .par_chunks_mut(rows_per_task * input)
                     .enumerate()
-                    .map(|(task, dx)| vectorized(#[inline(always)] || {
-                        let rows = dx.len() / input;
-                        let start = task * rows_per_task * input;
-                        let x = &v[0][start..][..rows * input];
-                        let dy = |j: usize| Mat::new(&values[j].dy[task * rows_per_task * dims[j].output..], rows, dims[j].output);
-                        let weight = |j: usize| Mat::new(values[j].w, dims[j].output, dims[j].input);
-                        let dx = gemm_into(dx, dy(0), weight(0), T::one());
-                        let parts = parts.iter().zip(&values).zip(&dims).enumerate();
-                        parts
-                            .map(|(j, (((p, _), values), d))| {
-                                if j > 0 {
-                                    gemm(dx, dy(j), weight(j), T::one(), true);
-                                }
-                                let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
-                                Some(adapter_backward(ad, x, start, dy(j), Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
-                            })
-                            .collect()
-                    }))
+                    .map(|(task, dx)| {
+                        vectorized(
+                            #[inline(always)]
+                            || {
+                                let rows = dx.len() / input;
+                                let start = task * rows_per_task * input;
+                                let x = &v[0][start..][..rows * input];
+                                let dy = |j: usize| Mat::new(&values[j].dy[task * rows_per_task * dims[j].output..], rows, dims[j].output);
+                                let weight = |j: usize| Mat::new(values[j].w, dims[j].output, dims[j].input);
+                                let dx = gemm_into(dx, dy(0), weight(0), T::one());
+                                let parts = parts.iter().zip(&values).zip(&dims).enumerate();
+                                parts
+                                    .map(|(j, (((p, _), values), d))| {
+                                        if j > 0 {
+                                            gemm(dx, dy(j), weight(j), T::one(), true);
+                                        }
+                                        let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
+                                        Some(adapter_backward(ad, x, start, dy(j), Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
+                                    })
+                                    .collect()
+                            },
+                        )
+                    })
                     .collect()
             })
         };

@@ -21,8 +21,8 @@ mod from_hf;
 mod gemm;
 #[cfg(test)]
 mod gradcheck;
-mod lora;
 mod kernels;
+mod lora;
 mod lora_linear;
 mod loss;
 mod ops;
@@ -31,14 +31,14 @@ mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
 
-pub use config::{LlamaConfig, RopeScaling};
-pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
-pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
-pub use weight::Weight;
 use attention::Attention;
-use lora_linear::Projection;
+pub use config::{LlamaConfig, RopeScaling};
 use kernels::{rms_norm, swiglu};
+pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
+use lora_linear::Projection;
+pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, Rope};
+pub use weight::Weight;
 
 use crate::error::ModelError;
 

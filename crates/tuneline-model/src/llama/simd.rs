@@ -22,7 +22,11 @@ const LANES: usize = 16;
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vl") {
+        if is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+        {
             // SAFETY: this CPU has the features `avx512` is compiled for.
             return unsafe { avx512(f) };
         }

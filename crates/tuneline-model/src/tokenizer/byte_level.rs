@@ -85,13 +85,7 @@ impl ByteLevelBpe {
     }
 
     /// Calls `word` with the byte range of each pre-token of `text[start..end]`.
-    fn split(
-        &self,
-        text: &str,
-        start: usize,
-        end: usize,
-        word: &mut impl FnMut(usize, usize) -> tokenizers::Result<()>,
-    ) -> tokenizers::Result<()> {
+    fn split(&self, text: &str, start: usize, end: usize, word: &mut impl FnMut(usize, usize) -> tokenizers::Result<()>) -> tokenizers::Result<()> {
         let piece = &text[start..end];
         let mut at = 0;
         while at < piece.len() {
@@ -148,9 +142,29 @@ mod tests {
         let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
         assert!(ByteLevelBpe::new(&tok.tokenizer).is_some(), "SmolLM2 takes the fast path");
         for text in [
-            "", " ", "  ", "a", " a", "  a", "a  ", "\n\nx", "x\n\n", " \n x", "\t\t y", "a \u{a0}b", "\u{3000}\u{3000}z",
-            "I'm he's 'S 'll'd''", "x1234y 5 ½²³ ٣٤ 12.5%", "  42", "émoji 🦀🦀 e\u{301}", "ǅ ß ΣΑΣ 日本語テキスト",
-            "def f(x):\n    return x**2  # sq\n\n\n", "<b>html</b>&amp;", "\r\n\r\n", "a\u{0}b\u{7f}c", "x\u{200b}y",
+            "",
+            " ",
+            "  ",
+            "a",
+            " a",
+            "  a",
+            "a  ",
+            "\n\nx",
+            "x\n\n",
+            " \n x",
+            "\t\t y",
+            "a \u{a0}b",
+            "\u{3000}\u{3000}z",
+            "I'm he's 'S 'll'd''",
+            "x1234y 5 ½²³ ٣٤ 12.5%",
+            "  42",
+            "émoji 🦀🦀 e\u{301}",
+            "ǅ ß ΣΑΣ 日本語テキスト",
+            "def f(x):\n    return x**2  # sq\n\n\n",
+            "<b>html</b>&amp;",
+            "\r\n\r\n",
+            "a\u{0}b\u{7f}c",
+            "x\u{200b}y",
         ] {
             compare(&tok, text);
         }

@@ -4,17 +4,17 @@
 
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
+use tokenizers::normalizers::{unicode::NFC, NormalizerWrapper};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::normalizers::{unicode::NFC, NormalizerWrapper};
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::SplitDelimiterBehavior;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
-use sha2::{Digest, Sha256};
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer};
 
 use super::{ModelTokenizer, SpecialTokens};
@@ -67,9 +67,7 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         .filter(|(_, &t)| t == CONTROL || t == USER_DEFINED)
         .map(|(token, &t)| AddedToken::from(token.to_string(), t == CONTROL))
         .collect();
-    tokenizer
-        .add_special_tokens(added)
-        .map_err(|e| ModelError::new(path, format!("cannot add the control tokens: {e}")))?;
+    tokenizer.add_special_tokens(added).map_err(|e| ModelError::new(path, format!("cannot add the control tokens: {e}")))?;
 
     let token = |key: &str| meta.uint(key).ok().and_then(|id| tokens.get(id as usize)).map(|t| t.to_string());
     let special = SpecialTokens {
@@ -124,7 +122,10 @@ fn pipeline(path: &Path, pre: &str) -> Result<Pipeline, ModelError> {
     let split_then_bytes = |pattern: &str| -> Result<PreTokenizerWrapper, ModelError> {
         let split = Split::new(SplitPattern::Regex(pattern.to_string()), SplitDelimiterBehavior::Isolated, false)
             .map_err(|e| ModelError::new(path, format!("cannot build the `{pre}` pre-tokenizer: {e}")))?;
-        Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![PreTokenizerWrapper::Split(split), PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false))])))
+        Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
+            PreTokenizerWrapper::Split(split),
+            PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
+        ])))
     };
     Ok(match pre {
         "llama-bpe" | "llama3" => Pipeline { normalizer: None, pre_tokenizer: split_then_bytes(LLAMA3_SPLIT)?, ignore_merges: true },

@@ -30,16 +30,10 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
     // The template is a string, or a list of named templates of which `default` is used.
     let source = match &config["chat_template"] {
         Value::String(s) => Some(s.clone()),
-        Value::Array(named) => named
-            .iter()
-            .find(|t| t["name"] == "default")
-            .and_then(|t| t["template"].as_str())
-            .map(str::to_string),
+        Value::Array(named) => named.iter().find(|t| t["name"] == "default").and_then(|t| t["template"].as_str()).map(str::to_string),
         _ => None,
     };
-    let chat_template = source
-        .map(|s| ChatTemplate::new(&s, special.clone()).map_err(|e| ModelError::new(&config_path, e)))
-        .transpose()?;
+    let chat_template = source.map(|s| ChatTemplate::new(&s, special.clone()).map_err(|e| ModelError::new(&config_path, e))).transpose()?;
     let mut hash = Sha256::new();
     for path in [&file, &config_path] {
         hash.update(std::fs::read(path).unwrap_or_default());

@@ -45,12 +45,7 @@ pub struct ModelTokenizer {
 }
 
 impl ModelTokenizer {
-    fn new(
-        mut tokenizer: tokenizers::Tokenizer,
-        chat_template: Option<ChatTemplate>,
-        special: SpecialTokens,
-        fingerprint: String,
-    ) -> Self {
+    fn new(mut tokenizer: tokenizers::Tokenizer, chat_template: Option<ChatTemplate>, special: SpecialTokens, fingerprint: String) -> Self {
         if let tokenizers::ModelWrapper::BPE(bpe) = tokenizer.get_model() {
             // The default word cache (10,000 words) thrashes on chat corpora;
             // a larger one roughly halves BPE time at a few tens of MiB.
@@ -105,7 +100,6 @@ impl ModelTokenizer {
             "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk,
         });
         let file = dir.join("tokenizer_config.json");
-        std::fs::write(&file, serde_json::to_string_pretty(&config).expect("serializable"))
-            .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))
+        std::fs::write(&file, serde_json::to_string_pretty(&config).expect("serializable")).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))
     }
 }
