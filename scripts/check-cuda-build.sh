@@ -30,5 +30,5 @@ echo "check-cuda-build: $("$root/bin/nvcc" --version | tail -n2 | head -n1)"
 
 # cudarc 0.19 knows CUDA up to 13.4, whose driver API 13.5 keeps.
 export PATH="$root/bin:$PATH" CUDA_ROOT="$root" CUDA_PATH="$root" CUDARC_CUDA_VERSION=13040 CUDA_COMPUTE_CAP=90
-cargo check --quiet -p tuneline-cli --features cuda --target-dir target/cuda-check
+cargo check --quiet -p tuneline-cli --features cuda --target-dir "${CARGO_TARGET_DIR:-target}/cuda-check"
 echo "check-cuda-build: tuneline with --features cuda compiles"

@@ -1,12 +1,15 @@
-//! What every command starts from: the config (optional where it may be) and the store.
+//! What every command starts from: the config (optional where it may be),
+//! the store, and the dataset version to train on, fetched with a progress bar.
 
 use std::path::{Path, PathBuf};
 
 use tuneline_core::config::{Config, Loaded};
 use tuneline_store::ArtifactStore;
+use tuneline_train::setup;
 
 use crate::cli::Global;
 use crate::exit::{CliResult, Failure};
+use crate::progress::Shown;
 
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "tuneline.toml";
@@ -30,4 +33,16 @@ pub fn load_config(global: &Global, optional: bool) -> CliResult<Loaded> {
 pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> {
     let url = global.store.as_deref().unwrap_or(&config.store.url);
     ArtifactStore::open(url, &config.store).map_err(Failure::from)
+}
+
+/// The dataset version `pinned`, or else the newest committed version of
+/// `[data] name`, pulled into `cache`; returns its prefix and local directory.
+pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
+    let prefix = setup::dataset_version(store, config, pinned).await?;
+    let local = cache.join(&prefix);
+    let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
+    let pulled = store.pull(&prefix, &local, &shown).await;
+    shown.finish();
+    pulled?;
+    Ok((prefix, local))
 }

@@ -64,5 +64,14 @@ impl From<tuneline_data::ingest::DataError> for Failure {
     }
 }
 
+impl From<tuneline_train::setup::SetupError> for Failure {
+    fn from(e: tuneline_train::setup::SetupError) -> Self {
+        match e {
+            tuneline_train::setup::SetupError::Input(message) => Self::input(message),
+            tuneline_train::setup::SetupError::Store(e) => e.into(),
+        }
+    }
+}
+
 /// What commands return.
 pub type CliResult<T = ()> = Result<T, Failure>;

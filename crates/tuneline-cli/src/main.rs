@@ -3,7 +3,10 @@
 mod cli;
 mod commands;
 mod context;
+mod cost_report;
+mod dataset;
 mod exit;
+mod plane;
 mod progress;
 
 use std::process::ExitCode;

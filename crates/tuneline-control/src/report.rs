@@ -22,6 +22,13 @@ pub struct Prices {
     pub egress_per_gb: f64,
 }
 
+impl Prices {
+    /// The prices `[cost]` sets.
+    pub fn of(config: &tuneline_core::config::Config) -> Self {
+        Self { storage_per_gb_month: config.cost.storage_price_per_gb_month, egress_per_gb: config.cost.egress_price_per_gb }
+    }
+}
+
 /// Every component of ETH.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostReport {

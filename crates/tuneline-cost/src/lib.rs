@@ -6,6 +6,7 @@
 //! - [`memory`]: peak memory of a LoRA / QLoRA job, and whether it fits.
 //! - [`throughput`]: tokens per second of a job on an offer.
 //! - [`checkpointing`]: the Young/Daly interval and Daly's expected run time.
+//! - [`config_job`]: a `tuneline.toml` as a priced job, its memory budget and automatic `save_steps`.
 //! - [`eth`]: the effective-training-hour cost, the one formula for it.
 //! - [`plan`]: offers ranked by expected effective-training-hour cost (ETH).
 //! - [`buy`]: buying a card against renting one.
@@ -14,6 +15,7 @@
 pub mod buy;
 pub mod catalog;
 pub mod checkpointing;
+pub mod config_job;
 pub mod eth;
 pub mod gpus;
 pub mod memory;

@@ -14,18 +14,16 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 
-use crate::pack::Packed;
+use tuneline_core::dataset::{Row, COLUMNS};
 
 /// Rows per Parquet shard.
 pub const ROWS_PER_SHARD: usize = 20_000;
 /// Rows per record batch (and row group) within a shard.
 const ROWS_PER_BATCH: usize = 1_000;
 
-const COLUMNS: [&str; 4] = ["input_ids", "labels", "position_ids", "segment_ids"];
-
 /// Writes `rows` rows, built by `row(i)` a batch at a time on every core, as
 /// `<dir>/<split>-NNNNN.parquet` shards; returns the file names.
-pub fn write_split(dir: &Path, split: &str, rows: usize, row: impl Fn(usize) -> std::io::Result<Packed> + Sync) -> std::io::Result<Vec<String>> {
+pub fn write_split(dir: &Path, split: &str, rows: usize, row: impl Fn(usize) -> std::io::Result<Row> + Sync) -> std::io::Result<Vec<String>> {
     let schema = Arc::new(Schema::new(
         COLUMNS.iter().map(|name| Field::new(*name, DataType::List(Arc::new(Field::new("item", DataType::Int32, true))), false)).collect::<Vec<_>>(),
     ));
@@ -39,7 +37,7 @@ pub fn write_split(dir: &Path, split: &str, rows: usize, row: impl Fn(usize) -> 
         let file = File::create(dir.join(&name))?;
         let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone())).map_err(std::io::Error::other)?;
         for start in shard.clone().step_by(ROWS_PER_BATCH) {
-            let batch: Vec<Packed> = (start..(start + ROWS_PER_BATCH).min(shard.end)).into_par_iter().map(&row).collect::<Result<_, _>>()?;
+            let batch: Vec<Row> = (start..(start + ROWS_PER_BATCH).min(shard.end)).into_par_iter().map(&row).collect::<Result<_, _>>()?;
             let columns: Vec<ArrayRef> = vec![
                 list(batch.iter().map(|r| r.input_ids.iter().map(|&x| x as i32))),
                 list(batch.iter().map(|r| r.labels.iter().copied())),

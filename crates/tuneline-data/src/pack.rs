@@ -7,18 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::tokenize::Tokenized;
 
-/// One training row: one or more samples back to back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packed {
-    /// Token ids.
-    pub input_ids: Vec<u32>,
-    /// Labels, `-100` where the loss ignores the token.
-    pub labels: Vec<i32>,
-    /// Position of each token within its own sample.
-    pub position_ids: Vec<u32>,
-    /// 1-based index of the sample each token belongs to, within the row.
-    pub segment_ids: Vec<u32>,
-}
+pub use tuneline_core::dataset::Row;
 
 /// Which samples go into which row, and how full the rows are.
 #[derive(Debug, Clone)]
@@ -74,8 +63,8 @@ fn best_fit_decreasing(lengths: &[usize], capacity: usize) -> Vec<Vec<usize>> {
 }
 
 /// One row of `samples` back to back, positions restarting at each.
-pub fn concat(samples: &[Tokenized]) -> Packed {
-    let mut row = Packed { input_ids: Vec::new(), labels: Vec::new(), position_ids: Vec::new(), segment_ids: Vec::new() };
+pub fn concat(samples: &[Tokenized]) -> Row {
+    let mut row = Row { input_ids: Vec::new(), labels: Vec::new(), position_ids: Vec::new(), segment_ids: Vec::new() };
     for (segment, s) in samples.iter().enumerate() {
         row.input_ids.extend(&s.input_ids);
         row.labels.extend(&s.labels);

@@ -97,11 +97,11 @@ pub fn batch(rows: &[&Row], device: &Device) -> Result<Batch> {
         ids.extend(r.input_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
         positions.extend(r.position_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
         segments.extend(r.segment_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
-        labels.extend(r.labels.iter().copied().chain(std::iter::repeat_n(tuneline_model::llama::IGNORE, pad(n))));
+        labels.extend(r.labels.iter().map(|&l| i64::from(l)).chain(std::iter::repeat_n(tuneline_model::llama::IGNORE, pad(n))));
     }
     let shape = (rows.len(), seq);
     Ok(Batch {
-        trained_tokens: rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| l != tuneline_model::llama::IGNORE).count()).sum(),
+        trained_tokens: rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| i64::from(l) != tuneline_model::llama::IGNORE).count()).sum(),
         tokens: rows.iter().map(|r| r.input_ids.len()).sum(),
         ids: Tensor::from_vec(ids, shape, device)?,
         positions: Tensor::from_vec(positions, shape, device)?,

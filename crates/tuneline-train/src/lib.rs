@@ -8,4 +8,5 @@ pub mod checkpoint;
 pub mod rows;
 pub mod run;
 pub mod schedule;
+pub mod setup;
 pub mod trainer;

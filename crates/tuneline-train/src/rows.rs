@@ -10,18 +10,8 @@ use arrow_array::types::Int32Type;
 use arrow_array::Array;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// One packed training row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    /// Token ids.
-    pub input_ids: Vec<u32>,
-    /// Labels, -100 where the loss ignores the token.
-    pub labels: Vec<i64>,
-    /// Position of each token within its sample.
-    pub position_ids: Vec<u32>,
-    /// 1-based sample of each token within the row.
-    pub segment_ids: Vec<u32>,
-}
+pub use tuneline_core::dataset::Row;
+use tuneline_core::dataset::COLUMNS;
 
 /// The rows of split `split` (`train` or `eval`) in the dataset directory `dir`, in shard order.
 pub fn read_split(dir: &Path, split: &str) -> std::io::Result<Vec<Row>> {
@@ -41,11 +31,12 @@ pub fn read_split(dir: &Path, split: &str) -> std::io::Result<Vec<Row>> {
                 let list = list.as_list_opt::<i32>().ok_or_else(|| bad(&format!("column `{name}` is not a list of int32")))?;
                 Ok((0..list.len()).map(|i| list.value(i).as_primitive::<Int32Type>().values().to_vec()).collect())
             };
-            let (ids, labels, positions, segments) = (column("input_ids")?, column("labels")?, column("position_ids")?, column("segment_ids")?);
+            let [ids, labels, positions, segments] = COLUMNS.map(column);
+            let (ids, labels, positions, segments) = (ids?, labels?, positions?, segments?);
             for (((ids, labels), positions), segments) in ids.into_iter().zip(labels).zip(positions).zip(segments) {
                 rows.push(Row {
                     input_ids: ids.into_iter().map(|x| x as u32).collect(),
-                    labels: labels.into_iter().map(i64::from).collect(),
+                    labels,
                     position_ids: positions.into_iter().map(|x| x as u32).collect(),
                     segment_ids: segments.into_iter().map(|x| x as u32).collect(),
                 });

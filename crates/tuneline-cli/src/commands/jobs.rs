@@ -6,9 +6,9 @@ use std::time::Duration;
 use tuneline_api::{Client, ClientError, CommandSpec, Job, JobSpec, JobSubmit};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
-use crate::commands::control::token;
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
+use crate::plane::token;
 
 /// Runs a `tuneline jobs` command.
 pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {

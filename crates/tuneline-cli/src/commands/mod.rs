@@ -1,7 +1,6 @@
 //! One module per command group.
 
 pub mod config;
-pub mod control;
 pub mod cost;
 pub mod data;
 pub mod init;

@@ -1,19 +1,16 @@
 //! `tuneline plan`: the job in the config (or named on the command line)
 //! priced on every catalog offer: memory fit, throughput, checkpoint
-//! interval, expected wall time, $ and ETH. Also what `save_steps = "auto"`
-//! takes from it.
-
-use std::path::Path;
+//! interval, expected wall time, $ and ETH.
 
 use serde::Serialize;
 use tuneline_core::config::Config;
 use tuneline_cost::buy::{buy_vs_rent, BuyInputs, BuyVsRent};
 use tuneline_cost::catalog::Catalog;
+use tuneline_cost::config_job::{self, Overrides};
 use tuneline_cost::gpus::{self, Gpu};
-use tuneline_cost::memory::{estimate, Engine, MemoryEstimate, MemoryRequest, Optimizer, Quant};
-use tuneline_cost::models::ModelShape;
-use tuneline_cost::plan::{estimate_offer, plan as rank, DataHome, Estimate, Job, Market, Overheads, Phase, Plan};
-use tuneline_model::llama::Llama;
+use tuneline_cost::memory::{estimate, MemoryEstimate, Optimizer, Quant};
+use tuneline_cost::plan::{plan as rank, Estimate, Job, Market, Phase, Plan};
+use tuneline_train::setup::model_shape;
 
 use crate::cli::{Global, PlanArgs};
 use crate::context::load_config;
@@ -22,10 +19,10 @@ use crate::exit::{CliResult, Failure};
 /// Runs `tuneline plan`.
 pub fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     let config = load_config(global, true)?.config;
-    let catalog = catalog(&config)?;
+    let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
-    let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(&config));
+    let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(&config));
     let plan = rank(&job, &catalog, only_gpu, today, max_age);
     let buy = config.cost.buy.as_ref().map(|b| buy_section(b, &catalog)).transpose()?;
     let memory = estimate(&job.memory);
@@ -49,36 +46,13 @@ struct Report<'a> {
     buy: Option<&'a BuySection>,
 }
 
-/// Buying the `[cost.buy]` card against renting the cheapest catalog one.
-#[derive(Serialize)]
-struct BuySection {
-    gpu: String,
-    rent_offer: String,
-    rent_per_hour: f64,
-    annual_hours: f64,
-    verdict: BuyVsRent,
-}
-
 /// The job the config describes, with the command line's overrides.
 fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
-    let model = model_shape(args.model.as_deref().unwrap_or(&config.model.path))?;
-    let bits = args.quant.unwrap_or(if config.model.quantized_base { 4 } else { 16 });
-    let quant = Quant::from_bits(bits).ok_or_else(|| Failure::input(format!("--quant {bits}: write 4, 8 or 16")))?;
-    let t = &config.training;
-    let seq_len = args.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
-    let micro_batch = args.batch.unwrap_or(t.per_device_train_batch_size as u64);
-    let steps =
-        args.steps.or(t.max_steps).ok_or_else(|| Failure::input("the plan needs the run's length: set [training] max_steps in the config or pass --steps"))?;
-    let names: Vec<&str> = model.linear_modules().iter().map(|m| m.0).collect();
-    if let Some(bad) = config.lora.target_modules.iter().find(|t| !names.contains(&t.as_str())) {
-        return Err(Failure::input(format!("lora.target_modules: `{bad}` is not a module of the model; it has {}", names.join(", "))));
-    }
-    let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
     let phase = match args.phase.as_deref() {
-        None => config.workers.phase,
-        Some("experiment") => Phase::Experiment,
-        Some("validation") => Phase::Validation,
-        Some("delivery") => Phase::Delivery,
+        None => None,
+        Some("experiment") => Some(Phase::Experiment),
+        Some("validation") => Some(Phase::Validation),
+        Some("delivery") => Some(Phase::Delivery),
         Some(other) => return Err(Failure::input(format!("--phase {other}: write experiment, validation or delivery"))),
     };
     let optimizer = match args.optim.as_str() {
@@ -87,77 +61,27 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
         "sgd" => Optimizer::Sgd,
         other => return Err(Failure::input(format!("--optim {other}: write adamw_torch, adamw_bnb_8bit or sgd"))),
     };
-    let tokens = steps as f64 * tokens_per_step;
-    Ok(Job {
-        memory: MemoryRequest {
-            model,
-            quant,
-            lora_r: config.lora.lora_r as u64,
-            targets: config.lora.target_modules.clone(),
-            lora_dropout: config.lora.lora_dropout > 0.0,
-            seq_len,
-            micro_batch,
-            gradient_checkpointing: !args.no_gradient_checkpointing,
-            optimizer,
-            engine: Engine::HfCuda,
-        },
-        tokens,
-        tokens_per_step,
-        // Token ids as 4-byte integers: an upper bound for the stored dataset.
-        dataset_bytes: tokens * 4.0,
-        data_home: data_home(config),
+    let overrides = Overrides {
+        quant: args.quant,
+        max_seq_length: args.max_seq_length,
+        batch: args.batch,
+        steps: args.steps,
         phase,
-        utilization: config.cost.utilization,
-        checkpoints_kept: t.save_total_limit.unwrap_or(3),
-        overheads: Overheads::default(),
-    })
+        no_gradient_checkpointing: args.no_gradient_checkpointing,
+        optimizer: Some(optimizer),
+    };
+    let shape = model_shape(args.model.as_deref().unwrap_or(&config.model.path))?;
+    config_job::job(config, shape, &overrides).map_err(Failure::input)
 }
 
-/// A preset model by name, or the model file's own configuration.
-fn model_shape(name_or_path: &str) -> CliResult<ModelShape> {
-    if let Some(shape) = ModelShape::preset(name_or_path) {
-        return Ok(shape);
-    }
-    let path = Path::new(name_or_path);
-    if !path.exists() {
-        return Err(Failure::input(format!(
-            "model `{name_or_path}` is neither a file or directory nor a model tuneline knows ({})",
-            ModelShape::preset_names()
-        )));
-    }
-    let c = Llama::read_config(path).map_err(|e| Failure::input(e.to_string()))?;
-    Ok(ModelShape {
-        name: path.file_name().map_or_else(|| name_or_path.to_string(), |n| n.to_string_lossy().into_owned()),
-        hidden: c.hidden_size as u64,
-        intermediate: c.intermediate_size as u64,
-        layers: c.num_hidden_layers as u64,
-        heads: c.num_attention_heads as u64,
-        kv_heads: c.num_key_value_heads as u64,
-        head_dim: c.head_dim() as u64,
-        vocab: c.vocab_size as u64,
-        tied_embeddings: c.tie_word_embeddings,
-    })
-}
-
-/// `[cost] data_region`, or the region of an AWS S3 store.
-fn data_home(config: &Config) -> Option<DataHome> {
-    let split = |s: &str| s.split_once('/').map(|(p, r)| DataHome { provider: p.to_string(), region: r.to_string() });
-    match (&config.cost.data_region, &config.store) {
-        (Some(region), _) => split(region),
-        (None, store) if store.url.starts_with("s3://") && store.endpoint.is_none() => {
-            store.region.as_ref().map(|r| DataHome { provider: "aws".into(), region: r.clone() })
-        }
-        _ => None,
-    }
-}
-
-/// The shipped catalog with `[cost] catalog` merged over it.
-fn catalog(config: &Config) -> CliResult<Catalog> {
-    Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| Failure::input(e.to_string()))
-}
-
-fn max_age_days(config: &Config) -> i64 {
-    (config.cost.max_catalog_age.0.as_secs() / 86_400) as i64
+/// Buying the `[cost.buy]` card against renting the cheapest catalog one.
+#[derive(Serialize)]
+struct BuySection {
+    gpu: String,
+    rent_offer: String,
+    rent_per_hour: f64,
+    annual_hours: f64,
+    verdict: BuyVsRent,
 }
 
 fn known_gpu(name: &str) -> CliResult<&'static Gpu> {
@@ -183,83 +107,6 @@ fn buy_section(b: &tuneline_core::config::BuyConfig, catalog: &Catalog) -> CliRe
         rent_per_hour,
     });
     Ok(BuySection { gpu: gpu.name.to_string(), rent_offer: offer, rent_per_hour, annual_hours: b.annual_hours, verdict })
-}
-
-/// Refuses, before training, a config whose estimated peak on tuneline's CPU
-/// trainer exceeds `[training] memory_budget`.
-pub fn check_memory_budget(config: &Config) -> CliResult {
-    let Some(budget) = config.training.memory_budget else { return Ok(()) };
-    let t = &config.training;
-    let req = MemoryRequest {
-        model: model_shape(&config.model.path)?,
-        quant: if config.model.quantized_base { Quant::Bits4 } else { Quant::Bits16 },
-        lora_r: config.lora.lora_r as u64,
-        targets: config.lora.target_modules.clone(),
-        lora_dropout: config.lora.lora_dropout > 0.0,
-        seq_len: config.data.max_seq_length as u64,
-        micro_batch: t.per_device_train_batch_size as u64,
-        gradient_checkpointing: false,
-        optimizer: Optimizer::AdamW,
-        engine: Engine::TunelineCpu,
-    };
-    let e = estimate(&req);
-    if e.total() <= budget.0 as f64 {
-        return Ok(());
-    }
-    let gib = |b: f64| b / tuneline_cost::GIB;
-    Err(Failure::input(format!(
-        "training.memory_budget: this run is estimated to peak at {:.1} GiB (weights {:.1}, adapter and optimizer {:.1}, \
-         activations {:.1}, logits {:.1}, runtime {:.1}), over the budget of {budget}; lower training.per_device_train_batch_size ({}) \
-         or data.max_seq_length ({}){}, or raise the budget",
-        e.total_gib(),
-        gib(e.weights),
-        gib(e.adapter),
-        gib(e.activations),
-        gib(e.logits),
-        gib(e.overhead),
-        t.per_device_train_batch_size,
-        config.data.max_seq_length,
-        if config.model.quantized_base { "" } else { ", set model.quantized_base = true" }
-    )))
-}
-
-/// `save_steps = "auto"`: the Young/Daly interval for the spot offer that
-/// `[workers] provider`'s table names, in steps, with why; `Err` says why there is none.
-pub fn auto_save_steps(config: &Config) -> Result<(u64, String), String> {
-    let name = &config.workers.provider;
-    let table = config.providers.get(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
-    let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
-        return Err(format!("[providers.{name}] names no instance_type and region"));
-    };
-    let id = format!("{name}/{instance}/{region}");
-    let catalog = catalog(config).map_err(|e| e.message)?;
-    let offer = catalog.offers.iter().find(|o| o.id == id).ok_or_else(|| format!("the catalog has no offer {id}"))?;
-    if !table.spot {
-        return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
-    }
-    let args = PlanArgs {
-        model: None,
-        quant: None,
-        max_seq_length: None,
-        batch: None,
-        steps: None,
-        gpu: None,
-        phase: None,
-        no_gradient_checkpointing: false,
-        optim: "adamw_torch".into(),
-        top: 0,
-    };
-    let job = job(config, &args).map_err(|e| e.message)?;
-    let today = chrono::Utc::now().date_naive();
-    let e = estimate_offer(&job, offer, Market::Spot, &catalog, today, max_age_days(config));
-    let steps = e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
-    let why = format!(
-        "Young/Daly for {id} spot: a preemption every {:.1} h, {:.0} s per checkpoint, every {:.0} min of work",
-        e.mtbf_h.unwrap_or(f64::INFINITY),
-        e.checkpoint_h * 3600.0,
-        e.interval_h.unwrap_or(0.0) * 60.0
-    );
-    Ok((steps, why))
 }
 
 fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: i64) -> String {

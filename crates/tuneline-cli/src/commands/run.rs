@@ -10,22 +10,22 @@ use std::time::Duration;
 use tuneline_core::layout;
 
 use candle_core::DType;
-use tuneline_api::{Client, Job, JobSpec, JobSubmit, State, TrainSpec};
+use tuneline_api::{now, Client, Job, JobSpec, JobSubmit, State, TrainSpec};
+use tuneline_control::report::{report, Prices};
 use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
 use tuneline_store::{ArtifactStore, NoProgress};
 use tuneline_train::rows::{read_split, Row};
+use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, load_model, lora_settings, run_id, train_settings};
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, RunArgs};
-use crate::commands::control::{ControlPlane, STATE_DIR};
-use crate::commands::cost::{cost_report, print_report};
-use crate::commands::data::prepare;
-use crate::commands::plan::check_memory_budget;
-use crate::commands::train::{check_tokenizer, compute_device, fetch_dataset, load_model, lora_settings, run_id, train_settings};
-use crate::context::{config_path, load_config, open_store};
+use crate::context::{config_path, fetch_dataset, load_config, open_store};
+use crate::cost_report::print_report;
+use crate::dataset::prepare;
 use crate::exit::{CliResult, Failure};
+use crate::plane::{ControlPlane, STATE_DIR};
 use crate::progress::Shown;
 
 /// Runs `tuneline run`.
@@ -69,12 +69,12 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     match job.state {
         State::Succeeded => {
             let eval = evaluate(config, &device, &store, &run, &eval_rows, train_rows.len()).await?;
-            print_report(global, &job, &cost_report(config, &segments));
+            print_report(global, &job, &report(&segments, Prices::of(config), now()));
             println!("{eval}");
             Ok(())
         }
         _ => {
-            print_report(global, &job, &cost_report(config, &segments));
+            print_report(global, &job, &report(&segments, Prices::of(config), now()));
             let why = job.error.unwrap_or_default();
             Err(Failure::failed(format!("job {} {}: {why}", job.id, job.state.as_str())))
         }
@@ -142,7 +142,7 @@ async fn evaluate(config: &Config, device: &candle_core::Device, store: &Artifac
         .ok_or_else(|| Failure::failed(format!("run {run} succeeded but has no committed checkpoint")))?;
     let local = PathBuf::from(".tuneline/cache").join(&prefix);
     store.pull(&prefix, &local, &NoProgress).await?;
-    let model = load_model(config, device)?;
+    let model = tokio::task::block_in_place(|| load_model(config, device))?;
     let settings = train_settings(config, train_rows);
     let failed = |e: candle_core::Error| Failure::failed(format!("eval: {e}"));
     let tuned = Lora::load(&local, &model.config, model.device()).map_err(Failure::failed)?;

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::cli::{Global, ServerArgs};
-use crate::commands::control::{ControlPlane, STATE_DIR};
 use crate::context::load_config;
 use crate::exit::CliResult;
+use crate::plane::{ControlPlane, STATE_DIR};
 
 /// Runs `tuneline server`.
 pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {

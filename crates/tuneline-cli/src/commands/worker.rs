@@ -8,9 +8,9 @@ use tuneline_api::WorkerRegister;
 use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};
-use crate::commands::control::token;
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
+use crate::plane::token;
 
 /// Runs `tuneline worker`.
 pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {

@@ -16,7 +16,7 @@ use tuneline_model::ModelTokenizer;
 use crate::dedup::{dedup, similarity, Fingerprint, BANDS, ROWS};
 use crate::ingest::{resolve_inputs, DataError, Ingested};
 use crate::output::write_split;
-use crate::pack::{concat, pack, Packed};
+use crate::pack::{concat, pack, Row};
 use crate::read::Truncation;
 use crate::spill::{get_sample, get_signature};
 use crate::split::{split, EvalSize};
@@ -28,7 +28,7 @@ mod collect;
 use collect::{collect, Collected, Outcome};
 
 /// The manifest file inside a dataset version.
-pub const MANIFEST: &str = "manifest.json";
+pub use tuneline_core::dataset::{TokenizerRef, MANIFEST};
 /// Records rejected with `on_error = "skip"`, one JSON object per line.
 pub const QUARANTINE: &str = "quarantine.jsonl";
 
@@ -64,15 +64,6 @@ pub struct Manifest {
     pub truncated_inputs: Vec<String>,
     /// Per-stage counts.
     pub stats: Stats,
-}
-
-/// Which tokenizer a dataset was built with.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct TokenizerRef {
-    /// `model.path`.
-    pub model: String,
-    /// sha256 of everything that decides tokenization and templating.
-    pub fingerprint: String,
 }
 
 /// What a build will do, decided before any heavy work.
@@ -211,7 +202,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     for (name, refs) in [("train", &train), ("eval", &eval)] {
         let lengths: Vec<usize> = refs.iter().map(|t| t.tokens as usize).collect();
         let packing = pack(&lengths, d.max_seq_length as usize, d.packing);
-        let row = |r: usize| -> std::io::Result<Packed> {
+        let row = |r: usize| -> std::io::Result<Row> {
             let members = packing.bins[r].iter().map(|&i| get_sample(&samples, &refs[i])).collect::<Result<Vec<_>, _>>()?;
             Ok(concat(&members))
         };

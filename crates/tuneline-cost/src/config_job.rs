@@ -1,0 +1,160 @@
+//! From a `tuneline.toml` to the cost model's questions: the job the config
+//! describes (with a command line's overrides), whether tuneline's own
+//! trainer fits `[training] memory_budget`, and what `save_steps = "auto"`
+//! takes. The model's shape comes from whoever read the model file.
+
+use std::path::Path;
+
+use tuneline_core::config::Config;
+
+use crate::catalog::Catalog;
+use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
+use crate::models::ModelShape;
+use crate::plan::{estimate_offer, DataHome, Job, Market, Overheads, Phase};
+use crate::GIB;
+
+/// What a command line may change in the config's job; `None` keeps the config's value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Bits per base weight: 4, 8 or 16.
+    pub quant: Option<u32>,
+    /// Tokens per row.
+    pub max_seq_length: Option<u64>,
+    /// Rows per micro-batch.
+    pub batch: Option<u64>,
+    /// Optimizer steps.
+    pub steps: Option<u64>,
+    /// Which offers the job may use.
+    pub phase: Option<Phase>,
+    /// Train without gradient checkpointing (more memory, less recompute).
+    pub no_gradient_checkpointing: bool,
+    /// The optimizer (AdamW unless named).
+    pub optimizer: Option<Optimizer>,
+}
+
+/// The job `config` describes on a model of shape `model`, priced for
+/// Hugging Face's CUDA trainer; `Err` names the setting at fault.
+pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<Job, String> {
+    let bits = overrides.quant.unwrap_or(if config.model.quantized_base { 4 } else { 16 });
+    let quant = Quant::from_bits(bits).ok_or_else(|| format!("--quant {bits}: write 4, 8 or 16"))?;
+    let t = &config.training;
+    let seq_len = overrides.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
+    let micro_batch = overrides.batch.unwrap_or(t.per_device_train_batch_size as u64);
+    let steps = overrides.steps.or(t.max_steps).ok_or("the plan needs the run's length: set [training] max_steps in the config or pass --steps")?;
+    let names: Vec<&str> = model.linear_modules().iter().map(|m| m.0).collect();
+    if let Some(bad) = config.lora.target_modules.iter().find(|t| !names.contains(&t.as_str())) {
+        return Err(format!("lora.target_modules: `{bad}` is not a module of the model; it has {}", names.join(", ")));
+    }
+    let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
+    let tokens = steps as f64 * tokens_per_step;
+    Ok(Job {
+        memory: MemoryRequest {
+            model,
+            quant,
+            lora_r: config.lora.lora_r as u64,
+            targets: config.lora.target_modules.clone(),
+            lora_dropout: config.lora.lora_dropout > 0.0,
+            seq_len,
+            micro_batch,
+            gradient_checkpointing: !overrides.no_gradient_checkpointing,
+            optimizer: overrides.optimizer.unwrap_or(Optimizer::AdamW),
+            engine: Engine::HfCuda,
+        },
+        tokens,
+        tokens_per_step,
+        // Token ids as 4-byte integers: an upper bound for the stored dataset.
+        dataset_bytes: tokens * 4.0,
+        data_home: data_home(config),
+        phase: overrides.phase.unwrap_or(config.workers.phase),
+        utilization: config.cost.utilization,
+        checkpoints_kept: t.save_total_limit.unwrap_or(3),
+        overheads: Overheads::default(),
+    })
+}
+
+/// `[cost] data_region`, or the region of an AWS S3 store.
+fn data_home(config: &Config) -> Option<DataHome> {
+    let split = |s: &str| s.split_once('/').map(|(p, r)| DataHome { provider: p.to_string(), region: r.to_string() });
+    match (&config.cost.data_region, &config.store) {
+        (Some(region), _) => split(region),
+        (None, store) if store.url.starts_with("s3://") && store.endpoint.is_none() => {
+            store.region.as_ref().map(|r| DataHome { provider: "aws".into(), region: r.clone() })
+        }
+        _ => None,
+    }
+}
+
+/// The shipped catalog with `[cost] catalog` merged over it.
+pub fn catalog(config: &Config) -> Result<Catalog, String> {
+    Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())
+}
+
+/// `[cost] max_catalog_age` in days: older prices are flagged.
+pub fn max_age_days(config: &Config) -> i64 {
+    (config.cost.max_catalog_age.0.as_secs() / 86_400) as i64
+}
+
+/// Refuses, before training, a config whose estimated peak on tuneline's CPU
+/// trainer over a model of shape `model` exceeds `[training] memory_budget`.
+pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), String> {
+    let Some(budget) = config.training.memory_budget else { return Ok(()) };
+    let t = &config.training;
+    let req = MemoryRequest {
+        model,
+        quant: if config.model.quantized_base { Quant::Bits4 } else { Quant::Bits16 },
+        lora_r: config.lora.lora_r as u64,
+        targets: config.lora.target_modules.clone(),
+        lora_dropout: config.lora.lora_dropout > 0.0,
+        seq_len: config.data.max_seq_length as u64,
+        micro_batch: t.per_device_train_batch_size as u64,
+        gradient_checkpointing: false,
+        optimizer: Optimizer::AdamW,
+        engine: Engine::TunelineCpu,
+    };
+    let e = estimate(&req);
+    if e.total() <= budget.0 as f64 {
+        return Ok(());
+    }
+    let gib = |b: f64| b / GIB;
+    Err(format!(
+        "training.memory_budget: this run is estimated to peak at {:.1} GiB (weights {:.1}, adapter and optimizer {:.1}, \
+         activations {:.1}, logits {:.1}, runtime {:.1}), over the budget of {budget}; lower training.per_device_train_batch_size ({}) \
+         or data.max_seq_length ({}){}, or raise the budget",
+        e.total_gib(),
+        gib(e.weights),
+        gib(e.adapter),
+        gib(e.activations),
+        gib(e.logits),
+        gib(e.overhead),
+        t.per_device_train_batch_size,
+        config.data.max_seq_length,
+        if config.model.quantized_base { "" } else { ", set model.quantized_base = true" }
+    ))
+}
+
+/// `save_steps = "auto"`: the Young/Daly interval for the spot offer that
+/// `[workers] provider`'s table names, in steps, with why; `Err` says why there is none.
+pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), String> {
+    let name = &config.workers.provider;
+    let table = config.providers.get(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
+    let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
+        return Err(format!("[providers.{name}] names no instance_type and region"));
+    };
+    let id = format!("{name}/{instance}/{region}");
+    let catalog = catalog(config)?;
+    let offer = catalog.offers.iter().find(|o| o.id == id).ok_or_else(|| format!("the catalog has no offer {id}"))?;
+    if !table.spot {
+        return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
+    }
+    let job = job(config, model, &Overrides::default())?;
+    let today = chrono::Utc::now().date_naive();
+    let e = estimate_offer(&job, offer, Market::Spot, &catalog, today, max_age_days(config));
+    let steps = e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
+    let why = format!(
+        "Young/Daly for {id} spot: a preemption every {:.1} h, {:.0} s per checkpoint, every {:.0} min of work",
+        e.mtbf_h.unwrap_or(f64::INFINITY),
+        e.checkpoint_h * 3600.0,
+        e.interval_h.unwrap_or(0.0) * 60.0
+    );
+    Ok((steps, why))
+}
