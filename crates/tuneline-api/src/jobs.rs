@@ -23,10 +23,13 @@ pub enum JobSpec {
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
     /// The text of the run's `tuneline.toml`.
+    #[schema(min_length = 1)]
     pub config: String,
     /// The committed dataset version it trains on, such as `datasets/chat/3f2a…`.
+    #[schema(min_length = 1)]
     pub dataset: String,
     /// The run's name: its checkpoints go to `runs/<run>/`.
+    #[schema(min_length = 1)]
     pub run: String,
 }
 
@@ -34,11 +37,14 @@ pub struct TrainSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandSpec {
-    /// Program and arguments.
+    /// Program and arguments, none of them empty.
+    #[schema(schema_with = argv_schema)]
     pub argv: Vec<String>,
     /// The run's name: its checkpoints go to `runs/<run>/`.
+    #[schema(min_length = 1)]
     pub run: String,
     /// The store URL its checkpoints (and its dataset) are in.
+    #[schema(min_length = 1)]
     pub store: String,
     /// A committed dataset version to prefetch into `TUNELINE_DATA_DIR`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +76,12 @@ impl JobSubmit {
     pub fn new(spec: JobSpec, max_attempts: Option<u32>) -> Self {
         Self { spec, max_attempts }
     }
+}
+
+/// The schema of [`CommandSpec::argv`]: at least one argument, none empty.
+fn argv_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1))).min_items(Some(1)).build()
 }
 
 /// The kinds of job, as `kind` names them.
@@ -150,7 +162,9 @@ impl JobSpec {
         match self {
             Self::Train(t) if t.config.is_empty() => empty("spec.config", "the text of a tuneline.toml"),
             Self::Train(t) if t.dataset.is_empty() => empty("spec.dataset", "a committed dataset version such as datasets/chat/3f2a…"),
-            Self::Command(c) if c.argv.first().is_none_or(String::is_empty) => empty("spec.argv", "the trainer command as a non-empty list of strings"),
+            Self::Command(c) if c.argv.is_empty() || c.argv.iter().any(String::is_empty) => {
+                empty("spec.argv", "the trainer command as a non-empty list of non-empty strings")
+            }
             Self::Command(c) if c.store.is_empty() => empty("spec.store", "the store URL of the run"),
             _ => Ok(()),
         }
@@ -169,24 +183,43 @@ pub struct JobSubmit {
 
 /// A [`JobSubmit`] as it crosses the wire: the kind beside an untyped spec,
 /// so that a bad spec is reported with the path of its field.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireSubmit {
     /// `train`: the built-in trainer ([`TrainSpec`]); `command`: any trainer command ([`CommandSpec`]).
     pub kind: JobKind,
     /// What to run: a `TrainSpec` or a `CommandSpec`, as `kind` says.
-    #[schema(schema_with = spec_schema)]
     pub spec: serde_json::Value,
     /// Attempts allowed before the job fails (default 5).
     #[serde(default)]
     pub max_attempts: Option<u32>,
 }
 
-/// The schema of [`WireSubmit::spec`]: one of the kinds' specs.
-fn spec_schema() -> utoipa::openapi::Schema {
-    use utoipa::openapi::{OneOfBuilder, Ref, Schema};
-    Schema::OneOf(OneOfBuilder::new().item(Ref::from_schema_name("TrainSpec")).item(Ref::from_schema_name("CommandSpec")).build())
+/// The document says which spec goes with which kind: one object per kind
+/// (`kind` fixed, `spec` that kind's schema), which a derive cannot express.
+impl utoipa::PartialSchema for WireSubmit {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Ref, SchemaType, Type};
+        let submit = |kind: JobKind, spec: &str| {
+            let max_attempts = ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+                .minimum(Some(1))
+                .maximum(Some(u32::MAX))
+                .description(Some("Attempts allowed before the job fails (default 5)."));
+            ObjectBuilder::new()
+                .property("kind", ObjectBuilder::new().schema_type(Type::String).enum_values(Some([kind.as_str()])))
+                .required("kind")
+                .property("spec", Ref::from_schema_name(spec))
+                .required("spec")
+                .property("max_attempts", max_attempts)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        let one_of = OneOfBuilder::new().item(submit(JobKind::Train, "TrainSpec")).item(submit(JobKind::Command, "CommandSpec"));
+        one_of.description(Some("A job to queue: what to run (`spec`) as its `kind` says.")).into()
+    }
 }
+
+impl ToSchema for WireSubmit {}
 
 impl TryFrom<WireSubmit> for JobSubmit {
     type Error = ApiError;

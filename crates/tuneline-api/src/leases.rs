@@ -15,6 +15,7 @@ pub struct LeaseRequest {
     pub worker: i64,
     /// Seconds to wait for a job (long poll; at most 60).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 60)]
     pub wait_s: Option<f64>,
 }
 

@@ -16,11 +16,13 @@ pub struct WorkerRegister {
     #[serde(default)]
     pub instance_type: Option<String>,
     /// What the instance costs per hour, in dollars.
+    #[schema(minimum = 0)]
     pub price_per_hour: f64,
     /// Spot (preemptible) or on-demand.
     #[serde(default)]
     pub spot: bool,
     /// CPU cores.
+    #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub cpus: u32,
     /// GPU model, from NVML.
     #[serde(default)]
@@ -29,6 +31,7 @@ pub struct WorkerRegister {
     #[serde(default)]
     pub vram_mib: Option<u64>,
     /// The worker's process id on its machine.
+    #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub pid: u32,
 }
 

@@ -1,7 +1,8 @@
 //! The server's check of a submitted job against the world: a user error
 //! found at submit time costs nothing, while one found by a rented worker
 //! costs a boot. The spec's shape was checked as it was parsed
-//! ([`tuneline_api::JobSpec::parse`]); this checks what it names:
+//! ([`tuneline_api::JobSpec::parse`], 400); this checks what it names, and
+//! answers 422 naming the field when that does not fit:
 //!
 //! - `train`: `spec.config` is a valid `tuneline.toml`, `spec.dataset` a
 //!   committed dataset version in its store, and its `[model] path` exists;
@@ -25,20 +26,22 @@ impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         match &job.spec {
             JobSpec::Train(spec) => {
-                let config =
-                    Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::bad("spec.config", e.to_string()))?.config;
-                let store =
-                    ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::bad("spec.config", format!("spec.config: [store] url: {e}")))?;
+                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
+                    .map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?
+                    .config;
+                let store = ArtifactStore::open(&config.store.url, &config.store)
+                    .map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
                 committed(&store, &spec.dataset).await?;
                 if !Path::new(&config.model.path).exists() {
-                    return Err(Failure::bad(
+                    return Err(Failure::unprocessable(
                         "spec.config",
                         format!("spec.config: [model] path `{}` does not exist on the server; put the model there or fix the path", config.model.path),
                     ));
                 }
             }
             JobSpec::Command(spec) => {
-                let store = ArtifactStore::open(&spec.store, &Default::default()).map_err(|e| Failure::bad("spec.store", format!("spec.store: {e}")))?;
+                let store =
+                    ArtifactStore::open(&spec.store, &Default::default()).map_err(|e| Failure::unprocessable("spec.store", format!("spec.store: {e}")))?;
                 if let Some(dataset) = &spec.dataset {
                     committed(&store, dataset).await?;
                 }
@@ -51,10 +54,11 @@ impl JobCheck for StoreCheck {
 async fn committed(store: &ArtifactStore, dataset: &str) -> Result<(), Failure> {
     match store.is_committed(dataset).await {
         Ok(true) => Ok(()),
-        Ok(false) => Err(Failure::bad(
+        Ok(false) => Err(Failure::unprocessable(
             "spec.dataset",
             format!("spec.dataset: no committed dataset version `{dataset}` in {}; `tuneline data ls` lists them", store.url()),
         )),
+        Err(e @ tuneline_store::StoreError::BadKey { .. }) => Err(Failure::unprocessable("spec.dataset", format!("spec.dataset: {e}"))),
         Err(e) => Err(Failure::new(axum::http::StatusCode::BAD_GATEWAY, format!("checking spec.dataset in {}: {e}", store.url()))),
     }
 }

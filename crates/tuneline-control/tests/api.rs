@@ -108,23 +108,24 @@ async fn the_served_document_declares_every_parameter_and_error_and_bad_ids_get_
 }
 
 #[tokio::test]
-async fn malformed_requests_get_400_naming_the_field() {
+async fn malformed_requests_get_400_or_422_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let (server, client) = server(dir.path(), Duration::from_secs(30)).await;
     let http = reqwest::Client::new();
     let cases = [
-        (json!({"kind": "trian", "spec": {}}), "kind"),
-        (json!({"kind": "command", "spec": 3}), "spec"),
-        (json!({"kind": "command", "spec": {"argv": [], "run": "r", "store": "memory://"}}), "spec.argv"),
-        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "", "store": "memory://"}}), "spec.run"),
-        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r", "store": "memory://", "argc": 1}}), "spec.argc"),
-        (json!({"kind": "train", "spec": {"config": "[training]\nmax_steps = \"many\"\n", "run": "r", "dataset": "datasets/x/1"}}), "spec.config"),
-        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "max_attempts": -1}), "max_attempts"),
-        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "colour": "red"}), "colour"),
+        (json!({"kind": "trian", "spec": {}}), "kind", 400),
+        (json!({"kind": "command", "spec": 3}), "spec", 400),
+        (json!({"kind": "command", "spec": {"argv": [], "run": "r", "store": "memory://"}}), "spec.argv", 400),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "", "store": "memory://"}}), "spec.run", 400),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r", "store": "memory://", "argc": 1}}), "spec.argc", 400),
+        (json!({"kind": "train", "spec": {"config": "[training]\nmax_steps = \"many\"\n", "run": "r", "dataset": "datasets/x/1"}}), "spec.config", 422),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "max_attempts": -1}), "max_attempts", 400),
+        (json!({"kind": "command", "spec": {"argv": ["x"], "run": "r"}, "colour": "red"}), "colour", 400),
     ];
-    for (body, field) in cases {
+    // 400: the request does not fit the protocol; 422: what it names does not fit (the config does not parse).
+    for (body, field, status) in cases {
         let response = http.post(format!("{}/v1/jobs", server.url())).bearer_auth(&server.token).json(&body).send().await.unwrap();
-        assert_eq!(response.status(), 400, "{body}");
+        assert_eq!(response.status(), status, "{body}");
         let error: serde_json::Value = response.json().await.unwrap();
         assert_eq!(error["field"], field, "{body} -> {error}");
         assert!(error["error"].as_str().unwrap().starts_with(field), "{error}");
@@ -150,10 +151,10 @@ async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
 
     let job = |dataset: &str| JobSubmit::new(JobSpec::Train(TrainSpec { config: config.clone(), run: "r".into(), dataset: dataset.into() }), None);
     let (status, field, error) = refused(client.submit(&job("datasets/chat/v2")).await.unwrap_err());
-    assert_eq!((status, field.as_deref()), (400, Some("spec.dataset")));
+    assert_eq!((status, field.as_deref()), (422, Some("spec.dataset")));
     assert!(error.contains("no committed dataset version `datasets/chat/v2`"), "{error}");
     let (status, field, error) = refused(client.submit(&job("datasets/chat/v1")).await.unwrap_err());
-    assert_eq!((status, field.as_deref()), (400, Some("spec.config")));
+    assert_eq!((status, field.as_deref()), (422, Some("spec.config")));
     assert!(error.contains("missing.gguf` does not exist"), "{error}");
 }
 

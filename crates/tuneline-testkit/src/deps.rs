@@ -60,3 +60,11 @@ pub fn python_with_datasets() -> PathBuf {
     assert!(path.is_file(), "Python with `datasets` not found at {}: {SETUP}", path.display());
     path
 }
+
+/// schemathesis, which fuzzes an API against its OpenAPI document:
+/// `<cache>/venv/bin/schemathesis`. Panics, saying how to get it, when absent.
+pub fn schemathesis() -> PathBuf {
+    let path = cache_dir().join("venv/bin/schemathesis");
+    assert!(path.is_file(), "schemathesis not found at {}: {SETUP}", path.display());
+    path
+}

@@ -4,40 +4,11 @@
 //! by SIGTERM releases the job as preempted; the next worker downloads the
 //! latest checkpoint and passes `--resume_from_checkpoint`.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tuneline_api::{Client, CommandSpec, JobSpec, JobSubmit, State};
 
-use crate::common::{Killed, TestContext};
-
-fn server(ctx: &TestContext) -> (Killed, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
-        .args(["server", "--listen", "127.0.0.1:0"])
-        .current_dir(ctx.path(""))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("tuneline server: ")).expect("the server says where it listens");
-    let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
-    std::thread::spawn(move || lines.for_each(drop));
-    (Killed(child), url)
-}
-
-fn worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
-        .args(["worker", "--server", url, "--cache-dir", name, "--price", "0.75"])
-        .current_dir(ctx.path(""))
-        .env_remove("TUNELINE_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(ctx.path(&format!("{name}.log"))).unwrap())
-        .spawn()
-        .map(Killed)
-        .unwrap()
-}
+use crate::common::{server, worker, TestContext};
 
 fn committed(ctx: &TestContext, step: u64) -> bool {
     ctx.path(&format!("store/runs/ext/checkpoints/{step}/COMMIT.json")).exists()

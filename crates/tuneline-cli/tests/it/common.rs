@@ -1,6 +1,8 @@
 //! The shared test context: a temp project directory and the binary run inside it.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use assert_cmd::Command;
 use tempfile::TempDir;
@@ -79,4 +81,33 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A real `tuneline server` on a free loopback port in the project; returns it and its URL.
+pub fn server(ctx: &TestContext) -> (Killed, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .current_dir(ctx.path(""))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("tuneline server: ")).expect("the server says where it listens");
+    let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
+    std::thread::spawn(move || lines.for_each(drop));
+    (Killed(child), url)
+}
+
+/// A real `tuneline worker` of `url`, caching in `name/` and logging to `name.log`.
+pub fn worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .args(["worker", "--server", url, "--cache-dir", name, "--price", "0.75"])
+        .current_dir(ctx.path(""))
+        .env_remove("TUNELINE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(ctx.path(&format!("{name}.log"))).unwrap())
+        .spawn()
+        .map(Killed)
+        .unwrap()
 }

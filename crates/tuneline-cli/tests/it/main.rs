@@ -9,6 +9,7 @@ mod data;
 mod help;
 mod init;
 mod plan;
+mod server;
 mod store;
 mod store_s3;
 mod train;

@@ -25,6 +25,12 @@ impl Failure {
         Self { status: StatusCode::BAD_REQUEST, body: ApiError { error: error.into(), field: Some(field.into()) } }
     }
 
+    /// 422: the request is well-formed, but what `field` names does not fit
+    /// (a dataset that is not committed, a config that does not parse).
+    pub fn unprocessable(field: impl Into<String>, error: impl Into<String>) -> Self {
+        Self { status: StatusCode::UNPROCESSABLE_ENTITY, body: ApiError { error: error.into(), field: Some(field.into()) } }
+    }
+
     /// Any status with a message.
     pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
         Self { status, body: ApiError { error: error.into(), field: None } }
@@ -50,6 +56,8 @@ impl From<DbError> for Failure {
 
 /// A JSON request body. Unlike axum's `Json`, a body that does not fit
 /// gets 400 with the path of the field at fault (`spec.config`, `wait_s`).
+/// JSON has one number type: an integer written `3.0` is taken as 3, as the
+/// OpenAPI document's `integer` allows, and one past `int64` is refused.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -58,16 +66,76 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes =
             axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("unreadable request body: {e}")))?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        match serde_path_to_error::deserialize(&mut de) {
-            Ok(value) => Ok(Body(value)),
-            Err(e) => {
-                let path = e.path().to_string();
-                let field = if path == "." { "body".to_string() } else { path };
-                Err(Failure::bad(field.clone(), format!("{field}: {}", e.into_inner())))
-            }
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
+        if !value.is_object() {
+            // serde would take an array as a struct's fields in order.
+            return Err(Failure::bad("body", "body: expected a JSON object"));
         }
+        integers(&mut value, &mut String::new())?;
+        serde_path_to_error::deserialize(value).map(Body).map_err(|e| field_error(e, "body"))
     }
+}
+
+/// Rewrites integral floats in `value` as integers, and refuses integers past
+/// `int64`, naming the field at `path`.
+fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Failure> {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.as_u64().is_some_and(|u| u > i64::MAX as u64) => {
+            let field = if path.is_empty() { "body".to_string() } else { path.clone() };
+            Err(Failure::bad(field.clone(), format!("{field}: {n} is past the largest integer the API takes (2^63 - 1)")))
+        }
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *value = Value::from(f as i64);
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                integers(item, path)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Object(fields) => {
+            for (key, item) in fields.iter_mut() {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                integers(item, path)?;
+                path.truncate(len);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A request's query parameters. Unlike axum's `Query`, a bad one gets the
+/// JSON error of every other 400, naming the parameter.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de).map(Params).map_err(|e| field_error(e, "query"))
+    }
+}
+
+/// A deserialization error as a 400 naming its field, or `whole` when it is
+/// not about one field.
+fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>, whole: &str) -> Failure {
+    let path = e.path().to_string();
+    let field = if path == "." { whole.to_string() } else { path };
+    Failure::bad(field.clone(), format!("{field}: {}", e.into_inner()))
 }
 
 /// The one integer path parameter (`{id}`, `{job}`). Unlike axum's `Path`,

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::error::{Body, Failure, PathId};
+use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
 use tuneline_api::State as JobState;
 use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, WireSubmit};
@@ -18,7 +18,9 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
 /// Queue a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = WireSubmit, responses(
-    (status = 201, body = Job), (status = 400, description = "names the field at fault", body = ApiError)))]
+    (status = 201, body = Job), (status = 400, description = "names the field at fault", body = ApiError),
+    (status = 422, description = "names the field whose dataset, store or config does not fit", body = ApiError),
+    (status = 502, description = "the job's store could not be reached to check it", body = ApiError)))]
 pub async fn submit(State(shared): State<Arc<Shared>>, Body(wire): Body<WireSubmit>) -> Result<(StatusCode, Json<Job>), Failure> {
     let job = JobSubmit::try_from(wire).map_err(|body| Failure { status: StatusCode::BAD_REQUEST, body })?;
     shared.check.check(&job).await?;
@@ -32,20 +34,13 @@ pub async fn submit(State(shared): State<Arc<Shared>>, Body(wire): Body<WireSubm
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only jobs in this state.
-    state: Option<String>,
+    state: Option<JobState>,
 }
 
 /// List jobs, oldest first.
 #[utoipa::path(get, path = "/v1/jobs", params(ListQuery), responses((status = 200, body = Vec<Job>), (status = 400, body = ApiError)))]
-pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
-    let state = match q.state.as_deref() {
-        None => None,
-        Some(name) => Some(
-            JobState::parse(name)
-                .ok_or_else(|| Failure::bad("state", format!("state: `{name}` is not one of queued, leased, running, succeeded, failed, cancelled")))?,
-        ),
-    };
-    Ok(Json(shared.db().list(state)?))
+pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
+    Ok(Json(shared.db().list(q.state)?))
 }
 
 /// One job.
@@ -67,14 +62,19 @@ pub struct LogsQuery {
     /// Only lines after this one (0: from the start).
     #[serde(default)]
     after: i64,
-    /// At most this many lines (default 1000).
-    limit: Option<u32>,
+    /// At most this many lines (default 1000, at most 10,000).
+    #[param(minimum = 0)]
+    limit: Option<i64>,
 }
 
 /// A job's log and metric lines, readable while it runs.
 #[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "the job's id"), LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
-pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Query(q): Query<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
-    Ok(Json(shared.db().logs(id, q.after, q.limit.unwrap_or(1000).min(10_000))?))
+pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(q): Params<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
+    let limit = match q.limit {
+        Some(n) if n < 0 => return Err(Failure::bad("limit", "limit: must be at least 0")),
+        n => n.unwrap_or(1000).min(10_000) as u32,
+    };
+    Ok(Json(shared.db().logs(id, q.after, limit)?))
 }
 
 /// Which segments to read.
@@ -87,6 +87,6 @@ pub struct LedgerQuery {
 
 /// The ledger: every worker segment, as billed.
 #[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>)))]
-pub async fn ledger(State(shared): State<Arc<Shared>>, Query(q): Query<LedgerQuery>) -> Result<Json<Vec<Segment>>, Failure> {
+pub async fn ledger(State(shared): State<Arc<Shared>>, Params(q): Params<LedgerQuery>) -> Result<Json<Vec<Segment>>, Failure> {
     Ok(Json(shared.db().segments(q.job)?))
 }

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::error::{Body, Failure, PathId};
+use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
 use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
 
@@ -34,7 +34,7 @@ pub struct ListQuery {
 
 /// List workers.
 #[utoipa::path(get, path = "/v1/workers", params(ListQuery), responses((status = 200, body = Vec<Worker>)))]
-pub async fn list(State(shared): State<Arc<Shared>>, Query(q): Query<ListQuery>) -> Result<Json<Vec<Worker>>, Failure> {
+pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery>) -> Result<Json<Vec<Worker>>, Failure> {
     Ok(Json(shared.db().workers(q.all)?))
 }
 
