@@ -16,7 +16,7 @@ use crate::workers::{Registered, Worker, WorkerRegister};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The server could not be reached or did not answer in time.
-    #[error("control plane at {url}: {source}")]
+    #[error("control plane at {url} did not answer ({source}); check that `tuneline server` runs there and that --server names it")]
     Unreachable {
         /// The server.
         url: String,

@@ -23,11 +23,20 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
             if global.json {
                 println!("{}", serde_json::to_string_pretty(&jobs).expect("serializable"));
             } else {
-                println!("{:>5} {:<8} {:<10} {:>8} {:>6}  RUN", "ID", "KIND", "STATE", "ATTEMPTS", "STEP");
+                println!("{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  RUN", "ID", "KIND", "STATE", "ATTEMPTS", "USED", "STEP");
                 for j in &jobs {
                     let step = j.step.map_or("-".to_string(), |s| s.to_string());
-                    let attempts = format!("{}/{}", j.attempts_used, j.max_attempts);
-                    println!("{:>5} {:<8} {:<10} {:>8} {:>6}  {}", j.id, j.spec.kind().as_str(), j.state.as_str(), attempts, step, j.spec.run());
+                    let used = format!("{}/{}", j.attempts_used, j.max_attempts);
+                    println!(
+                        "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  {}",
+                        j.id,
+                        j.spec.kind().as_str(),
+                        j.state.as_str(),
+                        j.attempts.len(),
+                        used,
+                        step,
+                        j.spec.run()
+                    );
                 }
             }
         }

@@ -70,9 +70,6 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
     let ctx = TestContext::new();
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = server(&ctx);
-    let (code, _, err) = ctx.run(&["server", "--listen", "127.0.0.1:0"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("another tuneline server (pid ") && err.contains("is using the state database"), "{err}");
     let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
     let client = Client::new(&url, &token);
     let store = ctx.path("store").to_str().unwrap().to_string();

@@ -111,3 +111,24 @@ pub fn worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
         .map(Killed)
         .unwrap()
 }
+
+/// Asserts `text` equals the snapshot `tests/it/snapshots/<name>.snap`, with
+/// what differs between runs and machines masked: the project's directory
+/// and other temporary paths, the test cache, loopback ports, hex hashes
+/// (run ids, dataset versions) and timestamps. `INSTA_UPDATE=always` writes
+/// a changed snapshot for review.
+pub fn snapshot(ctx: &TestContext, name: &str, text: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
+    let project = ctx.dir.path().canonicalize().unwrap();
+    for dir in [project.display().to_string(), ctx.dir.path().display().to_string()] {
+        settings.add_filter(&regex::escape(&dir), "[PROJECT]");
+    }
+    settings.add_filter(&regex::escape(&tuneline_testkit::cache_dir().display().to_string()), "[CACHE]");
+    settings.add_filter(r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]");
+    settings.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]");
+    settings.add_filter(r"\b[0-9a-f]{12,64}\b", "[HASH]");
+    settings.add_filter(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", "[TIME]");
+    settings.bind(|| insta::assert_snapshot!(name, text));
+}

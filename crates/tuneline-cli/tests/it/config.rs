@@ -1,6 +1,6 @@
 //! `tuneline config check`.
 
-use crate::common::TestContext;
+use crate::common::{snapshot, TestContext};
 
 fn with_config(text: &str) -> TestContext {
     let ctx = TestContext::new();
@@ -44,6 +44,7 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     assert!(out.contains("store.secret_access_key: set from env AWS_SECRET_ACCESS_KEY (masked)"), "{out}");
     assert!(out.contains("store.access_key_id: set from file (masked)"), "{out}");
     assert!(out.contains("server.token: set from env TUNELINE_TOKEN (masked)"), "{out}");
+    snapshot(&ctx, "config_check_resolved", &out);
 
     let (code, json, _) = ctx.run(&["--json", "config", "check"]);
     assert_eq!(code, 0);

@@ -1,6 +1,6 @@
 //! `tuneline data prepare | show | ls` on a small chat set with the real SmolLM2 model.
 
-use crate::common::TestContext;
+use crate::common::{snapshot, TestContext};
 
 /// Links the real SmolLM2 model where the default config looks for it.
 pub fn link_model(ctx: &TestContext) {
@@ -60,7 +60,7 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let version = m["version"].as_str().unwrap();
     let (code, out, _) = ctx.run(&["data", "show", &format!("support@{version}")]);
     assert_eq!(code, 0);
-    assert!(out.contains("packing efficiency"), "{out}");
+    snapshot(&ctx, "data_show", &out);
 
     // Changed data is a new version; the old one stays.
     ctx.write(

@@ -1,13 +1,13 @@
 //! `tuneline init`.
 
-use crate::common::TestContext;
+use crate::common::{snapshot, TestContext};
 
 #[test]
 fn writes_a_valid_commented_config_and_an_example() {
     let ctx = TestContext::new();
     let (code, out, err) = ctx.run(&["init", "support-bot"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("wrote support-bot/tuneline.toml"), "{out}");
+    snapshot(&ctx, "init", &out);
     let text = std::fs::read_to_string(ctx.path("support-bot/tuneline.toml")).unwrap();
     assert!(text.contains("name = \"support-bot\""), "the project is named after its directory");
     for key in ["per_device_train_batch_size", "gradient_accumulation_steps", "lora_alpha", "target_modules", "[providers.local]", "[cost]"] {

@@ -6,7 +6,7 @@
 //! config that does not parse: the server answers 422 for those, which is
 //! the one status added to what schemathesis counts as accepting.
 
-use crate::common::{server, TestContext};
+use crate::common::{server, snapshot, TestContext};
 
 #[test]
 fn the_api_is_what_its_openapi_document_says() {
@@ -24,4 +24,15 @@ fn the_api_is_what_its_openapi_document_says() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "schemathesis found failures:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(report.contains("Tested: 13"), "every operation was exercised:\n{report}");
+}
+
+#[test]
+fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, _) = server(&ctx);
+    let (code, _, err) = ctx.run(&["server", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1);
+    let pid = regex::Regex::new(r"pid \d+").unwrap();
+    snapshot(&ctx, "server_second", &pid.replace(&err, "pid [PID]"));
 }

@@ -1,6 +1,6 @@
 //! `tuneline store` on the embedded default (a local directory store).
 
-use crate::common::{files_under, TestContext};
+use crate::common::{files_under, snapshot, TestContext};
 
 fn project() -> TestContext {
     let ctx = TestContext::new();
@@ -19,8 +19,7 @@ fn push_ls_pull_verify_round_trip() {
     assert!(ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").is_file(), "the default store is ./.tuneline/store");
 
     let (_, out, _) = ctx.run(&["store", "ls"]);
-    assert!(out.lines().next().unwrap().starts_with("PREFIX"), "{out}");
-    assert!(out.contains("runs/r1/checkpoints/10       2"), "{out}");
+    snapshot(&ctx, "store_ls", &out);
     let (_, json, _) = ctx.run(&["--json", "store", "ls", "runs"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["prefix"], "runs/r1/checkpoints/10");
@@ -36,7 +35,7 @@ fn push_ls_pull_verify_round_trip() {
 
     let (code, out, _) = ctx.run(&["store", "verify"]);
     assert_eq!(code, 0);
-    assert!(out.contains("ok       runs/r1/checkpoints/10 (2 files)"), "{out}");
+    snapshot(&ctx, "store_verify", &out);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use crate::common::TestContext;
+use crate::common::{snapshot, TestContext};
 
 fn project(max_steps: u32, save_steps: u32) -> TestContext {
     project_with(max_steps, save_steps, "gradient_accumulation_steps = 1\n")
@@ -72,7 +72,7 @@ fn a_dataset_tokenized_for_another_model_is_refused() {
     ctx.write("tuneline.toml", format!("[model]\npath = \"other-model\"\n{config}"));
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("was tokenized with the tokenizer of") && err.contains("run `tuneline data prepare` with this model"), "{err}");
+    snapshot(&ctx, "train_other_tokenizer", &err);
 }
 
 #[test]

@@ -1,0 +1,70 @@
+//! `tuneline jobs ls | submit | cancel | logs` against a real `tuneline
+//! server`, with a real `tuneline worker` running the submitted command.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{server, snapshot, worker, TestContext};
+
+/// Runs `tuneline jobs --server URL ARGS`.
+pub fn jobs(ctx: &TestContext, url: &str, args: &[&str]) -> (i32, String, String) {
+    ctx.run(&[&["jobs", "--server", url][..], args].concat())
+}
+
+/// Waits until job `id` is final, as `tuneline jobs ls --json` shows it; returns its record.
+pub fn finished(ctx: &TestContext, url: &str, id: u64) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let (_, out, _) = jobs(ctx, url, &["ls", "--json"]);
+        let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let job = listed.as_array().unwrap().iter().find(|j| j["id"] == id).cloned().unwrap();
+        if ["succeeded", "failed", "cancelled"].contains(&job["state"].as_str().unwrap()) {
+            return job;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "job {id} did not finish: {job}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_submitted_command_is_listed_run_logged_and_a_queued_one_cancelled() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, url) = server(&ctx);
+    let say = ["--", "python3", "-c", "print('training step 1'); print('training step 2')"];
+    let (code, out, err) = jobs(&ctx, &url, &[&["submit", "--run", "hello", "--store", "store"][..], &say].concat());
+    assert_eq!(code, 0, "{err}");
+    snapshot(&ctx, "jobs_submit", &out);
+    let (code, out, err) = jobs(&ctx, &url, &["submit", "--run", "later", "--store", "store", "--", "python3", "-c", "pass"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "job 2 queued (queued)");
+    let (code, out, _) = jobs(&ctx, &url, &["cancel", "2"]);
+    assert_eq!(code, 0);
+    snapshot(&ctx, "jobs_cancel", &out);
+
+    let _worker = worker(&ctx, &url, "cache");
+    let done = finished(&ctx, &url, 1);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["attempts"][0]["outcome"], "succeeded", "{done}");
+    let (code, out, _) = jobs(&ctx, &url, &["ls"]);
+    assert_eq!(code, 0);
+    snapshot(&ctx, "jobs_ls", &out);
+    let (code, out, _) = jobs(&ctx, &url, &["logs", "1"]);
+    assert_eq!(code, 0);
+    snapshot(&ctx, "jobs_logs", &out);
+}
+
+#[test]
+fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, url) = server(&ctx);
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "r", "--store", "store", "--dataset", "datasets/chat/v9", "--", "python3", "train.py"]);
+    assert_eq!(code, 2);
+    snapshot(&ctx, "jobs_submit_missing_dataset", &err);
+    let (code, _, err) = jobs(&ctx, &url, &["cancel", "7"]);
+    assert_eq!(code, 1);
+    snapshot(&ctx, "jobs_cancel_unknown", &err);
+    let (code, _, err) = ctx.run(&["jobs", "--server", "http://127.0.0.1:9", "--token", "t", "ls"]);
+    assert_eq!(code, 1);
+    snapshot(&ctx, "jobs_unreachable", &err);
+}
