@@ -3,7 +3,7 @@
 //! data to the eval line and the cost report; run again, it finds the job
 //! done and reports it without training again.
 
-use crate::common::{snapshot, TestContext};
+use crate::common::snapshot;
 
 #[test]
 fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
