@@ -7,7 +7,7 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error, ErrorKind};
 use serde::Serialize;
 
-use crate::tokenizer::SpecialTokens;
+use crate::special_tokens::SpecialTokens;
 
 /// One chat turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,9 +7,11 @@ mod error;
 pub mod gguf;
 pub mod llama;
 mod source;
+mod special_tokens;
 mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
 pub use error::ModelError;
 pub use source::ModelSource;
-pub use tokenizer::{Encoded, ModelTokenizer, SpecialTokens};
+pub use special_tokens::SpecialTokens;
+pub use tokenizer::{Encoded, ModelTokenizer};

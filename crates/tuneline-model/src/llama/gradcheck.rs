@@ -8,10 +8,11 @@ use std::collections::HashMap;
 use candle_core::{DType, Device, Result, Tensor};
 use rand::{Rng, SeedableRng};
 
-use super::attention::Attention;
-use super::dropout::Dropout;
-use super::kernels::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
-use super::lora_linear::{backward, Adapter, Projection, MAX_ROWS};
+use super::kernels::attention::Attention;
+use super::kernels::dropout::Dropout;
+use super::kernels::projection::{backward, Adapter, Projection, MAX_ROWS};
+use super::kernels::rows::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::kernels::Backend;
 use super::ops::{attention_mask, Rope};
 use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
 
@@ -67,7 +68,7 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     // Two rows of three tokens with two heads each.
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
-    check_op(&[random(&[6, 12], 5)], |x| rope.apply(&x[0], &positions, 2), |_, dy| Ok(vec![rope.backward(dy, &positions)?]));
+    check_op(&[random(&[6, 12], 5)], |x| rope.apply(Backend::Cpu, &x[0], &positions, 2), |_, dy| Ok(vec![rope.backward(Backend::Cpu, dy, &positions)?]));
     // The forward against the rotation written plainly, on the heads split out.
     let x = random(&[6, 12], 6);
     let heads = x.reshape((2, 3, 2, 6)).unwrap().transpose(1, 2).unwrap();
@@ -77,7 +78,16 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
         (Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(), Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap());
     let rotated = Tensor::cat(&[&heads.narrow(3, 3, 3).unwrap().neg().unwrap(), &heads.narrow(3, 0, 3).unwrap()], 3).unwrap();
     let plain = (heads.broadcast_mul(&cos).unwrap() + rotated.broadcast_mul(&sin).unwrap()).unwrap();
-    let diff = (rope.apply(&x, &positions, 2).unwrap() - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    let diff = (rope.apply(Backend::Cpu, &x, &positions, 2).unwrap() - plain)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
     assert!(diff < 1e-12, "the rotation differs from its plain form by {diff}");
 }
 

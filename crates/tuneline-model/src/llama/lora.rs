@@ -10,8 +10,8 @@ use std::path::Path;
 use candle_core::{DType, Device, Result, Tensor, Var};
 use rand::{Rng, SeedableRng};
 
-use super::dropout::Dropout;
-use super::lora_linear::{Adapter, Projection};
+use super::kernels::dropout::Dropout;
+use super::kernels::projection::{Adapter, Projection};
 use super::weight::Weight;
 use super::LlamaConfig;
 use crate::error::ModelError;

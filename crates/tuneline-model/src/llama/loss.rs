@@ -8,7 +8,6 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor, D};
 
-use super::kernels::{cross_entropy, rms_norm, rms_norm_backward};
 use super::{Llama, LoraPass};
 
 /// The label that the loss ignores.
@@ -34,8 +33,8 @@ impl Llama {
         let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
         let (rows, targets) = labeled(labels)?;
         let rows = Tensor::from_vec(rows, targets.len(), x.device())?;
-        let picked = rms_norm(&x.index_select(&rows, 0)?, &self.norm, self.config.rms_norm_eps)?;
-        Ok(cross_entropy(&picked.matmul(&self.lm_head.t()?)?, &targets, None)?.0)
+        let picked = self.backend.rms_norm(&x.index_select(&rows, 0)?, &self.norm, self.config.rms_norm_eps)?;
+        Ok(self.backend.cross_entropy(&picked.matmul(&self.lm_head.t()?)?, &targets, None)?.0)
     }
 
     /// The loss of a training pass through `lora` and the gradients of
@@ -55,10 +54,10 @@ impl Llama {
         let (rows, targets) = labeled(labels)?;
         let rows = Tensor::from_vec(rows, targets.len(), x.device())?;
         let picked = x.index_select(&rows, 0)?;
-        let normed = rms_norm(&picked, &self.norm, self.config.rms_norm_eps)?;
-        let (loss, d_logits) = cross_entropy(&normed.matmul(&self.lm_head.t()?)?, &targets, Some(weight))?;
+        let normed = self.backend.rms_norm(&picked, &self.norm, self.config.rms_norm_eps)?;
+        let (loss, d_logits) = self.backend.cross_entropy(&normed.matmul(&self.lm_head.t()?)?, &targets, Some(weight))?;
         let d_normed = d_logits.expect("asked for").matmul(&self.lm_head)?;
-        let d_picked = rms_norm_backward(&picked, &self.norm, self.config.rms_norm_eps, &d_normed)?;
+        let d_picked = self.backend.rms_norm_backward(&picked, &self.norm, self.config.rms_norm_eps, &d_normed)?;
         let mut dx = x.zeros_like()?.index_add(&rows, &d_picked, 0)?;
         drop(x);
         let mut grads = HashMap::new();

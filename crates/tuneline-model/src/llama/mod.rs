@@ -4,38 +4,32 @@
 //! (`gradcheck.rs`). candle's autograd is not used: it would keep every
 //! intermediate alive, compute the frozen weights' gradients, and start
 //! each gradient from a zeroed tensor it then adds into.
-//! On the CPU the ops are kernels on slices (`kernels.rs`, `attention.rs`,
-//! `lora_linear.rs`); on a GPU the same ops are composed from candle's
-//! (`composed.rs`), checked against the kernels (`composed_check.rs`).
+//! The ops run behind one device seam (`kernels/`), chosen when the model
+//! is loaded: kernels on slices on the CPU, the same ops composed from
+//! candle's on a GPU, checked against the kernels (`composed_check.rs`).
 //! Weights are kept in Hugging Face's layout.
 
-mod attention;
 mod backward;
-mod composed;
 #[cfg(test)]
 mod composed_check;
 mod config;
-mod dropout;
 mod from_gguf;
 mod from_hf;
-mod gemm;
 #[cfg(test)]
 mod gradcheck;
 mod kernels;
 mod lora;
-mod lora_linear;
 mod loss;
 mod ops;
-mod simd;
 mod weight;
 
 use candle_core::{Device, Result, Tensor, D};
 
-use attention::Attention;
 pub use config::{LlamaConfig, RopeScaling};
-use kernels::{rms_norm, swiglu};
+use kernels::attention::Attention;
+use kernels::projection::Projection;
+use kernels::Backend;
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
-use lora_linear::Projection;
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, Rope};
 pub use weight::Weight;
@@ -75,6 +69,8 @@ pub struct Llama {
     norm: Tensor,
     lm_head: Tensor,
     rope: Rope,
+    /// The ops' implementation for the device the weights are on.
+    backend: Backend,
 }
 
 impl Llama {
@@ -113,7 +109,8 @@ impl Llama {
     /// A model from its weights (all of one dtype).
     pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
         let rope = Rope::new(config.head_dim(), config.rope_theta, config.rope_scaling.as_ref(), max_positions, embed_tokens.dtype(), embed_tokens.device())?;
-        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope })
+        let backend = Backend::for_device(embed_tokens.device());
+        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope, backend })
     }
 
     /// Every weight under its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, ...),
@@ -161,7 +158,7 @@ impl Llama {
     pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
-        let logits = rms_norm(&x, &self.norm, self.config.rms_norm_eps)?.matmul(&self.lm_head.t()?)?;
+        let logits = self.backend.rms_norm(&x, &self.norm, self.config.rms_norm_eps)?.matmul(&self.lm_head.t()?)?;
         logits.reshape((batch, seq, ()))
     }
 
@@ -223,17 +220,18 @@ impl Llama {
         let w = &self.layers[i];
         let eps = self.config.rms_norm_eps;
         let proj = |module, weight| Self::projection(pass, i, module, weight);
-        let h = rms_norm(x, &w.input_layernorm, eps)?;
+        let b = self.backend;
+        let h = b.rms_norm(x, &w.input_layernorm, eps)?;
         let c = &self.config;
-        let q = self.rope.apply(&self.biased(w, 0, proj("q_proj", &w.q_proj).forward(&h)?)?, pass.positions, c.num_attention_heads)?;
-        let k = self.rope.apply(&self.biased(w, 1, proj("k_proj", &w.k_proj).forward(&h)?)?, pass.positions, c.num_key_value_heads)?;
-        let v = self.heads(pass, &self.biased(w, 2, proj("v_proj", &w.v_proj).forward(&h)?)?)?;
-        let attended = self.merge(pass, &pass.attention.forward(&q, &k, &v)?)?;
-        let x_mid = (x + proj("o_proj", &w.o_proj).forward(&attended)?)?;
-        let h = rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
-        let gate = proj("gate_proj", &w.gate_proj).forward(&h)?;
-        let up = proj("up_proj", &w.up_proj).forward(&h)?;
-        let y = (&x_mid + proj("down_proj", &w.down_proj).forward(&swiglu(&gate, &up)?)?)?;
+        let q = self.rope.apply(b, &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?, pass.positions, c.num_attention_heads)?;
+        let k = self.rope.apply(b, &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?, pass.positions, c.num_key_value_heads)?;
+        let v = self.heads(pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+        let attended = self.merge(pass, &b.attention(&pass.attention, &q, &k, &v)?)?;
+        let x_mid = (x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
+        let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
+        let gate = b.project(&proj("gate_proj", &w.gate_proj), &h)?;
+        let up = b.project(&proj("up_proj", &w.up_proj), &h)?;
+        let y = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &b.swiglu(&gate, &up)?)?)?;
         Ok((y, Saved { x: x.clone(), q, k, v, attended, x_mid, gate, up }))
     }
 

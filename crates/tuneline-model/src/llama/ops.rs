@@ -3,7 +3,7 @@
 use candle_core::{DType, Device, Result, Tensor};
 
 use super::config::RopeScaling;
-use super::kernels::rope;
+use super::kernels::Backend;
 
 /// Rotary embedding tables for Hugging Face's half-split layout.
 #[derive(Clone)]
@@ -30,17 +30,17 @@ impl Rope {
         Ok(Self { cos: angles.cos()?.to_dtype(dtype)?, sin: angles.sin()?.to_dtype(dtype)? })
     }
 
-    /// Rotates the `heads` heads of `x` `(batch x seq, heads x head_dim)`
+    /// Rotates, with `backend`'s ops, the `heads` heads of `x` `(batch x seq, heads x head_dim)`
     /// at `positions` `(batch, seq)`, split into `(batch, heads, seq, head_dim)`.
-    pub fn apply(&self, x: &Tensor, positions: &Tensor, heads: usize) -> Result<Tensor> {
-        rope(x, &self.cos, &self.sin, positions, heads, false)
+    pub fn apply(&self, backend: Backend, x: &Tensor, positions: &Tensor, heads: usize) -> Result<Tensor> {
+        backend.rope(x, &self.cos, &self.sin, positions, heads, false)
     }
 
     /// The gradient of `x` for the gradient `grad` `(batch, heads, seq,
     /// head_dim)` of [`Rope::apply`]'s output, `(batch x seq, heads x
     /// head_dim)`: a rotation's transpose is the rotation by minus the angle.
-    pub fn backward(&self, grad: &Tensor, positions: &Tensor) -> Result<Tensor> {
-        rope(grad, &self.cos, &self.sin, positions, grad.dim(1)?, true)
+    pub fn backward(&self, backend: Backend, grad: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        backend.rope(grad, &self.cos, &self.sin, positions, grad.dim(1)?, true)
     }
 }
 

@@ -7,6 +7,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use tokenizers::Tokenizer;
 
 use super::byte_level::ByteLevelBpe;
+use super::encoded::Encoded;
 
 /// Splits text at added tokens the way `tokenizers` does, when that is exact.
 pub struct Splitter {
@@ -58,13 +59,4 @@ impl Splitter {
         piece(&mut out, at, text.len())?;
         Ok((out.ids.len() <= limit).then_some(out))
     }
-}
-
-/// Token ids with their byte offsets in the text.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Encoded {
-    /// Token ids.
-    pub ids: Vec<u32>,
-    /// `(start, end)` byte offsets.
-    pub offsets: Vec<(usize, usize)>,
 }

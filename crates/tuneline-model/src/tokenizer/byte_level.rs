@@ -14,7 +14,7 @@ use regex::Regex;
 use serde_json::{json, Value};
 use tokenizers::{Model, ModelWrapper, Tokenizer};
 
-use super::Encoded;
+use super::encoded::Encoded;
 
 /// GPT-2's split pattern, less the look-ahead branch (handled in [`ByteLevelBpe::split`]).
 const PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+";

@@ -17,10 +17,11 @@ use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
 use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::{ModelTokenizer, SpecialTokens};
+use super::ModelTokenizer;
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
+use crate::special_tokens::SpecialTokens;
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 const CONTROL: i64 = 3;

@@ -7,9 +7,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::{ModelTokenizer, SpecialTokens};
+use super::ModelTokenizer;
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
+use crate::special_tokens::SpecialTokens;
 
 /// Loads `dir/tokenizer.json` and `dir/tokenizer_config.json`.
 pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {

@@ -3,29 +3,18 @@
 
 mod bounded;
 mod byte_level;
+mod encoded;
 mod from_gguf;
 mod from_hf;
 
 use std::path::Path;
 
-pub use bounded::Encoded;
+pub use encoded::Encoded;
 
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::source::ModelSource;
-
-/// The special tokens a chat template may refer to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SpecialTokens {
-    /// Beginning of sequence.
-    pub bos: Option<String>,
-    /// End of sequence (for chat models, usually the end-of-turn token).
-    pub eos: Option<String>,
-    /// Padding.
-    pub pad: Option<String>,
-    /// Unknown.
-    pub unk: Option<String>,
-}
+use crate::special_tokens::SpecialTokens;
 
 /// Words the BPE model remembers the merges of.
 const WORD_CACHE: usize = 500_000;

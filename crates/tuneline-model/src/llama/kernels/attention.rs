@@ -11,9 +11,8 @@ use std::ops::Range;
 use candle_core::{bail, Device, Result, Tensor};
 use rayon::prelude::*;
 
-use super::composed::{self, on_device};
 use super::gemm::{gemm, gemm_into, Mat};
-use super::kernels::{by_dtype, unzeroed, with_all, Real};
+use super::real::{by_dtype, unzeroed, with_all, Real};
 use super::simd::{self, vectorized};
 
 /// Attention over a pass's mask.
@@ -57,17 +56,11 @@ impl Attention {
     /// The output `(batch, heads, seq, d)` for q `(batch, heads, seq, d)`, k
     /// and v `(batch, kv_heads, seq, d)`.
     pub fn forward(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-        if on_device(q) {
-            return composed::attention(&self.mask, q, k, v);
-        }
         by_dtype!(q.dtype(), forward_in(self, q, k, v))
     }
 
     /// The gradients of q, k and v for the gradient `grad` of the output `out`.
     pub fn backward(&self, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        if on_device(q) {
-            return composed::attention_backward(&self.mask, q, k, v, out, grad);
-        }
         by_dtype!(q.dtype(), backward_in(self, q, k, v, out, grad))
     }
 }

@@ -6,7 +6,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::kernels::{unzeroed, Real};
+use super::real::{unzeroed, Real};
 use super::simd::vectorized;
 
 /// One dropout mask: each element zeroed with probability `p` and the rest

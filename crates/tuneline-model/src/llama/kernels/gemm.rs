@@ -5,7 +5,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::kernels::Real;
+use super::real::Real;
 
 /// A matrix of `rows x cols` values in a slice, row-major unless transposed.
 #[derive(Clone, Copy)]

@@ -2,96 +2,16 @@
 //! pass each, for the elementwise steps where candle's composed ops would
 //! make a pass (and an allocation) per op: RMSNorm, SwiGLU, the rotary
 //! embedding and the cross-entropy over the vocabulary.
-//! Each runs in f32 or f64 (the finite-difference checks use f64). On a
-//! device other than the CPU, each entry point hands over to its composed
-//! form (`composed.rs`).
+//! Each runs in f32 or f64 (the finite-difference checks use f64).
 
 use std::mem::MaybeUninit;
 
-use candle_core::{bail, DType, Result, Shape, Storage, Tensor, WithDType};
+use candle_core::{bail, DType, Result, Shape, Tensor, WithDType};
 use num_traits::Float;
 use rayon::prelude::*;
 
-use super::composed::{self, on_device};
+use super::real::{by_dtype, unzeroed, with_all, with_values, Real};
 use super::simd::{self, vectorized};
-
-/// A float type the kernels run in (f32 or f64).
-pub trait Real: WithDType + Float + num_traits::NumAssign + Send + Sync {
-    /// `e^self`, written so that loops that only map values through it vectorize.
-    fn exp_fast(self) -> Self;
-}
-
-impl Real for f32 {
-    /// Cephes' `expf`: `e^x = 2^n e^r` with `|r| <= ln 2 / 2` and `e^r` a
-    /// polynomial; within 2 ulp of `f32::exp`, and 0 below -87 (where f32
-    /// goes subnormal). Without libm's call and branches, the softmax, SiLU
-    /// and cross-entropy loops around it vectorize.
-    #[inline(always)]
-    fn exp_fast(self) -> f32 {
-        /// Adding and subtracting 1.5 x 2^23 rounds an f32 to an integer.
-        const ROUND: f32 = 12_582_912.0;
-        let x = self.clamp(-87.0, 88.0);
-        let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
-        let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
-        let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 0.166_666_65) * r + 0.5;
-        let y = (p * r * r + r + 1.0) * f32::from_bits(((n as i32 + 127) << 23) as u32);
-        if self < -87.0 {
-            0.0
-        } else {
-            y
-        }
-    }
-}
-
-impl Real for f64 {
-    fn exp_fast(self) -> f64 {
-        self.exp()
-    }
-}
-
-/// Runs `$f::<T>(args)` with `T` the float type of `$dtype`.
-macro_rules! by_dtype {
-    ($dtype:expr, $f:ident($($arg:expr),*)) => {
-        match $dtype {
-            candle_core::DType::F32 => $f::<f32>($($arg),*),
-            candle_core::DType::F64 => $f::<f64>($($arg),*),
-            other => candle_core::bail!("tuneline's kernels run in f32 or f64, not {other:?}"),
-        }
-    };
-}
-pub(super) use by_dtype;
-
-/// `f` applied to the values of `t` (made contiguous), on the CPU.
-fn with_values<T: Real, R>(t: &Tensor, f: impl FnOnce(&[T]) -> Result<R>) -> Result<R> {
-    with_all(&[t], |v| f(v[0]))
-}
-
-/// `f` applied to the values of each of `tensors` (made contiguous), on the CPU.
-pub(super) fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) -> Result<R>) -> Result<R> {
-    let tensors = tensors.iter().map(|t| t.contiguous()).collect::<Result<Vec<_>>>()?;
-    let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
-    let mut values = Vec::with_capacity(guards.len());
-    for (storage, layout) in &guards {
-        let Storage::Cpu(cpu) = &**storage else { bail!("tuneline's training kernels run on the CPU") };
-        let start = layout.start_offset();
-        values.push(&cpu.as_slice::<T>()?[start..start + layout.shape().elem_count()]);
-    }
-    f(&values)
-}
-
-/// A vector of `len` values that `write` fills, none zeroed first: the
-/// outputs of products and row kernels are overwritten whole, and zeroing
-/// them cost 5% of a training step.
-///
-/// # Safety
-/// `write` must write every value.
-pub(super) unsafe fn unzeroed<T: Real>(len: usize, write: impl FnOnce(&mut [MaybeUninit<T>])) -> Vec<T> {
-    let mut values = Vec::with_capacity(len);
-    write(&mut values.spare_capacity_mut()[..len]);
-    // SAFETY: the caller's `write` wrote all `len` values.
-    unsafe { values.set_len(len) };
-    values
-}
 
 /// A tensor of `shape` whose `rows` rows are written in parallel by
 /// `f(row index, that row of each input, output row)`, which writes the
@@ -126,18 +46,12 @@ fn inverse_rms<T: Real>(x: &[T], eps: f64) -> T {
 
 /// RMSNorm over the last dimension: `x / sqrt(mean(x²) + eps) * weight`.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
-    if on_device(x) {
-        return composed::rms_norm(x, weight, eps);
-    }
     by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, None))
 }
 
 /// The gradient of `x` for the gradient `grad` of [`rms_norm`]'s output (the
 /// norm's weight is frozen): `inv (grad w) - x inv³ mean(grad w x)`.
 pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -> Result<Tensor> {
-    if on_device(x) {
-        return composed::rms_norm_backward(x, weight, eps, grad);
-    }
     by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, Some(grad)))
 }
 
@@ -169,9 +83,6 @@ fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Ten
 
 /// SwiGLU: `silu(gate) * up`.
 pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-    if on_device(gate) {
-        return composed::swiglu(gate, up);
-    }
     by_dtype!(gate.dtype(), swiglu_in(gate, up))
 }
 
@@ -192,9 +103,6 @@ fn swiglu_in<T: Real>(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 
 /// The gradients of `gate` and `up` for the gradient `grad` of [`swiglu`]'s output.
 pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
-    if on_device(gate) {
-        return composed::swiglu_backward(gate, up, grad);
-    }
     by_dtype!(gate.dtype(), swiglu_backward_in(gate, up, grad))
 }
 
@@ -240,9 +148,6 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
 /// the angles into `(batch x seq, heads x head_dim)`: the layout moves in
 /// the same pass as the rotation.
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
-    if on_device(x) {
-        return composed::rope(x, cos, sin, positions, heads, inverse);
-    }
     by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, heads, inverse))
 }
 
@@ -285,9 +190,6 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
 /// `(softmax(row) - onehot(target)) * grad_scale / n`. One pass for the row
 /// maximum, one for the sum of exponentials, one to write the gradient.
 pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
-    if on_device(logits) {
-        return composed::cross_entropy(logits, targets, grad_scale);
-    }
     match logits.dtype() {
         DType::F32 => cross_entropy_in::<f32>(logits, targets, grad_scale),
         DType::F64 => cross_entropy_in::<f64>(logits, targets, grad_scale),

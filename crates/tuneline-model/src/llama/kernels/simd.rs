@@ -9,7 +9,7 @@
 
 use num_traits::Float;
 
-use super::kernels::Real;
+use super::real::Real;
 
 /// Partial results a reduction keeps apart: 16 f32s fill an AVX-512 register.
 const LANES: usize = 16;

@@ -1,7 +1,7 @@
 //! The training ops composed from candle's tensor ops, for the devices
 //! other than the CPU (CUDA, with the `cuda` feature): each takes and
-//! returns what its CPU kernel does (`kernels.rs`, `attention.rs`,
-//! `lora_linear.rs`), so the model's forward and written-out backward run
+//! returns what its CPU kernel does (`rows.rs`, `attention.rs`,
+//! `projection.rs`), so the model's forward and written-out backward run
 //! unchanged on a GPU. The CPU kernels work on slices, which a GPU's memory
 //! does not give; candle's ops run on every device it has.
 //! Each checks against its kernel in `composed_check.rs`.
@@ -11,51 +11,20 @@ use std::collections::HashMap;
 use candle_core::{DType, Result, Tensor, D};
 
 use super::dropout::Dropout;
-use super::kernels::{by_dtype, Real};
-use super::lora_linear::{Adapter, Projection};
-
-/// Whether the ops on `t` run composed: on every device but the CPU, and on
-/// the CPU too in a test that asked for it (`compose_on_cpu`).
-pub(super) fn on_device(t: &Tensor) -> bool {
-    !t.device().is_cpu() || composed_on_cpu()
-}
-
-#[cfg(test)]
-thread_local! {
-    static COMPOSE_ON_CPU: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-#[cfg(test)]
-fn composed_on_cpu() -> bool {
-    COMPOSE_ON_CPU.with(std::cell::Cell::get)
-}
-
-/// Outside tests, the CPU always runs its kernels.
-#[cfg(not(test))]
-fn composed_on_cpu() -> bool {
-    false
-}
-
-/// Runs `f` with this thread's ops composed even on the CPU, as they run on a GPU.
-#[cfg(test)]
-pub(super) fn compose_on_cpu<R>(f: impl FnOnce() -> R) -> R {
-    COMPOSE_ON_CPU.with(|c| c.set(true));
-    let out = f();
-    COMPOSE_ON_CPU.with(|c| c.set(false));
-    out
-}
+use super::projection::{Adapter, Projection};
+use super::real::{by_dtype, Real};
 
 /// `1 / sqrt(mean(x²) + eps)` of each row, `(rows, 1)`.
 fn inverse_rms(x: &Tensor, eps: f64) -> Result<Tensor> {
     (x.sqr()?.mean_keepdim(D::Minus1)? + eps)?.sqrt()?.recip()
 }
 
-/// [`super::kernels::rms_norm`].
+/// [`super::rows::rms_norm`].
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     x.broadcast_mul(&inverse_rms(x, eps)?)?.broadcast_mul(weight)
 }
 
-/// [`super::kernels::rms_norm_backward`].
+/// [`super::rows::rms_norm_backward`].
 pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -> Result<Tensor> {
     let inv = inverse_rms(x, eps)?;
     let gw = grad.broadcast_mul(weight)?;
@@ -69,12 +38,12 @@ fn sigmoid(x: &Tensor) -> Result<Tensor> {
     (x.neg()?.exp()? + 1.0)?.recip()
 }
 
-/// [`super::kernels::swiglu`].
+/// [`super::rows::swiglu`].
 pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     gate.silu()? * up
 }
 
-/// [`super::kernels::swiglu_backward`].
+/// [`super::rows::swiglu_backward`].
 pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
     let s = sigmoid(gate)?;
     // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
@@ -82,7 +51,7 @@ pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Ten
     Ok((grad.mul(up)?.mul(&d_silu)?, grad.mul(gate)?.mul(&s)?))
 }
 
-/// [`super::kernels::rope`].
+/// [`super::rows::rope`].
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
     let (batch, seq) = positions.dims2()?;
     let half = cos.dim(1)?;
@@ -101,7 +70,7 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: u
     }
 }
 
-/// [`super::kernels::cross_entropy`].
+/// [`super::rows::cross_entropy`].
 pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
     let (n, vocab) = logits.dims2()?;
     let device = logits.device();
@@ -190,7 +159,7 @@ pub fn projection(p: &Projection, x: &Tensor) -> Result<Tensor> {
     y + rank.matmul(&ad.b.t()?)?
 }
 
-/// [`super::lora_linear::backward`].
+/// [`super::projection::backward`].
 pub fn projection_backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
     let mut dx: Option<Tensor> = None;
     for (p, dy) in parts {

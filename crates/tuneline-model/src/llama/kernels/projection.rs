@@ -14,15 +14,14 @@ use std::collections::HashMap;
 use candle_core::{Device, Result, Tensor};
 use rayon::prelude::*;
 
-use super::composed::{self, on_device};
 use super::dropout::Dropout;
 use super::gemm::{gemm, gemm_into, Mat};
-use super::kernels::{by_dtype, unzeroed, with_all, Real};
+use super::real::{by_dtype, unzeroed, with_all, Real};
 use super::simd::vectorized;
-use super::weight::Weight;
+use crate::llama::weight::Weight;
 
 /// The most rows one task takes.
-pub(super) const MAX_ROWS: usize = 1024;
+pub(crate) const MAX_ROWS: usize = 1024;
 
 /// Rows per task for `n` rows: an equal share per thread, so each thread
 /// packs the weight for its products once, at most [`MAX_ROWS`], and a
@@ -81,9 +80,6 @@ struct Dims {
 impl Projection<'_> {
     /// The output `(n, out)` for `x` `(n, in)`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if on_device(x) {
-            return composed::projection(self, x);
-        }
         let w = self.weight.dense()?;
         by_dtype!(x.dtype(), forward_in(self, x, &w))
     }
@@ -136,9 +132,6 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
 /// of its output: the sum of what each passes back, accumulated in one
 /// buffer. The adapters' gradients go into `grads` under PEFT's names.
 pub fn backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
-    if on_device(x) {
-        return composed::projection_backward(x, parts, grads);
-    }
     let weights = parts.iter().map(|(p, _)| p.weight.dense()).collect::<Result<Vec<_>>>()?;
     by_dtype!(x.dtype(), backward_in(x, parts, &weights, grads))
 }

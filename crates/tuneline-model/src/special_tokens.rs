@@ -1,0 +1,15 @@
+//! The special tokens of a model, by role: the tokenizer reads them from
+//! the model, and the chat template refers to them.
+
+/// The special tokens a chat template may refer to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpecialTokens {
+    /// Beginning of sequence.
+    pub bos: Option<String>,
+    /// End of sequence (for chat models, usually the end-of-turn token).
+    pub eos: Option<String>,
+    /// Padding.
+    pub pad: Option<String>,
+    /// Unknown.
+    pub unk: Option<String>,
+}
