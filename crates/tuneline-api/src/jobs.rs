@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::ledger::Segment;
 
 /// What a job runs, tagged by `kind`; on the wire `{"kind": ..., "spec": {...}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -301,7 +302,7 @@ impl RetryPolicy {
     /// than a user error or a cancel, counts.
     pub const SERVER: Self = Self { preempted: true, lost: true, infra_error: true };
 
-    /// Whether an attempt that ended with `outcome` (as [`Attempt::outcome`] names it) counts.
+    /// Whether an attempt that ended with `outcome` (as [`Segment::outcome`] names it) counts.
     pub fn counts(&self, outcome: &str) -> bool {
         match outcome {
             "preempted" => self.preempted,
@@ -310,26 +311,6 @@ impl RetryPolicy {
             _ => false,
         }
     }
-}
-
-/// One worker's attempt at a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Attempt {
-    /// The worker.
-    pub worker: i64,
-    /// When it took the lease.
-    pub started_at: f64,
-    /// When it ended; null while it runs.
-    pub ended_at: Option<f64>,
-    /// The committed step it resumed from.
-    pub start_step: Option<u64>,
-    /// The newest step it finished.
-    pub max_step: Option<u64>,
-    /// How it ended: `succeeded`, `preempted`, `lost`, `user_error`,
-    /// `infra_error` or `cancelled`; null while it runs.
-    pub outcome: Option<String>,
-    /// Why it failed, for a user or infrastructure error.
-    pub error: Option<String>,
 }
 
 /// One job, as the server keeps it.
@@ -342,8 +323,9 @@ pub struct Job {
     pub spec: JobSpec,
     /// Where it is.
     pub state: State,
-    /// Every attempt, oldest first, preempted and lost ones included.
-    pub attempts: Vec<Attempt>,
+    /// Every attempt, oldest first, preempted and lost ones included: the
+    /// ledger's segments of this job, each with its outcome and error.
+    pub attempts: Vec<Segment>,
     /// The attempts that used up one of `max_attempts`, as `retry` says.
     pub attempts_used: u32,
     /// Attempts allowed.

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// One worker's attempt at one job, as the ledger bills it.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Segment {
     /// The job.
     pub job: i64,
@@ -28,8 +28,11 @@ pub struct Segment {
     pub max_step: Option<u64>,
     /// Finished steps that no checkpoint kept: the next attempt redid them.
     pub lost_steps: u64,
-    /// How it ended: an outcome, `lost` (no heartbeat) or null while it runs.
+    /// How it ended: `succeeded`, `preempted`, `lost` (no heartbeat),
+    /// `user_error`, `infra_error` or `cancelled`; null while it runs.
     pub outcome: Option<String>,
+    /// Why it failed, for a user or infrastructure error.
+    pub error: Option<String>,
     /// Seconds spent computing steps.
     pub compute_s: f64,
     /// Mean utilization over its samples.

@@ -23,7 +23,7 @@ pub mod workers;
 pub use client::{Client, ClientError};
 pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
-pub use jobs::{Attempt, CommandSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};
+pub use jobs::{CommandSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};
 pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start};
 pub use ledger::{LogLine, Segment};
 pub use tuneline_core::clock::now;

@@ -29,7 +29,7 @@ pub enum Event {
 
 impl Event {
     /// How an attempt that ends with this event ended, as
-    /// [`tuneline_api::Attempt::outcome`] names it; `None` if no attempt ends.
+    /// [`tuneline_api::Segment::outcome`] names it; `None` if no attempt ends.
     pub fn outcome(&self) -> Option<&'static str> {
         match self {
             Self::Leased | Self::Started => None,

@@ -131,6 +131,7 @@ mod tests {
             tokens: 0,
             bytes_up: 2_000_000_000,
             bytes_down: 1_000_000_000,
+            error: None,
         }
     }
 

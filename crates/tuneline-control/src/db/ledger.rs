@@ -1,13 +1,13 @@
 //! The ledger's rows: one segment per worker attempt at a job, with its
 //! worker's provider and price.
 
-use rusqlite::{params, Row};
+use rusqlite::{params, Connection, Row};
 
 use super::{Db, DbError};
 use tuneline_api::{Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
-    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down
+    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error
     FROM segments s JOIN workers w ON w.id = s.worker";
 
 fn segment(row: &Row) -> rusqlite::Result<Segment> {
@@ -33,14 +33,20 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         tokens: row.get(12)?,
         bytes_up: row.get(13)?,
         bytes_down: row.get(14)?,
+        error: row.get(15)?,
     })
 }
 
 impl Db {
     /// The segments of job `job` (of every job when `None`), oldest first.
     pub fn segments(&self, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
-        let rows = stmt.query_map(params![job], segment)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        segments(&self.conn, job)
     }
+}
+
+/// [`Db::segments`] on `conn`, inside a transaction too.
+pub(super) fn segments(conn: &Connection, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
+    let rows = stmt.query_map(params![job], segment)?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use crate::job::{next, Event, RetryPolicy, State};
-use tuneline_api::{now, Attempt, Job, JobKind, JobSpec};
+use tuneline_api::{now, Job, JobKind, JobSpec};
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -211,26 +211,9 @@ fn decode(conn: &Connection, (id, kind, spec, state, max_attempts, worker, error
     let kind = JobKind::parse(&kind).ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
     let spec = serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
     let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
-    let attempts = attempts(conn, id)?;
+    let attempts = ledger::segments(conn, Some(id))?;
     let attempts_used = attempts.iter().filter(|a| a.outcome.as_deref().is_some_and(|o| POLICY.counts(o))).count() as u32;
     Ok(Job { id, spec, state, attempts, attempts_used, max_attempts, retry: POLICY, worker, error, step, loss })
-}
-
-/// Job `id`'s attempts, oldest first.
-fn attempts(conn: &Connection, id: i64) -> Result<Vec<Attempt>, DbError> {
-    let mut stmt = conn.prepare_cached("SELECT worker, started_at, ended_at, start_step, max_step, outcome, error FROM segments WHERE job = ?1 ORDER BY id")?;
-    let rows = stmt.query_map([id], |r| {
-        Ok(Attempt {
-            worker: r.get(0)?,
-            started_at: r.get(1)?,
-            ended_at: r.get(2)?,
-            start_step: r.get(3)?,
-            max_step: r.get(4)?,
-            outcome: r.get(5)?,
-            error: r.get(6)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
