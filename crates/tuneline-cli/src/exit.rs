@@ -2,13 +2,14 @@
 
 use std::process::ExitCode;
 
+use tuneline_api::exit;
 use tuneline_core::config::ConfigError;
 use tuneline_store::StoreError;
 
 /// A failure and the exit code it maps to.
 #[derive(Debug)]
 pub struct Failure {
-    /// Exit code: 1 operation failed, 2 bad input, 3 verification failed, 4 preempted.
+    /// Exit code, one of `tuneline_api::exit`: 1 operation failed, 2 bad input, 3 verification failed, 4 preempted.
     pub code: u8,
     /// What to print, already worded for the user.
     pub message: String,
@@ -17,22 +18,22 @@ pub struct Failure {
 impl Failure {
     /// The operation failed (exit code 1).
     pub fn failed(message: impl std::fmt::Display) -> Self {
-        Self { code: 1, message: message.to_string() }
+        Self { code: exit::FAILED, message: message.to_string() }
     }
 
     /// Bad usage or bad input.
     pub fn input(message: impl Into<String>) -> Self {
-        Self { code: 2, message: message.into() }
+        Self { code: exit::BAD_INPUT, message: message.into() }
     }
 
     /// Training stopped on SIGTERM with its checkpoint committed.
     pub fn preempted(message: impl Into<String>) -> Self {
-        Self { code: 4, message: message.into() }
+        Self { code: exit::PREEMPTED, message: message.into() }
     }
 
     /// Verification found problems (already printed).
     pub fn verification(message: impl Into<String>) -> Self {
-        Self { code: 3, message: message.into() }
+        Self { code: exit::VERIFICATION, message: message.into() }
     }
 
     /// The process exit code.
@@ -50,9 +51,9 @@ impl From<ConfigError> for Failure {
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         let code = match e {
-            StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => 2,
-            StoreError::NotCommitted { .. } | StoreError::NoObject { .. } | StoreError::AlreadyCommitted { .. } => 2,
-            _ => 1,
+            StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => exit::BAD_INPUT,
+            StoreError::NotCommitted { .. } | StoreError::NoObject { .. } | StoreError::AlreadyCommitted { .. } => exit::BAD_INPUT,
+            _ => exit::FAILED,
         };
         Self { code, message: e.to_string() }
     }

@@ -77,6 +77,7 @@ async fn the_served_document_declares_every_parameter_and_error_and_bad_ids_get_
     let (server, client) = server(dir.path(), Duration::from_secs(30)).await;
     let http = reqwest::Client::new();
     let served: serde_json::Value = http.get(format!("{}/openapi.json", server.url())).send().await.unwrap().json().await.unwrap();
+    assert_eq!(served, serde_json::to_value(tuneline_control::api::openapi::generated()).unwrap(), "the server serves the generated document");
     let ops = operations(&served);
     assert_eq!(ops.len(), 13, "every route is documented: {:?}", ops.iter().map(|(p, m, _)| format!("{m} {p}")).collect::<Vec<_>>());
     for (path, method, op) in &ops {

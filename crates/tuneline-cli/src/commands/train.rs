@@ -76,7 +76,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     shown.start("steps", max_steps, Unit::Items);
     let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global, &shown)));
     shown.finish();
-    let ended = ended.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let ended = ended.map_err(Failure::failed)?;
     match ended {
         Ended::Completed { steps } => {
             println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/{}/", store.url().trim_end_matches('/'), layout::checkpoint(&run_id, steps));

@@ -4,13 +4,13 @@
 //! - [`jobs`]: submit, list, get, cancel, logs, ledger;
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
-//! - [`openapi`]: the OpenAPI document;
+//! - [`openapi`]: the OpenAPI document, generated from the types;
 //! - [`error`]: error bodies and the field-naming JSON extractor.
 
 pub mod error;
 mod jobs;
 mod leases;
-mod openapi;
+pub mod openapi;
 mod workers;
 
 use std::sync::{Arc, Mutex, MutexGuard};

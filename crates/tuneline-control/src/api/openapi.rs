@@ -63,7 +63,12 @@ impl Modify for CommonErrors {
     }
 }
 
-/// The OpenAPI document.
+/// The OpenAPI document, generated from the handlers and `tuneline-api`'s types.
+pub fn generated() -> utoipa::openapi::OpenApi {
+    Api::openapi()
+}
+
+/// Serves [`generated`].
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
-    Json(Api::openapi())
+    Json(generated())
 }
