@@ -101,7 +101,8 @@ async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> Cl
         };
         let ended: Vec<_> = job.attempts.iter().filter(|a| a.ended_at.is_some()).collect();
         if last_state != Some(job.state) || last_ended != ended.len() {
-            let why = ended.last().filter(|_| ended.len() > last_ended).map_or(String::new(), |a| {
+            // Why an attempt ended matters when the job goes on (requeued) or fails.
+            let why = ended.last().filter(|_| ended.len() > last_ended && job.state != State::Succeeded).map_or(String::new(), |a| {
                 let outcome = a.outcome.as_deref().unwrap_or_default().replace('_', " ");
                 format!(" after attempt {} ended {outcome}{}", ended.len(), a.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default())
             });
