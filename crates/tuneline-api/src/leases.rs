@@ -127,3 +127,10 @@ pub struct Heartbeat {
     #[serde(default)]
     pub metrics: Vec<StepLog>,
 }
+
+impl Heartbeat {
+    /// A heartbeat of job `job` with no figures yet (during its prefetch, or when it ends before its trainer starts).
+    pub fn of(job: i64) -> Self {
+        Self { job: Some(job), ..Self::default() }
+    }
+}

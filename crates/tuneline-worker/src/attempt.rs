@@ -90,11 +90,11 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         Waited::Done(prepared) => prepared,
         Waited::Stopped => {
             tracing::warn!("job {id}: stopped during the prefetch; nothing had started");
-            return release(client, worker, id, Outcome::Preempted, None, Heartbeat { job: Some(id), ..Default::default() }).await;
+            return release(client, worker, id, Outcome::Preempted, None, Heartbeat::of(id)).await;
         }
         Waited::Cancelled => {
             tracing::warn!("job {id}: cancelled during the prefetch");
-            return release(client, worker, id, Outcome::Cancelled, None, Heartbeat { job: Some(id), ..Default::default() }).await;
+            return release(client, worker, id, Outcome::Cancelled, None, Heartbeat::of(id)).await;
         }
     };
     let setup = match prepared {
@@ -105,7 +105,7 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
                 SetupError::Infra(m) => (Outcome::InfraError, m),
             };
             tracing::error!("job {id}: {message}");
-            return release(client, worker, id, outcome, Some(message), Heartbeat { job: Some(id), ..Default::default() }).await;
+            return release(client, worker, id, outcome, Some(message), Heartbeat::of(id)).await;
         }
     };
     let progress = Arc::new(Mutex::new(Progress { started: setup.resumed_from, bytes_down: setup.bytes_down, ..Progress::default() }));
@@ -115,7 +115,7 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         Ok(child) => child,
         Err(e) => {
             let message = format!("cannot start `{}`: {e}", setup.argv[0]);
-            return release(client, worker, id, Outcome::InfraError, Some(message), Heartbeat { job: Some(id), ..Default::default() }).await;
+            return release(client, worker, id, Outcome::InfraError, Some(message), Heartbeat::of(id)).await;
         }
     };
     tracing::info!("job {id}: started `{}` (pid {})", setup.argv.join(" "), child.id());
@@ -160,13 +160,9 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
             next_beat = Instant::now() + heartbeat;
             let mut beat = progress.lock().unwrap_or_else(|p| p.into_inner()).beat(id);
             beat.utilization = utilization.sample(gpu, pid);
-            match client.heartbeat(worker, &beat).await {
-                Ok(orders) if orders.cancel => {
-                    tracing::warn!("job {id}: cancelled; stopping the trainer");
-                    abandoned = true;
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("job {id}: heartbeat failed: {e}"),
+            if cancelled(client, worker, &beat).await {
+                tracing::warn!("job {id}: cancelled; stopping the trainer");
+                abandoned = true;
             }
         }
     };
@@ -222,12 +218,23 @@ async fn heartbeating<T>(client: &Client, worker: i64, job: i64, heartbeat: Dura
             done = &mut work => return Waited::Done(done),
             () = stop.wait() => return Waited::Stopped,
             () = tokio::time::sleep(heartbeat) => {
-                match client.heartbeat(worker, &Heartbeat { job: Some(job), ..Default::default() }).await {
-                    Ok(orders) if orders.cancel => return Waited::Cancelled,
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!("job {job}: heartbeat failed: {e}"),
+                if cancelled(client, worker, &Heartbeat::of(job)).await {
+                    return Waited::Cancelled;
                 }
             }
+        }
+    }
+}
+
+/// Sends `beat` for `worker`; whether the server answered that its job is
+/// cancelled (or given to another worker). A failed heartbeat is logged and
+/// the job goes on: the server waits `lease_timeout` before it gives up.
+async fn cancelled(client: &Client, worker: i64, beat: &Heartbeat) -> bool {
+    match client.heartbeat(worker, beat).await {
+        Ok(orders) => orders.cancel,
+        Err(e) => {
+            tracing::warn!("job {}: heartbeat failed: {e}", beat.job.unwrap_or_default());
+            false
         }
     }
 }

@@ -49,29 +49,32 @@ fn job(db: &Path) -> Option<Job> {
     Db::open(db).ok()?.list(None).ok()?.into_iter().next()
 }
 
-/// Waits until the job has reached `step`, failing if `run` exits first.
-fn wait_for_step(ctx: &TestContext, run: &mut Child, step: u64) {
-    let db = ctx.path(".tuneline/control/state.db");
+/// Polls `found` every 100 ms until it gives a value, failing if `run`
+/// exits first or nothing is found within 10 minutes; `what` names the wait.
+fn poll_until<T>(run: &mut Child, what: &str, mut found: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while job(&db).and_then(|j| j.step).unwrap_or(0) < step {
-        assert!(run.try_wait().unwrap().is_none(), "tuneline run exited before step {step}");
-        assert!(Instant::now() < deadline, "no step {step} within 10 minutes");
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(run.try_wait().unwrap().is_none(), "tuneline run exited before {what}");
+        assert!(Instant::now() < deadline, "no {what} within 10 minutes");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Waits until the job has reached `step`.
+fn wait_for_step(ctx: &TestContext, run: &mut Child, step: u64) {
+    let db = ctx.path(".tuneline/control/state.db");
+    poll_until(run, &format!("step {step}"), || (job(&db).and_then(|j| j.step).unwrap_or(0) >= step).then_some(()));
 }
 
 /// The pid of the worker that holds the job, waiting while a spot notice
 /// has left it queued.
 fn busy_worker(db: &Path, run: &mut Child) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        if let Some(busy) = Db::open(db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == tuneline_api::WorkerState::Busy) {
-            return busy.info.pid;
-        }
-        assert!(run.try_wait().unwrap().is_none(), "tuneline run exited before a worker took the job again");
-        assert!(Instant::now() < deadline, "no worker took the job within 10 minutes");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll_until(run, "a worker taking the job again", || {
+        Db::open(db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == tuneline_api::WorkerState::Busy).map(|w| w.info.pid)
+    })
 }
 
 /// Processes whose working directory is in the project: workers, trainers.
