@@ -17,6 +17,7 @@ use tuneline_model::ModelTokenizer;
 use tuneline_store::{ArtifactStore, StoreError};
 
 use crate::adamw::AdamWParams;
+use crate::rows::{read_split, Row};
 use crate::schedule::Schedule;
 use crate::trainer::TrainSettings;
 
@@ -180,4 +181,15 @@ pub fn check_tokenizer(config: &Config, dataset: &str, local: &Path) -> Result<(
         )));
     }
     Ok(())
+}
+
+/// The train and eval rows of dataset version `dataset`, pulled into `local`;
+/// a dataset with no train rows is refused.
+pub fn read_splits(dataset: &str, local: &Path) -> Result<(Vec<Row>, Vec<Row>), SetupError> {
+    let read = |split| read_split(local, split).map_err(|e| SetupError::Input(format!("{dataset}: {e}")));
+    let (train, eval) = (read("train")?, read("eval")?);
+    if train.is_empty() {
+        return Err(SetupError::Input(format!("{dataset} has no train rows")));
+    }
+    Ok((train, eval))
 }

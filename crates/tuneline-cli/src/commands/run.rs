@@ -16,8 +16,8 @@ use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
 use tuneline_store::{ArtifactStore, NoProgress};
-use tuneline_train::rows::{read_split, Row};
-use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, load_model, lora_settings, run_id, train_settings};
+use tuneline_train::rows::Row;
+use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, load_model, lora_settings, read_splits, run_id, train_settings};
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, RunArgs};
@@ -41,8 +41,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let cache = PathBuf::from(".tuneline/cache");
     let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;
-    let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
-    let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
+    let (train_rows, eval_rows) = read_splits(&dataset, &local)?;
     let max_steps = train_settings(config, train_rows.len()).max_steps;
     let run = run_id(config, &dataset);
 

@@ -9,7 +9,6 @@ use tuneline_api::TrainerEvent;
 use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
-use tuneline_train::rows::read_split;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
 use tuneline_train::setup;
 use tuneline_train::trainer::Trainer;
@@ -32,11 +31,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
     let (dataset, local) = fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
-    let train_rows = read_split(&local, "train").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
-    let eval_rows = read_split(&local, "eval").map_err(|e| Failure::input(format!("{dataset}: {e}")))?;
-    if train_rows.is_empty() {
-        return Err(Failure::input(format!("{dataset} has no train rows")));
-    }
+    let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
     let model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
     let settings = setup::train_settings(config, train_rows.len());
     let max_steps = settings.max_steps;
