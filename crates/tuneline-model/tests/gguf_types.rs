@@ -1,6 +1,6 @@
 //! Loading Llama GGUF files of every supported tensor type: a small random
 //! model is written in llama.cpp's layout (query and key rows permuted for its
-//! rotary layout) as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K, and
+//! rotary layout) as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K, and
 //! each file's logits are compared with the original f32 model's; and a
 //! Qwen2 GGUF (rows not permuted, q/k/v biases) loads to its model.
 
@@ -52,6 +52,8 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
         (GgmlDType::Q6K, 6e-2),
         (GgmlDType::Q5K, 0.12),
         (GgmlDType::Q4K, 0.25),
+        (GgmlDType::Q5_1, 0.12),
+        (GgmlDType::Q5_0, 0.15),
         (GgmlDType::Q4_1, 0.25),
         (GgmlDType::Q4_0, 0.3),
     ] {
@@ -174,7 +176,7 @@ fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
     write_gguf(&path, GgmlDType::Q2K, &w, &embed, &norm, None);
     let e = Llama::load(&path).err().unwrap().to_string();
     assert!(e.contains("tensor `blk.0.attn_k.weight` (and 7 more) is of type Q2K, which tuneline does not read"), "{e}");
-    assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");
+    assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");
 }
 
 #[test]

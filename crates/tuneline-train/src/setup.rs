@@ -60,6 +60,11 @@ pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError>
     Llama::load_on(Path::new(&config.model.path), device, config.model.quantized_base).map_err(input)
 }
 
+/// The identity (path and content hash) of `[model] path`, recorded in every checkpoint.
+pub fn base_model(config: &Config) -> Result<tuneline_model::BaseModel, SetupError> {
+    tuneline_model::BaseModel::identify(Path::new(&config.model.path)).map_err(input)
+}
+
 /// The shape of a preset model (`qwen2.5-7b`) or of the model file or directory at `name_or_path`.
 pub fn model_shape(name_or_path: &str) -> Result<ModelShape, SetupError> {
     if let Some(shape) = ModelShape::preset(name_or_path) {

@@ -82,6 +82,25 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
+    /// The Hugging Face `model_type`: `qwen2` (biases on q, k and v),
+    /// `mistral` (a sliding window) or `llama`.
+    pub fn model_type(&self) -> &'static str {
+        match (self.attention_bias, self.sliding_window) {
+            (true, _) => "qwen2",
+            (false, Some(_)) => "mistral",
+            (false, None) => "llama",
+        }
+    }
+
+    /// llama.cpp's `general.architecture`: Mistral is `llama` there.
+    pub fn gguf_architecture(&self) -> &'static str {
+        if self.attention_bias {
+            "qwen2"
+        } else {
+            "llama"
+        }
+    }
+
     /// The config in the `<architecture>.*` metadata of a GGUF file (`llama` or `qwen2`).
     pub fn from_gguf(meta: &GgufMetadata, vocab_size: usize, tied: bool) -> Result<Self, ModelError> {
         let arch = gguf_architecture(meta)?;

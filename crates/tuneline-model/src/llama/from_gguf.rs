@@ -79,10 +79,21 @@ pub fn read_config(path: &Path) -> Result<LlamaConfig, ModelError> {
 }
 
 /// The tensor types this loader dequantizes, each tested against the f32 model.
-const SUPPORTED: [GgmlDType; 9] =
-    [GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K];
+const SUPPORTED: [GgmlDType; 11] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+];
 
-const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K";
+const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
 const REQUANTIZE: &str = "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";
 
 fn read_header(path: &Path, file: &mut File) -> Result<Content, ModelError> {

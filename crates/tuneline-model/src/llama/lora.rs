@@ -132,6 +132,11 @@ impl Lora {
         self.pairs.iter().flat_map(|(&(layer, module), (a, b))| [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)])
     }
 
+    /// Every adapted `(layer, module)` with its `A` `(r, in)` and `B` `(out, r)`, in a fixed order.
+    pub fn pairs(&self) -> impl Iterator<Item = (usize, &'static str, Tensor, Tensor)> + '_ {
+        self.pairs.iter().map(|(&(layer, module), (a, b))| (layer, module, a.as_detached_tensor(), b.as_detached_tensor()))
+    }
+
     /// This adapter in a training pass, with dropout masks drawn from `seed`.
     pub fn training(&self, seed: u64) -> LoraPass<'_> {
         LoraPass { lora: self, dropout_seed: Some(seed) }

@@ -23,7 +23,7 @@ mod loss;
 mod ops;
 mod weight;
 
-use candle_core::{Device, Result, Tensor, D};
+use candle_core::{DType, Device, Result, Tensor, D};
 
 pub use config::{LlamaConfig, RopeScaling};
 use kernels::attention::Attention;
@@ -69,6 +69,7 @@ pub struct Llama {
     norm: Tensor,
     lm_head: Tensor,
     rope: Rope,
+    max_positions: usize,
     /// The ops' implementation for the device the weights are on.
     backend: Backend,
 }
@@ -110,7 +111,34 @@ impl Llama {
     pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
         let rope = Rope::new(config.head_dim(), config.rope_theta, config.rope_scaling.as_ref(), max_positions, embed_tokens.dtype(), embed_tokens.device())?;
         let backend = Backend::for_device(embed_tokens.device());
-        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope, backend })
+        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope, max_positions, backend })
+    }
+
+    /// The longest context the rotary tables cover (`max_position_embeddings`).
+    pub fn max_positions(&self) -> usize {
+        self.max_positions
+    }
+
+    /// Folds `lora` into the weights it adapts: `W + scale * B A`, in f32,
+    /// into the weights exactly as the adapter saw them (quantized blocks are
+    /// dequantized first, never requantized). The result is dense.
+    pub fn merge_lora(&mut self, lora: &Lora) -> Result<()> {
+        let scale = lora.settings.scale();
+        for (layer, module, a, b) in lora.pairs() {
+            let l = &mut self.layers[layer];
+            let weight = match module {
+                "q_proj" => &mut l.q_proj,
+                "k_proj" => &mut l.k_proj,
+                "v_proj" => &mut l.v_proj,
+                "o_proj" => &mut l.o_proj,
+                "gate_proj" => &mut l.gate_proj,
+                "up_proj" => &mut l.up_proj,
+                _ => &mut l.down_proj,
+            };
+            let delta = (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * scale)?;
+            *weight = Weight::Dense((weight.dense()?.to_dtype(DType::F32)? + delta)?);
+        }
+        Ok(())
     }
 
     /// Every weight under its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, ...),

@@ -96,7 +96,10 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     }
     hash.update(format!("{special:?}").as_bytes());
     let fingerprint = hex::encode(hash.finalize());
-    Ok(ModelTokenizer::new(tokenizer, chat_template, special, fingerprint))
+    let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
+    loaded.add_bos = matches!(meta.get("tokenizer.ggml.add_bos_token"), Some(candle_core::quantized::gguf_file::Value::Bool(true)));
+    loaded.gguf_pre = Some(meta.string("tokenizer.ggml.pre").unwrap_or("default").to_string());
+    Ok(loaded)
 }
 
 /// Llama 3's split (`llama-bpe`): GPT-2's, with case-insensitive
@@ -107,17 +110,20 @@ const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L
 /// Qwen2's split: Llama 3's with every digit on its own.
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// The pre-tokenizers llama.cpp names that tuneline builds.
+pub(super) const PRE: [&str; 4] = ["smollm", "llama-bpe", "qwen2", "gpt2"];
+
 /// What a tokenizer named by llama.cpp's `pre` does besides its BPE merges,
 /// as the model's Hugging Face `tokenizer.json` defines it.
-struct Pipeline {
-    normalizer: Option<NormalizerWrapper>,
-    pre_tokenizer: PreTokenizerWrapper,
+pub(super) struct Pipeline {
+    pub normalizer: Option<NormalizerWrapper>,
+    pub pre_tokenizer: PreTokenizerWrapper,
     /// A pre-token that is in the vocabulary whole is one token, whatever the merges would make of it.
-    ignore_merges: bool,
+    pub ignore_merges: bool,
 }
 
 /// The pipeline of the tokenizer llama.cpp calls `pre`.
-fn pipeline(path: &Path, pre: &str) -> Result<Pipeline, ModelError> {
+pub(super) fn pipeline(path: &Path, pre: &str) -> Result<Pipeline, ModelError> {
     let byte_level = || PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
     // A regex split, then byte-level mapping without GPT-2's own split.
     let split_then_bytes = |pattern: &str| -> Result<PreTokenizerWrapper, ModelError> {

@@ -41,5 +41,7 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
         hash.update([0]);
     }
     let fingerprint = hex::encode(hash.finalize());
-    Ok(ModelTokenizer::new(tokenizer, chat_template, special, fingerprint))
+    let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
+    loaded.add_bos = config["add_bos_token"].as_bool().unwrap_or(false);
+    Ok(loaded)
 }

@@ -6,10 +6,12 @@ mod byte_level;
 mod encoded;
 mod from_gguf;
 mod from_hf;
+mod to_gguf;
 
 use std::path::Path;
 
 pub use encoded::Encoded;
+pub use to_gguf::GgufVocab;
 
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
@@ -30,6 +32,10 @@ pub struct ModelTokenizer {
     /// sha256 (hex) of everything that decides tokenization and templating,
     /// so datasets are re-tokenized exactly when it changes.
     pub fingerprint: String,
+    /// Whether a BOS token is prepended when encoding for generation.
+    pub add_bos: bool,
+    /// llama.cpp's name of the pre-tokenizer, when the tokenizer came from a GGUF file.
+    gguf_pre: Option<String>,
     splitter: Option<bounded::Splitter>,
 }
 
@@ -43,7 +49,7 @@ impl ModelTokenizer {
             tokenizer.with_model(bpe);
         }
         let splitter = bounded::Splitter::new(&tokenizer);
-        Self { tokenizer, chat_template, special, fingerprint, splitter }
+        Self { tokenizer, chat_template, special, fingerprint, add_bos: false, gguf_pre: None, splitter }
     }
 
     /// Loads the tokenizer of the model at `path` (a GGUF file or an HF directory).
@@ -76,19 +82,26 @@ impl ModelTokenizer {
         self.tokenizer.decode(ids, false).map_err(|e| ModelError::new("<ids>", format!("decoding failed: {e}")))
     }
 
-    /// Writes `tokenizer.json` and `tokenizer_config.json` (chat template and
-    /// special tokens) into `dir`, the files Hugging Face tools load.
+    /// Writes `tokenizer.json`, `tokenizer_config.json` (chat template and
+    /// special tokens) and `special_tokens_map.json` into `dir`, the files
+    /// Hugging Face tools load.
     pub fn save_hf(&self, dir: &Path) -> Result<(), ModelError> {
         std::fs::create_dir_all(dir).map_err(|e| ModelError::new(dir, e.to_string()))?;
         let file = dir.join("tokenizer.json");
         self.tokenizer.save(&file, false).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
         let s = &self.special;
-        let config = serde_json::json!({
+        let roles = serde_json::json!({ "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk });
+        let mut config = serde_json::json!({
             "tokenizer_class": "PreTrainedTokenizerFast",
             "chat_template": self.chat_template.as_ref().map(ChatTemplate::source),
-            "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk,
+            "add_bos_token": self.add_bos,
         });
-        let file = dir.join("tokenizer_config.json");
-        std::fs::write(&file, serde_json::to_string_pretty(&config).expect("serializable")).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))
+        let present: serde_json::Map<String, serde_json::Value> = roles.as_object().expect("an object").iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+        config.as_object_mut().expect("an object").extend(roles.as_object().expect("an object").clone());
+        for (name, value) in [("tokenizer_config.json", config), ("special_tokens_map.json", serde_json::Value::Object(present))] {
+            let file = dir.join(name);
+            std::fs::write(&file, serde_json::to_string_pretty(&value).expect("serializable")).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,65 @@
+//! The metadata llama.cpp reads from a model GGUF, as its converter writes
+//! it: `general.*`, `<arch>.*` hyperparameters and `tokenizer.ggml.*`.
+
+use candle_core::quantized::gguf_file::Value;
+use tuneline_model::llama::Llama;
+use tuneline_model::GgufVocab;
+
+use super::quant::Quant;
+
+/// `general.quantization_version`: the k-quant block layout llama.cpp reads.
+const QUANTIZATION_VERSION: u32 = 2;
+
+/// Every key of a model GGUF for `model`, in the converter's order.
+pub fn model_metadata(model: &Llama, vocab: &GgufVocab, chat_template: Option<&str>, name: &str, quant: Quant) -> Vec<(String, Value)> {
+    let c = &model.config;
+    let arch = c.gguf_architecture();
+    let u32v = |x: usize| Value::U32(x as u32);
+    let mut m: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(arch.into())),
+        ("general.type".into(), Value::String("model".into())),
+        ("general.name".into(), Value::String(name.into())),
+    ];
+    let mut hyper = |key: &str, v: Value| m.push((format!("{arch}.{key}"), v));
+    hyper("block_count", u32v(c.num_hidden_layers));
+    hyper("context_length", u32v(model.max_positions()));
+    hyper("embedding_length", u32v(c.hidden_size));
+    hyper("feed_forward_length", u32v(c.intermediate_size));
+    hyper("attention.head_count", u32v(c.num_attention_heads));
+    hyper("attention.head_count_kv", u32v(c.num_key_value_heads));
+    hyper("rope.freq_base", Value::F32(c.rope_theta as f32));
+    hyper("attention.layer_norm_rms_epsilon", Value::F32(c.rms_norm_eps as f32));
+    if c.head_dim.is_some_and(|d| d * c.num_attention_heads != c.hidden_size) {
+        hyper("attention.key_length", u32v(c.head_dim()));
+        hyper("attention.value_length", u32v(c.head_dim()));
+    }
+    hyper("vocab_size", u32v(vocab.tokens.len()));
+    hyper("rope.dimension_count", u32v(c.head_dim()));
+    m.push(("general.file_type".into(), Value::U32(quant.file_type())));
+    m.extend(tokenizer_metadata(vocab, chat_template));
+    m.push(("general.quantization_version".into(), Value::U32(QUANTIZATION_VERSION)));
+    m
+}
+
+/// `tokenizer.ggml.*` and `tokenizer.chat_template`.
+fn tokenizer_metadata(vocab: &GgufVocab, chat_template: Option<&str>) -> Vec<(String, Value)> {
+    let strings = |items: &[String]| Value::Array(items.iter().map(|s| Value::String(s.clone())).collect());
+    let mut m: Vec<(String, Value)> = vec![
+        ("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)),
+        ("tokenizer.ggml.add_bos_token".into(), Value::Bool(vocab.add_bos)),
+        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
+        ("tokenizer.ggml.pre".into(), Value::String(vocab.pre.clone())),
+        ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
+        ("tokenizer.ggml.token_type".into(), Value::Array(vocab.token_types.iter().map(|&t| Value::I32(t)).collect())),
+        ("tokenizer.ggml.merges".into(), strings(&vocab.merges)),
+    ];
+    for (key, id) in [("bos", vocab.bos), ("eos", vocab.eos), ("unknown", vocab.unk), ("padding", vocab.pad)] {
+        if let Some(id) = id {
+            m.push((format!("tokenizer.ggml.{key}_token_id"), Value::U32(id)));
+        }
+    }
+    if let Some(template) = chat_template {
+        m.push(("tokenizer.chat_template".into(), Value::String(template.into())));
+    }
+    m
+}

@@ -1,0 +1,152 @@
+//! A GGUF v3 writer that streams: the header and tensor table are laid out
+//! from shapes and types alone, then each tensor's bytes are produced and
+//! written in turn, so only one converted tensor is in memory at a time.
+//! candle has a GGUF writer, but it writes version 2 and needs every tensor
+//! converted up front; this one writes llama.cpp's current version 3.
+
+use std::io::{Seek, Write};
+
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use crate::error::DeliverError;
+
+/// Tensor data starts at, and each tensor is padded to, this many bytes (`general.alignment`).
+pub const ALIGNMENT: u64 = 32;
+
+/// One tensor of the file: its name, its shape (outermost dimension first, as PyTorch's) and its type.
+#[derive(Debug, Clone)]
+pub struct TensorEntry {
+    /// The GGUF name (`blk.0.attn_q.weight`).
+    pub name: String,
+    /// Rows first.
+    pub shape: Vec<usize>,
+    /// The type it is stored as.
+    pub dtype: GgmlDType,
+}
+
+impl TensorEntry {
+    /// Bytes of its data.
+    pub fn bytes(&self) -> u64 {
+        let elements: usize = self.shape.iter().product();
+        (elements / self.dtype.block_size() * self.dtype.type_size()) as u64
+    }
+}
+
+/// GGML's number for a tensor type.
+pub fn type_id(dtype: GgmlDType) -> u32 {
+    match dtype {
+        GgmlDType::F32 => 0,
+        GgmlDType::F16 => 1,
+        GgmlDType::Q4_0 => 2,
+        GgmlDType::Q4_1 => 3,
+        GgmlDType::Q5_0 => 6,
+        GgmlDType::Q5_1 => 7,
+        GgmlDType::Q8_0 => 8,
+        GgmlDType::Q8_1 => 9,
+        GgmlDType::Q2K => 10,
+        GgmlDType::Q3K => 11,
+        GgmlDType::Q4K => 12,
+        GgmlDType::Q5K => 13,
+        GgmlDType::Q6K => 14,
+        GgmlDType::Q8K => 15,
+        GgmlDType::BF16 => 30,
+    }
+}
+
+/// Writes a GGUF v3 file: `metadata` in order, then `tensors`, each one's
+/// data from `data(index)`, which must be `entry.bytes()` long.
+pub fn write<W: Write + Seek>(
+    w: &mut W,
+    metadata: &[(String, Value)],
+    tensors: &[TensorEntry],
+    mut data: impl FnMut(usize) -> Result<QTensor, DeliverError>,
+) -> Result<(), DeliverError> {
+    let io = |e: std::io::Error| DeliverError::Failed(e.to_string());
+    w.write_all(b"GGUF").map_err(io)?;
+    w.write_all(&3u32.to_le_bytes()).map_err(io)?;
+    w.write_all(&(tensors.len() as u64).to_le_bytes()).map_err(io)?;
+    w.write_all(&(metadata.len() as u64).to_le_bytes()).map_err(io)?;
+    for (key, value) in metadata {
+        write_string(w, key).map_err(io)?;
+        w.write_all(&value_type(value).to_le_bytes()).map_err(io)?;
+        write_value(w, value).map_err(io)?;
+    }
+    let mut offset = 0u64;
+    for t in tensors {
+        write_string(w, &t.name).map_err(io)?;
+        w.write_all(&(t.shape.len() as u32).to_le_bytes()).map_err(io)?;
+        for &dim in t.shape.iter().rev() {
+            w.write_all(&(dim as u64).to_le_bytes()).map_err(io)?;
+        }
+        w.write_all(&type_id(t.dtype).to_le_bytes()).map_err(io)?;
+        w.write_all(&offset.to_le_bytes()).map_err(io)?;
+        offset += t.bytes().div_ceil(ALIGNMENT) * ALIGNMENT;
+    }
+    pad(w).map_err(io)?;
+    for (i, t) in tensors.iter().enumerate() {
+        let q = data(i)?;
+        if q.dtype() != t.dtype || q.shape().dims() != t.shape.as_slice() {
+            return Err(DeliverError::Failed(format!("tensor `{}`: produced {:?} {:?}, laid out as {:?} {:?}", t.name, q.dtype(), q.shape(), t.dtype, t.shape)));
+        }
+        let bytes = q.data()?;
+        w.write_all(&bytes).map_err(io)?;
+        pad(w).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Zeros up to the next multiple of [`ALIGNMENT`].
+fn pad<W: Write + Seek>(w: &mut W) -> std::io::Result<()> {
+    let pos = w.stream_position()?;
+    let fill = pos.div_ceil(ALIGNMENT) * ALIGNMENT - pos;
+    w.write_all(&vec![0u8; fill as usize])
+}
+
+fn write_string<W: Write>(w: &mut W, s: &str) -> std::io::Result<()> {
+    w.write_all(&(s.len() as u64).to_le_bytes())?;
+    w.write_all(s.as_bytes())
+}
+
+/// GGUF's number for a metadata value's type.
+fn value_type(v: &Value) -> u32 {
+    match v {
+        Value::U8(_) => 0,
+        Value::I8(_) => 1,
+        Value::U16(_) => 2,
+        Value::I16(_) => 3,
+        Value::U32(_) => 4,
+        Value::I32(_) => 5,
+        Value::F32(_) => 6,
+        Value::Bool(_) => 7,
+        Value::String(_) => 8,
+        Value::Array(_) => 9,
+        Value::U64(_) => 10,
+        Value::I64(_) => 11,
+        Value::F64(_) => 12,
+    }
+}
+
+fn write_value<W: Write>(w: &mut W, v: &Value) -> std::io::Result<()> {
+    match v {
+        Value::U8(x) => w.write_all(&x.to_le_bytes()),
+        Value::I8(x) => w.write_all(&x.to_le_bytes()),
+        Value::U16(x) => w.write_all(&x.to_le_bytes()),
+        Value::I16(x) => w.write_all(&x.to_le_bytes()),
+        Value::U32(x) => w.write_all(&x.to_le_bytes()),
+        Value::I32(x) => w.write_all(&x.to_le_bytes()),
+        Value::F32(x) => w.write_all(&x.to_le_bytes()),
+        Value::Bool(x) => w.write_all(&[u8::from(*x)]),
+        Value::String(s) => write_string(w, s),
+        Value::U64(x) => w.write_all(&x.to_le_bytes()),
+        Value::I64(x) => w.write_all(&x.to_le_bytes()),
+        Value::F64(x) => w.write_all(&x.to_le_bytes()),
+        Value::Array(items) => {
+            // An empty array is written as an array of u8s, as gguf-py does.
+            let kind = items.first().map_or(0, value_type);
+            w.write_all(&kind.to_le_bytes())?;
+            w.write_all(&(items.len() as u64).to_le_bytes())?;
+            items.iter().try_for_each(|item| write_value(w, item))
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! A merged model as a Hugging Face directory: `config.json`,
+//! `model.safetensors` (sharded, with `model.safetensors.index.json`, above
+//! a size limit), `generation_config.json` and the tokenizer files with the
+//! chat template. transformers and tuneline both load it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Tensor};
+use serde_json::{json, Value};
+use tuneline_model::llama::{Llama, RopeScaling};
+use tuneline_model::ModelTokenizer;
+
+use crate::atomic::{self, AtomicDir};
+use crate::error::DeliverError;
+
+/// Hugging Face's default `max_shard_size` (5 GB).
+pub const SHARD_BYTES: u64 = 5_000_000_000;
+
+/// The dtype the weights are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightDtype {
+    /// 32-bit floats (exact).
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// IEEE half.
+    F16,
+}
+
+impl std::str::FromStr for WeightDtype {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" => Ok(Self::F32),
+            "bf16" => Ok(Self::Bf16),
+            "f16" => Ok(Self::F16),
+            other => Err(format!("unknown dtype `{other}`; use f32, bf16 or f16")),
+        }
+    }
+}
+
+impl WeightDtype {
+    fn dtype(self) -> DType {
+        match self {
+            Self::F32 => DType::F32,
+            Self::Bf16 => DType::BF16,
+            Self::F16 => DType::F16,
+        }
+    }
+
+    fn torch_name(self) -> &'static str {
+        match self {
+            Self::F32 => "float32",
+            Self::Bf16 => "bfloat16",
+            Self::F16 => "float16",
+        }
+    }
+}
+
+/// Writes `model` and `tokenizer` into the new directory `out` as `dtype`,
+/// one safetensors file per `shard_bytes` at most; returns the directory.
+pub fn write(model: &Llama, tokenizer: &ModelTokenizer, dtype: WeightDtype, shard_bytes: u64, out: &Path) -> Result<PathBuf, DeliverError> {
+    let dir = AtomicDir::create(out)?;
+    let json = |v: &Value| serde_json::to_vec_pretty(v).expect("serializable");
+    let ids = special_ids(tokenizer);
+    let mut config = config_json(model, dtype)?;
+    let generation = json!({ "bos_token_id": ids["bos"], "eos_token_id": ids["eos"], "pad_token_id": ids["pad"] });
+    for (key, id) in [("bos_token_id", "bos"), ("eos_token_id", "eos"), ("pad_token_id", "pad")] {
+        config[key] = ids[id].clone();
+    }
+    atomic::write(&dir.dir().join("config.json"), &json(&config))?;
+    atomic::write(&dir.dir().join("generation_config.json"), &json(&generation))?;
+    write_weights(model, dtype, shard_bytes, dir.dir())?;
+    tokenizer.save_hf(dir.dir())?;
+    dir.commit()
+}
+
+/// The ids of the special tokens, or null.
+fn special_ids(tokenizer: &ModelTokenizer) -> HashMap<&'static str, Value> {
+    let s = &tokenizer.special;
+    let id = |t: &Option<String>| t.as_deref().and_then(|t| tokenizer.tokenizer.token_to_id(t)).map_or(Value::Null, Value::from);
+    HashMap::from([("bos", id(&s.bos)), ("eos", id(&s.eos)), ("pad", id(&s.pad))])
+}
+
+/// `config.json` for `model`.
+fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError> {
+    let c = &model.config;
+    let architecture = match c.model_type() {
+        "qwen2" => "Qwen2ForCausalLM",
+        "mistral" => "MistralForCausalLM",
+        _ => "LlamaForCausalLM",
+    };
+    let rope_scaling = match &c.rope_scaling {
+        None => Value::Null,
+        Some(RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings }) => json!({
+            "rope_type": "llama3", "factor": factor, "low_freq_factor": low_freq_factor,
+            "high_freq_factor": high_freq_factor, "original_max_position_embeddings": original_max_position_embeddings,
+        }),
+        Some(RopeScaling::Factors(_)) => {
+            return Err(DeliverError::Input(
+                "the base stores its rope scaling as llama.cpp's per-frequency factors (rope_freqs.weight), which config.json cannot express; merge from the Hugging Face base".into(),
+            ))
+        }
+    };
+    Ok(json!({
+        "architectures": [architecture],
+        "model_type": c.model_type(),
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.hidden_size,
+        "intermediate_size": c.intermediate_size,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": c.head_dim(),
+        "hidden_act": "silu",
+        "max_position_embeddings": model.max_positions(),
+        "rms_norm_eps": c.rms_norm_eps,
+        "rope_theta": c.rope_theta,
+        "rope_scaling": rope_scaling,
+        "attention_bias": c.attention_bias,
+        "sliding_window": c.sliding_window,
+        "tie_word_embeddings": c.tie_word_embeddings,
+        "torch_dtype": dtype.torch_name(),
+        "use_cache": true,
+    }))
+}
+
+/// The weights as one `model.safetensors`, or as shards of at most
+/// `shard_bytes` listed in `model.safetensors.index.json`.
+fn write_weights(model: &Llama, dtype: WeightDtype, shard_bytes: u64, dir: &Path) -> Result<(), DeliverError> {
+    let weights: Vec<(String, Tensor)> =
+        model.named_weights()?.into_iter().map(|(name, t)| Ok((name, t.to_dtype(dtype.dtype())?))).collect::<candle_core::Result<_>>()?;
+    let size = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
+    let total: u64 = weights.iter().map(|(_, t)| size(t)).sum();
+    let mut shards: Vec<Vec<(String, Tensor)>> = vec![Vec::new()];
+    let mut filled = 0;
+    for (name, t) in weights {
+        if filled > 0 && filled + size(&t) > shard_bytes {
+            shards.push(Vec::new());
+            filled = 0;
+        }
+        filled += size(&t);
+        shards.last_mut().expect("one shard at least").push((name, t));
+    }
+    let count = shards.len();
+    let mut weight_map = serde_json::Map::new();
+    for (i, shard) in shards.into_iter().enumerate() {
+        let file = if count == 1 { "model.safetensors".to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", i + 1) };
+        let path = dir.join(&file);
+        for (name, _) in &shard {
+            weight_map.insert(name.clone(), Value::from(file.clone()));
+        }
+        let tensors: HashMap<String, Tensor> = shard.into_iter().collect();
+        // `format: pt` is what transformers looks for in the header.
+        let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
+        let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), View(t))), meta).map_err(|e| DeliverError::write(&path, e))?;
+        atomic::write(&path, &bytes)?;
+    }
+    if count > 1 {
+        let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
+        atomic::write(&dir.join("model.safetensors.index.json"), &serde_json::to_vec_pretty(&index).expect("serializable"))?;
+    }
+    Ok(())
+}
+
+/// A tensor as safetensors sees it.
+struct View<'a>(&'a Tensor);
+
+impl safetensors::View for View<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        match self.0.dtype() {
+            DType::BF16 => safetensors::Dtype::BF16,
+            DType::F16 => safetensors::Dtype::F16,
+            _ => safetensors::Dtype::F32,
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        self.0.dims()
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        let t = self.0.flatten_all().expect("a tensor flattens");
+        let bytes = match t.dtype() {
+            DType::BF16 => t.to_vec1::<half::bf16>().expect("bf16").iter().flat_map(|x| x.to_le_bytes()).collect(),
+            DType::F16 => t.to_vec1::<half::f16>().expect("f16").iter().flat_map(|x| x.to_le_bytes()).collect(),
+            _ => t.to_vec1::<f32>().expect("f32").iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        std::borrow::Cow::Owned(bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.0.elem_count() * self.0.dtype().size_in_bytes()
+    }
+}

@@ -1,0 +1,14 @@
+//! tuneline's delivery plane, on the CPU: a trained adapter folded into the
+//! weights it trained on ([`merge`]), written as a Hugging Face directory
+//! ([`hf_dir`]) and as GGUF for llama.cpp and Ollama ([`gguf`], with the
+//! Modelfile of [`modelfile`]). Every output is written under a temporary
+//! name and renamed when complete ([`atomic`]).
+
+pub mod atomic;
+mod error;
+pub mod gguf;
+pub mod hf_dir;
+pub mod merge;
+pub mod modelfile;
+
+pub use error::DeliverError;

@@ -1,0 +1,113 @@
+//! An Ollama `Modelfile` beside a GGUF: `FROM` the file, the chat template
+//! as the Go template Ollama runs (ChatML, which Qwen2 uses too, and Llama
+//! 3), a `PARAMETER stop` per end-of-turn token, and the template's default
+//! system prompt as `SYSTEM`.
+
+use std::path::{Path, PathBuf};
+
+use tuneline_model::{ChatTemplate, Message};
+
+use crate::atomic;
+use crate::error::DeliverError;
+
+/// A chat-template family Ollama has a Go template for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `<|im_start|>role ... <|im_end|>` (SmolLM2, Qwen2, Qwen2.5).
+    ChatMl,
+    /// `<|start_header_id|>role<|end_header_id|> ... <|eot_id|>` (Llama 3).
+    Llama3,
+}
+
+const CHATML: &str = "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
+const LLAMA3: &str = "{{- range .Messages }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n";
+
+impl Family {
+    /// The family of a Jinja chat template, if it is one Ollama's Go form is written for.
+    pub fn of(template: &ChatTemplate) -> Option<Self> {
+        let source = template.source();
+        if source.contains("<|im_start|>") {
+            Some(Self::ChatMl)
+        } else if source.contains("<|start_header_id|>") {
+            Some(Self::Llama3)
+        } else {
+            None
+        }
+    }
+
+    /// The Go template.
+    pub fn go_template(self) -> &'static str {
+        match self {
+            Self::ChatMl => CHATML,
+            Self::Llama3 => LLAMA3,
+        }
+    }
+
+    /// The tokens that end a turn.
+    pub fn stops(self) -> &'static [&'static str] {
+        match self {
+            Self::ChatMl => &["<|im_end|>"],
+            Self::Llama3 => &["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"],
+        }
+    }
+
+    /// The system turn the template adds when the chat has none, read off
+    /// a rendering of one user turn.
+    pub fn default_system(self, template: &ChatTemplate) -> Option<String> {
+        let text = template.render(&[Message::new("user", "\u{1}")], false).ok()?;
+        let (start, end) = match self {
+            Self::ChatMl => ("<|im_start|>system\n", "<|im_end|>"),
+            Self::Llama3 => ("<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>"),
+        };
+        let after = &text[text.find(start)? + start.len()..];
+        let system = &after[..after.find(end)?];
+        (!system.trim().is_empty()).then(|| system.to_string())
+    }
+}
+
+/// The text of a Modelfile for `gguf` with `template`.
+pub fn modelfile(gguf: &Path, template: Option<&ChatTemplate>) -> String {
+    let file = gguf.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut out = format!("FROM ./{file}\n");
+    let Some((template, family)) = template.and_then(|t| Some((t, Family::of(t)?))) else { return out };
+    out.push_str(&format!("TEMPLATE \"\"\"{}\"\"\"\n", family.go_template()));
+    for stop in family.stops() {
+        out.push_str(&format!("PARAMETER stop \"{stop}\"\n"));
+    }
+    if let Some(system) = family.default_system(template) {
+        out.push_str(&format!("SYSTEM \"\"\"{system}\"\"\"\n"));
+    }
+    out
+}
+
+/// Writes `Modelfile` beside `gguf`; returns its path.
+pub fn write(gguf: &Path, template: Option<&ChatTemplate>) -> Result<PathBuf, DeliverError> {
+    let path = gguf.with_file_name("Modelfile");
+    atomic::write(&path, modelfile(gguf, template).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tuneline_model::SpecialTokens;
+
+    #[test]
+    fn a_chatml_template_gives_its_go_form_stop_and_default_system() {
+        let source = "{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|im_start|>system\nYou are SmolLM.<|im_end|>\n{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}";
+        let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
+        let text = modelfile(Path::new("/x/model.q8_0.gguf"), Some(&t));
+        assert_eq!(
+            text,
+            format!("FROM ./model.q8_0.gguf\nTEMPLATE \"\"\"{CHATML}\"\"\"\nPARAMETER stop \"<|im_end|>\"\nSYSTEM \"\"\"You are SmolLM.\"\"\"\n")
+        );
+    }
+
+    #[test]
+    fn a_llama3_template_without_default_system_has_no_system_line() {
+        let source = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}";
+        let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
+        let text = modelfile(Path::new("m.gguf"), Some(&t));
+        assert!(text.contains("PARAMETER stop \"<|eot_id|>\"") && !text.contains("SYSTEM"), "{text}");
+        assert_eq!(modelfile(Path::new("m.gguf"), None), "FROM ./m.gguf\n");
+    }
+}

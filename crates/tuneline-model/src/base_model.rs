@@ -1,0 +1,74 @@
+//! Which base model an adapter was trained on: its path and a content hash,
+//! recorded beside every checkpoint (`base_model.json`) so that merging into
+//! another base is refused, naming both.
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::ModelError;
+use crate::source::ModelSource;
+
+/// The file a checkpoint records its base model in.
+pub const BASE_MODEL_FILE: &str = "base_model.json";
+
+/// Files of a Hugging Face directory that decide what the model computes.
+const HF_FILES: [&str; 3] = ["config.json", "tokenizer.json", "tokenizer_config.json"];
+
+/// A base model and its content hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BaseModel {
+    /// Where it was read from.
+    pub path: String,
+    /// sha256 (hex) of the GGUF file, or of a directory's config, tokenizer and safetensors files.
+    pub sha256: String,
+}
+
+impl BaseModel {
+    /// Hashes the model at `path` (a GGUF file or a Hugging Face directory).
+    pub fn identify(path: &Path) -> Result<Self, ModelError> {
+        let mut hash = Sha256::new();
+        let files = match ModelSource::detect(path)? {
+            ModelSource::Gguf(file) => vec![file],
+            ModelSource::HfDir(dir) => {
+                let listed = std::fs::read_dir(&dir).map_err(|e| ModelError::new(&dir, format!("cannot list: {e}")))?;
+                let mut names: Vec<String> = listed
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.ends_with(".safetensors") || HF_FILES.contains(&n.as_str()))
+                    .collect();
+                names.sort();
+                names.into_iter().map(|n| dir.join(n)).collect()
+            }
+        };
+        for file in &files {
+            hash.update(file.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+            hash.update([0]);
+            let mut f = std::fs::File::open(file).map_err(|e| ModelError::new(file, format!("cannot open: {e}")))?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = f.read(&mut buf).map_err(|e| ModelError::new(file, format!("cannot read: {e}")))?;
+                if n == 0 {
+                    break;
+                }
+                hash.update(&buf[..n]);
+            }
+        }
+        Ok(Self { path: path.display().to_string(), sha256: hex::encode(hash.finalize()) })
+    }
+
+    /// Writes `base_model.json` into `dir`.
+    pub fn save(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::write(dir.join(BASE_MODEL_FILE), serde_json::to_string_pretty(self).expect("serializable"))
+    }
+
+    /// The `base_model.json` of `dir`, if it has one.
+    pub fn recorded(dir: &Path) -> Result<Option<Self>, ModelError> {
+        let file = dir.join(BASE_MODEL_FILE);
+        match std::fs::read_to_string(&file) {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| ModelError::new(&file, format!("invalid: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ModelError::new(&file, format!("cannot read: {e}"))),
+        }
+    }
+}
