@@ -74,6 +74,56 @@ pub enum Command {
     Cost(CostCommand),
     /// Jobs on a server: list, submit an external trainer command, cancel, read logs
     Jobs(JobsArgs),
+    /// Fold a run's adapter into the weights it trained on: a Hugging Face safetensors directory
+    Merge(MergeArgs),
+    /// A GGUF for llama.cpp and Ollama, with a Modelfile beside it, or the adapter alone as a LoRA GGUF
+    Export(ExportArgs),
+}
+
+/// Which checkpoint of which run.
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    /// The run [default: the run of this config on the newest dataset version]
+    #[arg(value_name = "RUN")]
+    pub run: Option<String>,
+    /// The checkpoint's step [default: the latest committed]
+    #[arg(long, value_name = "STEP")]
+    pub checkpoint: Option<u64>,
+}
+
+/// `tuneline merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    #[command(flatten)]
+    pub from: CheckpointArgs,
+    /// The weights' dtype: f32 (exact), bf16 or f16
+    #[arg(long, default_value = "f32", value_name = "DTYPE")]
+    pub dtype: String,
+    /// The new directory
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// `tuneline export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub from: CheckpointArgs,
+    /// Export this merged (or any Hugging Face or GGUF) model instead of a run
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["run", "checkpoint"])]
+    pub model: Option<PathBuf>,
+    /// The file format
+    #[arg(long, default_value = "gguf", value_parser = ["gguf"])]
+    pub format: String,
+    /// Tensor types: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m (llama.cpp's mix), q5_k_m, q6_k
+    #[arg(long, default_value = "q8_0", value_name = "TYPE")]
+    pub quant: String,
+    /// Write the LoRA adapter alone, as llama.cpp's adapter GGUF (`llama-cli --lora`)
+    #[arg(long, conflicts_with = "model")]
+    pub adapter: bool,
+    /// The GGUF file to write (a Modelfile is written beside a model)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 /// `tuneline jobs`.

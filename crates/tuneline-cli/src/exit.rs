@@ -74,5 +74,14 @@ impl From<tuneline_train::setup::SetupError> for Failure {
     }
 }
 
+impl From<tuneline_deliver::DeliverError> for Failure {
+    fn from(e: tuneline_deliver::DeliverError) -> Self {
+        match e {
+            tuneline_deliver::DeliverError::Input(message) => Self::input(message),
+            tuneline_deliver::DeliverError::Failed(message) => Self::failed(message),
+        }
+    }
+}
+
 /// What commands return.
 pub type CliResult<T = ()> = Result<T, Failure>;

@@ -32,23 +32,27 @@ pub struct Merged {
 /// Merges the PEFT adapter in `adapter` (a checkpoint directory) into the base at `base`.
 pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
     let mut merged = open(base)?;
-    if let Some(recorded) = BaseModel::recorded(adapter)? {
-        if recorded.sha256 != merged.base.sha256 {
-            return Err(DeliverError::Input(format!(
-                "the adapter in {} was trained on {} (sha256 {}), not on {} (sha256 {}); merge it into the base it was trained on",
-                adapter.display(),
-                recorded.path,
-                short(&recorded.sha256),
-                merged.base.path,
-                short(&merged.base.sha256),
-            )));
-        }
-    }
+    check_base(&merged.base, adapter)?;
     let lora = Lora::load(adapter, &merged.model.config, &Device::Cpu)?;
     merged.model.merge_lora(&lora)?;
     merged.changed = lora.pairs().map(|(layer, module, _, _)| (layer, module)).collect();
     merged.lora = Some(lora.settings.clone());
     Ok(merged)
+}
+
+/// Refuses an adapter whose `base_model.json` names another base than `base`.
+pub fn check_base(base: &BaseModel, adapter: &Path) -> Result<(), DeliverError> {
+    match BaseModel::recorded(adapter)? {
+        Some(recorded) if recorded.sha256 != base.sha256 => Err(DeliverError::Input(format!(
+            "the adapter in {} was trained on {} (sha256 {}), not on {} (sha256 {}); use the base it was trained on",
+            adapter.display(),
+            recorded.path,
+            short(&recorded.sha256),
+            base.path,
+            short(&base.sha256),
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The model at `path` as it is (a merged directory, or a base), to export.

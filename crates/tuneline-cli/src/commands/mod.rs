@@ -3,8 +3,10 @@
 pub mod config;
 pub mod cost;
 pub mod data;
+pub mod export;
 pub mod init;
 pub mod jobs;
+pub mod merge;
 pub mod plan;
 pub mod run;
 pub mod server;

@@ -10,13 +10,24 @@ use std::path::Path;
 
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
-use tuneline_model::llama::{LlamaConfig, Lora};
+use candle_core::Device;
+use tuneline_model::llama::{Llama, LlamaConfig, Lora};
+use tuneline_model::BaseModel;
 
 use super::names::{module_name, permute};
 use super::writer::{self, TensorEntry};
 use super::Exported;
 use crate::atomic::AtomicFile;
 use crate::error::DeliverError;
+use crate::merge::check_base;
+
+/// Writes the adapter of checkpoint `dir`, trained on the model at `base`, to `out`.
+pub fn export_checkpoint_adapter(base: &Path, dir: &Path, name: &str, out: &Path) -> Result<Exported, DeliverError> {
+    check_base(&BaseModel::identify(base)?, dir)?;
+    let config = Llama::read_config(base)?;
+    let lora = Lora::load(dir, &config, &Device::Cpu)?;
+    export_adapter(&lora, &config, name, out)
+}
 
 /// Writes `lora`, trained on a model of shape `config`, to `out` as a LoRA GGUF named `name`.
 pub fn export_adapter(lora: &Lora, config: &LlamaConfig, name: &str, out: &Path) -> Result<Exported, DeliverError> {
