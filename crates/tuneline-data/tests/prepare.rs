@@ -91,7 +91,7 @@ from datasets import load_dataset
 d = load_dataset("parquet", data_files={"train": sys.argv[1] + "/train-*.parquet", "eval": sys.argv[1] + "/eval-*.parquet"})
 print(json.dumps({k: d[k].to_dict() for k in d}))
 "#;
-    let output = Command::new(tuneline_testkit::python_with_datasets())
+    let output = Command::new(tuneline_testkit::test_python())
         .args(["-c", script, out.to_str().unwrap()])
         .env("HF_DATASETS_OFFLINE", "1")
         .env("HF_HOME", dir.path().join("hf"))

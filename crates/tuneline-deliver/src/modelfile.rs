@@ -96,10 +96,7 @@ mod tests {
         let source = "{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|im_start|>system\nYou are SmolLM.<|im_end|>\n{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}";
         let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
         let text = modelfile(Path::new("/x/model.q8_0.gguf"), Some(&t));
-        assert_eq!(
-            text,
-            format!("FROM ./model.q8_0.gguf\nTEMPLATE \"\"\"{CHATML}\"\"\"\nPARAMETER stop \"<|im_end|>\"\nSYSTEM \"\"\"You are SmolLM.\"\"\"\n")
-        );
+        assert_eq!(text, format!("FROM ./model.q8_0.gguf\nTEMPLATE \"\"\"{CHATML}\"\"\"\nPARAMETER stop \"<|im_end|>\"\nSYSTEM \"\"\"You are SmolLM.\"\"\"\n"));
     }
 
     #[test]

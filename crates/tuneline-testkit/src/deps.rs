@@ -53,11 +53,21 @@ fn package_file(rel: &str, what: &str) -> PathBuf {
     path
 }
 
-/// A Python with Hugging Face `datasets`, for compatibility checks only:
-/// `$TUNELINE_TEST_PYTHON`, default `<cache>/venv/bin/python`. Panics, saying how to get it, when absent.
-pub fn python_with_datasets() -> PathBuf {
+/// The Python of the test setup, for compatibility checks only: with
+/// Hugging Face `datasets`, gguf-py and numpy. `$TUNELINE_TEST_PYTHON`,
+/// default `<cache>/venv/bin/python`. Panics, saying how to get it, when absent.
+pub fn test_python() -> PathBuf {
     let path = std::env::var_os("TUNELINE_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("venv/bin/python"));
-    assert!(path.is_file(), "Python with `datasets` not found at {}: {SETUP}", path.display());
+    assert!(path.is_file(), "the test Python (datasets, gguf, numpy) not found at {}: {SETUP}", path.display());
+    path
+}
+
+/// A tool of llama.cpp (`llama-simple`, `llama-completion`, `llama-perplexity`,
+/// `llama-quantize`), built by the setup script into `<cache>/llama.cpp/bin`.
+/// Panics, saying how to get it, when absent.
+pub fn llama_cpp_tool(name: &str) -> PathBuf {
+    let path = cache_dir().join("llama.cpp/bin").join(name);
+    assert!(path.is_file(), "llama.cpp's {name} not found at {}: {SETUP}", path.display());
     path
 }
 

@@ -6,5 +6,5 @@
 mod deps;
 mod garage;
 
-pub use deps::{cache_dir, fixture, garage_bin, llama_cpp_vocab, python_with_datasets, schemathesis, sharegpt_json, smollm2_gguf};
+pub use deps::{cache_dir, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, test_python};
 pub use garage::{garage, Garage};

@@ -87,7 +87,14 @@ pub fn write<W: Write + Seek>(
     for (i, t) in tensors.iter().enumerate() {
         let q = data(i)?;
         if q.dtype() != t.dtype || q.shape().dims() != t.shape.as_slice() {
-            return Err(DeliverError::Failed(format!("tensor `{}`: produced {:?} {:?}, laid out as {:?} {:?}", t.name, q.dtype(), q.shape(), t.dtype, t.shape)));
+            return Err(DeliverError::Failed(format!(
+                "tensor `{}`: produced {:?} {:?}, laid out as {:?} {:?}",
+                t.name,
+                q.dtype(),
+                q.shape(),
+                t.dtype,
+                t.shape
+            )));
         }
         let bytes = q.data()?;
         w.write_all(&bytes).map_err(io)?;

@@ -96,11 +96,13 @@ impl ModelTokenizer {
             "chat_template": self.chat_template.as_ref().map(ChatTemplate::source),
             "add_bos_token": self.add_bos,
         });
-        let present: serde_json::Map<String, serde_json::Value> = roles.as_object().expect("an object").iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let present: serde_json::Map<String, serde_json::Value> =
+            roles.as_object().expect("an object").iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
         config.as_object_mut().expect("an object").extend(roles.as_object().expect("an object").clone());
         for (name, value) in [("tokenizer_config.json", config), ("special_tokens_map.json", serde_json::Value::Object(present))] {
             let file = dir.join(name);
-            std::fs::write(&file, serde_json::to_string_pretty(&value).expect("serializable")).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+            std::fs::write(&file, serde_json::to_string_pretty(&value).expect("serializable"))
+                .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
         }
         Ok(())
     }
