@@ -26,6 +26,8 @@ const COMMANDS: &[&[&str]] = &[
     &["cost", "report"],
     &["plan"],
     &["simulate"],
+    &["merge"],
+    &["export"],
 ];
 
 #[test]

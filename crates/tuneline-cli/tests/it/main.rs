@@ -7,6 +7,7 @@ mod common;
 mod config;
 mod cost;
 mod data;
+mod deliver;
 mod help;
 mod init;
 mod jobs;

@@ -1,0 +1,68 @@
+//! `tuneline merge` and `tuneline export` on a run trained here: a Hugging
+//! Face directory, a GGUF with its Modelfile and a LoRA GGUF, each named in
+//! the output; bad input named with what to do, and nothing partial left.
+
+use crate::common::{files_under, TestContext};
+
+/// A project with a committed two-step run.
+fn trained() -> TestContext {
+    let ctx = crate::train::project_with(2, 2, "gradient_accumulation_steps = 1\n");
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 0, "{err}");
+    ctx
+}
+
+#[test]
+fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
+    let ctx = trained();
+    let (code, out, err) = ctx.run(&["merge", "--out", "merged"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("merged run support-") && out.contains("step 2 into") && out.contains("-> merged"), "{out}");
+    let files = files_under(&ctx.path("merged"));
+    for name in ["config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"] {
+        assert!(files.iter().any(|f| f == name), "{name} missing from {files:?}");
+    }
+    let (code, _, err) = ctx.run(&["merge", "--out", "merged"]);
+    assert_eq!(code, 2, "an existing directory is refused");
+    assert!(err.contains("merged exists and is not empty; remove it or choose another --out"), "{err}");
+
+    let (code, out, err) = ctx.run(&["export", "--quant", "q4_k_m", "--out", "out/support.q4_k_m.gguf"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("as q4_k_m -> out/support.q4_k_m.gguf") && out.contains("272 tensors, 62 copied from the base"), "{out}");
+    let modelfile = std::fs::read_to_string(ctx.path("out/Modelfile")).unwrap();
+    assert!(modelfile.starts_with("FROM ./support.q4_k_m.gguf\nTEMPLATE \"\"\"") && modelfile.contains("PARAMETER stop \"<|im_end|>\""), "{modelfile}");
+    assert!(out.contains("ollama create support -f out/Modelfile"), "{out}");
+
+    let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("exported merged as f16 -> merged.f16.gguf"), "{out}");
+
+    let (code, out, err) = ctx.run(&["export", "--adapter", "--out", "adapter.gguf"]);
+    assert_eq!(code, 0, "{err}");
+    // r = 4 on q_proj and v_proj of 30 layers: two tensors each.
+    assert!(out.contains("the adapter of run support-") && out.contains("120 tensors"), "{out}");
+}
+
+#[test]
+fn bad_input_is_named_and_leaves_nothing_partial() {
+    let ctx = trained();
+    let (code, _, err) = ctx.run(&["export", "--quant", "q3_k", "--out", "x.gguf"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--quant: unknown quant type `q3_k`; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k"), "{err}");
+    let (code, _, err) = ctx.run(&["merge", "nosuchrun", "--out", "m"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("run nosuchrun has no committed checkpoint"), "{err}");
+    let (code, _, err) = ctx.run(&["merge", "--checkpoint", "7", "--out", "m"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no committed checkpoint at step 7"), "{err}");
+
+    // A disk that fills up: files may not grow past 20 MB here.
+    let bin = assert_cmd::cargo::cargo_bin("tuneline");
+    let script = format!("trap '' XFSZ; ulimit -f 20000; exec {} export --quant f16 --out full/model.gguf", bin.display());
+    let out = std::process::Command::new("bash").arg("-c").arg(script).current_dir(ctx.path("")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("full/model.gguf: cannot write"), "{err}");
+    assert_eq!(files_under(&ctx.path("full")), Vec::<String>::new(), "no partial file is left");
+}
