@@ -42,5 +42,22 @@ fn smollm2_logits_and_greedy_generation_equal_transformers() {
     let (prompt, output) = (ids(&g["prompt_ids"]), ids(&g["output_ids"]));
     assert_eq!(output[..prompt.len()], prompt[..]);
     let generated = &output[prompt.len()..];
-    assert_eq!(model.generate_greedy(&prompt, generated.len(), None, None).unwrap(), generated);
+    assert_eq!(model.generate_greedy(&prompt, generated.len(), &[], None).unwrap(), generated);
+}
+
+#[test]
+fn cached_generation_equals_recomputing_every_position_through_an_adapter() {
+    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let lora = tuneline_model::llama::Lora::load(&tuneline_testkit::fixture("smollm2/adapter"), &model.config, &Device::Cpu).unwrap();
+    let prompt = [1u32, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520, 9531, 198];
+    let cached = model.generate_greedy(&prompt, 20, &[], Some(lora.inference())).unwrap();
+    let mut ids = prompt.to_vec();
+    for _ in 0..20 {
+        let logits = model.logits(&ids, Some(lora.inference())).unwrap();
+        ids.push(logits.get(ids.len() - 1).unwrap().argmax(D::Minus1).unwrap().to_scalar::<u32>().unwrap());
+    }
+    assert_eq!(cached, ids[prompt.len()..]);
+    // A stop token ends generation, and is kept.
+    let stop = cached[3];
+    assert_eq!(model.generate_greedy(&prompt, 20, &[stop], Some(lora.inference())).unwrap(), cached[..4]);
 }

@@ -50,9 +50,9 @@ fn llama_cpp(model: &Path, lora: Option<&Path>, prompt: &str) -> (String, String
 /// tuneline's greedy continuation of `prompt` on `model`, as text.
 fn tuneline(model: &Llama, tokenizer: &ModelTokenizer, prompt: &str) -> String {
     let ids = tokenizer.encode(prompt).unwrap();
-    let eos = tokenizer.special.eos.as_deref().and_then(|t| tokenizer.tokenizer.token_to_id(t));
-    let mut out = model.generate_greedy(&ids, TOKENS, eos, None).unwrap();
-    if out.last() == eos.as_ref() {
+    let eos: Vec<u32> = tokenizer.special.eos.as_deref().and_then(|t| tokenizer.tokenizer.token_to_id(t)).into_iter().collect();
+    let mut out = model.generate_greedy(&ids, TOKENS, &eos, None).unwrap();
+    if out.last().is_some_and(|t| eos.contains(t)) {
         out.pop();
     }
     tokenizer.tokenizer.decode(&out, true).unwrap()

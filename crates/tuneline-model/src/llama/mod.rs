@@ -15,6 +15,7 @@ mod composed_check;
 mod config;
 mod from_gguf;
 mod from_hf;
+mod generate;
 #[cfg(test)]
 mod gradcheck;
 mod kernels;
@@ -23,7 +24,7 @@ mod loss;
 mod ops;
 mod weight;
 
-use candle_core::{DType, Device, Result, Tensor, D};
+use candle_core::{DType, Device, Result, Tensor};
 
 pub use config::{LlamaConfig, RopeScaling};
 use kernels::attention::Attention;
@@ -227,20 +228,6 @@ impl Llama {
         let positions = Tensor::arange(0u32, seq as u32, self.device())?.reshape((1, seq))?;
         let segments = Tensor::ones((1, seq), candle_core::DType::U32, self.device())?;
         self.forward(&ids, &positions, &segments, lora)?.squeeze(0)
-    }
-
-    /// `steps` tokens chosen greedily after `prompt` (stopping early at `stop`).
-    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stop: Option<u32>, lora: Option<LoraPass>) -> Result<Vec<u32>> {
-        let mut ids = prompt.to_vec();
-        for _ in 0..steps {
-            let logits = self.logits(&ids, lora)?;
-            let next = logits.get(ids.len() - 1)?.argmax(D::Minus1)?.to_scalar::<u32>()?;
-            ids.push(next);
-            if Some(next) == stop {
-                break;
-            }
-        }
-        Ok(ids[prompt.len()..].to_vec())
     }
 
     /// Decoder layer `i` on `x` `(batch x seq, hidden)`: its output and what its backward needs.

@@ -1,0 +1,101 @@
+//! Greedy generation with a key/value cache: the prompt is run once, then
+//! each new token attends to the cached keys and values of every earlier
+//! position instead of recomputing them. Norms, rotary embeddings and
+//! projections go through the model's backend; the cached attention is
+//! composed from candle ops, on whatever device the weights are.
+
+use candle_core::{DType, Result, Tensor, D};
+
+use super::kernels::attention::Attention;
+use super::{Llama, LoraPass, Pass};
+
+/// Each layer's keys and values so far, `(1, kv_heads, positions, head_dim)`.
+struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    len: usize,
+}
+
+impl Llama {
+    /// Up to `steps` tokens chosen greedily after `prompt` through `lora`,
+    /// stopping after any token of `stops` (which is kept).
+    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stops: &[u32], lora: Option<LoraPass>) -> Result<Vec<u32>> {
+        let mut cache = KvCache { layers: vec![None; self.layers.len()], len: 0 };
+        let mut out = Vec::with_capacity(steps);
+        let mut next_input = prompt.to_vec();
+        while out.len() < steps && cache.len + next_input.len() <= self.max_positions {
+            let logits = self.step(&next_input, &mut cache, lora)?;
+            let next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
+            out.push(next);
+            if stops.contains(&next) {
+                break;
+            }
+            next_input = vec![next];
+        }
+        Ok(out)
+    }
+
+    /// Runs `ids` after the cached positions, extends the cache, and returns
+    /// the logits `(vocab,)` of the last of them.
+    fn step(&self, ids: &[u32], cache: &mut KvCache, lora: Option<LoraPass>) -> Result<Tensor> {
+        let (n, start) = (ids.len(), cache.len);
+        let device = self.device();
+        let ids = Tensor::from_slice(ids, n, device)?;
+        let positions = Tensor::arange(start as u32, (start + n) as u32, device)?.reshape((1, n))?;
+        let dtype = self.embed_tokens.dtype();
+        let pass = Pass { batch: 1, seq: n, positions: &positions, attention: Attention { mask: self.cached_mask(start, n, dtype)? }, lora };
+        let mut x = self.embed_tokens.index_select(&ids, 0)?;
+        let (b, c) = (self.backend, &self.config);
+        for (i, w) in self.layers.iter().enumerate() {
+            let proj = |module, weight| Self::projection(&pass, i, module, weight);
+            let h = b.rms_norm(&x, &w.input_layernorm, c.rms_norm_eps)?;
+            let q = self.rope.apply(b, &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?, &positions, c.num_attention_heads)?;
+            let k = self.rope.apply(b, &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?, &positions, c.num_key_value_heads)?;
+            let v = self.heads(&pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+            let (k, v) = match cache.layers[i].take() {
+                Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
+                None => (k, v),
+            };
+            let attended = self.merge(&pass, &cached_attention(&q, &k, &v, &pass.attention.mask)?)?;
+            cache.layers[i] = Some((k, v));
+            let x_mid = (&x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
+            let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, c.rms_norm_eps)?;
+            let mlp = b.swiglu(&b.project(&proj("gate_proj", &w.gate_proj), &h)?, &b.project(&proj("up_proj", &w.up_proj), &h)?)?;
+            x = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &mlp)?)?;
+        }
+        cache.len += n;
+        let last = x.narrow(0, n - 1, 1)?;
+        b.rms_norm(&last, &self.norm, c.rms_norm_eps)?.matmul(&self.lm_head.t()?)?.squeeze(0)
+    }
+
+    /// The additive mask `(n, start + n)` of `n` new tokens after `start`
+    /// cached ones: each sees the cache and the new tokens up to itself,
+    /// within the sliding window.
+    fn cached_mask(&self, start: usize, n: usize, dtype: DType) -> Result<Tensor> {
+        let total = start + n;
+        let window = self.config.sliding_window.unwrap_or(total);
+        let mask: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let at = start + i;
+                (0..total).map(move |j| if j <= at && at - j < window { 0.0 } else { f32::NEG_INFINITY })
+            })
+            .collect();
+        Tensor::from_vec(mask, (n, total), self.device())?.to_dtype(dtype)
+    }
+}
+
+/// Softmax attention of q `(1, heads, n, d)` over cached k, v `(1, kv_heads,
+/// total, d)` with the additive `mask` `(n, total)`; query heads share
+/// key/value heads in groups.
+fn cached_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let (_, heads, n, d) = q.dims4()?;
+    let (kv_heads, total) = (k.dim(1)?, k.dim(2)?);
+    let group = heads / kv_heads;
+    let q = q.reshape((kv_heads, group * n, d))?;
+    let (k, v) = (k.squeeze(0)?.contiguous()?, v.squeeze(0)?.contiguous()?);
+    let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?;
+    let mask = mask.unsqueeze(0)?.repeat((group, 1))?.reshape((1, group * n, total))?;
+    let scores = scores.broadcast_add(&mask)?;
+    let exp = scores.broadcast_sub(&scores.max_keepdim(D::Minus1)?)?.exp()?;
+    let weights = exp.broadcast_div(&exp.sum_keepdim(D::Minus1)?)?;
+    weights.matmul(&v)?.reshape((1, heads, n, d))
+}
