@@ -8,7 +8,8 @@
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
 #   llama.cpp/bin/         llama-simple, llama-completion, llama-perplexity, llama-quantize, built from that sdist
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
-#                          and numpy, for reading exported GGUFs independently, and schemathesis,
+#                          and numpy, for reading exported GGUFs independently, sacrebleu and
+#                          rouge-score, for metric parity, and schemathesis,
 #                          for fuzzing the API against its OpenAPI document
 set -euo pipefail
 
@@ -85,6 +86,13 @@ if ! "$venv/bin/python" -c "import importlib.metadata as m, numpy; assert m.vers
   "$venv/bin/pip" install --quiet gguf==0.19.0 numpy
 fi
 echo "setup: $("$venv/bin/python" -c 'import importlib.metadata as m; print("gguf", m.version("gguf"))')"
+
+# sacrebleu and rouge-score, the packages eval's BLEU and ROUGE-L must agree with.
+if ! "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('sacrebleu') == '2.6.0' and m.version('rouge-score') == '0.1.2'" 2>/dev/null; then
+  echo "setup: installing sacrebleu==2.6.0 and rouge-score==0.1.2 into $venv"
+  "$venv/bin/pip" install --quiet sacrebleu==2.6.0 rouge-score==0.1.2
+fi
+echo "setup: sacrebleu 2.6.0, rouge-score 0.1.2"
 
 # schemathesis, to fuzz the control plane's API against its own OpenAPI document.
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5"; then

@@ -6,6 +6,7 @@
 
 pub mod atomic;
 mod error;
+pub mod eval;
 pub mod gguf;
 pub mod hf_dir;
 pub mod merge;

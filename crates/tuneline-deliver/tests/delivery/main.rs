@@ -6,3 +6,4 @@ mod fixture;
 mod gguf_py;
 mod llama_cpp;
 mod merge;
+mod metrics;

@@ -1,0 +1,3 @@
+//! Evaluation of a tuned model against its base on the dataset's eval split.
+
+pub mod metrics;
