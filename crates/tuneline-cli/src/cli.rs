@@ -74,6 +74,8 @@ pub enum Command {
     Cost(CostCommand),
     /// Jobs on a server: list, submit an external trainer command, cancel, read logs
     Jobs(JobsArgs),
+    /// Base against tuned on the eval split: loss, perplexity, exact match, ROUGE-L, BLEU, a spot-check sheet
+    Eval(CheckpointArgs),
     /// Fold a run's adapter into the weights it trained on: a Hugging Face safetensors directory
     Merge(MergeArgs),
     /// A GGUF for llama.cpp and Ollama, with a Modelfile beside it, or the adapter alone as a LoRA GGUF

@@ -83,5 +83,11 @@ impl From<tuneline_deliver::DeliverError> for Failure {
     }
 }
 
+impl From<tuneline_model::ModelError> for Failure {
+    fn from(e: tuneline_model::ModelError) -> Self {
+        Self::input(e.to_string())
+    }
+}
+
 /// What commands return.
 pub type CliResult<T = ()> = Result<T, Failure>;

@@ -57,6 +57,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Worker(args) => commands::worker::worker(&cli.global, args).await,
         Command::Cost(command) => commands::cost::run(&cli.global, command),
         Command::Jobs(args) => commands::jobs::run(&cli.global, args).await,
+        Command::Eval(args) => commands::eval::eval(&cli.global, args).await,
         Command::Merge(args) => commands::merge::merge(&cli.global, args).await,
         Command::Export(args) => commands::export::export(&cli.global, args).await,
     }

@@ -1,7 +1,7 @@
 //! An adapter folded into its base: `W + scale * B A` (scale `alpha / r`, or
 //! `alpha / sqrt(r)` with rsLoRA), into exactly the weights the adapter
 //! trained on: a GGUF base's blocks dequantized as training dequantized
-//! them, never a re-quantized base. The adapter's `base_model.json` must
+//! them, never a re-quantized base. The adapter's `origin.json` must
 //! name the same base (by content hash).
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use candle_core::Device;
 use tuneline_model::llama::{Llama, Lora, LoraSettings};
-use tuneline_model::{BaseModel, ModelSource, ModelTokenizer};
+use tuneline_model::{BaseModel, ModelSource, ModelTokenizer, Origin};
 
 use crate::error::DeliverError;
 
@@ -40,9 +40,9 @@ pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
     Ok(merged)
 }
 
-/// Refuses an adapter whose `base_model.json` names another base than `base`.
+/// Refuses an adapter whose `origin.json` names another base than `base`.
 pub fn check_base(base: &BaseModel, adapter: &Path) -> Result<(), DeliverError> {
-    match BaseModel::recorded(adapter)? {
+    match Origin::recorded(adapter)?.map(|o| o.base) {
         Some(recorded) if recorded.sha256 != base.sha256 => Err(DeliverError::Input(format!(
             "the adapter in {} was trained on {} (sha256 {}), not on {} (sha256 {}); use the base it was trained on",
             adapter.display(),

@@ -1,10 +1,11 @@
-//! The order rows are trained in, and micro-batches as tensors. The order of
+//! The order rows are trained in, as micro-batches. The order of
 //! each epoch is a shuffle seeded by the run's seed and the epoch, so a resumed
 //! run needs only its position `(epoch, index)` to continue identically.
 
-use candle_core::{Device, Result, Tensor};
+use candle_core::{Device, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use tuneline_model::llama::{batch, Batch};
 
 use crate::rows::Row;
 
@@ -15,23 +16,6 @@ pub struct Cursor {
     pub epoch: u64,
     /// Rows of this epoch already used.
     pub index: usize,
-}
-
-/// A micro-batch: rows padded to the longest, as tensors `(batch, seq)`.
-pub struct Batch {
-    /// Token ids (padding: 0).
-    pub ids: Tensor,
-    /// Positions (padding: 0).
-    pub positions: Tensor,
-    /// Segments (padding: 0, a segment of its own).
-    pub segments: Tensor,
-    /// Labels (padding: -100).
-    pub labels: Tensor,
-    /// Tokens the loss counts (labels after the first of each row, which
-    /// nothing predicts).
-    pub trained_tokens: usize,
-    /// Real (unpadded) tokens.
-    pub tokens: usize,
 }
 
 /// The rows of the train split in epoch order.
@@ -82,30 +66,4 @@ impl Batches {
         }
         &self.order
     }
-}
-
-/// `rows` as one padded batch.
-pub fn batch(rows: &[&Row], device: &Device) -> Result<Batch> {
-    let seq = rows.iter().map(|r| r.input_ids.len()).max().unwrap_or(0);
-    let pad = |n: usize| seq - n;
-    let mut ids = Vec::new();
-    let mut positions = Vec::new();
-    let mut segments = Vec::new();
-    let mut labels = Vec::new();
-    for r in rows {
-        let n = r.input_ids.len();
-        ids.extend(r.input_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
-        positions.extend(r.position_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
-        segments.extend(r.segment_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
-        labels.extend(r.labels.iter().map(|&l| i64::from(l)).chain(std::iter::repeat_n(tuneline_model::llama::IGNORE, pad(n))));
-    }
-    let shape = (rows.len(), seq);
-    Ok(Batch {
-        trained_tokens: rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| i64::from(l) != tuneline_model::llama::IGNORE).count()).sum(),
-        tokens: rows.iter().map(|r| r.input_ids.len()).sum(),
-        ids: Tensor::from_vec(ids, shape, device)?,
-        positions: Tensor::from_vec(positions, shape, device)?,
-        segments: Tensor::from_vec(segments, shape, device)?,
-        labels: Tensor::from_vec(labels, shape, device)?,
-    })
 }

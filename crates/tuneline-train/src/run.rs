@@ -78,8 +78,8 @@ pub struct RunSpec<'a> {
     pub resume: Resume,
     /// Stops the run after the current step (with a checkpoint).
     pub stop: &'a StopRequest,
-    /// The base model the adapter trains on, recorded in every checkpoint.
-    pub base: &'a tuneline_model::BaseModel,
+    /// The base model and dataset version, recorded in every checkpoint.
+    pub origin: &'a tuneline_model::Origin,
     /// From the stop request, the time to finish the step and commit.
     pub grace: Duration,
 }
@@ -230,7 +230,7 @@ fn save(
     let step = trainer.progress.global_step;
     let dir = spec.work.join(format!("checkpoint-{step}"));
     trainer.save_checkpoint(&dir, history)?;
-    spec.base.save(&dir)?;
+    spec.origin.save(&dir)?;
     let bytes = std::fs::read_dir(&dir)?.map(|e| e.and_then(|e| e.metadata()).map(|m| m.len())).sum::<std::io::Result<u64>>()?;
     on_event(RunEvent::Saved { step, bytes });
     let commit = commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.to_path_buf(), spec.run.clone(), spec.save_total_limit);

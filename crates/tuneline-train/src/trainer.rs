@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor};
 use tuneline_model::llama::{Llama, Lora};
 
 use crate::adamw::{AdamW, AdamWParams};
-use crate::batches::{batch, Batches, Cursor};
+use crate::batches::{Batches, Cursor};
 use crate::rows::Row;
 use crate::schedule::Schedule;
 
@@ -156,19 +156,7 @@ impl<'m> Trainer<'m> {
 
     /// Mean loss per labeled token over `rows`, without dropout.
     pub fn eval_loss(&self, rows: &[Row]) -> Result<f64> {
-        let device = self.model.device();
-        let (mut total, mut counted) = (0.0, 0usize);
-        for chunk in rows.chunks(self.settings.batch_size.max(1)) {
-            let refs: Vec<&Row> = chunk.iter().collect();
-            let b = batch(&refs, device)?;
-            if b.trained_tokens == 0 {
-                continue;
-            }
-            let loss = self.model.loss(&b.ids, &b.positions, &b.segments, &b.labels, Some(self.lora.inference()))?;
-            total += loss * b.trained_tokens as f64;
-            counted += b.trained_tokens;
-        }
-        Ok(if counted == 0 { f64::NAN } else { total / counted as f64 })
+        self.model.rows_loss(rows, self.settings.batch_size, Some(self.lora.inference()))
     }
 }
 

@@ -33,7 +33,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
     let model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
-    let base = tokio::task::block_in_place(|| setup::base_model(config))?;
+    let origin = tuneline_model::Origin { base: tokio::task::block_in_place(|| setup::base_model(config))?, dataset: dataset.clone() };
     let settings = setup::train_settings(config, train_rows.len());
     let max_steps = settings.max_steps;
     let (batch, accumulation) = (settings.batch_size, settings.accumulation);
@@ -56,7 +56,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         save_total_limit: t.save_total_limit,
         resume: Resume::parse(&t.resume_from_checkpoint),
         stop: &stop,
-        base: &base,
+        origin: &origin,
         grace: t.sigterm_grace.0,
     };
     if !global.quiet {

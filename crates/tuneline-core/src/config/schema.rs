@@ -25,6 +25,8 @@ pub struct Config {
     pub training: TrainingConfig,
     /// `[lora]`: PEFT LoraConfig names.
     pub lora: LoraConfig,
+    /// `[eval]`: base against tuned, and the export's smoke test.
+    pub eval: EvalConfig,
     /// `[workers]`: the worker pool.
     pub workers: WorkersConfig,
     /// `[providers.<name>]`: one table per provider backend.
@@ -378,6 +380,32 @@ pub enum Phase {
     Validation,
     /// CPU only.
     Delivery,
+}
+
+/// `[eval]`: how `tuneline eval` compares the base and the tuned model on the
+/// eval split, and how `tuneline export` smoke-tests what it wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvalConfig {
+    /// Tokens generated for a sample at most (generation also stops at the end of the turn).
+    pub max_new_tokens: usize,
+    /// Eval samples generated and scored at most (0: all of them).
+    pub max_samples: usize,
+    /// Samples on the spot-check sheet.
+    pub spot_check: usize,
+    /// Seed of the spot-check draw.
+    pub seed: u64,
+    /// Eval prompts the export's smoke test generates for.
+    pub smoke_prompts: usize,
+    /// How much higher a quantized export's eval loss may be than the merged
+    /// model's, as a fraction, before the smoke test fails.
+    pub smoke_loss_tolerance: f64,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self { max_new_tokens: 128, max_samples: 100, spot_check: 20, seed: 0, smoke_prompts: 4, smoke_loss_tolerance: 0.05 }
+    }
 }
 
 /// `[workers]`.

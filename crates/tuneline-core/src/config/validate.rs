@@ -25,6 +25,8 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     v.check("data.clean.max_chars", cl.max_chars as f64, ">= data.clean.min_chars", cl.max_chars >= cl.min_chars);
     v.check("data.clean.max_turns", cl.max_turns as f64, ">= 2", cl.max_turns >= 2);
 
+    v.check("eval.max_new_tokens", c.eval.max_new_tokens as f64, ">= 1", c.eval.max_new_tokens >= 1);
+    v.check("eval.smoke_loss_tolerance", c.eval.smoke_loss_tolerance, ">= 0", c.eval.smoke_loss_tolerance >= 0.0);
     let cost = &c.cost;
     v.check("cost.utilization", cost.utilization, "0 < x <= 1", cost.utilization > 0.0 && cost.utilization <= 1.0);
     if let Some(region) = cost.data_region.as_deref().filter(|r| r.split('/').filter(|p| !p.is_empty()).count() != 2) {

@@ -14,7 +14,7 @@ use tuneline_deliver::gguf::adapter::export_checkpoint_adapter;
 use tuneline_deliver::gguf::quant::Quant;
 use tuneline_deliver::{gguf, hf_dir, merge};
 use tuneline_model::llama::{Llama, Lora, LoraSettings, MODULES};
-use tuneline_model::BaseModel;
+use tuneline_model::{BaseModel, Origin};
 
 /// LoRA rank and alpha of the test adapter.
 pub const R: usize = 8;
@@ -68,7 +68,7 @@ fn make() -> Fixture {
 }
 
 /// A PEFT adapter on `base` with every projection adapted and B drawn at
-/// random (a fresh adapter's B is zero), with its `base_model.json`.
+/// random (a fresh adapter's B is zero), with its `origin.json`.
 fn random_adapter(base: &Path, dir: &Path) {
     let config = Llama::read_config(base).unwrap();
     let settings = LoraSettings { r: R, lora_alpha: ALPHA, lora_dropout: 0.0, target_modules: MODULES.map(String::from).to_vec(), use_rslora: false };
@@ -83,7 +83,7 @@ fn random_adapter(base: &Path, dir: &Path) {
         }
     }
     candle_core::safetensors::save(&tensors.into_iter().collect(), &file).unwrap();
-    BaseModel::identify(base).unwrap().save(dir).unwrap();
+    Origin { base: BaseModel::identify(base).unwrap(), dataset: "datasets/support/test".into() }.save(dir).unwrap();
 }
 
 /// Runs the test Python on `script` (beside this file) with `args`; returns its stdout, failing with its stderr.

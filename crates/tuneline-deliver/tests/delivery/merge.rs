@@ -4,7 +4,7 @@
 use candle_core::Device;
 use tuneline_deliver::{hf_dir, merge};
 use tuneline_model::llama::{Llama, Lora};
-use tuneline_model::BaseModel;
+use tuneline_model::{BaseModel, Origin};
 
 use crate::fixture::{arg, fixture, python};
 
@@ -62,7 +62,7 @@ fn an_adapter_of_another_base_is_refused_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("checkpoint");
     copy_dir(&f.adapter, &other);
-    BaseModel { path: "models/other.gguf".into(), sha256: "ab".repeat(32) }.save(&other).unwrap();
+    Origin { base: BaseModel { path: "models/other.gguf".into(), sha256: "ab".repeat(32) }, dataset: "datasets/support/test".into() }.save(&other).unwrap();
     let e = merge::merge(&f.base, &other).err().unwrap().to_string();
     assert!(e.contains("was trained on models/other.gguf (sha256 abababababab), not on") && e.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "{e}");
 }

@@ -10,6 +10,7 @@
 //! Weights are kept in Hugging Face's layout.
 
 mod backward;
+mod batch;
 #[cfg(test)]
 mod composed_check;
 mod config;
@@ -26,6 +27,7 @@ mod weight;
 
 use candle_core::{DType, Device, Result, Tensor};
 
+pub use batch::{batch, Batch};
 pub use config::{LlamaConfig, RopeScaling};
 use kernels::attention::Attention;
 use kernels::projection::Projection;

@@ -1,6 +1,7 @@
-//! Which base model an adapter was trained on: its path and a content hash,
-//! recorded beside every checkpoint (`base_model.json`) so that merging into
-//! another base is refused, naming both.
+//! Where a checkpoint's adapter came from: the base model it was trained on
+//! (its path and a content hash) and the dataset version, recorded beside
+//! every checkpoint (`origin.json`), so that merging into another base is
+//! refused, naming both, and evaluation reads the split training held out.
 
 use std::io::Read;
 use std::path::Path;
@@ -10,8 +11,8 @@ use sha2::{Digest, Sha256};
 use crate::error::ModelError;
 use crate::source::ModelSource;
 
-/// The file a checkpoint records its base model in.
-pub const BASE_MODEL_FILE: &str = "base_model.json";
+/// The file a checkpoint records its origin in.
+pub const ORIGIN_FILE: &str = "origin.json";
 
 /// Files of a Hugging Face directory that decide what the model computes.
 const HF_FILES: [&str; 3] = ["config.json", "tokenizer.json", "tokenizer_config.json"];
@@ -56,15 +57,26 @@ impl BaseModel {
         }
         Ok(Self { path: path.display().to_string(), sha256: hex::encode(hash.finalize()) })
     }
+}
 
-    /// Writes `base_model.json` into `dir`.
+/// A checkpoint's origin.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    /// The base model.
+    pub base: BaseModel,
+    /// The dataset version trained on (`datasets/<name>/<version>`).
+    pub dataset: String,
+}
+
+impl Origin {
+    /// Writes `origin.json` into `dir`.
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::write(dir.join(BASE_MODEL_FILE), serde_json::to_string_pretty(self).expect("serializable"))
+        std::fs::write(dir.join(ORIGIN_FILE), serde_json::to_string_pretty(self).expect("serializable"))
     }
 
-    /// The `base_model.json` of `dir`, if it has one.
+    /// The `origin.json` of checkpoint `dir`, if it has one.
     pub fn recorded(dir: &Path) -> Result<Option<Self>, ModelError> {
-        let file = dir.join(BASE_MODEL_FILE);
+        let file = dir.join(ORIGIN_FILE);
         match std::fs::read_to_string(&file) {
             Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| ModelError::new(&file, format!("invalid: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
