@@ -1,4 +1,5 @@
-//! `tuneline merge` and `tuneline export` on a run trained here: a Hugging
+//! `tuneline eval`, `tuneline merge` and `tuneline export` on a run trained here: the
+//! metric table and the committed spot-check sheet, a Hugging
 //! Face directory, a GGUF with its Modelfile and a LoRA GGUF, each named in
 //! the output; bad input named with what to do, and nothing partial left.
 
@@ -7,6 +8,8 @@ use crate::common::{files_under, TestContext};
 /// A project with a committed two-step run.
 fn trained() -> TestContext {
     let ctx = crate::train::project_with(2, 2, "gradient_accumulation_steps = 1\n");
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[eval]\nmax_new_tokens = 8\nspot_check = 1\n"));
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
@@ -65,4 +68,31 @@ fn bad_input_is_named_and_leaves_nothing_partial() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("full/model.gguf: cannot write"), "{err}");
     assert_eq!(files_under(&ctx.path("full")), Vec::<String>::new(), "no partial file is left");
+}
+
+#[test]
+fn eval_compares_base_and_tuned_on_the_held_out_split_and_commits_the_sheet() {
+    let ctx = trained();
+    let (code, out, err) = ctx.run(&["eval"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("on 2 held-out samples of datasets/support/"), "{out}");
+    for metric in ["loss", "perplexity", "exact match %", "ROUGE-L F1", "BLEU"] {
+        assert!(out.lines().any(|l| l.starts_with(metric) && l.split_whitespace().count() >= 3), "{metric} row missing: {out}");
+    }
+    let run = out.split("eval of run ").nth(1).and_then(|s| s.split(' ').next()).unwrap();
+    let (_, listing, _) = ctx.run(&["store", "ls", &format!("runs/{run}/eval")]);
+    assert!(listing.contains(&format!("runs/{run}/eval/2       4")), "committed with its four files: {listing}");
+    for file in ["metrics.json", "predictions.jsonl", "spot_check.html", "spot_check.jsonl"] {
+        assert!(ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/{file}")).is_file(), "{file} not in the store");
+    }
+    let sheet = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/spot_check.jsonl"))).unwrap();
+    let sample: serde_json::Value = serde_json::from_str(sheet.lines().next().unwrap()).unwrap();
+    for key in ["prompt", "reference", "base", "tuned"] {
+        assert!(sample[key].is_string(), "{key} missing from {sample}");
+    }
+    assert_eq!(sheet.lines().count(), 1, "spot_check = 1");
+    let (code, json, err) = ctx.run(&["eval", "--json"]);
+    assert_eq!(code, 0, "a second eval of the same step reports again: {err}");
+    let report: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert!(report["tuned"]["loss"].as_f64().unwrap() > 0.0 && report["samples"] == 2, "{report}");
 }

@@ -26,6 +26,7 @@ const COMMANDS: &[&[&str]] = &[
     &["cost", "report"],
     &["plan"],
     &["simulate"],
+    &["eval"],
     &["merge"],
     &["export"],
 ];
