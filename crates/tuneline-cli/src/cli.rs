@@ -126,6 +126,9 @@ pub struct ExportArgs {
     /// The GGUF file to write (a Modelfile is written beside a model)
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Skip the smoke test (the file read back, eval prompts answered, its eval loss against the merge's)
+    #[arg(long, conflicts_with = "adapter")]
+    pub no_smoke: bool,
 }
 
 /// `tuneline jobs`.

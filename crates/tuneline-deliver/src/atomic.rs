@@ -44,11 +44,24 @@ impl AtomicFile {
     }
 
     /// Flushes, syncs and renames the file onto its final name.
-    pub fn commit(mut self) -> Result<PathBuf, DeliverError> {
+    pub fn commit(self) -> Result<PathBuf, DeliverError> {
+        self.commit_after(|_| Ok(()))
+    }
+
+    /// Flushes and syncs the file, runs `check` on it under its temporary
+    /// name, and renames it onto its final name only if the check passes.
+    pub fn commit_after(mut self, check: impl FnOnce(&Path) -> Result<(), DeliverError>) -> Result<PathBuf, DeliverError> {
         let out = self.out.take().expect("committed once");
-        let file = out.into_inner().map_err(|e| DeliverError::write(&self.tmp, e.error()))?;
-        file.sync_all().map_err(|e| DeliverError::write(&self.tmp, e))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| DeliverError::write(&self.path, e))?;
+        let done = (|| {
+            let file = out.into_inner().map_err(|e| DeliverError::write(&self.tmp, e.error()))?;
+            file.sync_all().map_err(|e| DeliverError::write(&self.tmp, e))?;
+            check(&self.tmp)?;
+            std::fs::rename(&self.tmp, &self.path).map_err(|e| DeliverError::write(&self.path, e))
+        })();
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(e);
+        }
         Ok(self.path.clone())
     }
 }

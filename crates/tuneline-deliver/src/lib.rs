@@ -11,5 +11,6 @@ pub mod gguf;
 pub mod hf_dir;
 pub mod merge;
 pub mod modelfile;
+pub mod smoke;
 
 pub use error::DeliverError;

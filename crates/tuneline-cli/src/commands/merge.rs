@@ -16,18 +16,28 @@ pub const CACHE: &str = ".tuneline/cache";
 /// Runs `tuneline merge`.
 pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
     let dtype: WeightDtype = args.dtype.parse().map_err(|e| Failure::input(format!("--dtype: {e}")))?;
-    let (merged, what) = merged_checkpoint(global, &args.from).await?;
+    let MergedCheckpoint { merged, what, .. } = merged_checkpoint(global, &args.from).await?;
     let dir = tokio::task::block_in_place(|| hf_dir::write(&merged.model, &merged.tokenizer, dtype, hf_dir::SHARD_BYTES, &args.out))?;
     println!("merged {what} into {} -> {}", merged.base.path, dir.display());
     Ok(())
 }
 
-/// The checkpoint `from` names, merged into the config's base model; and a line naming it.
-pub async fn merged_checkpoint(global: &Global, from: &CheckpointArgs) -> CliResult<(Merged, String)> {
+/// A checkpoint merged into the config's base model.
+pub struct MergedCheckpoint {
+    /// The merged model.
+    pub merged: Merged,
+    /// "run R step S".
+    pub what: String,
+    /// The checkpoint's local directory.
+    pub dir: PathBuf,
+}
+
+/// The checkpoint `from` names, merged into the config's base model.
+pub async fn merged_checkpoint(global: &Global, from: &CheckpointArgs) -> CliResult<MergedCheckpoint> {
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let (run, step, local) = fetch_checkpoint(global, &store, &config, from.run.as_deref(), from.checkpoint, &PathBuf::from(CACHE)).await?;
+    let (run, step, dir) = fetch_checkpoint(global, &store, &config, from.run.as_deref(), from.checkpoint, &PathBuf::from(CACHE)).await?;
     let base = Path::new(&config.model.path);
-    let merged = tokio::task::block_in_place(|| merge_adapter(base, &local))?;
-    Ok((merged, format!("run {run} step {step}")))
+    let merged = tokio::task::block_in_place(|| merge_adapter(base, &dir))?;
+    Ok(MergedCheckpoint { merged, what: format!("run {run} step {step}"), dir })
 }

@@ -33,6 +33,7 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, out, err) = ctx.run(&["export", "--quant", "q4_k_m", "--out", "out/support.q4_k_m.gguf"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("as q4_k_m -> out/support.q4_k_m.gguf") && out.contains("272 tensors, 62 copied from the base"), "{out}");
+    assert!(out.contains("smoke test passed: 2 eval prompts answered; eval loss"), "{out}");
     let modelfile = std::fs::read_to_string(ctx.path("out/Modelfile")).unwrap();
     assert!(modelfile.starts_with("FROM ./support.q4_k_m.gguf\nTEMPLATE \"\"\"") && modelfile.contains("PARAMETER stop \"<|im_end|>\""), "{modelfile}");
     assert!(out.contains("ollama create support -f out/Modelfile"), "{out}");
@@ -40,6 +41,9 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("exported merged as f16 -> merged.f16.gguf"), "{out}");
+    assert!(out.contains("smoke test passed"), "the newest dataset's eval split smoke-tests a --model export: {out}");
+    let (code, out, _) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--no-smoke", "--out", "merged.f16.gguf"]);
+    assert!(code == 0 && out.contains("smoke test skipped (--no-smoke)"), "{out}");
 
     let (code, out, err) = ctx.run(&["export", "--adapter", "--out", "adapter.gguf"]);
     assert_eq!(code, 0, "{err}");
@@ -60,9 +64,17 @@ fn bad_input_is_named_and_leaves_nothing_partial() {
     assert_eq!(code, 2);
     assert!(err.contains("no committed checkpoint at step 7"), "{err}");
 
+    // A smoke test that fails (no loss increase tolerated) leaves no file.
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}smoke_loss_tolerance = 0.0\n"));
+    let (code, _, err) = ctx.run(&["export", "--quant", "q4_0", "--out", "smoke/model.gguf"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("the smoke test failed: its eval loss") && err.contains("nothing was written (`--no-smoke` skips the test)"), "{err}");
+    assert_eq!(files_under(&ctx.path("smoke")), Vec::<String>::new(), "no file is left");
+
     // A disk that fills up: files may not grow past 20 MB here.
     let bin = assert_cmd::cargo::cargo_bin("tuneline");
-    let script = format!("trap '' XFSZ; ulimit -f 20000; exec {} export --quant f16 --out full/model.gguf", bin.display());
+    let script = format!("trap '' XFSZ; ulimit -f 20000; exec {} export --quant f16 --no-smoke --out full/model.gguf", bin.display());
     let out = std::process::Command::new("bash").arg("-c").arg(script).current_dir(ctx.path("")).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

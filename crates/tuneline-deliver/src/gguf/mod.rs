@@ -44,6 +44,18 @@ enum Source {
 /// A tensor the adapter did not change whose type in the base GGUF is its
 /// target type is copied byte for byte.
 pub fn export(merged: &Merged, quant: Quant, name: &str, out: &Path) -> Result<Exported, DeliverError> {
+    export_checked(merged, quant, name, out, |_| Ok(()))
+}
+
+/// [`export`], with `check` run on the complete file before it takes its
+/// final name: a file that fails it never appears.
+pub fn export_checked(
+    merged: &Merged,
+    quant: Quant,
+    name: &str,
+    out: &Path,
+    check: impl FnOnce(&Path) -> Result<(), DeliverError>,
+) -> Result<Exported, DeliverError> {
     let model = &merged.model;
     let c = &model.config;
     if !matches!(c.model_type(), "llama" | "qwen2" | "mistral") {
@@ -86,7 +98,7 @@ pub fn export(merged: &Merged, quant: Quant, name: &str, out: &Path) -> Result<E
         DeliverError::Failed(m) => DeliverError::write(out, m),
         other => other,
     })?;
-    let path = file.commit()?;
+    let path = file.commit_after(check)?;
     let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
     Ok(Exported { path, bytes, tensors: report })
 }
