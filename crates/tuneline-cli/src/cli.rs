@@ -80,6 +80,25 @@ pub enum Command {
     Merge(MergeArgs),
     /// A GGUF for llama.cpp and Ollama, with a Modelfile beside it, or the adapter alone as a LoRA GGUF
     Export(ExportArgs),
+    /// Deliver a directory of exports to the store as models/<name>/<version>/, with a model card
+    Push(PushArgs),
+}
+
+/// `tuneline push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The delivery directory: what `tuneline export` and `tuneline merge` wrote
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The run the files came from [default: the run of this config on the newest dataset version]
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// The checkpoint's step [default: the latest committed]
+    #[arg(long, value_name = "STEP")]
+    pub checkpoint: Option<u64>,
+    /// The control plane's state directory, for the run's bill [default: .tuneline/control]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Which checkpoint of which run.

@@ -48,17 +48,10 @@ pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Conf
     Ok((prefix, local))
 }
 
-/// A run's checkpoint, pulled into `cache`: `run` (default: this config's
-/// run on the newest dataset version) at `step` (default: its latest).
-/// Returns the run, the step and the local directory.
-pub async fn fetch_checkpoint(
-    global: &Global,
-    store: &ArtifactStore,
-    config: &Config,
-    run: Option<&str>,
-    step: Option<u64>,
-    cache: &Path,
-) -> CliResult<(String, u64, PathBuf)> {
+/// A run's committed checkpoint: `run` (default: this config's run on the
+/// newest dataset version) at `step` (default: its latest). Returns the
+/// run, the step and the checkpoint's prefix.
+pub async fn resolve_checkpoint(store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>) -> CliResult<(String, u64, String)> {
     let run = match run {
         Some(run) => run.to_string(),
         None => setup::run_id(config, &setup::dataset_version(store, config, None).await?),
@@ -83,6 +76,19 @@ pub async fn fetch_checkpoint(
             layout::checkpoints(&run)
         )));
     }
+    Ok((run, step, prefix))
+}
+
+/// The checkpoint [`resolve_checkpoint`] finds, pulled into `cache`; returns the run, the step and the local directory.
+pub async fn fetch_checkpoint(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    run: Option<&str>,
+    step: Option<u64>,
+    cache: &Path,
+) -> CliResult<(String, u64, PathBuf)> {
+    let (run, step, prefix) = resolve_checkpoint(store, config, run, step).await?;
     let local = cache.join(&prefix);
     let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
     let pulled = store.pull(&prefix, &local, &shown).await;

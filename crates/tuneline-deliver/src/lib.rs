@@ -5,12 +5,14 @@
 //! name and renamed when complete ([`atomic`]).
 
 pub mod atomic;
+pub mod card;
 mod error;
 pub mod eval;
 pub mod gguf;
 pub mod hf_dir;
 pub mod merge;
 pub mod modelfile;
+pub mod package;
 pub mod smoke;
 
 pub use error::DeliverError;

@@ -9,6 +9,7 @@ pub mod init;
 pub mod jobs;
 pub mod merge;
 pub mod plan;
+pub mod push;
 pub mod run;
 pub mod server;
 pub mod simulate;

@@ -1,5 +1,5 @@
-//! `tuneline eval`, `tuneline merge` and `tuneline export` on a run trained here: the
-//! metric table and the committed spot-check sheet, a Hugging
+//! `tuneline eval`, `merge`, `export` and `push` on a run trained here: the
+//! metric table and the committed spot-check sheet, a model card in the store, a Hugging
 //! Face directory, a GGUF with its Modelfile and a LoRA GGUF, each named in
 //! the output; bad input named with what to do, and nothing partial left.
 
@@ -37,6 +37,17 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let modelfile = std::fs::read_to_string(ctx.path("out/Modelfile")).unwrap();
     assert!(modelfile.starts_with("FROM ./support.q4_k_m.gguf\nTEMPLATE \"\"\"") && modelfile.contains("PARAMETER stop \"<|im_end|>\""), "{modelfile}");
     assert!(out.contains("ollama create support -f out/Modelfile"), "{out}");
+
+    let (code, out, err) = ctx.run(&["push", "--dir", "out"]);
+    assert_eq!(code, 0, "{err}");
+    let version = out.split("version ").nth(1).and_then(|s| s.split(' ').next()).unwrap().to_string();
+    assert!(out.contains("(2 files and README.md) -> file://") && out.contains(&format!("/models/support/{version}/")), "{out}");
+    let card = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/models/support/{version}/README.md"))).unwrap();
+    for line in ["- dataset: `datasets/support/", "- run: `support-", "checkpoint at step 2", "Not evaluated: `tuneline eval", "`support.q4_k_m.gguf`"] {
+        assert!(card.contains(line), "{line} missing from the card:\n{card}");
+    }
+    let (code, out, _) = ctx.run(&["push", "--dir", "out"]);
+    assert!(code == 0 && out.contains(&format!("version {version} is already delivered, unchanged")), "the same files are the same version: {out}");
 
     let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
     assert_eq!(code, 0, "{err}");

@@ -11,7 +11,7 @@ pub mod sheet;
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tuneline_core::config::EvalConfig;
 use tuneline_core::dataset::Row;
 use tuneline_core::progress::{Progress, Unit};
@@ -23,7 +23,7 @@ use crate::merge::check_base;
 use samples::{answer_text, samples, stop_ids};
 
 /// One model's scores on the eval split.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scores {
     /// Mean loss per labeled token.
     pub loss: f64,
