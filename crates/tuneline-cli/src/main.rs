@@ -5,6 +5,7 @@ mod commands;
 mod context;
 mod cost_report;
 mod dataset;
+mod delivery;
 mod exit;
 mod plane;
 mod progress;

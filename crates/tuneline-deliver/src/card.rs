@@ -2,21 +2,9 @@
 //! from and what it cost, so every model traces back to its data, its run
 //! and its bill.
 
-use serde::Deserialize;
 use tuneline_model::BaseModel;
 
-use crate::eval::Scores;
-
-/// An evaluation's `metrics.json`, the parts a card shows.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct EvalSummary {
-    /// Samples generated and scored.
-    pub samples: usize,
-    /// The base model's scores.
-    pub base: Scores,
-    /// The tuned model's scores.
-    pub tuned: Scores,
-}
+use crate::eval::EvalReport;
 
 /// What a run cost, from the ledger.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,7 +33,7 @@ pub struct ModelCard<'a> {
     /// The checkpoint's step.
     pub step: u64,
     /// The evaluation of that checkpoint, if one was committed.
-    pub eval: Option<&'a EvalSummary>,
+    pub eval: Option<&'a EvalReport>,
     /// The run's bill, if the ledger has it.
     pub bill: Option<Bill>,
     /// The files, with their sizes.

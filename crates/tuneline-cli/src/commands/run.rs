@@ -1,29 +1,27 @@
 //! `tuneline run`: the main job on one machine. Prepare the data (unless
 //! that version is committed), start an embedded control plane with local
-//! workers, train through it (preemptions and all), evaluate the tuned
-//! adapter against the base model on the eval split, print the cost report,
-//! and exit with the run's status. Run again after an interruption: the job
+//! workers, train through it (preemptions and all), then deliver: evaluate
+//! the tuned adapter against the base model on the eval split, merge,
+//! export a q8_0 GGUF with its Modelfile, smoke-test it, push it to the
+//! store; print the cost report and exit with the run's status. Run again after an interruption: the job
 //! in the state database and its committed checkpoints carry on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tuneline_core::layout;
 
-use candle_core::DType;
 use tuneline_api::{now, Client, Job, JobSpec, JobSubmit, State, TrainSpec};
 use tuneline_control::report::{report, Prices};
 use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
-use tuneline_model::llama::Lora;
-use tuneline_store::{ArtifactStore, NoProgress};
-use tuneline_train::rows::Row;
-use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, load_model, lora_settings, read_splits, run_id, train_settings};
-use tuneline_train::trainer::Trainer;
+use tuneline_deliver::gguf::quant::Quant;
+use tuneline_store::ArtifactStore;
+use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
 use crate::cli::{Global, RunArgs};
 use crate::context::{config_path, fetch_dataset, load_config, open_store};
 use crate::cost_report::print_report;
 use crate::dataset::prepare;
+use crate::delivery::{describe, evaluate, export, push, Checkpoint};
 use crate::exit::{CliResult, Failure};
 use crate::plane::{ControlPlane, STATE_DIR};
 use crate::progress::Shown;
@@ -34,14 +32,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let loaded = load_config(global, false)?;
     let config = &loaded.config;
     check_memory_budget(config)?;
-    let device = compute_device(config.model.device)?;
+    // A device this build cannot use is refused before any work.
+    compute_device(config.model.device)?;
     let text = std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     let store = open_store(global, config)?;
     let dataset = prepare(global, &store, config, &[]).await?;
     let cache = PathBuf::from(".tuneline/cache");
     let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;
-    let (train_rows, eval_rows) = read_splits(&dataset, &local)?;
+    let (train_rows, _) = read_splits(&dataset, &local)?;
     let max_steps = train_settings(config, train_rows.len()).max_steps;
     let run = run_id(config, &dataset);
 
@@ -67,9 +66,9 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let segments = client.ledger(Some(job.id)).await.map_err(Failure::failed)?;
     match job.state {
         State::Succeeded => {
-            let eval = evaluate(config, &device, &store, &run, &eval_rows, train_rows.len()).await?;
+            let delivered = deliver(global, &store, config, &run, &state_dir).await?;
             print_report(global, &job, &report(&segments, Prices::of(config), now()));
-            println!("{eval}");
+            println!("{delivered}");
             Ok(())
         }
         _ => {
@@ -78,6 +77,28 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
             Err(Failure::failed(format!("job {} {}: {why}", job.id, job.state.as_str())))
         }
     }
+}
+
+/// Delivery after training: the final checkpoint evaluated against the base,
+/// merged, exported as a q8_0 GGUF with its Modelfile (smoke-tested), and
+/// pushed to the store; returns what to print.
+async fn deliver(global: &Global, store: &ArtifactStore, config: &Config, run: &str, state_dir: &Path) -> CliResult<String> {
+    let checkpoint = Checkpoint::fetch(global, store, config, Some(run), None).await?;
+    let (eval, sheet) = evaluate(global, store, config, &checkpoint).await?;
+    let (_, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
+    let merged = checkpoint.merged(config)?;
+    let name = &config.project.name;
+    let out = Path::new("out").join(run);
+    let export = export(&merged, config, Quant::Q8_0, &out.join(format!("{name}.q8_0.gguf")), Some((&rows, batch)))?;
+    let pushed = push(global, store, config, Some(run), Some(checkpoint.step), &out, Some(state_dir.to_path_buf())).await?;
+    Ok(format!(
+        "eval of {} on {} held-out samples:\n{}spot-check sheet: {}\n{}\n{pushed}",
+        checkpoint.name(),
+        eval.samples,
+        eval.table(),
+        sheet.display(),
+        describe("the merged model as q8_0", &export, name, "")
+    ))
 }
 
 /// The job that trains `run`: an unfinished or succeeded one from an earlier `tuneline run`.
@@ -129,30 +150,4 @@ async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> Cl
 
 fn interrupted() -> Failure {
     Failure::preempted("interrupted: the workers committed a checkpoint; run `tuneline run` again to continue")
-}
-
-/// Eval loss of the base model and of the run's final adapter on the eval split.
-async fn evaluate(config: &Config, device: &candle_core::Device, store: &ArtifactStore, run: &str, eval_rows: &[Row], train_rows: usize) -> CliResult<String> {
-    if eval_rows.is_empty() {
-        return Ok("eval: the dataset has no eval rows (raise [data] eval_fraction to measure the adapter)".into());
-    }
-    let (prefix, step) = store
-        .latest_numbered(&layout::checkpoints(run))
-        .await?
-        .ok_or_else(|| Failure::failed(format!("run {run} succeeded but has no committed checkpoint")))?;
-    let local = PathBuf::from(".tuneline/cache").join(&prefix);
-    store.pull(&prefix, &local, &NoProgress).await?;
-    let model = tokio::task::block_in_place(|| load_model(config, device))?;
-    let settings = train_settings(config, train_rows);
-    let failed = |e: candle_core::Error| Failure::failed(format!("eval: {e}"));
-    let tuned = Lora::load(&local, &model.config, model.device()).map_err(Failure::failed)?;
-    let base = Lora::init(lora_settings(config), &model.config, config.training.seed, DType::F32, model.device()).map_err(failed)?;
-    let (base_loss, tuned_loss) = tokio::task::block_in_place(|| -> Result<(f64, f64), candle_core::Error> {
-        let base_loss = Trainer::new(&model, base, settings.clone(), Vec::new()).eval_loss(eval_rows)?;
-        let tuned_loss = Trainer::new(&model, tuned, settings, Vec::new()).eval_loss(eval_rows)?;
-        Ok((base_loss, tuned_loss))
-    })
-    .map_err(failed)?;
-    let change = (tuned_loss - base_loss) / base_loss * 100.0;
-    Ok(format!("eval loss on {} held-out rows: base {base_loss:.4}, tuned {tuned_loss:.4} ({change:+.1}%); adapter at {prefix} (step {step})", eval_rows.len()))
 }

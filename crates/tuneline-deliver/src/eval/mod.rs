@@ -38,7 +38,7 @@ pub struct Scores {
 }
 
 /// One eval sample's answers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     /// Its place among the eval samples.
     pub index: usize,
@@ -52,8 +52,8 @@ pub struct Prediction {
     pub tuned: String,
 }
 
-/// What an evaluation found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What an evaluation found (`metrics.json` without the predictions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalReport {
     /// Packed eval rows the loss is over.
     pub rows: usize,
@@ -63,7 +63,7 @@ pub struct EvalReport {
     pub base: Scores,
     /// The tuned model's scores.
     pub tuned: Scores,
-    /// Every scored sample's answers.
+    /// Every scored sample's answers (in `predictions.jsonl`).
     #[serde(skip)]
     pub predictions: Vec<Prediction>,
     /// Tokens generated, both models together.

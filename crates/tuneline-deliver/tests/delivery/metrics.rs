@@ -73,7 +73,7 @@ fn rouge_l_and_bleu_agree_with_rouge_score_and_sacrebleu() {
     for (i, (p, r)) in pairs.iter().enumerate() {
         let (ours, want) = (rouge_l(p, r), theirs["rouge_l"][i].as_f64().unwrap());
         assert!((ours - want).abs() < 1e-6, "ROUGE-L of pair {i} ({p:?}, {r:?}): tuneline {ours}, rouge-score {want}");
-        let (ours, want) = (corpus_bleu(&[p.clone()], &[r.clone()]), theirs["bleu"][i].as_f64().unwrap());
+        let (ours, want) = (corpus_bleu(std::slice::from_ref(p), std::slice::from_ref(r)), theirs["bleu"][i].as_f64().unwrap());
         assert!((ours - want).abs() < 1e-6, "BLEU of pair {i} ({p:?}, {r:?}): tuneline {ours}, sacrebleu {want}");
     }
     let (predictions, references): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
