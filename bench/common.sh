@@ -25,3 +25,16 @@ set_keys() {
     sed -i -E "s|^(# )?${kv%%=*} = .*|${kv%%=*} = ${kv#*=}|" tuneline.toml
   done
 }
+
+# torch_python: a Python with PyTorch and transformers (for llama.cpp's
+# converter and transformers' generate), pinned: $PYTHON, else
+# <cache>/bench-venv, installed there the first time (about 6 GB).
+torch_python() {
+  local py="${PYTHON:-$cache/bench-venv/bin/python}"
+  if ! "$py" -c "import torch, transformers, sentencepiece, google.protobuf, safetensors, numpy" 2>/dev/null; then
+    python3 -m venv "$cache/bench-venv"
+    py="$cache/bench-venv/bin/python"
+    "$py" -m pip install --quiet torch==2.15.0 transformers==5.24.0 numpy==2.4.6 sentencepiece==0.2.3 protobuf==7.36.2 safetensors==0.8.0
+  fi
+  echo "$py"
+}

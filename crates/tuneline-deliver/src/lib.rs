@@ -12,6 +12,7 @@ pub mod gguf;
 pub mod hf_dir;
 pub mod merge;
 pub mod modelfile;
+pub mod oci;
 pub mod package;
 pub mod smoke;
 

@@ -126,7 +126,7 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     assert_eq!(second.code(), Some(0), "{out}\n{}", logs(&ctx));
     assert!(run_err.contains("continuing job 1"), "{run_err}");
     assert!(out.contains("cost report for job 1") && out.contains("ETH"), "{out}");
-    assert!(out.contains("eval loss on 2 held-out rows: base"), "{out}");
+    assert!(out.contains("on 2 held-out samples:") && out.contains("smoke test passed") && out.contains("delivered support version"), "{out}");
 
     let (code, report, err) = ctx.run(&["--json", "cost", "report"]);
     assert_eq!(code, 0, "{err}");
