@@ -136,14 +136,14 @@ pub struct ExportArgs {
     /// The file format
     #[arg(long, default_value = "gguf", value_parser = ["gguf"])]
     pub format: String,
-    /// Tensor types: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m (llama.cpp's mix), q5_k_m, q6_k
-    #[arg(long, default_value = "q8_0", value_name = "TYPE")]
+    /// Tensor types: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m (llama.cpp's mix), q5_k_m, q6_k; several, comma-separated, share one merge
+    #[arg(long, default_value = "q8_0", value_name = "TYPE[,TYPE...]")]
     pub quant: String,
     /// Write the LoRA adapter alone, as llama.cpp's adapter GGUF (`llama-cli --lora`)
     #[arg(long, conflicts_with = "model")]
     pub adapter: bool,
-    /// The GGUF file to write (a Modelfile is written beside a model)
-    #[arg(long, value_name = "FILE")]
+    /// The GGUF file to write (a Modelfile is written beside a model); with several types, the directory for NAME.TYPE.gguf files
+    #[arg(long, value_name = "FILE|DIR")]
     pub out: PathBuf,
     /// Skip the smoke test (the file read back, eval prompts answered, its eval loss against the merge's)
     #[arg(long, conflicts_with = "adapter")]

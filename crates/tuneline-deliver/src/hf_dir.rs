@@ -151,11 +151,17 @@ fn write_weights(model: &Llama, dtype: WeightDtype, shard_bytes: u64, dir: &Path
         for (name, _) in &shard {
             weight_map.insert(name.clone(), Value::from(file.clone()));
         }
-        let tensors: HashMap<String, Tensor> = shard.into_iter().collect();
         // `format: pt` is what transformers looks for in the header.
         let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
-        let bytes = safetensors::serialize(tensors.iter().map(|(n, t)| (n.as_str(), View(t))), meta).map_err(|e| DeliverError::write(&path, e))?;
-        atomic::write(&path, &bytes)?;
+        // Streamed to the file, one tensor at a time, under a temporary name.
+        let partial = path.with_extension("safetensors.partial");
+        let written = safetensors::serialize_to_file(shard.iter().map(|(n, t)| (n.as_str(), View(t))), meta, &partial)
+            .map_err(|e| DeliverError::write(&path, e))
+            .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| DeliverError::write(&path, e)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        written?;
     }
     if count > 1 {
         let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });

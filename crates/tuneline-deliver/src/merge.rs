@@ -57,14 +57,18 @@ pub fn check_base(base: &BaseModel, adapter: &Path) -> Result<(), DeliverError> 
 
 /// The model at `path` as it is (a merged directory, or a base), to export.
 pub fn open(path: &Path) -> Result<Merged, DeliverError> {
-    let base = BaseModel::identify(path)?;
     let base_gguf = match ModelSource::detect(path)? {
         ModelSource::Gguf(file) => Some(file),
         ModelSource::HfDir(_) => None,
     };
-    let model = Llama::load(path)?;
-    let tokenizer = ModelTokenizer::load(path)?;
-    Ok(Merged { model, tokenizer, base, lora: None, base_gguf, changed: BTreeSet::new() })
+    // Hashing, loading the weights and building the tokenizer are independent: side by side.
+    let (base, model, tokenizer) = std::thread::scope(|s| {
+        let base = s.spawn(|| BaseModel::identify(path));
+        let tokenizer = s.spawn(|| ModelTokenizer::load(path));
+        let model = Llama::load(path);
+        (base.join().expect("hashing does not panic"), model, tokenizer.join().expect("loading the tokenizer does not panic"))
+    });
+    Ok(Merged { model: model?, tokenizer: tokenizer?, base: base?, lora: None, base_gguf, changed: BTreeSet::new() })
 }
 
 /// The first 12 hex digits of a hash.

@@ -15,7 +15,8 @@ use crate::exit::{CliResult, Failure};
 
 /// Runs `tuneline export`.
 pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
-    let quant: Quant = args.quant.parse().map_err(|e| Failure::input(format!("--quant: {e}")))?;
+    let quants: Vec<Quant> =
+        args.quant.split(',').map(|q| q.trim().parse()).collect::<Result<_, String>>().map_err(|e| Failure::input(format!("--quant: {e}")))?;
     let config = load_config(global, args.model.is_some())?.config;
     if args.adapter {
         let store = open_store(global, &config)?;
@@ -40,8 +41,16 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         }
     };
     let rows = eval.as_ref().filter(|(_, rows, _)| !rows.is_empty()).map(|(_, rows, batch)| (rows.as_slice(), *batch));
-    let export = export_gguf(&merged, &config, quant, &args.out, rows)?;
     let skipped = if args.no_smoke { "--no-smoke" } else { "no committed dataset with an eval split to take prompts from" };
-    println!("{}", describe(&format!("{what} as {}", quant.name()), &export, &config.project.name, skipped));
+    let name = &config.project.name;
+    // The Modelfile beside the files is written for the first type.
+    for quant in quants.iter().rev() {
+        let out = match quants.len() {
+            1 => args.out.clone(),
+            _ => args.out.join(format!("{name}.{}.gguf", quant.name())),
+        };
+        let export = export_gguf(&merged, &config, *quant, &out, rows)?;
+        println!("{}", describe(&format!("{what} as {}", quant.name()), &export, name, skipped));
+    }
     Ok(())
 }

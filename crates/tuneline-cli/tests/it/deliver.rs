@@ -56,6 +56,12 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, out, _) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--no-smoke", "--out", "merged.f16.gguf"]);
     assert!(code == 0 && out.contains("smoke test skipped (--no-smoke)"), "{out}");
 
+    // Several types share one merge; the Modelfile names the first.
+    let (code, _, err) = ctx.run(&["export", "--quant", "f16,q8_0", "--no-smoke", "--out", "multi"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(files_under(&ctx.path("multi")), ["Modelfile", "support.f16.gguf", "support.q8_0.gguf"]);
+    assert!(std::fs::read_to_string(ctx.path("multi/Modelfile")).unwrap().starts_with("FROM ./support.f16.gguf\n"));
+
     let (code, out, err) = ctx.run(&["export", "--adapter", "--out", "adapter.gguf"]);
     assert_eq!(code, 0, "{err}");
     // r = 4 on q_proj and v_proj of 30 layers: two tensors each.

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 use tuneline_model::llama::{Llama, LlamaConfig, Lora};
 use tuneline_model::BaseModel;
@@ -58,7 +58,7 @@ pub fn export_adapter(lora: &Lora, config: &LlamaConfig, name: &str, out: &Path)
     }
     let entries: Vec<TensorEntry> = tensors.iter().map(|(n, t)| TensorEntry { name: n.clone(), shape: t.dims().to_vec(), dtype: GgmlDType::F32 }).collect();
     let mut file = AtomicFile::create(out)?;
-    writer::write(file.writer(), &metadata, &entries, |i| Ok(QTensor::quantize(&tensors[i].1, GgmlDType::F32)?)).map_err(|e| DeliverError::write(out, e))?;
+    writer::write(file.writer(), &metadata, &entries, |i| Ok(writer::convert(&tensors[i].1, GgmlDType::F32)?)).map_err(|e| DeliverError::write(out, e))?;
     let path = file.commit()?;
     let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
     Ok(Exported { path, bytes, tensors: entries.into_iter().map(|e| (e.name, e.dtype, false)).collect() })

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
+use rayon::prelude::*;
 use tuneline_model::llama::{Llama, RopeScaling};
 
 use crate::atomic::AtomicFile;
@@ -22,6 +23,9 @@ use crate::merge::Merged;
 use names::{gguf_name, permute};
 use quant::{Placement, Quant, Role};
 use writer::TensorEntry;
+
+/// Tensors converted at once, in parallel, before they are written in order.
+const WINDOW: usize = 8;
 
 /// What an export wrote.
 #[derive(Debug, Clone)]
@@ -90,9 +94,29 @@ pub fn export_checked(
         sources.push(source);
     }
     let mut file = AtomicFile::create(out)?;
-    writer::write(file.writer(), &metadata, &entries, |i| match &sources[i] {
-        Source::Copied => base.as_mut().expect("copied from a base").tensor(&entries[i].name),
-        Source::Dense(t) => QTensor::quantize(t, entries[i].dtype).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", entries[i].name))),
+    // Tensors are converted a window at a time, in parallel, and written in order.
+    let mut ready: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    writer::write(file.writer(), &metadata, &entries, |i| {
+        if ready.is_empty() {
+            let window = i..(i + WINDOW).min(entries.len());
+            let converted: Vec<Result<Option<Vec<u8>>, DeliverError>> = window
+                .clone()
+                .into_par_iter()
+                .map(|j| match &sources[j] {
+                    Source::Copied => Ok(None),
+                    Source::Dense(t) => {
+                        writer::convert(t, entries[j].dtype).map(Some).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", entries[j].name)))
+                    }
+                })
+                .collect();
+            for (j, converted) in window.zip(converted) {
+                ready.push_back(match converted? {
+                    Some(bytes) => bytes,
+                    None => base.as_mut().expect("copied from a base").tensor(&entries[j].name)?.data()?.into_owned(),
+                });
+            }
+        }
+        Ok(ready.pop_front().expect("a window holds the next tensor"))
     })
     .map_err(|e| match e {
         DeliverError::Failed(m) => DeliverError::write(out, m),

@@ -7,7 +7,8 @@
 use std::io::{Seek, Write};
 
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
+use candle_core::{DType, Tensor};
 
 use crate::error::DeliverError;
 
@@ -60,7 +61,7 @@ pub fn write<W: Write + Seek>(
     w: &mut W,
     metadata: &[(String, Value)],
     tensors: &[TensorEntry],
-    mut data: impl FnMut(usize) -> Result<QTensor, DeliverError>,
+    mut data: impl FnMut(usize) -> Result<Vec<u8>, DeliverError>,
 ) -> Result<(), DeliverError> {
     let io = |e: std::io::Error| DeliverError::Failed(e.to_string());
     w.write_all(b"GGUF").map_err(io)?;
@@ -85,22 +86,34 @@ pub fn write<W: Write + Seek>(
     }
     pad(w).map_err(io)?;
     for (i, t) in tensors.iter().enumerate() {
-        let q = data(i)?;
-        if q.dtype() != t.dtype || q.shape().dims() != t.shape.as_slice() {
+        let bytes = data(i)?;
+        if bytes.len() as u64 != t.bytes() {
             return Err(DeliverError::Failed(format!(
-                "tensor `{}`: produced {:?} {:?}, laid out as {:?} {:?}",
+                "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
                 t.name,
-                q.dtype(),
-                q.shape(),
+                bytes.len(),
+                t.bytes(),
                 t.dtype,
                 t.shape
             )));
         }
-        let bytes = q.data()?;
         w.write_all(&bytes).map_err(io)?;
         pad(w).map_err(io)?;
     }
     Ok(())
+}
+
+/// The bytes of `t` stored as `dtype`: floats converted by candle's
+/// vectorized casts, quantized types by candle's block quantizers (ports of
+/// ggml's reference ones).
+pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
+    let flat = t.flatten_all()?;
+    Ok(match dtype {
+        GgmlDType::F32 => flat.to_dtype(DType::F32)?.to_vec1::<f32>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        GgmlDType::F16 => flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        GgmlDType::BF16 => flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        quantized => candle_core::quantized::QTensor::quantize(t, quantized)?.data()?.into_owned(),
+    })
 }
 
 /// Zeros up to the next multiple of [`ALIGNMENT`].
