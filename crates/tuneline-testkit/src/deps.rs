@@ -78,3 +78,11 @@ pub fn schemathesis() -> PathBuf {
     assert!(path.is_file(), "schemathesis not found at {}: {SETUP}", path.display());
     path
 }
+
+/// Debian's docker-registry (CNCF distribution), an OCI registry, unpacked
+/// by the setup script into `<cache>/docker-registry`. Panics, saying how to get it, when absent.
+pub fn docker_registry() -> PathBuf {
+    let path = cache_dir().join("docker-registry/usr/bin/docker-registry");
+    assert!(path.is_file(), "docker-registry not found at {}: {SETUP}", path.display());
+    path
+}

@@ -1,10 +1,11 @@
 //! A single-node Garage S3 server on loopback, started once per test binary.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::process::{free_port, on_lasting_thread, spawn_tied};
 
 use rand::Rng;
 
@@ -33,24 +34,7 @@ impl Garage {
 /// The Garage server of this test process, started on first use and killed when the process exits.
 pub fn garage() -> &'static Garage {
     static GARAGE: OnceLock<Garage> = OnceLock::new();
-    GARAGE.get_or_init(|| {
-        // The server is spawned from a thread that lives as long as the process,
-        // so PR_SET_PDEATHSIG (which fires when the spawning *thread* exits)
-        // kills it exactly when the test process ends.
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let started = start();
-            let _ = tx.send(started);
-            loop {
-                std::thread::park();
-            }
-        });
-        rx.recv().expect("the Garage thread reports").unwrap_or_else(|e| panic!("{e}"))
-    })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    GARAGE.get_or_init(|| on_lasting_thread(start).unwrap_or_else(|e| panic!("{e}")))
 }
 
 fn start() -> Result<Garage, String> {
@@ -69,16 +53,7 @@ fn start() -> Result<Garage, String> {
     let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&bin);
     cmd.arg("-c").arg(&config).arg("server").stdout(log.try_clone().unwrap()).stderr(log);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child when this thread exits.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let child: Child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-    std::mem::forget(child);
+    spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
 
     // The server answers admin commands only once its RPC is up: retry each until then.
     let deadline = Instant::now() + Duration::from_secs(60);

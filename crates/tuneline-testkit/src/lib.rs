@@ -1,10 +1,13 @@
 //! Test harness shared by tuneline's crates: where the test dependencies live
 //! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
-//! Garage S3 server on loopback. A missing dependency fails the test loudly
+//! Garage S3 server and a real OCI registry on loopback. A missing dependency fails the test loudly
 //! with the command that installs it; nothing is ever skipped.
 
 mod deps;
 mod garage;
+mod process;
+mod registry;
 
-pub use deps::{cache_dir, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, test_python};
+pub use deps::{cache_dir, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, test_python};
 pub use garage::{garage, Garage};
+pub use registry::{registry, Registry};

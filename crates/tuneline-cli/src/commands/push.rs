@@ -1,6 +1,9 @@
 //! `tuneline push`: a delivery directory to the store as
 //! `models/<name>/<version>/`, committed last, with a model card naming the
-//! base, the dataset, the run, its evaluation and its bill.
+//! base, the dataset, the run, its evaluation and its bill; or to an OCI
+//! registry as an Ollama model.
+
+use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
@@ -9,9 +12,37 @@ use crate::exit::CliResult;
 
 /// Runs `tuneline push`.
 pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
+    if let Some(target) = &args.target {
+        return registry(target, args).await;
+    }
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let line = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, args.state_dir.clone()).await?;
     println!("{line}");
+    Ok(())
+}
+
+/// `tuneline push oci://...`: the directory's Modelfile and GGUF as an Ollama model.
+async fn registry(target: &str, args: &PushArgs) -> CliResult {
+    let reference = Reference::parse(target)?;
+    let model = OllamaModel::from_dir(&args.dir)?;
+    let credentials = match (std::env::var("TUNELINE_REGISTRY_USER"), std::env::var("TUNELINE_REGISTRY_PASSWORD")) {
+        (Ok(user), Ok(password)) => Some(Credentials { user, password }),
+        _ => None,
+    };
+    let pushed = oci::push(&model, &reference, args.insecure, credentials.as_ref()).await?;
+    let insecure = if args.insecure { "--insecure " } else { "" };
+    println!(
+        "pushed {}:{} to {} ({} blobs uploaded, {} already there; manifest {}); ollama pull {insecure}{}/{}:{}",
+        reference.repository,
+        reference.tag,
+        reference.registry,
+        pushed.uploaded,
+        pushed.skipped,
+        pushed.manifest_digest,
+        reference.registry,
+        reference.repository,
+        reference.tag
+    );
     Ok(())
 }

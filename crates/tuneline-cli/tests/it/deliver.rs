@@ -49,6 +49,18 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, out, _) = ctx.run(&["push", "--dir", "out"]);
     assert!(code == 0 && out.contains(&format!("version {version} is already delivered, unchanged")), "the same files are the same version: {out}");
 
+    // The same directory as an Ollama model in a real OCI registry.
+    let registry = tuneline_testkit::registry();
+    let target = format!("oci://{}/cli/support:v1", registry.addr);
+    let mut cmd = ctx.cmd(&["push", &target, "--dir", "out", "--insecure"]);
+    cmd.env("TUNELINE_REGISTRY_USER", &registry.user).env("TUNELINE_REGISTRY_PASSWORD", &registry.password);
+    let (code, out, err) = crate::common::output(cmd);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pushed cli/support:v1 to ") && out.contains("(5 blobs uploaded, 0 already there") && out.contains("ollama pull --insecure"), "{out}");
+    let (code, _, err) = ctx.run(&["push", &target, "--dir", "out", "--insecure"]);
+    assert_eq!(code, 2, "no credentials: {err}");
+    assert!(err.contains("refused the credentials for cli/support"), "{err}");
+
     let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("exported merged as f16 -> merged.f16.gguf"), "{out}");

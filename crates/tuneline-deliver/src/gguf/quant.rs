@@ -83,6 +83,14 @@ pub struct Placement {
 }
 
 impl Quant {
+    /// Every export type.
+    pub const ALL: [Quant; 9] = [Self::F32, Self::F16, Self::Bf16, Self::Q8_0, Self::Q4_0, Self::Q4_1, Self::Q4KM, Self::Q5KM, Self::Q6K];
+
+    /// The type a GGUF's `general.file_type` names, if it is one tuneline writes.
+    pub fn of_file_type(file_type: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|q| q.file_type() == file_type)
+    }
+
     /// `general.file_type`.
     pub fn file_type(self) -> u32 {
         match self {

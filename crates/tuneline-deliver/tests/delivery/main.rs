@@ -7,3 +7,4 @@ mod gguf_py;
 mod llama_cpp;
 mod merge;
 mod metrics;
+mod oci;

@@ -1,0 +1,38 @@
+//! Test servers that live exactly as long as the test process: each is
+//! spawned from a thread that never exits, with `PR_SET_PDEATHSIG`, which
+//! fires when the spawning *thread* ends, so the kernel kills it with the process.
+
+use std::process::Command;
+use std::sync::mpsc;
+
+/// Runs `start` on a thread that lives as long as the process and returns
+/// what it returns; servers it spawns with [`spawn_tied`] die with the process.
+pub fn on_lasting_thread<T: Send + 'static>(start: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(start());
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv().expect("the server thread reports")
+}
+
+/// Spawns `cmd` so that the kernel SIGKILLs it when the calling thread exits.
+pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<()> {
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child when this thread exits.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    std::mem::forget(cmd.spawn()?);
+    Ok(())
+}
+
+/// A free port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
