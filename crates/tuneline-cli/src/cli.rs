@@ -80,15 +80,16 @@ pub enum Command {
     Merge(MergeArgs),
     /// A GGUF for llama.cpp and Ollama, with a Modelfile beside it, or the adapter alone as a LoRA GGUF
     Export(ExportArgs),
-    /// Deliver a directory of exports: to the store as models/<name>/<version>/ with a model card, or to an OCI registry as an Ollama model
+    /// Deliver a directory of exports: to the store as models/<name>/<version>/ with a model card, to an OCI registry as an Ollama model, or to the Hugging Face Hub
     Push(PushArgs),
 }
 
 /// `tuneline push`.
 #[derive(Debug, Args)]
 pub struct PushArgs {
-    /// Where to: the store [default], or oci://HOST[:PORT]/NAMESPACE/NAME[:TAG] (an Ollama model; credentials from
-    /// TUNELINE_REGISTRY_USER and TUNELINE_REGISTRY_PASSWORD)
+    /// Where to: the store [default]; oci://HOST[:PORT]/NAMESPACE/NAME[:TAG], an Ollama model (credentials from
+    /// TUNELINE_REGISTRY_USER and TUNELINE_REGISTRY_PASSWORD); or hf://USER/REPO[@BRANCH], a Hugging Face Hub
+    /// repository (token from HF_TOKEN)
     #[arg(value_name = "TARGET")]
     pub target: Option<String>,
     /// Talk to the registry over plain HTTP, as `ollama pull --insecure` does

@@ -10,6 +10,7 @@ mod error;
 pub mod eval;
 pub mod gguf;
 pub mod hf_dir;
+pub mod hub;
 pub mod merge;
 pub mod modelfile;
 pub mod oci;

@@ -26,7 +26,7 @@ pub struct Package {
 }
 
 /// Every file under `dir`, as sorted paths relative to it.
-fn files_under(dir: &Path) -> Result<Vec<String>, DeliverError> {
+pub(crate) fn files_under(dir: &Path) -> Result<Vec<String>, DeliverError> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {

@@ -1,19 +1,22 @@
 //! `tuneline push`: a delivery directory to the store as
 //! `models/<name>/<version>/`, committed last, with a model card naming the
-//! base, the dataset, the run, its evaluation and its bill; or to an OCI
-//! registry as an Ollama model.
+//! base, the dataset, the run, its evaluation and its bill; to an OCI
+//! registry as an Ollama model; or to a Hugging Face Hub repository.
 
+use tuneline_deliver::hub::{HubRepo, HUB};
 use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
 use crate::delivery::push as push_to_store;
-use crate::exit::CliResult;
+use crate::exit::{CliResult, Failure};
 
 /// Runs `tuneline push`.
 pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
-    if let Some(target) = &args.target {
-        return registry(target, args).await;
+    match args.target.as_deref() {
+        Some(t) if t.starts_with("hf://") => return hub(t, args).await,
+        Some(t) => return registry(t, args).await,
+        None => {}
     }
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
@@ -43,6 +46,21 @@ async fn registry(target: &str, args: &PushArgs) -> CliResult {
         reference.registry,
         reference.repository,
         reference.tag
+    );
+    Ok(())
+}
+
+/// `tuneline push hf://...`: every file of the directory in one Hub commit, large ones through LFS.
+async fn hub(target: &str, args: &PushArgs) -> CliResult {
+    let repo = HubRepo::parse(target)?;
+    let token =
+        std::env::var("HF_TOKEN").map_err(|_| Failure::input("HF_TOKEN is not set; set it to a Hugging Face token with write access to the repository"))?;
+    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| HUB.to_string());
+    let summary = format!("Upload {} with tuneline", args.dir.display());
+    let pushed = tuneline_deliver::hub::push(&args.dir, &repo, &endpoint, &token, &summary).await?;
+    println!(
+        "committed {} files to {}@{} ({} LFS objects uploaded, {} already there): {}",
+        pushed.files, repo.repo, repo.revision, pushed.uploaded, pushed.skipped, pushed.commit_url
     );
     Ok(())
 }

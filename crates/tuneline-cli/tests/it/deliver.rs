@@ -60,6 +60,10 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, _, err) = ctx.run(&["push", &target, "--dir", "out", "--insecure"]);
     assert_eq!(code, 2, "no credentials: {err}");
     assert!(err.contains("refused the credentials for cli/support"), "{err}");
+    let mut cmd = ctx.cmd(&["push", "hf://acme/support", "--dir", "out"]);
+    cmd.env_remove("HF_TOKEN");
+    let (code, _, err) = crate::common::output(cmd);
+    assert!(code == 2 && err.contains("HF_TOKEN is not set"), "{err}");
 
     let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
     assert_eq!(code, 0, "{err}");

@@ -4,6 +4,7 @@
 
 mod fixture;
 mod gguf_py;
+mod hub;
 mod llama_cpp;
 mod merge;
 mod metrics;

@@ -1,0 +1,186 @@
+//! A delivery directory committed to a Hugging Face Hub model repository
+//! (`hf://USER/REPO[@REVISION]`, token from `HF_TOKEN`), with the calls
+//! `huggingface_hub.create_commit` makes: `preupload` asks which files go
+//! through LFS, the LFS `batch` API hands out upload URLs for objects the
+//! Hub lacks (an object it has gets none: nothing is uploaded again), and
+//! one NDJSON `commit` adds every file at once: the commit is the last call,
+//! so a failed push changes nothing in the repository.
+
+use std::path::Path;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use crate::error::DeliverError;
+use crate::package::files_under;
+
+/// The Hub's address.
+pub const HUB: &str = "https://huggingface.co";
+
+/// `hf://USER/REPO[@REVISION]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubRepo {
+    /// `USER/REPO`.
+    pub repo: String,
+    /// The branch committed to (`main` when omitted).
+    pub revision: String,
+}
+
+impl HubRepo {
+    /// Parses `hf://USER/REPO[@REVISION]`.
+    pub fn parse(target: &str) -> Result<Self, DeliverError> {
+        let bad = || DeliverError::Input(format!("`{target}` is not a Hub model repository; write hf://USER/REPO or hf://USER/REPO@BRANCH"));
+        let rest = target.strip_prefix("hf://").ok_or_else(bad)?;
+        let (repo, revision) = rest.split_once('@').unwrap_or((rest, "main"));
+        let parts: Vec<&str> = repo.split('/').collect();
+        if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) || revision.is_empty() {
+            return Err(bad());
+        }
+        Ok(Self { repo: repo.into(), revision: revision.into() })
+    }
+}
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubPushed {
+    /// LFS objects uploaded.
+    pub uploaded: usize,
+    /// LFS objects the Hub already had.
+    pub skipped: usize,
+    /// Files committed in all.
+    pub files: usize,
+    /// The commit's URL, as the Hub reports it.
+    pub commit_url: String,
+}
+
+/// One file of the commit.
+struct File {
+    path: String,
+    local: std::path::PathBuf,
+    size: u64,
+    oid: String,
+    sample: String,
+}
+
+/// Commits every file under `dir` to `repo` on the Hub at `endpoint`, with `summary`.
+pub async fn push(dir: &Path, repo: &HubRepo, endpoint: &str, token: &str, summary: &str) -> Result<HubPushed, DeliverError> {
+    let mut files = Vec::new();
+    for path in files_under(dir)? {
+        let local = dir.join(&path);
+        let io = |e: std::io::Error| DeliverError::Input(format!("{}: {e}", local.display()));
+        let mut f = tokio::fs::File::open(&local).await.map_err(io)?;
+        let (mut hash, mut size, mut buf, mut sample) = (Sha256::new(), 0u64, vec![0u8; 1 << 20], Vec::new());
+        loop {
+            let n = f.read(&mut buf).await.map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            if sample.len() < 512 {
+                sample.extend_from_slice(&buf[..n.min(512 - sample.len())]);
+            }
+            hash.update(&buf[..n]);
+            size += n as u64;
+        }
+        let sample = base64::engine::general_purpose::STANDARD.encode(&sample);
+        files.push(File { path, local, size, oid: hex::encode(hash.finalize()), sample });
+    }
+    let hub = Hub { http: reqwest::Client::new(), endpoint: endpoint.trim_end_matches('/'), token, repo };
+    let listed: Vec<Value> = files.iter().map(|f| json!({ "path": f.path, "size": f.size, "sample": f.sample })).collect();
+    let modes = hub.call(hub.post(&format!("api/models/{}/preupload/{}", repo.repo, repo.revision)).json(&json!({ "files": listed })), "preupload").await?;
+    let lfs = |path: &str| modes["files"].as_array().into_iter().flatten().any(|m| m["path"] == path && m["uploadMode"] == "lfs");
+    let large: Vec<&File> = files.iter().filter(|f| lfs(&f.path)).collect();
+    let (mut uploaded, mut skipped) = (0, 0);
+    if !large.is_empty() {
+        let objects: Vec<Value> = large.iter().map(|f| json!({ "oid": f.oid, "size": f.size })).collect();
+        let batch = hub
+            .post(&format!("{}.git/info/lfs/objects/batch", repo.repo))
+            .header("accept", "application/vnd.git-lfs+json")
+            .header("content-type", "application/vnd.git-lfs+json")
+            .body(
+                serde_json::to_vec(&json!({ "operation": "upload", "transfers": ["basic"], "objects": objects, "hash_algo": "sha256" })).expect("serializable"),
+            );
+        let batch = hub.call(batch, "LFS batch").await?;
+        for object in batch["objects"].as_array().into_iter().flatten() {
+            let Some(upload) = object["actions"]["upload"].as_object() else {
+                skipped += 1;
+                continue;
+            };
+            let file = large
+                .iter()
+                .find(|f| object["oid"] == f.oid)
+                .ok_or_else(|| DeliverError::Failed(format!("the Hub's LFS batch named an object not asked for: {object}")))?;
+            let href = upload.get("href").and_then(Value::as_str).ok_or_else(|| DeliverError::Failed("the Hub's LFS batch gave no upload href".into()))?;
+            let body = tokio::fs::File::open(&file.local).await.map_err(|e| DeliverError::Input(format!("{}: {e}", file.local.display())))?;
+            let mut put = hub.http.put(href).header("content-length", file.size).body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(body)));
+            for (name, value) in upload.get("header").and_then(Value::as_object).into_iter().flatten() {
+                put = put.header(name, value.as_str().unwrap_or_default());
+            }
+            let done = put.send().await.map_err(|e| DeliverError::Failed(format!("uploading {}: {e}", file.path)))?;
+            if !done.status().is_success() {
+                return Err(DeliverError::Failed(format!("uploading {} to the Hub's storage answered {}", file.path, done.status())));
+            }
+            if let Some(verify) = object["actions"]["verify"]["href"].as_str() {
+                hub.call(hub.http.post(verify).bearer_auth(token).json(&json!({ "oid": file.oid, "size": file.size })), "LFS verify").await?;
+            }
+            uploaded += 1;
+        }
+    }
+    let mut ndjson = serde_json::to_string(&json!({ "key": "header", "value": { "summary": summary, "description": "" } })).expect("serializable");
+    for f in &files {
+        let line = if lfs(&f.path) {
+            json!({ "key": "lfsFile", "value": { "path": f.path, "algo": "sha256", "oid": f.oid, "size": f.size } })
+        } else {
+            let content = std::fs::read(&f.local).map_err(|e| DeliverError::Input(format!("{}: {e}", f.local.display())))?;
+            json!({ "key": "file", "value": { "path": f.path, "encoding": "base64", "content": base64::engine::general_purpose::STANDARD.encode(content) } })
+        };
+        ndjson.push('\n');
+        ndjson.push_str(&serde_json::to_string(&line).expect("serializable"));
+    }
+    let commit = hub.post(&format!("api/models/{}/commit/{}", repo.repo, repo.revision)).header("content-type", "application/x-ndjson").body(ndjson);
+    let commit = hub.call(commit, "commit").await?;
+    Ok(HubPushed { uploaded, skipped, files: files.len(), commit_url: commit["commitUrl"].as_str().unwrap_or_default().to_string() })
+}
+
+/// The Hub's API for one repository.
+struct Hub<'a> {
+    http: reqwest::Client,
+    endpoint: &'a str,
+    token: &'a str,
+    repo: &'a HubRepo,
+}
+
+impl Hub<'_> {
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}/{path}", self.endpoint)).bearer_auth(self.token)
+    }
+
+    /// Sends `request` and reads its JSON answer; a refusal is named with what to do.
+    async fn call(&self, request: reqwest::RequestBuilder, what: &str) -> Result<Value, DeliverError> {
+        let response = request.send().await.map_err(|e| DeliverError::Failed(format!("the Hub ({}): {what}: {e}", self.endpoint)))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        match status.as_u16() {
+            401 | 403 => Err(DeliverError::Input(format!(
+                "the Hub refused HF_TOKEN for {} ({status}); set HF_TOKEN to a token with write access to the repository",
+                self.repo.repo
+            ))),
+            404 => Err(DeliverError::Input(format!("the Hub has no model repository {} ({what} answered 404); create it first", self.repo.repo))),
+            _ if !status.is_success() => Err(DeliverError::Failed(format!("the Hub ({}): {what} answered {status}: {text}", self.endpoint))),
+            _ => Ok(serde_json::from_str(&text).unwrap_or(Value::Null)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_references_parse() {
+        assert_eq!(HubRepo::parse("hf://acme/support-bot").unwrap(), HubRepo { repo: "acme/support-bot".into(), revision: "main".into() });
+        assert_eq!(HubRepo::parse("hf://acme/support-bot@v2").unwrap().revision, "v2");
+        assert!(HubRepo::parse("hf://acme").is_err() && HubRepo::parse("oci://x/y/z").is_err());
+    }
+}
