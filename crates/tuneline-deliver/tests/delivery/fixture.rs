@@ -69,7 +69,7 @@ fn make() -> Fixture {
 
 /// A PEFT adapter on `base` with every projection adapted and B drawn at
 /// random (a fresh adapter's B is zero), with its `origin.json`.
-fn random_adapter(base: &Path, dir: &Path) {
+pub fn random_adapter(base: &Path, dir: &Path) {
     let config = Llama::read_config(base).unwrap();
     let settings = LoraSettings { r: R, lora_alpha: ALPHA, lora_dropout: 0.0, target_modules: MODULES.map(String::from).to_vec(), use_rslora: false };
     Lora::init(settings, &config, 7, DType::F32, &Device::Cpu).unwrap().save(dir).unwrap();

@@ -74,3 +74,23 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+#[test]
+fn an_adapter_on_a_hugging_face_base_merges_too() {
+    // The merged directory serves as a Hugging Face base for a second adapter.
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("checkpoint");
+    crate::fixture::random_adapter(&f.merged, &adapter);
+    let m = merge::merge(&f.merged, &adapter).unwrap();
+    assert_eq!(m.base_gguf, None, "nothing to copy from: the base is not a GGUF");
+    let base = Llama::load(&f.merged).unwrap();
+    let lora = Lora::load(&adapter, &base.config, &Device::Cpu).unwrap();
+    let ids = [1u32, 9690, 198, 2683, 359, 253];
+    let (want, got) = (base.logits(&ids, Some(lora.inference())).unwrap(), m.model.logits(&ids, None).unwrap());
+    let diff = (&got - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff < 2e-3, "merged into the HF base, the logits differ from base + adapter by {diff}");
+    let out = dir.path().join("model.q8_0.gguf");
+    let exported = tuneline_deliver::gguf::export(&m, "q8_0".parse().unwrap(), "hf-base", &out).unwrap();
+    assert_eq!((exported.tensors.len(), exported.tensors.iter().filter(|t| t.2).count()), (272, 0));
+}
