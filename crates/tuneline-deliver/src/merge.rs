@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use candle_core::Device;
-use tuneline_model::llama::{Llama, Lora, LoraSettings};
+use tuneline_model::llama::{Llama, Lora};
 use tuneline_model::{BaseModel, ModelSource, ModelTokenizer, Origin};
 
 use crate::error::DeliverError;
@@ -21,8 +21,6 @@ pub struct Merged {
     pub tokenizer: ModelTokenizer,
     /// The base it was merged into.
     pub base: BaseModel,
-    /// The adapter's settings; `None` for a model exported as it is.
-    pub lora: Option<LoraSettings>,
     /// The base GGUF file, whose untouched tensors an export may copy.
     pub base_gguf: Option<std::path::PathBuf>,
     /// The `(layer, module)` pairs the adapter changed.
@@ -36,7 +34,6 @@ pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
     let lora = Lora::load(adapter, &merged.model.config, &Device::Cpu)?;
     merged.model.merge_lora(&lora)?;
     merged.changed = lora.pairs().map(|(layer, module, _, _)| (layer, module)).collect();
-    merged.lora = Some(lora.settings.clone());
     Ok(merged)
 }
 
@@ -68,7 +65,7 @@ pub fn open(path: &Path) -> Result<Merged, DeliverError> {
         let model = Llama::load(path);
         (base.join().expect("hashing does not panic"), model, tokenizer.join().expect("loading the tokenizer does not panic"))
     });
-    Ok(Merged { model: model?, tokenizer: tokenizer?, base: base?, lora: None, base_gguf, changed: BTreeSet::new() })
+    Ok(Merged { model: model?, tokenizer: tokenizer?, base: base?, base_gguf, changed: BTreeSet::new() })
 }
 
 /// The first 12 hex digits of a hash.

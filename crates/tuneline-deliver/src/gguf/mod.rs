@@ -62,9 +62,6 @@ pub fn export_checked(
 ) -> Result<Exported, DeliverError> {
     let model = &merged.model;
     let c = &model.config;
-    if !matches!(c.model_type(), "llama" | "qwen2" | "mistral") {
-        return Err(DeliverError::Input(format!("architecture `{}` has no GGUF mapping; tuneline writes llama, mistral and qwen2", c.model_type())));
-    }
     let vocab = merged.tokenizer.gguf_vocab(c.vocab_size)?;
     let template = merged.tokenizer.chat_template.as_ref().map(|t| t.source());
     let metadata = metadata::model_metadata(model, &vocab, template, name, quant);
