@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::ledger::Segment;
+use crate::workers::WorkerClass;
 
 /// What a job runs, tagged by `kind`; on the wire `{"kind": ..., "spec": {...}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -17,6 +18,8 @@ pub enum JobSpec {
     Train(TrainSpec),
     /// An external trainer command that writes Hugging Face `checkpoint-N` directories.
     Command(CommandSpec),
+    /// Delivery of a run's checkpoint (`tuneline deliver`), on a CPU worker.
+    Deliver(DeliverSpec),
 }
 
 /// A built-in training job.
@@ -32,6 +35,22 @@ pub struct TrainSpec {
     /// The run's name: its checkpoints go to `runs/<run>/`.
     #[schema(min_length = 1)]
     pub run: String,
+}
+
+/// Delivery of a trained run: evaluate it against its base, merge, export
+/// a q8_0 GGUF with its Modelfile, smoke-test it, push it to the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverSpec {
+    /// The text of the run's `tuneline.toml`.
+    #[schema(min_length = 1)]
+    pub config: String,
+    /// The run to deliver, from `runs/<run>/`.
+    #[schema(min_length = 1)]
+    pub run: String,
+    /// The checkpoint's step (default: the latest committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u64>,
 }
 
 /// An external trainer command.
@@ -93,6 +112,8 @@ pub enum JobKind {
     Train,
     /// [`JobSpec::Command`].
     Command,
+    /// [`JobSpec::Deliver`].
+    Deliver,
 }
 
 impl JobKind {
@@ -101,12 +122,24 @@ impl JobKind {
         match self {
             Self::Train => "train",
             Self::Command => "command",
+            Self::Deliver => "deliver",
         }
     }
 
     /// The kind named `name`.
     pub fn parse(name: &str) -> Option<Self> {
-        [Self::Train, Self::Command].into_iter().find(|k| k.as_str() == name)
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Train, Self::Command, Self::Deliver];
+
+    /// The workers that take it: training on the GPU pool, delivery on the CPU pool.
+    pub fn class(self) -> WorkerClass {
+        match self {
+            Self::Train | Self::Command => WorkerClass::Gpu,
+            Self::Deliver => WorkerClass::Cpu,
+        }
     }
 }
 
@@ -116,6 +149,7 @@ impl JobSpec {
         match self {
             Self::Train(_) => JobKind::Train,
             Self::Command(_) => JobKind::Command,
+            Self::Deliver(_) => JobKind::Deliver,
         }
     }
 
@@ -124,6 +158,7 @@ impl JobSpec {
         match self {
             Self::Train(t) => &t.run,
             Self::Command(c) => &c.run,
+            Self::Deliver(d) => &d.run,
         }
     }
 
@@ -132,6 +167,7 @@ impl JobSpec {
         match self {
             Self::Train(t) => serde_json::to_value(t),
             Self::Command(c) => serde_json::to_value(c),
+            Self::Deliver(d) => serde_json::to_value(d),
         }
         .expect("specs serialize")
     }
@@ -149,6 +185,7 @@ impl JobSpec {
         let parsed = match kind {
             JobKind::Train => Self::Train(typed(spec)?),
             JobKind::Command => Self::Command(typed(spec)?),
+            JobKind::Deliver => Self::Deliver(typed(spec)?),
         };
         parsed.check()?;
         Ok(parsed)
@@ -161,7 +198,9 @@ impl JobSpec {
             return empty("spec.run", "the run's name");
         }
         match self {
-            Self::Train(t) if t.config.is_empty() => empty("spec.config", "the text of a tuneline.toml"),
+            Self::Train(TrainSpec { config, .. }) | Self::Deliver(DeliverSpec { config, .. }) if config.is_empty() => {
+                empty("spec.config", "the text of a tuneline.toml")
+            }
             Self::Train(t) if t.dataset.is_empty() => empty("spec.dataset", "a committed dataset version such as datasets/chat/3f2a…"),
             Self::Command(c) if c.argv.is_empty() || c.argv.iter().any(String::is_empty) => {
                 empty("spec.argv", "the trainer command as a non-empty list of non-empty strings")
@@ -187,9 +226,10 @@ pub struct JobSubmit {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireSubmit {
-    /// `train`: the built-in trainer ([`TrainSpec`]); `command`: any trainer command ([`CommandSpec`]).
+    /// `train`: the built-in trainer ([`TrainSpec`]); `command`: any trainer command ([`CommandSpec`]);
+    /// `deliver`: a run's delivery ([`DeliverSpec`]).
     pub kind: JobKind,
-    /// What to run: a `TrainSpec` or a `CommandSpec`, as `kind` says.
+    /// What to run: a `TrainSpec`, `CommandSpec` or `DeliverSpec`, as `kind` says.
     pub spec: serde_json::Value,
     /// Attempts allowed before the job fails (default 5).
     #[serde(default)]
@@ -215,7 +255,10 @@ impl utoipa::PartialSchema for WireSubmit {
                 .property("max_attempts", max_attempts)
                 .additional_properties(Some(AdditionalProperties::FreeForm(false)))
         };
-        let one_of = OneOfBuilder::new().item(submit(JobKind::Train, "TrainSpec")).item(submit(JobKind::Command, "CommandSpec"));
+        let one_of = OneOfBuilder::new()
+            .item(submit(JobKind::Train, "TrainSpec"))
+            .item(submit(JobKind::Command, "CommandSpec"))
+            .item(submit(JobKind::Deliver, "DeliverSpec"));
         one_of.description(Some("A job to queue: what to run (`spec`) as its `kind` says.")).into()
     }
 }
@@ -359,6 +402,17 @@ mod tests {
     }
 
     #[test]
+    fn delivery_goes_to_the_cpu_pool_and_training_to_the_gpu_pool() {
+        let deliver = JobSpec::parse(JobKind::Deliver, json!({"config": "c", "run": "r", "checkpoint": 40})).unwrap();
+        assert_eq!(deliver, JobSpec::Deliver(DeliverSpec { config: "c".into(), run: "r".into(), checkpoint: Some(40) }));
+        assert_eq!(deliver.kind().class(), WorkerClass::Cpu);
+        assert_eq!(
+            JobKind::ALL.map(|k| (JobKind::parse(k.as_str()), k.class().as_str())),
+            [(Some(JobKind::Train), "gpu"), (Some(JobKind::Command), "gpu"), (Some(JobKind::Deliver), "cpu")]
+        );
+    }
+
+    #[test]
     fn a_bad_spec_names_its_field() {
         let cases = [
             (JobKind::Command, json!(3), "spec"),
@@ -367,6 +421,8 @@ mod tests {
             (JobKind::Command, json!({"argv": ["x", 3], "run": "r", "store": "file:///s"}), "spec.argv[1]"),
             (JobKind::Train, json!({"config": "", "run": "r", "dataset": "d"}), "spec.config"),
             (JobKind::Train, json!({"config": "c", "run": "r", "dataset": "d", "colour": 1}), "spec.colour"),
+            (JobKind::Deliver, json!({"config": "", "run": "r"}), "spec.config"),
+            (JobKind::Deliver, json!({"config": "c", "run": "r", "checkpoint": -1}), "spec.checkpoint"),
         ];
         for (kind, spec, field) in cases {
             let error = JobSpec::parse(kind, spec.clone()).unwrap_err();

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::workers::WorkerClass;
+
 /// One worker's attempt at one job, as the ledger bills it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Segment {
@@ -12,6 +14,8 @@ pub struct Segment {
     pub worker: i64,
     /// Its provider.
     pub provider: String,
+    /// Its class: training (`gpu`) or delivery (`cpu`).
+    pub class: WorkerClass,
     /// Its instance type.
     pub instance_type: Option<String>,
     /// Its price per hour.

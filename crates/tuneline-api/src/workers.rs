@@ -24,6 +24,9 @@ pub struct WorkerRegister {
     /// CPU cores.
     #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub cpus: u32,
+    /// The jobs it takes: `gpu` trains, `cpu` delivers (default `gpu`).
+    #[serde(default)]
+    pub class: WorkerClass,
     /// GPU model, from NVML.
     #[serde(default)]
     pub gpu: Option<String>,
@@ -44,6 +47,35 @@ pub struct Registered {
     pub heartbeat_s: f64,
     /// A worker silent this long is declared lost.
     pub lease_timeout_s: f64,
+}
+
+/// The machines a pool rents, and so the jobs its workers take: the
+/// training instance (billed as GPU hours, whatever it trains on) or a CPU
+/// machine for delivery, so that no GPU bills while a model is evaluated,
+/// merged and exported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerClass {
+    /// Takes `train` and `command` jobs.
+    #[default]
+    Gpu,
+    /// Takes `deliver` jobs.
+    Cpu,
+}
+
+impl WorkerClass {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gpu => "gpu",
+            Self::Cpu => "cpu",
+        }
+    }
+
+    /// The class named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Gpu, Self::Cpu].into_iter().find(|c| c.as_str() == name)
+    }
 }
 
 /// A registered worker.

@@ -80,6 +80,8 @@ pub enum Command {
     Merge(MergeArgs),
     /// A GGUF for llama.cpp and Ollama, with a Modelfile beside it, or the adapter alone as a LoRA GGUF
     Export(ExportArgs),
+    /// Deliver a run: eval against the base, merge, a q8_0 GGUF with its Modelfile (smoke-tested), pushed to the store
+    Deliver(DeliverArgs),
     /// Deliver a directory of exports: to the store as models/<name>/<version>/ with a model card, to an OCI registry as an Ollama model, or to the Hugging Face Hub
     Push(PushArgs),
 }
@@ -118,6 +120,28 @@ pub struct CheckpointArgs {
     /// The checkpoint's step [default: the latest committed]
     #[arg(long, value_name = "STEP")]
     pub checkpoint: Option<u64>,
+}
+
+/// `tuneline deliver`.
+#[derive(Debug, Args)]
+pub struct DeliverArgs {
+    #[command(flatten)]
+    pub from: CheckpointArgs,
+    /// Where the GGUF and Modelfile are written before the push [default: out/<run>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Where the checkpoint, the eval split and the staged model are pulled [default: .tuneline/cache]
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The control plane whose ledger bills the run, for the model card (a worker's server)
+    #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// That server's bearer token
+    #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN", requires = "server")]
+    pub token: Option<String>,
+    /// Without --server: the state directory whose ledger bills the run [default: .tuneline/control]
+    #[arg(long, value_name = "DIR", conflicts_with = "server")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `tuneline merge`.
@@ -258,6 +282,9 @@ pub struct WorkerArgs {
     /// A spot (preemptible) machine
     #[arg(long)]
     pub spot: bool,
+    /// The jobs it takes: gpu (training) or cpu (delivery)
+    #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]
+    pub class: String,
 }
 
 /// `tuneline cost ...`.

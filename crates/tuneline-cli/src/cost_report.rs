@@ -1,22 +1,24 @@
-//! The cost report as a user reads it: a table of every component of ETH,
-//! or JSON with `--json`. `tuneline cost report` and `tuneline run` print it.
+//! The cost report as a user reads it: a table of every component of ETH
+//! and delivery's CPU hours beside them, or JSON with `--json`. `tuneline cost report` and `tuneline run` print it.
 
 use tuneline_api::Job;
 use tuneline_control::report::CostReport;
 
 use crate::cli::Global;
 
-/// Prints the report: a table, or JSON with `--json`.
-pub fn print_report(global: &Global, job: &Job, r: &CostReport) {
+/// Prints the report over `jobs` (those of one run): a table, or JSON with `--json`.
+pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport) {
+    let run = jobs.first().map_or("", |j| j.spec.run());
     if global.json {
-        println!("{}", serde_json::json!({"job": job.id, "run": job.spec.run(), "state": job.state.as_str(), "cost": r}));
+        let jobs: Vec<_> = jobs.iter().map(|j| serde_json::json!({"id": j.id, "kind": j.spec.kind().as_str(), "state": j.state.as_str()})).collect();
+        println!("{}", serde_json::json!({"run": run, "jobs": jobs, "cost": r}));
         return;
     }
-    let run = job.spec.run();
     let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| format!("${e:.4} per effective training hour"));
-    println!("cost report for job {} ({run}, {})", job.id, job.state.as_str());
+    let named: Vec<_> = jobs.iter().map(|j| format!("job {} {} {}", j.id, j.spec.kind().as_str(), j.state.as_str())).collect();
+    println!("cost report for run {run} ({})", named.join(", "));
     println!("  segments            {} ({} preempted or lost)", r.segments, r.preemptions);
-    println!("  wall hours          {:.4} h billed", r.wall_hours);
+    println!("  wall hours          {:.4} h billed training (GPU pool)", r.wall_hours);
     println!("  effective hours     {:.4} h computing kept steps", r.effective_hours);
     println!("  utilization         {:.1}%", r.utilization * 100.0);
     println!(
@@ -24,6 +26,7 @@ pub fn print_report(global: &Global, job: &Job, r: &CostReport) {
         r.steps_computed, r.steps_committed, r.steps_lost, r.max_lost_per_preemption
     );
     println!("  compute             ${:.4}", r.compute_usd);
+    println!("  delivery            ${:.4} ({:.4} h on the CPU pool: eval, merge, export; not in ETH)", r.delivery_usd, r.delivery_hours);
     println!("  storage             ${:.6} ({} up)", r.storage_usd, indicatif::HumanBytes(r.bytes_up));
     println!("  egress              ${:.6} ({} down)", r.egress_usd, indicatif::HumanBytes(r.bytes_down));
     println!("  total               ${:.4}", r.total_usd);

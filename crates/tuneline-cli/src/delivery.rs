@@ -1,9 +1,11 @@
 //! The delivery steps the commands share: `tuneline eval`, `merge`,
-//! `export`, `push`, and `tuneline run`, which ends with all of them.
-//! Each fetches from the store, calls `tuneline-deliver`, and commits back.
+//! `export`, `push`, and `tuneline deliver`, which runs them all (on a CPU
+//! worker, as the job that ends `tuneline run`). Each fetches from the
+//! store, calls `tuneline-deliver`, and commits back.
 
 use std::path::{Path, PathBuf};
 
+use tuneline_api::{Client, Job, WorkerClass};
 use tuneline_control::db::Db;
 use tuneline_control::report::{report, Prices};
 use tuneline_core::config::Config;
@@ -16,6 +18,7 @@ use tuneline_deliver::gguf::{export_checked, Exported};
 use tuneline_deliver::merge::{merge, Merged};
 use tuneline_deliver::modelfile;
 use tuneline_deliver::package::stage;
+use tuneline_deliver::record::{Delivered, ExportRecord, RECORD_FILE};
 use tuneline_deliver::smoke::{smoke, Smoke};
 use tuneline_model::{Origin, ORIGIN_FILE};
 use tuneline_store::{ArtifactStore, StoreError};
@@ -24,10 +27,9 @@ use tuneline_train::setup;
 use crate::cli::Global;
 use crate::context::{fetch_checkpoint, fetch_dataset, resolve_checkpoint};
 use crate::exit::{CliResult, Failure};
-use crate::plane::STATE_DIR;
 use crate::progress::Shown;
 
-/// Where checkpoints, datasets and staged deliveries are pulled to.
+/// Where checkpoints, datasets and staged deliveries are pulled to, unless a worker names its own cache.
 pub const CACHE: &str = ".tuneline/cache";
 
 /// A committed checkpoint, pulled.
@@ -38,13 +40,15 @@ pub struct Checkpoint {
     pub step: u64,
     /// The local copy.
     pub dir: PathBuf,
+    /// The cache it was pulled to, where its eval split and evaluation go too.
+    pub cache: PathBuf,
 }
 
 impl Checkpoint {
-    /// The checkpoint `run` at `step` (defaults as [`resolve_checkpoint`]), pulled.
-    pub async fn fetch(global: &Global, store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>) -> CliResult<Self> {
-        let (run, step, dir) = fetch_checkpoint(global, store, config, run, step, Path::new(CACHE)).await?;
-        Ok(Self { run, step, dir })
+    /// The checkpoint `run` at `step` (defaults as [`resolve_checkpoint`]), pulled into `cache`.
+    pub async fn fetch(global: &Global, store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>, cache: &Path) -> CliResult<Self> {
+        let (run, step, dir) = fetch_checkpoint(global, store, config, run, step, cache).await?;
+        Ok(Self { run, step, dir, cache: cache.to_path_buf() })
     }
 
     /// "run R step S".
@@ -61,13 +65,13 @@ impl Checkpoint {
     /// else the newest version), with the loss's batch size.
     pub async fn eval_rows(&self, global: &Global, store: &ArtifactStore, config: &Config) -> CliResult<(String, Vec<Row>, usize)> {
         let origin = Origin::recorded(&self.dir)?;
-        eval_split(global, store, config, origin.as_ref().map(|o| o.dataset.as_str())).await
+        eval_split(global, store, config, origin.as_ref().map(|o| o.dataset.as_str()), &self.cache).await
     }
 }
 
 /// The eval split of `dataset` (default: the newest version of `[data] name`), with the loss's batch size.
-pub async fn eval_split(global: &Global, store: &ArtifactStore, config: &Config, dataset: Option<&str>) -> CliResult<(String, Vec<Row>, usize)> {
-    let (dataset, local) = fetch_dataset(global, store, config, dataset, Path::new(CACHE)).await?;
+pub async fn eval_split(global: &Global, store: &ArtifactStore, config: &Config, dataset: Option<&str>, cache: &Path) -> CliResult<(String, Vec<Row>, usize)> {
+    let (dataset, local) = fetch_dataset(global, store, config, dataset, cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train, eval) = setup::read_splits(&dataset, &local)?;
     let batch = setup::train_settings(config, train.len()).batch_size;
@@ -79,7 +83,7 @@ pub async fn eval_split(global: &Global, store: &ArtifactStore, config: &Config,
 /// evaluation committed earlier is read back, not repeated: it is immutable.
 pub async fn evaluate(global: &Global, store: &ArtifactStore, config: &Config, checkpoint: &Checkpoint) -> CliResult<(EvalReport, PathBuf)> {
     let prefix = layout::eval(&checkpoint.run, checkpoint.step);
-    let dir = Path::new(CACHE).join(&prefix);
+    let dir = checkpoint.cache.join(&prefix);
     if store.is_committed(&prefix).await? {
         store.pull(&prefix, &dir, &tuneline_core::progress::NoProgress).await?;
         let file = dir.join("metrics.json");
@@ -119,6 +123,22 @@ pub struct Export {
     pub modelfile: PathBuf,
 }
 
+impl Export {
+    /// What a user is told of it.
+    pub fn record(&self) -> ExportRecord {
+        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let x = &self.exported;
+        ExportRecord {
+            file: name(&x.path),
+            bytes: x.bytes,
+            tensors: x.tensors.len(),
+            copied: x.tensors.iter().filter(|t| t.2).count(),
+            smoke: self.smoke.as_ref().map(ToString::to_string),
+            modelfile: name(&self.modelfile),
+        }
+    }
+}
+
 /// Exports `merged` as `quant` to `out`, smoke-tested on `eval` (rows and
 /// batch size) when given, with a Modelfile beside it.
 pub fn export(merged: &Merged, config: &Config, quant: Quant, out: &Path, eval: Option<(&[Row], usize)>) -> CliResult<Export> {
@@ -136,8 +156,48 @@ pub fn export(merged: &Merged, config: &Config, quant: Quant, out: &Path, eval: 
     Ok(Export { exported, smoke: smoked, modelfile })
 }
 
+/// Where a run's bill is read: the state directory of a control plane on
+/// this machine, or, on a worker, the server's ledger.
+pub enum Ledger {
+    /// A state directory (`.tuneline/control` by default).
+    StateDir(PathBuf),
+    /// A control plane's API.
+    Server(Client),
+}
+
+/// A delivery pushed to the store.
+pub struct Pushed {
+    /// Its prefix, `models/<name>/<version>`.
+    pub prefix: String,
+    /// Its version.
+    pub version: String,
+    /// Where it is.
+    pub url: String,
+    /// False when that version was already delivered.
+    pub fresh: bool,
+}
+
+impl Pushed {
+    /// Version `version` at `prefix` in the store at `store_url`.
+    pub fn new(store_url: &str, prefix: String, version: String, fresh: bool) -> Self {
+        let url = format!("{}/{prefix}/", store_url.trim_end_matches('/'));
+        Self { prefix, version, url, fresh }
+    }
+}
+
+impl std::fmt::Display for Pushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.prefix.split('/').nth(1).unwrap_or_default();
+        match self.fresh {
+            true => write!(f, "delivered {name} version {} with its model card README.md -> {}", self.version, self.url),
+            false => write!(f, "{name} version {} is already delivered, unchanged, at {}", self.version, self.url),
+        }
+    }
+}
+
 /// Pushes the delivery directory `dir` of `run` at `step` to
-/// `models/<name>/<version>/` with its model card; returns the line to print.
+/// `models/<name>/<version>/` with its model card, staged in `cache`.
+#[allow(clippy::too_many_arguments)]
 pub async fn push(
     global: &Global,
     store: &ArtifactStore,
@@ -145,8 +205,9 @@ pub async fn push(
     run: Option<&str>,
     step: Option<u64>,
     dir: &Path,
-    state_dir: Option<PathBuf>,
-) -> CliResult<String> {
+    ledger: &Ledger,
+    cache: &Path,
+) -> CliResult<Pushed> {
     let (run, step, prefix) = resolve_checkpoint(store, config, run, step).await?;
     let origin: Origin =
         serde_json::from_slice(&store.read_committed(&prefix, ORIGIN_FILE).await?).map_err(|e| Failure::input(format!("{prefix}/{ORIGIN_FILE}: {e}")))?;
@@ -155,9 +216,9 @@ pub async fn push(
         true => serde_json::from_slice(&store.read_committed(&eval_prefix, "metrics.json").await?).ok(),
         false => None,
     };
-    let bill = bill(config, &run, state_dir)?;
+    let bill = bill(config, &run, ledger).await?;
     let name = config.project.name.clone();
-    let staging = Path::new(CACHE).join("models").join(&name);
+    let staging = cache.join("models").join(&name);
     let package = tokio::task::block_in_place(|| {
         stage(dir, &staging, |version, files| {
             ModelCard { name: &name, version, base: &origin.base, dataset: &origin.dataset, run: &run, step, eval: eval.as_ref(), bill, files }.render()
@@ -168,37 +229,117 @@ pub async fn push(
     let pushed = store.push_dir(&package.dir, &target, &shown).await;
     shown.finish();
     let _ = std::fs::remove_dir_all(&package.dir);
-    let url = format!("{}/{target}/", store.url().trim_end_matches('/'));
-    match pushed {
-        Ok(_) => Ok(format!("delivered {name} version {} ({} files and README.md) -> {url}", package.version, package.files.len())),
-        Err(StoreError::AlreadyCommitted { .. }) => Ok(format!("{name} version {} is already delivered, unchanged, at {url}", package.version)),
-        Err(e) => Err(e.into()),
-    }
+    let fresh = match pushed {
+        Ok(_) => true,
+        Err(StoreError::AlreadyCommitted { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Pushed::new(store.url(), target, package.version, fresh))
 }
 
-/// The run's bill from the control plane's ledger, when it ran through one.
-fn bill(config: &Config, run: &str, state_dir: Option<PathBuf>) -> CliResult<Option<Bill>> {
-    let db_path = state_dir.unwrap_or_else(|| PathBuf::from(STATE_DIR)).join(tuneline_control::serve::STATE_DB);
-    if !db_path.exists() {
-        return Ok(None);
-    }
-    let db = Db::open(&db_path).map_err(Failure::failed)?;
-    let Some(job) = db.list(None).map_err(Failure::failed)?.into_iter().rev().find(|j| j.spec.run() == run) else { return Ok(None) };
-    let r = report(&db.segments(Some(job.id)).map_err(Failure::failed)?, Prices::of(config), tuneline_api::now());
+/// The bill of the run's training (its `train` or `command` jobs) from the ledger, when it ran through a control plane.
+async fn bill(config: &Config, run: &str, ledger: &Ledger) -> CliResult<Option<Bill>> {
+    let training = |j: &Job| j.spec.run() == run && j.spec.kind().class() == WorkerClass::Gpu;
+    let segments = match ledger {
+        Ledger::StateDir(dir) => {
+            let db_path = dir.join(tuneline_control::serve::STATE_DB);
+            if !db_path.exists() {
+                return Ok(None);
+            }
+            let db = Db::open(&db_path).map_err(Failure::failed)?;
+            let Some(job) = db.list(None).map_err(Failure::failed)?.into_iter().rev().find(training) else { return Ok(None) };
+            db.segments(Some(job.id)).map_err(Failure::failed)?
+        }
+        Ledger::Server(client) => {
+            let Some(job) = client.jobs().await.map_err(Failure::failed)?.into_iter().rev().find(training) else { return Ok(None) };
+            client.ledger(Some(job.id)).await.map_err(Failure::failed)?
+        }
+    };
+    let r = report(&segments, Prices::of(config), tuneline_api::now());
     Ok(Some(Bill { eth_usd: r.eth_usd, total_usd: r.total_usd, wall_hours: r.wall_hours }))
 }
 
-/// A line per export: the file, its size and what was copied, the smoke
-/// test (or why it was `skipped`), the Modelfile.
-pub fn describe(what: &str, e: &Export, name: &str, skipped: &str) -> String {
-    let x = &e.exported;
-    let copied = x.tensors.iter().filter(|t| t.2).count();
-    let mut out =
-        format!("exported {what} -> {} ({:.1} MB, {} tensors, {copied} copied from the base)\n", x.path.display(), x.bytes as f64 / 1e6, x.tensors.len());
+/// The whole delivery of `run`'s checkpoint at `step` (defaults as
+/// [`resolve_checkpoint`]): evaluated against its base, merged, exported as
+/// a q8_0 GGUF with its Modelfile into `out` (smoke-tested), pushed to the
+/// store, and recorded at `runs/<run>/delivery/<step>/`. Returns the
+/// checkpoint, its evaluation and the local spot-check sheet, and the record.
+pub async fn deliver(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    (run, step): (Option<&str>, Option<u64>),
+    out: Option<&Path>,
+    ledger: &Ledger,
+    cache: &Path,
+) -> CliResult<(Checkpoint, EvalReport, PathBuf, Delivered)> {
+    let checkpoint = Checkpoint::fetch(global, store, config, run, step, cache).await?;
+    let (eval, sheet) = evaluate(global, store, config, &checkpoint).await?;
+    let (_, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
+    let merged = checkpoint.merged(config)?;
+    let name = &config.project.name;
+    let out = out.map_or_else(|| Path::new("out").join(&checkpoint.run), Path::to_path_buf);
+    let export = export(&merged, config, Quant::Q8_0, &out.join(format!("{name}.q8_0.gguf")), Some((&rows, batch)))?;
+    drop(merged);
+    let pushed = push(global, store, config, Some(&checkpoint.run), Some(checkpoint.step), &out, ledger, cache).await?;
+    let delivered = Delivered { model: pushed.prefix, version: pushed.version, fresh: pushed.fresh, export: export.record() };
+    let record = cache.join(layout::delivery(&checkpoint.run, checkpoint.step));
+    std::fs::create_dir_all(&record).map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
+    let text = serde_json::to_vec_pretty(&delivered).expect("records serialize");
+    std::fs::write(record.join(RECORD_FILE), text).map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
+    match store.push_dir(&record, &layout::delivery(&checkpoint.run, checkpoint.step), &tuneline_core::progress::NoProgress).await {
+        // Delivered before: to the same version, since the version is a content hash.
+        Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok((checkpoint, eval, sheet, delivered))
+}
+
+/// The delivery of `run`'s latest checkpoint, as a delivery job recorded
+/// it: the model pulled from the store into `out`; returns its [`summary`].
+pub async fn delivered(global: &Global, store: &ArtifactStore, config: &Config, run: &str, out: &Path) -> CliResult<String> {
+    let cache = Path::new(CACHE);
+    let checkpoint = Checkpoint::fetch(global, store, config, Some(run), None, cache).await?;
+    let prefix = layout::delivery(run, checkpoint.step);
+    let record = store.read_committed(&prefix, RECORD_FILE).await?;
+    let delivered: Delivered = serde_json::from_slice(&record).map_err(|e| Failure::failed(format!("{prefix}/{RECORD_FILE}: {e}")))?;
+    let shown = Shown::new(&format!("pull {}", delivered.model), global.quiet || global.json);
+    let pulled = store.pull(&delivered.model, out, &shown).await;
+    shown.finish();
+    pulled?;
+    let (eval, sheet) = evaluate(global, store, config, &checkpoint).await?;
+    Ok(summary(&checkpoint, &eval, &sheet, &delivered, out, &config.project.name, store.url()))
+}
+
+/// What a delivery tells a user: the eval table, the spot-check sheet,
+/// the export in `dir` (as [`describe`]), and the version in the store at `store_url`.
+pub fn summary(checkpoint: &Checkpoint, eval: &EvalReport, sheet: &Path, delivered: &Delivered, dir: &Path, name: &str, store_url: &str) -> String {
+    let pushed = Pushed::new(store_url, delivered.model.clone(), delivered.version.clone(), delivered.fresh);
+    format!(
+        "eval of {} on {} held-out samples:\n{}spot-check sheet: {}\n{}\n{pushed}",
+        checkpoint.name(),
+        eval.samples,
+        eval.table(),
+        sheet.display(),
+        describe("the merged model as q8_0", &delivered.export, dir, name, "")
+    )
+}
+
+/// A line per export: the file in `dir`, its size and what was copied, the
+/// smoke test (or why it was `skipped`), the Modelfile.
+pub fn describe(what: &str, e: &ExportRecord, dir: &Path, name: &str, skipped: &str) -> String {
+    let mut out = format!(
+        "exported {what} -> {} ({:.1} MB, {} tensors, {} copied from the base)\n",
+        dir.join(&e.file).display(),
+        e.bytes as f64 / 1e6,
+        e.tensors,
+        e.copied
+    );
     match &e.smoke {
         Some(s) => out.push_str(&format!("{s}\n")),
         None => out.push_str(&format!("smoke test skipped ({skipped})\n")),
     }
-    out.push_str(&format!("Modelfile: {} (ollama create {name} -f {})", e.modelfile.display(), e.modelfile.display()));
+    let modelfile = dir.join(&e.modelfile);
+    out.push_str(&format!("Modelfile: {} (ollama create {name} -f {})", modelfile.display(), modelfile.display()));
     out
 }

@@ -61,6 +61,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Eval(args) => commands::eval::eval(&cli.global, args).await,
         Command::Merge(args) => commands::merge::merge(&cli.global, args).await,
         Command::Export(args) => commands::export::export(&cli.global, args).await,
+        Command::Deliver(args) => commands::deliver::deliver(&cli.global, args).await,
         Command::Push(args) => commands::push::push(&cli.global, args).await,
     }
 }

@@ -1,13 +1,14 @@
 //! Starting the control plane from a config: the API server over the state
-//! directory, and the autoscaler over `[workers] provider` (`local`, spot-
+//! directory, and the autoscalers over `[workers] provider` (`local`, spot-
 //! simulated when `[providers.local]` asks, or `manual`: workers started by
-//! hand with `tuneline worker`). `tuneline server` and `tuneline run` share it.
+//! hand with `tuneline worker`), one per pool: training and delivery. `tuneline server` and `tuneline run` share it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tuneline_api::WorkerClass;
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
@@ -40,37 +41,50 @@ pub fn token(flag: Option<&str>) -> CliResult<String> {
 pub struct ControlPlane {
     /// The API server.
     pub server: Server,
-    /// The autoscaler, unless workers are manual.
-    pub autoscaler: Option<Arc<Autoscaler>>,
+    /// One autoscaler per pool: training (`gpu`), then delivery (`cpu`); none when workers are manual.
+    pub autoscalers: Vec<Arc<Autoscaler>>,
     scaling: Option<JoinHandle<()>>,
 }
 
 impl ControlPlane {
-    /// Starts the server on `listen` over `state_dir`, and the autoscaler.
+    /// Starts the server on `listen` over `state_dir`, and the autoscalers.
     pub async fn start(config: &Config, state_dir: &Path, listen: &str) -> CliResult<Self> {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, listen, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
-        let Some((provider, offer)) = provider(config, state_dir, &server)? else {
-            return Ok(Self { server, autoscaler: None, scaling: None });
-        };
-        let pool = Pool { offer, max_workers: w.max_workers, idle_timeout: w.idle_timeout.0, boot_grace: Duration::from_secs(60) };
-        let autoscaler = Arc::new(Autoscaler::new(server.shared.clone(), provider, pool));
+        let autoscalers: Vec<_> =
+            pools(config, state_dir, &server)?.into_iter().map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool))).collect();
+        if autoscalers.is_empty() {
+            return Ok(Self { server, autoscalers, scaling: None });
+        }
         let scaling = tokio::spawn({
-            let autoscaler = autoscaler.clone();
+            let autoscalers = autoscalers.clone();
             async move {
                 let mut tick = tokio::time::interval(Duration::from_millis(500));
                 loop {
                     tick.tick().await;
-                    for failure in autoscaler.pass().await.failed {
-                        tracing::error!("autoscaler: {failure}");
+                    for autoscaler in &autoscalers {
+                        for failure in autoscaler.pass().await.failed {
+                            tracing::error!("autoscaler ({} pool): {failure}", autoscaler.class().as_str());
+                        }
                     }
                 }
             }
         });
-        Ok(Self { server, autoscaler: Some(autoscaler), scaling: Some(scaling) })
+        Ok(Self { server, autoscalers, scaling: Some(scaling) })
+    }
+
+    /// Terminates the instances of the `class` pool, whose work is done (the
+    /// GPU pool's once training has committed its last checkpoint); returns
+    /// those that could not be. The pool launches again only for a job of its class.
+    pub async fn release(&self, class: WorkerClass) -> Vec<String> {
+        let mut failed = Vec::new();
+        for autoscaler in self.autoscalers.iter().filter(|a| a.class() == class) {
+            failed.extend(autoscaler.shutdown().await);
+        }
+        failed
     }
 
     /// Stops scaling and terminates every instance; returns those that could not be.
@@ -78,19 +92,23 @@ impl ControlPlane {
         if let Some(scaling) = self.scaling.take() {
             scaling.abort();
         }
-        match &self.autoscaler {
-            Some(autoscaler) => autoscaler.shutdown().await,
-            None => Vec::new(),
+        let mut failed = Vec::new();
+        for autoscaler in &self.autoscalers {
+            failed.extend(autoscaler.shutdown().await);
         }
+        failed
     }
 }
 
-/// The provider `[workers] provider` names and the offer it launches.
-fn provider(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Option<(Arc<dyn Provider>, Offer)>> {
-    let name = config.workers.provider.as_str();
+/// The pools of the provider `[workers] provider` names: training on its
+/// offer (spot-simulated when `[providers.<name>]` asks), delivery on its
+/// `delivery_instance_type`, never preempted; none for `manual`.
+fn pools(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Vec<(Arc<dyn Provider>, Pool)>> {
+    let w = &config.workers;
+    let name = w.provider.as_str();
     let settings = config.providers.get(name).cloned().unwrap_or_default();
     match name {
-        "manual" => return Ok(None),
+        "manual" => return Ok(Vec::new()),
         "local" => {}
         other => {
             return Err(Failure::input(format!(
@@ -99,27 +117,37 @@ fn provider(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Opt
         }
     }
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
-    let offer = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| "local-cpu".into()), price_per_hour: price, spot: settings.spot };
+    let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| "local-cpu".into()), price_per_hour: price, spot: settings.spot };
+    let delivery = Offer {
+        instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| "local-cpu".into()),
+        price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
+        spot: false,
+    };
     let exe = std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?;
-    let local = Arc::new(LocalProvider::new(LocalSettings {
-        exe,
-        server: server.url(),
-        token: server.token.clone(),
-        dir: state_dir.join("workers"),
-        offer: offer.clone(),
-        grace: config.training.sigterm_grace.0 + Duration::from_secs(5),
-    }));
+    let local = |class: WorkerClass, offer: &Offer| {
+        Arc::new(LocalProvider::new(LocalSettings {
+            exe: exe.clone(),
+            server: server.url(),
+            token: server.token.clone(),
+            dir: state_dir.join("workers"),
+            offer: offer.clone(),
+            class,
+            grace: config.training.sigterm_grace.0 + Duration::from_secs(5),
+        }))
+    };
     let source = match (&settings.spot_trace, settings.spot_mtbf) {
         (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
         (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
         (None, None) => None,
     };
-    let provider: Arc<dyn Provider> = match source {
+    let gpu = local(WorkerClass::Gpu, &training);
+    let trainers: Arc<dyn Provider> = match source {
         Some(source) if settings.spot => {
             let spot = SpotSettings { source, speedup: settings.spot_trace_speedup, notice: settings.spot_notice.0, seed: settings.spot_seed };
-            Arc::new(SpotProvider::new(local, spot))
+            Arc::new(SpotProvider::new(gpu, spot))
         }
-        _ => local,
+        _ => gpu,
     };
-    Ok(Some((provider, offer)))
+    let pool = |class, offer| Pool { class, offer, max_workers: w.max_workers, idle_timeout: w.idle_timeout.0, boot_grace: Duration::from_secs(60) };
+    Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (local(WorkerClass::Cpu, &delivery) as Arc<dyn Provider>, pool(WorkerClass::Cpu, delivery))])
 }

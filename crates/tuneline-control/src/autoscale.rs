@@ -1,5 +1,5 @@
-//! The autoscaler: per pool (one provider and offer), keeps
-//! `min(max_workers, runnable jobs)` instances, terminates workers idle past
+//! The autoscaler: per pool (one provider, offer and worker class), keeps
+//! `min(max_workers, runnable jobs of its class)` instances, terminates workers idle past
 //! the idle timeout, and reconciles the provider with the state database:
 //! an instance no worker row knows (after its boot grace) is terminated, and
 //! reported if that fails; a worker whose instance has vanished is lost, and
@@ -9,12 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::Shared;
-use tuneline_api::{now, WorkerState};
+use tuneline_api::{now, WorkerClass, WorkerState};
 use tuneline_providers::{Offer, Provider};
 
 /// One pool's settings.
 #[derive(Debug, Clone)]
 pub struct Pool {
+    /// The jobs its workers take: training (`gpu`) or delivery (`cpu`).
+    pub class: WorkerClass,
     /// What to launch.
     pub offer: Offer,
     /// Most instances at once.
@@ -76,9 +78,10 @@ impl Autoscaler {
         let (workers, runnable) = {
             let db = self.shared.db();
             let workers = db.workers(false).unwrap_or_default();
-            (workers, db.runnable().unwrap_or_default() as u32)
+            (workers, db.runnable(self.pool.class).unwrap_or_default() as u32)
         };
-        let mine: Vec<_> = workers.iter().filter(|w| w.info.provider == self.provider.name() && w.info.instance.is_some()).collect();
+        let mine: Vec<_> =
+            workers.iter().filter(|w| w.info.provider == self.provider.name() && w.info.class == self.pool.class && w.info.instance.is_some()).collect();
         let alive = |id: &str| instances.iter().any(|i| i.id == id);
         for worker in mine.iter().filter(|w| !alive(w.info.instance.as_deref().unwrap_or_default())) {
             let requeued = self.shared.db().end_worker(worker.id, true);
@@ -125,7 +128,13 @@ impl Autoscaler {
         pass
     }
 
-    /// Terminates every instance of the provider (the end of `tuneline run`).
+    /// The class of workers it scales.
+    pub fn class(&self) -> WorkerClass {
+        self.pool.class
+    }
+
+    /// Terminates every instance of its provider: the end of a pool's work,
+    /// such as the GPU pool's once training is done.
     pub async fn shutdown(&self) -> Vec<String> {
         let mut failed = Vec::new();
         for instance in self.provider.list().await.unwrap_or_default() {

@@ -7,12 +7,15 @@
 //! - `train`: `spec.config` is a valid `tuneline.toml`, `spec.dataset` a
 //!   committed dataset version in its store, and its `[model] path` exists;
 //! - `command`: `spec.store` opens, and a `spec.dataset`, if given, is
-//!   committed there.
+//!   committed there;
+//! - `deliver`: `spec.config` is valid, its `[model] path` exists, and
+//!   `spec.run` has a committed checkpoint (at `spec.checkpoint`, if given).
 
 use std::path::Path;
 
 use tuneline_api::{JobSpec, JobSubmit};
 use tuneline_core::config::Config;
+use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
 
 use crate::api::error::Failure;
@@ -26,17 +29,27 @@ impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         match &job.spec {
             JobSpec::Train(spec) => {
-                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
-                    .map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?
-                    .config;
-                let store = ArtifactStore::open(&config.store.url, &config.store)
-                    .map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
+                let (config, store) = config_and_store(&spec.config)?;
                 committed(&store, &spec.dataset).await?;
-                if !Path::new(&config.model.path).exists() {
-                    return Err(Failure::unprocessable(
-                        "spec.config",
-                        format!("spec.config: [model] path `{}` does not exist on the server; put the model there or fix the path", config.model.path),
-                    ));
+                model_exists(&config)?;
+            }
+            JobSpec::Deliver(spec) => {
+                let (config, store) = config_and_store(&spec.config)?;
+                model_exists(&config)?;
+                let found = match spec.checkpoint {
+                    Some(step) => store.is_committed(&layout::checkpoint(&spec.run, step)).await.map(|c| c.then_some(step)),
+                    None => store.latest_numbered(&layout::checkpoints(&spec.run)).await.map(|l| l.map(|(_, step)| step)),
+                };
+                match found {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        let which = spec.checkpoint.map_or("a committed checkpoint".to_string(), |s| format!("a committed checkpoint at step {s}"));
+                        return Err(Failure::unprocessable(
+                            "spec.run",
+                            format!("spec.run: run `{}` has no {which} in {}; train it first (`tuneline store ls runs/`)", spec.run, store.url()),
+                        ));
+                    }
+                    Err(e) => return Err(Failure::new(axum::http::StatusCode::BAD_GATEWAY, format!("checking spec.run in {}: {e}", store.url()))),
                 }
             }
             JobSpec::Command(spec) => {
@@ -49,6 +62,25 @@ impl JobCheck for StoreCheck {
         }
         Ok(())
     }
+}
+
+/// The job's config, parsed, and the store it names, opened.
+fn config_and_store(text: &str) -> Result<(Config, ArtifactStore), Failure> {
+    let config = Config::parse(text, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?.config;
+    let store =
+        ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
+    Ok((config, store))
+}
+
+/// The base model must be where the config says: every worker loads it from there.
+fn model_exists(config: &Config) -> Result<(), Failure> {
+    if Path::new(&config.model.path).exists() {
+        return Ok(());
+    }
+    Err(Failure::unprocessable(
+        "spec.config",
+        format!("spec.config: [model] path `{}` does not exist on the server; put the model there or fix the path", config.model.path),
+    ))
 }
 
 async fn committed(store: &ArtifactStore, dataset: &str) -> Result<(), Failure> {

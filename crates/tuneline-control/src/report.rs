@@ -4,14 +4,17 @@
 //! ETH = (price x wall + storage + egress) / (effective hours x utilization)
 //! ```
 //!
-//! Wall hours are every billed segment's length. Effective hours are the
-//! compute time of the steps that a checkpoint kept (lost steps were paid
-//! for and redone). Utilization is the wall-weighted mean of the samples.
+//! Wall hours are the length of every segment billed on the training (GPU)
+//! pool. Effective hours are the compute time of the steps that a checkpoint
+//! kept (lost steps were paid for and redone). Utilization is the
+//! wall-weighted mean of the samples. Delivery's segments, on the CPU pool,
+//! are billed apart: they count in the total, not in ETH, which prices
+//! training.
 
 use serde::Serialize;
 use tuneline_cost::eth::eth;
 
-use tuneline_api::Segment;
+use tuneline_api::{Segment, WorkerClass};
 
 /// What storage and transfer cost.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +39,7 @@ pub struct CostReport {
     pub segments: usize,
     /// Segments that ended in a preemption or a lost worker.
     pub preemptions: usize,
-    /// Billed instance hours.
+    /// Billed training-instance (GPU pool) hours.
     pub wall_hours: f64,
     /// Hours computing steps a checkpoint kept.
     pub effective_hours: f64,
@@ -50,13 +53,17 @@ pub struct CostReport {
     pub steps_lost: u64,
     /// The most steps one preemption lost.
     pub max_lost_per_preemption: u64,
-    /// Dollars for instances: price x wall.
+    /// Dollars for training instances: price x wall.
     pub compute_usd: f64,
+    /// Billed CPU-pool hours delivering: evaluate, merge, export, push.
+    pub delivery_hours: f64,
+    /// Dollars for them.
+    pub delivery_usd: f64,
     /// Dollars for storing what was uploaded, over the run's span.
     pub storage_usd: f64,
     /// Dollars for downloads.
     pub egress_usd: f64,
-    /// All dollars.
+    /// All dollars: compute, delivery, storage and egress.
     pub total_usd: f64,
     /// Dollars per effective training hour; none before a step is kept.
     pub eth_usd: Option<f64>,
@@ -72,19 +79,21 @@ const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 /// The report over `segments`, an open segment billed until `now`.
 pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let wall = |s: &Segment| (s.ended_at.unwrap_or(now) - s.started_at).max(0.0);
-    let wall_s: f64 = segments.iter().map(wall).sum();
+    let (training, delivery): (Vec<&Segment>, Vec<&Segment>) = segments.iter().partition(|s| s.class == WorkerClass::Gpu);
+    let wall_s: f64 = training.iter().map(|s| wall(s)).sum();
     let effective_s: f64 =
         segments.iter().map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 }).sum();
-    let sampled: Vec<_> = segments.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
+    let sampled: Vec<_> = training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
     let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };
     let bytes_up: u64 = segments.iter().map(|s| s.bytes_up).sum();
     let bytes_down: u64 = segments.iter().map(|s| s.bytes_down).sum();
     let span_s = segments.iter().map(|s| s.ended_at.unwrap_or(now)).fold(f64::MIN, f64::max) - segments.iter().map(|s| s.started_at).fold(f64::MAX, f64::min);
-    let compute_usd: f64 = segments.iter().map(|s| s.price_per_hour * wall(s) / 3600.0).sum();
+    let dollars = |of: &[&Segment]| -> f64 { of.iter().map(|s| s.price_per_hour * wall(s) / 3600.0).sum() };
+    let (compute_usd, delivery_usd) = (dollars(&training), dollars(&delivery));
     let storage_usd = bytes_up as f64 / GB * prices.storage_per_gb_month * (span_s.max(0.0) / MONTH_S);
     let egress_usd = bytes_down as f64 / GB * prices.egress_per_gb;
-    let total_usd = compute_usd + storage_usd + egress_usd;
+    let training_usd = compute_usd + storage_usd + egress_usd;
     let effective_hours = effective_s / 3600.0;
     let preempted = |s: &&Segment| matches!(s.outcome.as_deref(), Some("preempted" | "lost"));
     CostReport {
@@ -98,10 +107,12 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         steps_lost: segments.iter().map(|s| s.lost_steps).sum(),
         max_lost_per_preemption: segments.iter().filter(preempted).map(|s| s.lost_steps).max().unwrap_or(0),
         compute_usd,
+        delivery_hours: delivery.iter().map(|s| wall(s)).sum::<f64>() / 3600.0,
+        delivery_usd,
         storage_usd,
         egress_usd,
-        total_usd,
-        eth_usd: eth(total_usd, effective_hours, utilization),
+        total_usd: training_usd + delivery_usd,
+        eth_usd: eth(training_usd, effective_hours, utilization),
         bytes_up,
         bytes_down,
     }
@@ -116,6 +127,7 @@ mod tests {
             job: 1,
             worker: 1,
             provider: "local".into(),
+            class: WorkerClass::Gpu,
             instance_type: None,
             price_per_hour: 2.0,
             spot: true,
@@ -145,5 +157,25 @@ mod tests {
         assert!((r.wall_hours - 2.0).abs() < 1e-9 && (r.effective_hours - 1.5).abs() < 1e-9);
         assert!((r.egress_usd - 0.18).abs() < 1e-9 && (r.total_usd - 4.18).abs() < 1e-9);
         assert!((r.eth_usd.unwrap() - 4.18 / (1.5 * 0.5)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn delivery_on_the_cpu_pool_is_billed_apart_from_training() {
+        let training = segment(0.0, 3600.0, (0, 10), 0, 3600.0, "succeeded");
+        // Half an hour on a $0.20/h CPU machine, at no utilization sampled.
+        let delivery = Segment {
+            class: WorkerClass::Cpu,
+            price_per_hour: 0.2,
+            start_step: None,
+            max_step: None,
+            utilization: None,
+            ..segment(3600.0, 5400.0, (0, 0), 0, 0.0, "succeeded")
+        };
+        let prices = Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0 };
+        let alone = report(std::slice::from_ref(&training), prices, 5400.0);
+        let r = report(&[training, delivery], prices, 5400.0);
+        assert!((r.wall_hours - 1.0).abs() < 1e-9 && (r.delivery_hours - 0.5).abs() < 1e-9, "GPU hours and CPU hours apart: {r:?}");
+        assert!((r.compute_usd - 2.0).abs() < 1e-9 && (r.delivery_usd - 0.1).abs() < 1e-9 && (r.total_usd - 2.1).abs() < 1e-9);
+        assert_eq!((r.eth_usd, r.utilization), (alone.eth_usd, alone.utilization), "delivery changes neither ETH nor utilization");
     }
 }

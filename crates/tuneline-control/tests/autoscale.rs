@@ -1,5 +1,6 @@
 //! The autoscaler against the state database: it keeps
-//! `min(max_workers, runnable jobs)` instances, terminates idle workers,
+//! `min(max_workers, runnable jobs)` instances per pool (training jobs on
+//! the GPU pool, delivery on the CPU pool), terminates idle workers,
 //! terminates instances nobody registered, requeues the job of a worker whose
 //! instance vanished, and reports what it could not terminate. The provider
 //! here is a recording double of the trait; the real ones pass
@@ -9,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tuneline_api::State;
-use tuneline_api::{now, CommandSpec, JobSpec, JobSubmit, WorkerRegister, WorkerState};
+use tuneline_api::{now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClass, WorkerRegister, WorkerState};
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Pool};
@@ -69,7 +70,7 @@ fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) ->
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
     let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), "t".into(), timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
-    let pool = Pool { offer: offer(), max_workers: 2, idle_timeout, boot_grace };
+    let pool = Pool { class: WorkerClass::Gpu, offer: offer(), max_workers: 2, idle_timeout, boot_grace };
     let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
     (shared, provider, autoscaler)
 }
@@ -92,6 +93,33 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
     }
     assert_eq!(autoscaler.pass().await.launched, ["i-1"], "max_workers = 2");
     assert_eq!(provider.list().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, gpus, training) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let cpus = Arc::new(Recorder::default());
+    let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false };
+    let pool = Pool { class: WorkerClass::Cpu, offer: cpu_offer, max_workers: 2, idle_timeout: Duration::from_secs(1800), boot_grace: Duration::from_secs(60) };
+    let delivery = Autoscaler::new(shared.clone(), cpus.clone(), pool);
+    let deliver = JobSpec::Deliver(DeliverSpec { config: "[project]\n".into(), run: "r".into(), checkpoint: None });
+    let job = shared.db().submit(&deliver, 3).unwrap();
+    assert!(training.pass().await.launched.is_empty(), "no GPU for a delivery");
+    assert_eq!(delivery.pass().await.launched, ["i-0"]);
+    assert_eq!(cpus.list().await.unwrap()[0].offer.instance_type, "c7i.large");
+
+    // A GPU worker started by hand (no instance of the pool's).
+    let gpu = shared.db().register(&WorkerRegister { provider: "manual".into(), cpus: 2, pid: 1, ..Default::default() }).unwrap();
+    assert!(shared.db().lease(gpu).unwrap().is_none(), "a GPU worker never takes a delivery");
+    let info = WorkerRegister { instance: Some("i-0".into()), provider: "local".into(), class: WorkerClass::Cpu, cpus: 2, pid: 1, ..Default::default() };
+    let cpu = shared.db().register(&info).unwrap();
+    shared.db().submit(&command(), 3).unwrap();
+    assert_eq!(shared.db().lease(cpu).unwrap().map(|j| j.id), Some(job.id), "the CPU worker takes the delivery, not the newer training job");
+    assert!(training.pass().await.vanished.is_empty(), "the GPU pool leaves the CPU pool's workers alone");
+    assert_eq!(gpus.list().await.unwrap().len(), 1, "the training job gets a GPU instance");
+    let segment = &shared.db().segments(Some(job.id)).unwrap()[0];
+    assert_eq!((segment.class, segment.price_per_hour), (WorkerClass::Cpu, 0.0), "the ledger bills it as CPU time");
 }
 
 #[tokio::test]

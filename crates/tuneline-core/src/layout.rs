@@ -6,6 +6,7 @@
 //! runs/<run>/checkpoints/<step>/        adapter, optimizer and trainer state, COMMIT.json last
 //! runs/<run>/metrics.jsonl              one line per finished step
 //! runs/<run>/eval/<step>/               metrics.json, predictions.jsonl, spot_check.html
+//! runs/<run>/delivery/<step>/           delivered.json: the model version delivered from it
 //! models/base/<name>/<sha256>/          base models, content-addressed
 //! models/<name>/<version>/              delivery outputs
 //! ```
@@ -40,6 +41,11 @@ pub fn eval(run: &str, step: u64) -> String {
     format!("runs/{run}/eval/{step}")
 }
 
+/// What the delivery of run `run`'s checkpoint at `step` made.
+pub fn delivery(run: &str, step: u64) -> String {
+    format!("runs/{run}/delivery/{step}")
+}
+
 /// Base model `name` with content hash `sha256`.
 pub fn base_model(name: &str, sha256: &str) -> String {
     format!("models/base/{name}/{sha256}")
@@ -60,6 +66,7 @@ mod tests {
         assert_eq!(checkpoint("r1", 200), format!("{}/200", checkpoints("r1")));
         assert_eq!(metrics("r1"), "runs/r1/metrics.jsonl");
         assert_eq!(eval("r1", 200), "runs/r1/eval/200");
+        assert_eq!(delivery("r1", 200), "runs/r1/delivery/200");
         assert_eq!(base_model("smollm2", "ab12"), "models/base/smollm2/ab12");
         assert_eq!(model("support-bot", "v1"), "models/support-bot/v1");
     }

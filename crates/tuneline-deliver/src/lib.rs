@@ -2,7 +2,8 @@
 //! weights it trained on ([`merge`]), written as a Hugging Face directory
 //! ([`hf_dir`]) and as GGUF for llama.cpp and Ollama ([`gguf`], with the
 //! Modelfile of [`modelfile`]). Every output is written under a temporary
-//! name and renamed when complete ([`atomic`]).
+//! name and renamed when complete ([`atomic`]). [`record`] is what a
+//! delivery job leaves in the store for whoever queued it.
 
 pub mod atomic;
 pub mod card;
@@ -15,6 +16,7 @@ pub mod merge;
 pub mod modelfile;
 pub mod oci;
 pub mod package;
+pub mod record;
 pub mod smoke;
 
 pub use error::DeliverError;

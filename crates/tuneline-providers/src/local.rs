@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{Instance, Offer, Provider, ProviderError};
 use crate::process::{signal, spawn_tied};
+use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
 
 /// How local workers are started.
@@ -26,6 +27,8 @@ pub struct LocalSettings {
     pub dir: PathBuf,
     /// What an instance is billed as.
     pub offer: Offer,
+    /// The jobs its workers take.
+    pub class: WorkerClass,
     /// Time a worker gets to checkpoint after SIGTERM.
     pub grace: Duration,
 }
@@ -78,7 +81,7 @@ impl Provider for LocalProvider {
         let mut command = Command::new(&s.exe);
         command
             .args(["worker", "--server", &s.server, "--provider", "local", "--instance", &id, "--instance-type", &offer.instance_type])
-            .args(["--price", &offer.price_per_hour.to_string(), "--cache-dir"])
+            .args(["--price", &offer.price_per_hour.to_string(), "--class", s.class.as_str(), "--cache-dir"])
             .arg(dir.join("cache"))
             .args(offer.spot.then_some("--spot"))
             .env("TUNELINE_TOKEN", &s.token)

@@ -49,6 +49,7 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
         token: "t".into(),
         dir: dir.join("workers"),
         offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false },
+        class: tuneline_api::WorkerClass::Gpu,
         grace,
     }))
 }

@@ -179,10 +179,10 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         }
     }
     let explained = || progress.tail.iter().cloned().collect::<Vec<_>>().join("\n");
-    // `tuneline train` exits 0 only when every step is done; an external
+    // `tuneline train` and `deliver` exit 0 only when all is done; an external
     // trainer may exit 0 after saving on SIGTERM, so after a stop its 0 is a
     // preemption (a resumed attempt that has nothing left ends at once).
-    let done = status.code() == Some(0) && (matches!(job.spec, JobSpec::Train(_)) || !stop.requested());
+    let done = status.code() == Some(0) && (!matches!(job.spec, JobSpec::Command(_)) || !stop.requested());
     let (outcome, message) = match (status.code(), abandoned, stop.requested()) {
         (Some(0), false, _) if done => (Outcome::Succeeded, None),
         (_, true, _) => (Outcome::Cancelled, None),

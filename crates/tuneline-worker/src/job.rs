@@ -5,7 +5,9 @@
 //! - `train`: `tuneline train` with the job's config, pinned dataset and run;
 //!   it resumes from the prefetched checkpoint by itself.
 //! - `command`: the job's argv, with `TUNELINE_*` variables, and
-//!   `--resume_from_checkpoint <dir>` when a checkpoint exists.
+//!   `--resume_from_checkpoint <dir>` when a checkpoint exists;
+//! - `deliver`: `tuneline deliver` with the job's config and run; it pulls
+//!   the checkpoint and the eval split itself.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,6 +78,21 @@ impl Setup {
                 return Ok(Self { argv, env: Vec::new(), store, run, output: None, resumed_from: None, grace: config.training.sigterm_grace.0, bytes_down });
             }
             JobSpec::Command(spec) => spec,
+            JobSpec::Deliver(spec) => {
+                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| SetupError::User(e.to_string()))?.config;
+                let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| SetupError::User(e.to_string()))?;
+                let file = jobs.join("tuneline.toml");
+                tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
+                let mut argv: Vec<String> =
+                    [options.trainer.display().to_string(), "-c".into(), file.display().to_string(), "deliver".into(), run.clone()].into();
+                argv.extend(spec.checkpoint.map(|step| ["--checkpoint".to_string(), step.to_string()]).into_iter().flatten());
+                argv.extend(["--cache-dir".into(), cache.display().to_string(), "--out".into(), jobs.join("out").display().to_string()]);
+                // The model card's bill comes from the server's ledger: a worker shares nothing else with it.
+                let env = vec![("TUNELINE_SERVER".to_string(), options.server.clone()), ("TUNELINE_TOKEN".to_string(), options.token.clone())];
+                // Delivery commits nothing until its push: a stopped attempt is redone whole, so it needs no grace.
+                let grace = Duration::from_secs(5);
+                return Ok(Self { argv, env, store, run, output: None, resumed_from: Some(0), grace, bytes_down: 0 });
+            }
         };
         let store = ArtifactStore::open(&spec.store, &StoreConfig::default()).map_err(|e| SetupError::User(e.to_string()))?;
         let output = cache.join("runs").join(&run).join("output");

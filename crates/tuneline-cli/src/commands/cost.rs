@@ -1,5 +1,5 @@
-//! `tuneline cost report [RUN]`: ETH and every component of it, from the
-//! ledger in the state database.
+//! `tuneline cost report [RUN]`: ETH and every component of it, with
+//! delivery's CPU hours apart, from the ledger in the state database.
 
 use std::path::PathBuf;
 
@@ -24,9 +24,17 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
     }
     let db = Db::open(&db_path).map_err(Failure::failed)?;
     let jobs = db.list(None).map_err(Failure::failed)?;
-    let job = pick(&jobs, run.as_deref())?;
-    let segments = db.segments(Some(job.id)).map_err(Failure::failed)?;
-    print_report(global, job, &report(&segments, Prices::of(&config), now()));
+    let picked = pick(&jobs, run.as_deref())?;
+    // A run name bills every job of the run (training and delivery); a job id, that job.
+    let billed: Vec<&Job> = match run.as_deref() {
+        Some(wanted) if wanted == picked.id.to_string() => vec![picked],
+        _ => jobs.iter().filter(|j| j.spec.run() == picked.spec.run()).collect(),
+    };
+    let mut segments = Vec::new();
+    for job in &billed {
+        segments.extend(db.segments(Some(job.id)).map_err(Failure::failed)?);
+    }
+    print_report(global, &billed, &report(&segments, Prices::of(&config), now()));
     Ok(())
 }
 

@@ -1,16 +1,18 @@
 //! `tuneline eval`: a run's checkpoint against its base on the eval split of
 //! the dataset version it trained on; the files go to `runs/<run>/eval/<step>/`.
 
+use std::path::Path;
+
 use crate::cli::{CheckpointArgs, Global};
 use crate::context::{load_config, open_store};
-use crate::delivery::{evaluate, Checkpoint};
+use crate::delivery::{evaluate, Checkpoint, CACHE};
 use crate::exit::CliResult;
 
 /// Runs `tuneline eval`.
 pub async fn eval(global: &Global, args: &CheckpointArgs) -> CliResult {
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let checkpoint = Checkpoint::fetch(global, &store, &config, args.run.as_deref(), args.checkpoint).await?;
+    let checkpoint = Checkpoint::fetch(global, &store, &config, args.run.as_deref(), args.checkpoint, Path::new(CACHE)).await?;
     let (report, sheet) = evaluate(global, &store, &config, &checkpoint).await?;
     if global.json {
         println!("{}", serde_json::to_string(&report).expect("serializable"));

@@ -10,7 +10,7 @@ use tuneline_deliver::merge;
 
 use crate::cli::{ExportArgs, Global};
 use crate::context::{load_config, open_store};
-use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint};
+use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint, CACHE};
 use crate::exit::{CliResult, Failure};
 
 /// Runs `tuneline export`.
@@ -20,7 +20,7 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
     let config = load_config(global, args.model.is_some())?.config;
     if args.adapter {
         let store = open_store(global, &config)?;
-        let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint).await?;
+        let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
         let base = Path::new(&config.model.path);
         let e = tokio::task::block_in_place(|| export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out))?;
         println!("exported the adapter of {} -> {} ({:.1} MB, {} tensors)", checkpoint.name(), e.path.display(), e.bytes as f64 / 1e6, e.tensors.len());
@@ -31,11 +31,11 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         Some(dir) => {
             let merged = tokio::task::block_in_place(|| merge::open(dir))?;
             // A model of no run is smoke-tested on the newest dataset's eval split, if there is one.
-            let eval = if args.no_smoke { None } else { eval_split(global, &store, &config, None).await.ok() };
+            let eval = if args.no_smoke { None } else { eval_split(global, &store, &config, None, Path::new(CACHE)).await.ok() };
             (merged, dir.display().to_string(), eval)
         }
         None => {
-            let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint).await?;
+            let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
             let eval = if args.no_smoke { None } else { Some(checkpoint.eval_rows(global, &store, &config).await?) };
             (checkpoint.merged(&config)?, checkpoint.name(), eval)
         }
@@ -50,7 +50,8 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
             _ => args.out.join(format!("{name}.{}.gguf", quant.name())),
         };
         let export = export_gguf(&merged, &config, *quant, &out, rows)?;
-        println!("{}", describe(&format!("{what} as {}", quant.name()), &export, name, skipped));
+        let dir = out.parent().unwrap_or(Path::new(""));
+        println!("{}", describe(&format!("{what} as {}", quant.name()), &export.record(), dir, name, skipped));
     }
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! `tuneline merge`: a run's adapter folded into its base, written as a
 //! Hugging Face directory.
 
+use std::path::Path;
+
 use tuneline_deliver::hf_dir::{self, WeightDtype};
 
 use crate::cli::{Global, MergeArgs};
 use crate::context::{load_config, open_store};
-use crate::delivery::Checkpoint;
+use crate::delivery::{Checkpoint, CACHE};
 use crate::exit::{CliResult, Failure};
 
 /// Runs `tuneline merge`.
@@ -13,7 +15,7 @@ pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
     let dtype: WeightDtype = args.dtype.parse().map_err(|e| Failure::input(format!("--dtype: {e}")))?;
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint).await?;
+    let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
     let merged = checkpoint.merged(&config)?;
     let dir = tokio::task::block_in_place(|| hf_dir::write(&merged.model, &merged.tokenizer, dtype, hf_dir::SHARD_BYTES, &args.out))?;
     println!("merged {} into {} -> {}", checkpoint.name(), merged.base.path, dir.display());

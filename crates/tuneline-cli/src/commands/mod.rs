@@ -3,6 +3,7 @@
 pub mod config;
 pub mod cost;
 pub mod data;
+pub mod deliver;
 pub mod eval;
 pub mod export;
 pub mod init;

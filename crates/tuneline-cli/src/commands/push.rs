@@ -3,13 +3,16 @@
 //! base, the dataset, the run, its evaluation and its bill; to an OCI
 //! registry as an Ollama model; or to a Hugging Face Hub repository.
 
+use std::path::{Path, PathBuf};
+
 use tuneline_deliver::hub::{HubRepo, HUB};
 use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
-use crate::delivery::push as push_to_store;
+use crate::delivery::{push as push_to_store, Ledger, CACHE};
 use crate::exit::{CliResult, Failure};
+use crate::plane::STATE_DIR;
 
 /// Runs `tuneline push`.
 pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
@@ -20,8 +23,9 @@ pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
     }
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let line = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, args.state_dir.clone()).await?;
-    println!("{line}");
+    let ledger = Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)));
+    let pushed = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, &ledger, Path::new(CACHE)).await?;
+    println!("{pushed}");
     Ok(())
 }
 

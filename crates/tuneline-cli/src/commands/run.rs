@@ -1,27 +1,26 @@
 //! `tuneline run`: the main job on one machine. Prepare the data (unless
 //! that version is committed), start an embedded control plane with local
-//! workers, train through it (preemptions and all), then deliver: evaluate
-//! the tuned adapter against the base model on the eval split, merge,
-//! export a q8_0 GGUF with its Modelfile, smoke-test it, push it to the
-//! store; print the cost report and exit with the run's status. Run again after an interruption: the job
-//! in the state database and its committed checkpoints carry on.
+//! workers, train through it (preemptions and all) on the GPU pool, release
+//! that pool, then deliver as a job of its own on the CPU pool (`tuneline
+//! deliver`: evaluate against the base, merge, a smoke-tested q8_0 GGUF with
+//! its Modelfile, pushed to the store). The delivered model is pulled into
+//! `out/<run>/`; the cost report bills training's GPU hours and delivery's
+//! CPU hours apart. Run again after an interruption: the jobs in the state
+//! database and the committed checkpoints carry on.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tuneline_api::{now, Client, Job, JobSpec, JobSubmit, State, TrainSpec};
+use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, TrainSpec, WorkerClass};
 use tuneline_control::report::{report, Prices};
-use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
-use tuneline_deliver::gguf::quant::Quant;
-use tuneline_store::ArtifactStore;
 use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
 use crate::cli::{Global, RunArgs};
 use crate::context::{config_path, fetch_dataset, load_config, open_store};
 use crate::cost_report::print_report;
 use crate::dataset::prepare;
-use crate::delivery::{describe, evaluate, export, push, Checkpoint};
+use crate::delivery::delivered;
 use crate::exit::{CliResult, Failure};
 use crate::plane::{ControlPlane, STATE_DIR};
 use crate::progress::Shown;
@@ -47,71 +46,75 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     let mut plane = ControlPlane::start(config, &state_dir, "127.0.0.1:0").await?;
     let client = Client::new(&plane.server.url(), &plane.server.token);
-    let job = match job_of(&client, &run).await? {
-        Some(job) => {
-            eprintln!("run {run}: continuing job {} ({}, {} attempts used)", job.id, job.state.as_str(), job.attempts_used);
-            job
-        }
-        None => {
-            let spec = JobSpec::Train(TrainSpec { config: text, dataset, run: run.clone() });
-            let submit = JobSubmit::new(spec, Some(args.max_attempts));
-            client.submit(&submit).await.map_err(|e| Failure::input(e.to_string()))?
-        }
-    };
-    let followed = follow(&client, job.id, max_steps, global).await;
+    let trained = train_then_deliver(&client, &plane, global, (&text, &dataset, &run), args.max_attempts, max_steps).await;
     for failure in plane.shutdown().await {
         eprintln!("warning: {failure}");
     }
-    let job = followed?;
-    let segments = client.ledger(Some(job.id)).await.map_err(Failure::failed)?;
-    match job.state {
-        State::Succeeded => {
-            let delivered = deliver(global, &store, config, &run, &state_dir).await?;
-            print_report(global, &job, &report(&segments, Prices::of(config), now()));
-            println!("{delivered}");
-            Ok(())
-        }
-        _ => {
-            print_report(global, &job, &report(&segments, Prices::of(config), now()));
-            let why = job.error.unwrap_or_default();
-            Err(Failure::failed(format!("job {} {}: {why}", job.id, job.state.as_str())))
-        }
+    let (train, deliver) = trained?;
+    let mut segments = client.ledger(Some(train.id)).await.map_err(Failure::failed)?;
+    if let Some(deliver) = &deliver {
+        segments.extend(client.ledger(Some(deliver.id)).await.map_err(Failure::failed)?);
     }
+    let cost = report(&segments, Prices::of(config), now());
+    let jobs: Vec<&Job> = [Some(&train), deliver.as_ref()].into_iter().flatten().collect();
+    if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
+        print_report(global, &jobs, &cost);
+        let why = job.error.clone().unwrap_or_default();
+        let after = if job.spec.kind() == JobKind::Deliver { "; the trained checkpoints are kept: `tuneline deliver` retries" } else { "" };
+        return Err(Failure::failed(format!("job {} ({}) {}: {why}{after}", job.id, job.spec.kind().as_str(), job.state.as_str())));
+    }
+    let out = Path::new("out").join(&run);
+    let summary = delivered(global, &store, config, &run, &out).await?;
+    print_report(global, &jobs, &cost);
+    println!("{summary}");
+    Ok(())
 }
 
-/// Delivery after training: the final checkpoint evaluated against the base,
-/// merged, exported as a q8_0 GGUF with its Modelfile (smoke-tested), and
-/// pushed to the store; returns what to print.
-async fn deliver(global: &Global, store: &ArtifactStore, config: &Config, run: &str, state_dir: &Path) -> CliResult<String> {
-    let checkpoint = Checkpoint::fetch(global, store, config, Some(run), None).await?;
-    let (eval, sheet) = evaluate(global, store, config, &checkpoint).await?;
-    let (_, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
-    let merged = checkpoint.merged(config)?;
-    let name = &config.project.name;
-    let out = Path::new("out").join(run);
-    let export = export(&merged, config, Quant::Q8_0, &out.join(format!("{name}.q8_0.gguf")), Some((&rows, batch)))?;
-    let pushed = push(global, store, config, Some(run), Some(checkpoint.step), &out, Some(state_dir.to_path_buf())).await?;
-    Ok(format!(
-        "eval of {} on {} held-out samples:\n{}spot-check sheet: {}\n{}\n{pushed}",
-        checkpoint.name(),
-        eval.samples,
-        eval.table(),
-        sheet.display(),
-        describe("the merged model as q8_0", &export, name, "")
-    ))
+/// Trains `run` through the control plane, then, once the GPU pool is
+/// released, delivers it on the CPU pool; returns both jobs as they ended
+/// (no delivery when training did not succeed).
+async fn train_then_deliver(
+    client: &Client,
+    plane: &ControlPlane,
+    global: &Global,
+    (text, dataset, run): (&str, &str, &str),
+    max_attempts: u32,
+    max_steps: u64,
+) -> CliResult<(Job, Option<Job>)> {
+    let spec = JobSpec::Train(TrainSpec { config: text.to_string(), dataset: dataset.to_string(), run: run.to_string() });
+    let train = job_of(client, spec, max_attempts).await?;
+    let train = follow(client, train.id, ("train", max_steps), global).await?;
+    if train.state != State::Succeeded {
+        return Ok((train, None));
+    }
+    // The last checkpoint is committed: no GPU bills while the model is delivered.
+    for failure in plane.release(WorkerClass::Gpu).await {
+        eprintln!("warning: {failure}");
+    }
+    let spec = JobSpec::Deliver(DeliverSpec { config: text.to_string(), run: run.to_string(), checkpoint: None });
+    let deliver = job_of(client, spec, max_attempts).await?;
+    let deliver = follow(client, deliver.id, ("deliver", 0), global).await?;
+    Ok((train, Some(deliver)))
 }
 
-/// The job that trains `run`: an unfinished or succeeded one from an earlier `tuneline run`.
-async fn job_of(client: &Client, run: &str) -> CliResult<Option<Job>> {
+/// The job of `spec`'s kind for its run left by an earlier `tuneline run`
+/// (unfinished or succeeded), else `spec` queued.
+async fn job_of(client: &Client, spec: JobSpec, max_attempts: u32) -> CliResult<Job> {
     let jobs = client.jobs().await.map_err(Failure::failed)?;
-    Ok(jobs.into_iter().rev().find(|j| j.spec.run() == run && matches!(j.state, State::Queued | State::Leased | State::Running | State::Succeeded)))
+    let ongoing = |j: &Job| j.spec.run() == spec.run() && j.spec.kind() == spec.kind() && !matches!(j.state, State::Failed | State::Cancelled);
+    if let Some(job) = jobs.into_iter().rev().find(ongoing) {
+        eprintln!("run {}: continuing {} job {} ({}, {} attempts used)", spec.run(), job.spec.kind().as_str(), job.id, job.state.as_str(), job.attempts_used);
+        return Ok(job);
+    }
+    client.submit(&JobSubmit::new(spec, Some(max_attempts))).await.map_err(|e| Failure::input(e.to_string()))
 }
 
-/// Follows job `id` until it ends, showing its steps and every requeue.
-/// Ctrl-C or SIGTERM stop the run's workers (they checkpoint) and end it.
-async fn follow(client: &Client, id: i64, max_steps: u64, global: &Global) -> CliResult<Job> {
+/// Follows job `id` until it ends, showing its `stage` with its steps (of
+/// `total`) and every requeue. Ctrl-C or SIGTERM stop the run's workers
+/// (they checkpoint) and end it.
+async fn follow(client: &Client, id: i64, (stage, total): (&str, u64), global: &Global) -> CliResult<Job> {
     let shown = Shown::new(&format!("job {id}"), global.quiet || global.json);
-    shown.start("train", max_steps, Unit::Items);
+    shown.start(stage, total, Unit::Items);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
     let (mut shown_step, mut last_state, mut last_ended) = (0, None, 0);
     let job = loop {

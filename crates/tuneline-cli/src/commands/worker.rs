@@ -1,10 +1,11 @@
 //! `tuneline worker --server URL`: a stateless worker (see
 //! `tuneline_worker`). Its price and provider come from flags, the
-//! environment, or `[providers.<provider>]`.
+//! environment, or `[providers.<provider>]` (its `delivery_*` settings for
+//! a `--class cpu` worker).
 
 use std::path::PathBuf;
 
-use tuneline_api::WorkerRegister;
+use tuneline_api::{WorkerClass, WorkerRegister};
 use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};
@@ -17,7 +18,13 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     let token = token(args.token.as_deref())?;
     let provider = config.providers.get(&args.provider);
-    let price = args.price.or(provider.and_then(|p| p.price_per_hour)).or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
+    let class = WorkerClass::parse(&args.class).expect("clap checks the class");
+    // A delivery (CPU) machine is priced and typed by the provider's delivery_* settings.
+    let (price, instance_type) = match class {
+        WorkerClass::Gpu => (provider.and_then(|p| p.price_per_hour).or(config.cost.gpu_price_per_hour), provider.and_then(|p| p.instance_type.clone())),
+        WorkerClass::Cpu => (provider.and_then(|p| p.delivery_price_per_hour), provider.and_then(|p| p.delivery_instance_type.clone())),
+    };
+    let price = args.price.or(price).unwrap_or(0.0);
     let options = WorkerOptions {
         server: args.server.clone(),
         token,
@@ -26,9 +33,10 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
         register: WorkerRegister {
             instance: args.instance.clone(),
             provider: args.provider.clone(),
-            instance_type: args.instance_type.clone().or(provider.and_then(|p| p.instance_type.clone())),
+            instance_type: args.instance_type.clone().or(instance_type),
             price_per_hour: price,
             spot: args.spot || provider.is_some_and(|p| p.spot),
+            class,
             ..WorkerRegister::default()
         },
     };

@@ -15,7 +15,7 @@ use tuneline_api as wire;
         super::workers::register, super::workers::list, super::workers::heartbeat, super::workers::exit,
         super::leases::lease, super::leases::start, super::leases::release,
     ),
-    components(schemas(wire::JobKind, wire::TrainSpec, wire::CommandSpec, wire::Outcome, wire::WorkerState, wire::StepLog)),
+    components(schemas(wire::JobKind, wire::TrainSpec, wire::CommandSpec, wire::DeliverSpec, wire::WorkerClass, wire::Outcome, wire::WorkerState, wire::StepLog)),
     modifiers(&BearerAuth, &CommonErrors),
     security(("bearer" = []))
 )]

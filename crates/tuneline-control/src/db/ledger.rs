@@ -18,6 +18,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         job: row.get(0)?,
         worker: row.get(1)?,
         provider: info.provider,
+        class: info.class,
         instance_type: info.instance_type,
         price_per_hour: info.price_per_hour,
         spot: info.spot,

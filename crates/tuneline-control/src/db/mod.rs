@@ -17,7 +17,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use crate::job::{next, Event, RetryPolicy, State};
-use tuneline_api::{now, Job, JobKind, JobSpec};
+use tuneline_api::{now, Job, JobKind, JobSpec, WorkerClass};
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -155,9 +155,10 @@ impl Db {
         rows.into_iter().map(|r| decode(&self.conn, r?)).collect()
     }
 
-    /// Jobs that need a worker: queued, leased or running.
-    pub fn runnable(&self) -> Result<u64, DbError> {
-        Ok(self.conn.query_row("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased', 'running')", [], |r| r.get(0))?)
+    /// Jobs that need a worker of `class`: queued, leased or running.
+    pub fn runnable(&self, class: WorkerClass) -> Result<u64, DbError> {
+        let sql = format!("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased', 'running') AND kind IN ({})", kinds_of(class));
+        Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
     }
 
     /// Cancels job `id` (a queued one at once; a running one's worker is told to stop).
@@ -168,6 +169,11 @@ impl Db {
         tx.commit()?;
         Ok(job)
     }
+}
+
+/// The kinds `class` takes, as an SQL list (`'train', 'command'`): fixed names, never user input.
+fn kinds_of(class: WorkerClass) -> String {
+    JobKind::ALL.into_iter().filter(|k| k.class() == class).map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ")
 }
 
 /// The retry policy the server applies, and states in every job record.

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 
-use super::{get, transition, Db, DbError};
+use super::{get, kinds_of, transition, Db, DbError};
 use crate::job::{Event, State};
 use tuneline_api::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister, WorkerState};
 
@@ -71,19 +71,19 @@ impl Db {
         Ok(orders)
     }
 
-    /// Leases the oldest queued job to worker `id`, if there is one.
+    /// Leases the oldest queued job of the worker's class to worker `id`, if there is one.
     pub fn lease(&mut self, id: i64) -> Result<Option<Job>, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
-        let updated = tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1 AND state = 'idle'", params![id, at])?;
-        if updated == 0 {
-            let known: Option<String> = tx.query_row("SELECT state FROM workers WHERE id = ?1", [id], |r| r.get(0)).optional()?;
-            return match known {
-                None => Err(DbError::NoWorker(id)),
-                Some(_) => Ok(None),
-            };
+        let known: Option<(String, String)> = tx.query_row("SELECT state, info FROM workers WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        let Some((state, info)) = known else { return Err(DbError::NoWorker(id)) };
+        if state != "idle" {
+            return Ok(None);
         }
-        let job: Option<i64> = tx.query_row("SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1", [], |r| r.get(0)).optional()?;
+        tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
+        let class = serde_json::from_str::<WorkerRegister>(&info).unwrap_or_default().class;
+        let sql = format!("SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1", kinds_of(class));
+        let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
         let Some(job) = job else { return Ok(None) };
         transition(&tx, job, &Event::Leased)?;
         tx.execute("UPDATE jobs SET worker = ?2 WHERE id = ?1", params![job, id])?;

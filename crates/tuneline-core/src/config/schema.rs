@@ -448,6 +448,10 @@ pub struct ProviderConfig {
     pub spot: bool,
     /// Price per hour, when the catalog does not know it.
     pub price_per_hour: Option<f64>,
+    /// Instance type launched for delivery jobs: a CPU machine, so no GPU bills while a model is evaluated, merged and exported.
+    pub delivery_instance_type: Option<String>,
+    /// Its price per hour.
+    pub delivery_price_per_hour: Option<f64>,
     /// Simulated spot (local provider): mean time between preemptions, Poisson.
     pub spot_mtbf: Option<HumanDuration>,
     /// Simulated spot (local provider): a spot trace file or directory to follow instead.
@@ -467,6 +471,8 @@ impl Default for ProviderConfig {
             region: None,
             spot: false,
             price_per_hour: None,
+            delivery_instance_type: None,
+            delivery_price_per_hour: None,
             spot_mtbf: None,
             spot_trace: None,
             spot_trace_speedup: 1.0,

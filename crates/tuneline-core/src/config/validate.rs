@@ -78,8 +78,10 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
 
     v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
     for (name, p) in &c.providers {
-        if let Some(price) = p.price_per_hour {
-            v.check(&format!("providers.{name}.price_per_hour"), price, ">= 0", price >= 0.0);
+        for (field, price) in [("price_per_hour", p.price_per_hour), ("delivery_price_per_hour", p.delivery_price_per_hour)] {
+            if let Some(price) = price {
+                v.check(&format!("providers.{name}.{field}"), price, ">= 0", price >= 0.0);
+            }
         }
         let speedup = p.spot_trace_speedup;
         v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
