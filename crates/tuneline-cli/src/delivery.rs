@@ -171,6 +171,8 @@ pub struct Pushed {
     pub prefix: String,
     /// Its version.
     pub version: String,
+    /// Files pushed, the model card aside.
+    pub files: usize,
     /// Where it is.
     pub url: String,
     /// False when that version was already delivered.
@@ -179,9 +181,9 @@ pub struct Pushed {
 
 impl Pushed {
     /// Version `version` at `prefix` in the store at `store_url`.
-    pub fn new(store_url: &str, prefix: String, version: String, fresh: bool) -> Self {
+    pub fn new(store_url: &str, prefix: String, version: String, files: usize, fresh: bool) -> Self {
         let url = format!("{}/{prefix}/", store_url.trim_end_matches('/'));
-        Self { prefix, version, url, fresh }
+        Self { prefix, version, files, url, fresh }
     }
 }
 
@@ -189,7 +191,7 @@ impl std::fmt::Display for Pushed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = self.prefix.split('/').nth(1).unwrap_or_default();
         match self.fresh {
-            true => write!(f, "delivered {name} version {} with its model card README.md -> {}", self.version, self.url),
+            true => write!(f, "delivered {name} version {} ({} files and README.md) -> {}", self.version, self.files, self.url),
             false => write!(f, "{name} version {} is already delivered, unchanged, at {}", self.version, self.url),
         }
     }
@@ -234,7 +236,7 @@ pub async fn push(
         Err(StoreError::AlreadyCommitted { .. }) => false,
         Err(e) => return Err(e.into()),
     };
-    Ok(Pushed::new(store.url(), target, package.version, fresh))
+    Ok(Pushed::new(store.url(), target, package.version, package.files.len(), fresh))
 }
 
 /// The bill of the run's training (its `train` or `command` jobs) from the ledger, when it ran through a control plane.
@@ -282,7 +284,7 @@ pub async fn deliver(
     let export = export(&merged, config, Quant::Q8_0, &out.join(format!("{name}.q8_0.gguf")), Some((&rows, batch)))?;
     drop(merged);
     let pushed = push(global, store, config, Some(&checkpoint.run), Some(checkpoint.step), &out, ledger, cache).await?;
-    let delivered = Delivered { model: pushed.prefix, version: pushed.version, fresh: pushed.fresh, export: export.record() };
+    let delivered = Delivered { model: pushed.prefix, version: pushed.version, files: pushed.files, fresh: pushed.fresh, export: export.record() };
     let record = cache.join(layout::delivery(&checkpoint.run, checkpoint.step));
     std::fs::create_dir_all(&record).map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
     let text = serde_json::to_vec_pretty(&delivered).expect("records serialize");
@@ -314,7 +316,7 @@ pub async fn delivered(global: &Global, store: &ArtifactStore, config: &Config, 
 /// What a delivery tells a user: the eval table, the spot-check sheet,
 /// the export in `dir` (as [`describe`]), and the version in the store at `store_url`.
 pub fn summary(checkpoint: &Checkpoint, eval: &EvalReport, sheet: &Path, delivered: &Delivered, dir: &Path, name: &str, store_url: &str) -> String {
-    let pushed = Pushed::new(store_url, delivered.model.clone(), delivered.version.clone(), delivered.fresh);
+    let pushed = Pushed::new(store_url, delivered.model.clone(), delivered.version.clone(), delivered.files, delivered.fresh);
     format!(
         "eval of {} on {} held-out samples:\n{}spot-check sheet: {}\n{}\n{pushed}",
         checkpoint.name(),

@@ -80,7 +80,9 @@ const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let wall = |s: &Segment| (s.ended_at.unwrap_or(now) - s.started_at).max(0.0);
     let (training, delivery): (Vec<&Segment>, Vec<&Segment>) = segments.iter().partition(|s| s.class == WorkerClass::Gpu);
-    let wall_s: f64 = training.iter().map(|s| wall(s)).sum();
+    // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0000".
+    let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b);
+    let wall_s = total(&training, &wall);
     let effective_s: f64 =
         segments.iter().map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 }).sum();
     let sampled: Vec<_> = training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
@@ -89,8 +91,8 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let bytes_up: u64 = segments.iter().map(|s| s.bytes_up).sum();
     let bytes_down: u64 = segments.iter().map(|s| s.bytes_down).sum();
     let span_s = segments.iter().map(|s| s.ended_at.unwrap_or(now)).fold(f64::MIN, f64::max) - segments.iter().map(|s| s.started_at).fold(f64::MAX, f64::min);
-    let dollars = |of: &[&Segment]| -> f64 { of.iter().map(|s| s.price_per_hour * wall(s) / 3600.0).sum() };
-    let (compute_usd, delivery_usd) = (dollars(&training), dollars(&delivery));
+    let dollars = |s: &Segment| s.price_per_hour * wall(s) / 3600.0;
+    let (compute_usd, delivery_usd) = (total(&training, &dollars), total(&delivery, &dollars));
     let storage_usd = bytes_up as f64 / GB * prices.storage_per_gb_month * (span_s.max(0.0) / MONTH_S);
     let egress_usd = bytes_down as f64 / GB * prices.egress_per_gb;
     let training_usd = compute_usd + storage_usd + egress_usd;
@@ -107,7 +109,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         steps_lost: segments.iter().map(|s| s.lost_steps).sum(),
         max_lost_per_preemption: segments.iter().filter(preempted).map(|s| s.lost_steps).max().unwrap_or(0),
         compute_usd,
-        delivery_hours: delivery.iter().map(|s| wall(s)).sum::<f64>() / 3600.0,
+        delivery_hours: total(&delivery, &wall) / 3600.0,
         delivery_usd,
         storage_usd,
         egress_usd,

@@ -15,6 +15,8 @@ pub struct Delivered {
     pub model: String,
     /// Its version, a content hash.
     pub version: String,
+    /// Its files, the model card aside.
+    pub files: usize,
     /// Whether this delivery pushed it (false: it was already delivered, unchanged).
     pub fresh: bool,
     /// The GGUF in it.

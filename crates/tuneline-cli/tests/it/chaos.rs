@@ -124,8 +124,8 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     let second = start_run(&ctx, "second").wait().unwrap();
     let (out, run_err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
     assert_eq!(second.code(), Some(0), "{out}\n{}", logs(&ctx));
-    assert!(run_err.contains("continuing job 1"), "{run_err}");
-    assert!(out.contains("cost report for job 1") && out.contains("ETH"), "{out}");
+    assert!(run_err.contains("continuing train job 1"), "{run_err}");
+    assert!(out.contains("cost report for run ") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)") && out.contains("ETH"), "{out}");
     assert!(out.contains("on 2 held-out samples:") && out.contains("smoke test passed") && out.contains("delivered support version"), "{out}");
 
     let (code, report, err) = ctx.run(&["--json", "cost", "report"]);

@@ -29,6 +29,7 @@ const COMMANDS: &[&[&str]] = &[
     &["eval"],
     &["merge"],
     &["export"],
+    &["deliver"],
     &["push"],
 ];
 
