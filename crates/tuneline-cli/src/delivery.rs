@@ -14,7 +14,7 @@ use tuneline_core::layout;
 use tuneline_deliver::card::{Bill, ModelCard};
 use tuneline_deliver::eval::{evaluate_checkpoint, sheet, EvalReport};
 use tuneline_deliver::gguf::quant::Quant;
-use tuneline_deliver::gguf::{export_checked, Exported};
+use tuneline_deliver::gguf::{export_all, Exported};
 use tuneline_deliver::merge::{merge, Merged};
 use tuneline_deliver::modelfile;
 use tuneline_deliver::package::stage;
@@ -139,21 +139,25 @@ impl Export {
     }
 }
 
-/// Exports `merged` as `quant` to `out`, smoke-tested on `eval` (rows and
-/// batch size) when given, with a Modelfile beside it.
-pub fn export(merged: &Merged, config: &Config, quant: Quant, out: &Path, eval: Option<(&[Row], usize)>) -> CliResult<Export> {
+/// Exports `merged` as each `(quant, file)` of `targets` in one pass,
+/// smoke-tested on `eval` (rows and batch size) when given, with a
+/// Modelfile beside them that loads the first.
+pub fn export(merged: &Merged, config: &Config, targets: &[(Quant, PathBuf)], eval: Option<(&[Row], usize)>) -> CliResult<Vec<Export>> {
     let name = &config.project.name;
-    let mut smoked = None;
+    let mut smoked = Vec::new();
     let exported = tokio::task::block_in_place(|| {
-        export_checked(merged, quant, name, out, |file| {
-            if let Some((rows, batch)) = eval {
-                smoked = Some(smoke(file, &merged.model, &merged.tokenizer, rows, &config.eval, batch)?);
+        let merged_loss = eval.map(|(rows, batch)| merged.rows_loss(rows, batch)).transpose()?;
+        export_all(merged, targets, name, |file| {
+            if let (Some((rows, batch)), Some(merged_loss)) = (eval, merged_loss) {
+                smoked.push(smoke(file, merged, merged_loss, rows, &config.eval, batch)?);
             }
             Ok(())
         })
     })?;
-    let modelfile = modelfile::write(&exported.path, merged.tokenizer.chat_template.as_ref())?;
-    Ok(Export { exported, smoke: smoked, modelfile })
+    let first = exported.first().expect("one target at least");
+    let modelfile = modelfile::write(&first.path, merged.tokenizer.chat_template.as_ref())?;
+    let mut smoked = smoked.into_iter();
+    Ok(exported.into_iter().map(|exported| Export { exported, smoke: smoked.next(), modelfile: modelfile.clone() }).collect())
 }
 
 /// Where a run's bill is read: the state directory of a control plane on
@@ -281,7 +285,7 @@ pub async fn deliver(
     let merged = checkpoint.merged(config)?;
     let name = &config.project.name;
     let out = out.map_or_else(|| Path::new("out").join(&checkpoint.run), Path::to_path_buf);
-    let export = export(&merged, config, Quant::Q8_0, &out.join(format!("{name}.q8_0.gguf")), Some((&rows, batch)))?;
+    let export = export(&merged, config, &[(Quant::Q8_0, out.join(format!("{name}.q8_0.gguf")))], Some((&rows, batch)))?.remove(0);
     drop(merged);
     let pushed = push(global, store, config, Some(&checkpoint.run), Some(checkpoint.step), &out, ledger, cache).await?;
     let delivered = Delivered { model: pushed.prefix, version: pushed.version, files: pushed.files, fresh: pushed.fresh, export: export.record() };

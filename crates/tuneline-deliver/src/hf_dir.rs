@@ -6,13 +6,16 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Tensor};
+use candle_core::quantized::GgmlDType;
+use candle_core::DType;
 use serde_json::{json, Value};
 use tuneline_model::llama::{Llama, RopeScaling};
 use tuneline_model::ModelTokenizer;
 
 use crate::atomic::{self, AtomicDir};
 use crate::error::DeliverError;
+use crate::gguf::writer::convert;
+use crate::merge::{Merged, MergedWeight};
 
 /// Hugging Face's default `max_shard_size` (5 GB).
 pub const SHARD_BYTES: u64 = 5_000_000_000;
@@ -49,6 +52,15 @@ impl WeightDtype {
         }
     }
 
+    /// The same type as GGUF names it, for [`convert`].
+    fn ggml(self) -> GgmlDType {
+        match self {
+            Self::F32 => GgmlDType::F32,
+            Self::Bf16 => GgmlDType::BF16,
+            Self::F16 => GgmlDType::F16,
+        }
+    }
+
     fn torch_name(self) -> &'static str {
         match self {
             Self::F32 => "float32",
@@ -58,9 +70,11 @@ impl WeightDtype {
     }
 }
 
-/// Writes `model` and `tokenizer` into the new directory `out` as `dtype`,
-/// one safetensors file per `shard_bytes` at most; returns the directory.
-pub fn write(model: &Llama, tokenizer: &ModelTokenizer, dtype: WeightDtype, shard_bytes: u64, out: &Path) -> Result<PathBuf, DeliverError> {
+/// Writes `merged` (its weights and its tokenizer) into the new directory
+/// `out` as `dtype`, one safetensors file per `shard_bytes` at most; returns
+/// the directory. Each weight is merged as it is written.
+pub fn write(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, out: &Path) -> Result<PathBuf, DeliverError> {
+    let (model, tokenizer) = (&merged.model, &merged.tokenizer);
     let dir = AtomicDir::create(out)?;
     let json = |v: &Value| serde_json::to_vec_pretty(v).expect("serializable");
     let ids = special_ids(tokenizer);
@@ -71,7 +85,7 @@ pub fn write(model: &Llama, tokenizer: &ModelTokenizer, dtype: WeightDtype, shar
     }
     atomic::write(&dir.dir().join("config.json"), &json(&config))?;
     atomic::write(&dir.dir().join("generation_config.json"), &json(&generation))?;
-    write_weights(model, dtype, shard_bytes, dir.dir())?;
+    write_weights(merged, dtype, shard_bytes, dir.dir())?;
     tokenizer.save_hf(dir.dir())?;
     dir.commit()
 }
@@ -128,20 +142,19 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
 
 /// The weights as one `model.safetensors`, or as shards of at most
 /// `shard_bytes` listed in `model.safetensors.index.json`.
-fn write_weights(model: &Llama, dtype: WeightDtype, shard_bytes: u64, dir: &Path) -> Result<(), DeliverError> {
-    let weights: Vec<(String, Tensor)> =
-        model.named_weights()?.into_iter().map(|(name, t)| Ok((name, t.to_dtype(dtype.dtype())?))).collect::<candle_core::Result<_>>()?;
-    let size = |t: &Tensor| (t.elem_count() * t.dtype().size_in_bytes()) as u64;
-    let total: u64 = weights.iter().map(|(_, t)| size(t)).sum();
-    let mut shards: Vec<Vec<(String, Tensor)>> = vec![Vec::new()];
+fn write_weights(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, dir: &Path) -> Result<(), DeliverError> {
+    let weights: Vec<_> = merged.weights().into_iter().map(|(name, weight)| (name, View { dims: weight.dims(), weight, dtype })).collect();
+    let size = |v: &View| safetensors::View::data_len(&v) as u64;
+    let total: u64 = weights.iter().map(|(_, v)| size(v)).sum();
+    let mut shards: Vec<Vec<(String, View)>> = vec![Vec::new()];
     let mut filled = 0;
-    for (name, t) in weights {
-        if filled > 0 && filled + size(&t) > shard_bytes {
+    for (name, v) in weights {
+        if filled > 0 && filled + size(&v) > shard_bytes {
             shards.push(Vec::new());
             filled = 0;
         }
-        filled += size(&t);
-        shards.last_mut().expect("one shard at least").push((name, t));
+        filled += size(&v);
+        shards.last_mut().expect("one shard at least").push((name, v));
     }
     let count = shards.len();
     let mut weight_map = serde_json::Map::new();
@@ -155,7 +168,7 @@ fn write_weights(model: &Llama, dtype: WeightDtype, shard_bytes: u64, dir: &Path
         let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
         // Streamed to the file, one tensor at a time, under a temporary name.
         let partial = path.with_extension("safetensors.partial");
-        let written = safetensors::serialize_to_file(shard.iter().map(|(n, t)| (n.as_str(), View(t))), meta, &partial)
+        let written = safetensors::serialize_to_file(shard.iter().map(|(n, v)| (n.as_str(), v)), meta, &partial)
             .map_err(|e| DeliverError::write(&path, e))
             .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| DeliverError::write(&path, e)));
         if written.is_err() {
@@ -170,30 +183,31 @@ fn write_weights(model: &Llama, dtype: WeightDtype, shard_bytes: u64, dir: &Path
     Ok(())
 }
 
-/// A tensor as safetensors sees it.
-struct View<'a>(&'a Tensor);
+/// A merged weight as safetensors sees it: its bytes are computed when the
+/// writer reaches it, and dropped once written.
+struct View<'a> {
+    weight: MergedWeight<'a>,
+    dims: Vec<usize>,
+    dtype: WeightDtype,
+}
 
-impl safetensors::View for View<'_> {
+impl safetensors::View for &View<'_> {
     fn dtype(&self) -> safetensors::Dtype {
-        match self.0.dtype() {
-            DType::BF16 => safetensors::Dtype::BF16,
-            DType::F16 => safetensors::Dtype::F16,
-            _ => safetensors::Dtype::F32,
+        match self.dtype {
+            WeightDtype::Bf16 => safetensors::Dtype::BF16,
+            WeightDtype::F16 => safetensors::Dtype::F16,
+            WeightDtype::F32 => safetensors::Dtype::F32,
         }
     }
     fn shape(&self) -> &[usize] {
-        self.0.dims()
+        &self.dims
     }
     fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        let t = self.0.flatten_all().expect("a tensor flattens");
-        let bytes = match t.dtype() {
-            DType::BF16 => t.to_vec1::<half::bf16>().expect("bf16").iter().flat_map(|x| x.to_le_bytes()).collect(),
-            DType::F16 => t.to_vec1::<half::f16>().expect("f16").iter().flat_map(|x| x.to_le_bytes()).collect(),
-            _ => t.to_vec1::<f32>().expect("f32").iter().flat_map(|x| x.to_le_bytes()).collect(),
-        };
-        std::borrow::Cow::Owned(bytes)
+        // safetensors' writer takes no error from here; a CPU merge of a loaded weight has none to give.
+        let t = self.weight.tensor().expect("a loaded weight merges");
+        std::borrow::Cow::Owned(convert(&t, self.dtype.ggml()).expect("an f32 tensor converts"))
     }
     fn data_len(&self) -> usize {
-        self.0.elem_count() * self.0.dtype().size_in_bytes()
+        self.dims.iter().product::<usize>() * self.dtype.dtype().size_in_bytes()
     }
 }

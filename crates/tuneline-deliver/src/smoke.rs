@@ -1,6 +1,7 @@
 //! The smoke test of an export: the written file is loaded back with
 //! tuneline's own reader, answers a few eval prompts, and its eval loss is
-//! compared with the unquantized merge's. It fails on a NaN, on an empty
+//! compared with the unquantized merge's (computed as the base's forward
+//! with the adapter applied: the same weights, never all held dense). It fails on a NaN, on an empty
 //! answer, or on a loss worse than the merge's by more than the tolerance,
 //! before the file takes its final name.
 
@@ -10,10 +11,10 @@ use serde::Serialize;
 use tuneline_core::config::EvalConfig;
 use tuneline_core::dataset::Row;
 use tuneline_model::llama::Llama;
-use tuneline_model::ModelTokenizer;
 
 use crate::error::DeliverError;
 use crate::eval::samples::{answer_text, samples, stop_ids};
+use crate::merge::Merged;
 
 /// Tokens each smoke prompt is answered with at most.
 const SMOKE_TOKENS: usize = 32;
@@ -47,8 +48,10 @@ impl std::fmt::Display for Smoke {
     }
 }
 
-/// Smoke-tests the GGUF at `file` against `merged` on the eval split `rows`.
-pub fn smoke(file: &Path, merged: &Llama, tokenizer: &ModelTokenizer, rows: &[Row], settings: &EvalConfig, batch_size: usize) -> Result<Smoke, DeliverError> {
+/// Smoke-tests the GGUF at `file` of `merged` on the eval split `rows`,
+/// against the merge's eval loss on them, `merged_loss` ([`Merged::rows_loss`]).
+pub fn smoke(file: &Path, merged: &Merged, merged_loss: f64, rows: &[Row], settings: &EvalConfig, batch_size: usize) -> Result<Smoke, DeliverError> {
+    let tokenizer = &merged.tokenizer;
     let fail = |why: String| DeliverError::Failed(format!("the smoke test failed: {why}; nothing was written (`--no-smoke` skips the test)"));
     let exported = Llama::load(file).map_err(|e| fail(format!("tuneline cannot read it back: {e}")))?;
     let stops = stop_ids(tokenizer);
@@ -62,7 +65,6 @@ pub fn smoke(file: &Path, merged: &Llama, tokenizer: &ModelTokenizer, rows: &[Ro
         answers.push(text);
     }
     let loss = exported.rows_loss(rows, batch_size, None)?;
-    let merged_loss = merged.rows_loss(rows, batch_size, None)?;
     if !loss.is_finite() || !merged_loss.is_finite() {
         return Err(fail(format!("the eval loss is {loss} (the merge's {merged_loss})")));
     }

@@ -1,11 +1,39 @@
-//! GGUF metadata, read with candle's GGUF parser.
+//! GGUF files opened with candle's GGUF parser, and their metadata.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 
 use crate::error::ModelError;
+
+/// A GGUF file opened for its tensors, positioned anywhere.
+pub type GgufReader = BufReader<File>;
+
+/// Opens the GGUF file at `path` and reads its header (metadata and tensor
+/// table). The reads are buffered: the header is a hundred thousand small
+/// strings (the vocabulary, the merges), one read syscall each unbuffered.
+pub fn open(path: &Path) -> Result<(GgufReader, Content), ModelError> {
+    let file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let content = Content::read(&mut reader).map_err(|e| {
+        let e = e.to_string();
+        if e.contains("unknown dtype") {
+            // candle names only the type's number: an IQ or other newer llama.cpp type.
+            ModelError::new(path, format!("holds a tensor type tuneline cannot read ({e}); it reads {SUPPORTED_NAMES}: {REQUANTIZE}"))
+        } else {
+            ModelError::new(path, format!("bad GGUF header: {e}"))
+        }
+    })?;
+    Ok((reader, content))
+}
+
+/// The tensor types tuneline reads, and what to do with another.
+pub(crate) const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
+pub(crate) const REQUANTIZE: &str =
+    "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";
 
 /// The metadata of a GGUF file, with typed accessors that name the missing key.
 pub struct GgufMetadata {
@@ -16,9 +44,7 @@ pub struct GgufMetadata {
 impl GgufMetadata {
     /// Reads the header of the GGUF file at `path` (tensor data is not read).
     pub fn read(path: &Path) -> Result<Self, ModelError> {
-        let mut file = std::fs::File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
-        let content = Content::read(&mut file).map_err(|e| ModelError::new(path, format!("bad GGUF header: {e}")))?;
-        Ok(Self::of(path, content.metadata))
+        Ok(Self::of(path, open(path)?.1.metadata))
     }
 
     /// The metadata `values` of the GGUF file at `path`, already read.

@@ -2,7 +2,7 @@
 //! directory), smoke-tested, with an Ollama Modelfile beside it, or the
 //! run's adapter alone as a LoRA GGUF.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tuneline_deliver::gguf::adapter::export_checkpoint_adapter;
 use tuneline_deliver::gguf::quant::Quant;
@@ -43,15 +43,16 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
     let rows = eval.as_ref().filter(|(_, rows, _)| !rows.is_empty()).map(|(_, rows, batch)| (rows.as_slice(), *batch));
     let skipped = if args.no_smoke { "--no-smoke" } else { "no committed dataset with an eval split to take prompts from" };
     let name = &config.project.name;
-    // The Modelfile beside the files is written for the first type.
-    for quant in quants.iter().rev() {
-        let out = match quants.len() {
-            1 => args.out.clone(),
-            _ => args.out.join(format!("{name}.{}.gguf", quant.name())),
-        };
-        let export = export_gguf(&merged, &config, *quant, &out, rows)?;
-        let dir = out.parent().unwrap_or(Path::new(""));
-        println!("{}", describe(&format!("{what} as {}", quant.name()), &export.record(), dir, name, skipped));
+    let targets: Vec<(Quant, PathBuf)> = quants
+        .iter()
+        .map(|quant| match quants.len() {
+            1 => (*quant, args.out.clone()),
+            _ => (*quant, args.out.join(format!("{name}.{}.gguf", quant.name()))),
+        })
+        .collect();
+    for (export, quant) in export_gguf(&merged, &config, &targets, rows)?.into_iter().zip(&quants) {
+        let dir = export.exported.path.parent().unwrap_or(Path::new("")).to_path_buf();
+        println!("{}", describe(&format!("{what} as {}", quant.name()), &export.record(), &dir, name, skipped));
     }
     Ok(())
 }

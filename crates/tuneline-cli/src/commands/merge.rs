@@ -17,7 +17,7 @@ pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
     let store = open_store(global, &config)?;
     let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
     let merged = checkpoint.merged(&config)?;
-    let dir = tokio::task::block_in_place(|| hf_dir::write(&merged.model, &merged.tokenizer, dtype, hf_dir::SHARD_BYTES, &args.out))?;
+    let dir = tokio::task::block_in_place(|| hf_dir::write(&merged, dtype, hf_dir::SHARD_BYTES, &args.out))?;
     println!("merged {} into {} -> {}", checkpoint.name(), merged.base.path, dir.display());
     Ok(())
 }

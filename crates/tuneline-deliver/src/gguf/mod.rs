@@ -5,27 +5,26 @@
 pub mod adapter;
 mod metadata;
 pub mod names;
+mod q8_0;
 pub mod quant;
 pub mod writer;
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::Content;
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
 use candle_core::{Device, Tensor};
-use rayon::prelude::*;
 use tuneline_model::llama::{Llama, RopeScaling};
 
 use crate::atomic::AtomicFile;
 use crate::error::DeliverError;
-use crate::merge::Merged;
+use crate::merge::{Merged, MergedWeight};
 use names::{gguf_name, permute};
 use quant::{Placement, Quant, Role};
-use writer::TensorEntry;
+use writer::{GgufWriter, TensorEntry};
 
-/// Tensors converted at once, in parallel, before they are written in order.
-const WINDOW: usize = 8;
+/// Tensors converted ahead of the one written next, at most.
+const AHEAD: usize = 8;
 
 /// What an export wrote.
 #[derive(Debug, Clone)]
@@ -38,90 +37,218 @@ pub struct Exported {
     pub tensors: Vec<(String, GgmlDType, bool)>,
 }
 
-/// A tensor to write: from the model's weights, or copied from the base.
-enum Source {
+/// What a tensor is made from: a merged weight (its q/k rows permuted for
+/// `heads`), or another tensor.
+enum Source<'a> {
+    Merged(MergedWeight<'a>, Option<usize>),
     Dense(Tensor),
-    Copied,
+}
+
+impl Source<'_> {
+    /// Its bytes as each of `types` (none where it is copied instead), made
+    /// dense once and converted once per distinct type.
+    fn convert(&self, types: &[Option<GgmlDType>]) -> candle_core::Result<Vec<Option<Vec<u8>>>> {
+        if types.iter().all(Option::is_none) {
+            return Ok(vec![None; types.len()]);
+        }
+        let tensor = match self {
+            Source::Dense(t) => t.clone(),
+            Source::Merged(w, None) => w.tensor()?,
+            Source::Merged(w, Some(heads)) => permute(&w.tensor()?, *heads)?,
+        };
+        let mut done: Vec<(GgmlDType, Vec<u8>)> = Vec::new();
+        types
+            .iter()
+            .map(|dtype| match dtype {
+                None => Ok(None),
+                Some(dtype) => {
+                    if let Some((_, bytes)) = done.iter().find(|(d, _)| d == dtype) {
+                        return Ok(Some(bytes.clone()));
+                    }
+                    let bytes = writer::convert(&tensor, *dtype)?;
+                    done.push((*dtype, bytes.clone()));
+                    Ok(Some(bytes))
+                }
+            })
+            .collect()
+    }
+}
+
+/// One tensor of the model as the export lays it out.
+struct Planned<'a> {
+    /// Its GGUF name.
+    name: String,
+    shape: Vec<usize>,
+    placement: Placement,
+    /// Whether the adapter changed it (then it is never copied).
+    changed: bool,
+    source: Source<'a>,
 }
 
 /// Writes `merged` to `out` as a GGUF of type `quant`, named `name`.
 /// A tensor the adapter did not change whose type in the base GGUF is its
 /// target type is copied byte for byte.
 pub fn export(merged: &Merged, quant: Quant, name: &str, out: &Path) -> Result<Exported, DeliverError> {
-    export_checked(merged, quant, name, out, |_| Ok(()))
+    let mut written = export_all(merged, &[(quant, out.to_path_buf())], name, |_| Ok(()))?;
+    Ok(written.remove(0))
 }
 
-/// [`export`], with `check` run on the complete file before it takes its
-/// final name: a file that fails it never appears.
-pub fn export_checked(
+/// [`export`] to every `(quant, out)` of `targets` in one pass: each weight
+/// is merged once, converted to each type, and written to each file. Each
+/// complete file is passed to `check` before it takes its final name: a file
+/// that fails it never appears.
+pub fn export_all(
     merged: &Merged,
-    quant: Quant,
+    targets: &[(Quant, PathBuf)],
     name: &str,
-    out: &Path,
-    check: impl FnOnce(&Path) -> Result<(), DeliverError>,
-) -> Result<Exported, DeliverError> {
+    mut check: impl FnMut(&Path) -> Result<(), DeliverError>,
+) -> Result<Vec<Exported>, DeliverError> {
     let model = &merged.model;
     let c = &model.config;
     let vocab = merged.tokenizer.gguf_vocab(c.vocab_size)?;
     let template = merged.tokenizer.chat_template.as_ref().map(|t| t.source());
-    let metadata = metadata::model_metadata(model, &vocab, template, name, quant);
     let mut base = match &merged.base_gguf {
         Some(path) => Some(BaseTensors::open(path)?),
         None => None,
     };
     let heads = (c.gguf_architecture() == "llama").then_some((c.num_attention_heads, c.num_key_value_heads));
-    let mut entries = Vec::new();
-    let mut sources = Vec::new();
-    let mut report = Vec::new();
-    for (hf, tensor) in model.named_weights()?.into_iter().chain(rope_freqs(model)?) {
+    let mut planned = Vec::new();
+    let rope = rope_freqs(model)?.map(|(name, t)| (name, t.dims().to_vec(), Source::Dense(t)));
+    let weights = merged.weights().into_iter().map(|(name, w)| (name, w.dims(), Source::Merged(w, None)));
+    for (hf, shape, source) in weights.chain(rope) {
         let Some(g) = gguf_name(&hf, heads) else { continue };
-        let shape = tensor.dims().to_vec();
         let columns = *shape.last().expect("a tensor has a dimension");
         let role = if shape.len() == 1 { Role::Vector } else { g.role };
-        let dtype = quant.tensor_type(Placement { role, layer: g.layer, layers: c.num_hidden_layers, columns, tied: c.tie_word_embeddings });
+        let placement = Placement { role, layer: g.layer, layers: c.num_hidden_layers, columns, tied: c.tie_word_embeddings };
         let changed = g.module.is_some_and(|m| merged.changed.contains(&(g.layer, m)));
-        let copied = !changed && base.as_ref().is_some_and(|b| b.dtype(&g.name) == Some(dtype));
-        let source = match (copied, g.permute) {
-            (true, _) => Source::Copied,
-            (false, Some(heads)) => Source::Dense(permute(&tensor, heads)?),
-            (false, None) => Source::Dense(tensor),
+        let source = match source {
+            Source::Merged(w, _) => Source::Merged(w, g.permute),
+            source => source,
         };
-        report.push((g.name.clone(), dtype, copied));
-        entries.push(TensorEntry { name: g.name, shape, dtype });
-        sources.push(source);
+        planned.push(Planned { name: g.name, shape, placement, changed, source });
     }
-    let mut file = AtomicFile::create(out)?;
-    // Tensors are converted a window at a time, in parallel, and written in order.
-    let mut ready: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
-    writer::write(file.writer(), &metadata, &entries, |i| {
-        if ready.is_empty() {
-            let window = i..(i + WINDOW).min(entries.len());
-            let converted: Vec<Result<Option<Vec<u8>>, DeliverError>> = window
-                .clone()
-                .into_par_iter()
-                .map(|j| match &sources[j] {
-                    Source::Copied => Ok(None),
-                    Source::Dense(t) => {
-                        writer::convert(t, entries[j].dtype).map(Some).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", entries[j].name)))
-                    }
+    // Per target: each tensor's entry, and whether it is copied from the base.
+    let layouts: Vec<(Vec<TensorEntry>, Vec<bool>)> = targets
+        .iter()
+        .map(|(quant, _)| {
+            planned
+                .iter()
+                .map(|p| {
+                    let dtype = quant.tensor_type(p.placement);
+                    let copied = !p.changed && base.as_ref().is_some_and(|b| b.dtype(&p.name) == Some(dtype));
+                    (TensorEntry { name: p.name.clone(), shape: p.shape.clone(), dtype }, copied)
                 })
-                .collect();
-            for (j, converted) in window.zip(converted) {
-                ready.push_back(match converted? {
+                .unzip()
+        })
+        .collect();
+    let metadata: Vec<_> = targets.iter().map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant)).collect();
+    let mut files = targets.iter().map(|(_, out)| AtomicFile::create(out)).collect::<Result<Vec<_>, _>>()?;
+    let written = (|| {
+        let mut writers = files
+            .iter_mut()
+            .zip(&metadata)
+            .zip(&layouts)
+            .map(|((file, metadata), (entries, _))| GgufWriter::start(file.writer(), metadata, entries))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Tensors are merged and converted on every core, a few ahead of the one written next, and written in order.
+        let convert = |j: usize| {
+            let types: Vec<Option<GgmlDType>> = layouts.iter().map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype)).collect();
+            planned[j].source.convert(&types).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
+        };
+        ordered(planned.len(), AHEAD, convert, |j, converted| {
+            let mut copy = None;
+            for (writer, bytes) in writers.iter_mut().zip(converted?) {
+                let bytes = match bytes {
                     Some(bytes) => bytes,
-                    None => base.as_mut().expect("copied from a base").tensor(&entries[j].name)?.data()?.into_owned(),
-                });
+                    None => {
+                        if copy.is_none() {
+                            copy = Some(base.as_mut().expect("copied from a base").bytes(&planned[j].name)?);
+                        }
+                        copy.clone().expect("read just above")
+                    }
+                };
+                writer.tensor(&bytes)?;
             }
-        }
-        Ok(ready.pop_front().expect("a window holds the next tensor"))
-    })
-    .map_err(|e| match e {
-        DeliverError::Failed(m) => DeliverError::write(out, m),
+            Ok(())
+        })?;
+        writers.into_iter().try_for_each(GgufWriter::finish)
+    })();
+    written.map_err(|e| match e {
+        DeliverError::Failed(m) => DeliverError::write(&targets[0].1, m),
         other => other,
     })?;
-    let path = file.commit_after(check)?;
-    let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
-    Ok(Exported { path, bytes, tensors: report })
+    let mut exported = Vec::new();
+    for (file, (entries, copied)) in files.into_iter().zip(layouts) {
+        let path = file.commit_after(&mut check)?;
+        let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
+        let tensors = entries.into_iter().zip(copied).map(|(e, copied)| (e.name, e.dtype, copied)).collect();
+        exported.push(Exported { path, bytes, tensors });
+    }
+    Ok(exported)
+}
+
+/// Runs `work(j)` for each `j` in `0..n` on every core, at most `ahead` past
+/// the one `consume` takes next, and hands each result to `consume` in
+/// order; the first error of `consume` stops the work. (rayon's ordered
+/// collect would hold every result at once: here memory stays bounded and
+/// writing overlaps converting.)
+fn ordered<T: Send>(
+    n: usize,
+    ahead: usize,
+    work: impl Fn(usize) -> T + Sync,
+    mut consume: impl FnMut(usize, T) -> Result<(), DeliverError>,
+) -> Result<(), DeliverError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{mpsc, Condvar, Mutex};
+    let next = AtomicUsize::new(0);
+    // How many results were consumed, and whether to stop.
+    let (consumed, changed) = (Mutex::new((0usize, false)), Condvar::new());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..threads {
+            let (tx, next, consumed, changed, work) = (tx.clone(), &next, &consumed, &changed, &work);
+            s.spawn(move || loop {
+                let j = next.fetch_add(1, Ordering::SeqCst);
+                if j >= n {
+                    break;
+                }
+                let mut state = consumed.lock().unwrap_or_else(|p| p.into_inner());
+                while !state.1 && j >= state.0 + ahead {
+                    state = changed.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                if state.1 {
+                    break;
+                }
+                drop(state);
+                if tx.send((j, work(j))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending = std::collections::BTreeMap::new();
+        let mut result = Ok(());
+        'receive: for (j, value) in rx.iter() {
+            pending.insert(j, value);
+            let mut state = consumed.lock().unwrap_or_else(|p| p.into_inner());
+            while let Some(value) = pending.remove(&state.0) {
+                let at = state.0;
+                drop(state);
+                result = consume(at, value);
+                state = consumed.lock().unwrap_or_else(|p| p.into_inner());
+                if result.is_err() {
+                    state.1 = true;
+                    changed.notify_all();
+                    break 'receive;
+                }
+                state.0 += 1;
+                changed.notify_all();
+            }
+        }
+        // Dropping the receiver ends the workers' sends; the scope waits for them.
+        result
+    })
 }
 
 /// llama.cpp's `rope_freqs.weight` for Llama 3.1's long-context scaling: the
@@ -144,14 +271,13 @@ fn rope_freqs(model: &Llama) -> Result<Option<(String, Tensor)>, DeliverError> {
 /// The tensors of the base GGUF, read on demand.
 struct BaseTensors {
     path: PathBuf,
-    file: File,
+    file: tuneline_model::gguf::GgufReader,
     content: Content,
 }
 
 impl BaseTensors {
     fn open(path: &Path) -> Result<Self, DeliverError> {
-        let mut file = File::open(path).map_err(|e| DeliverError::Input(format!("{}: cannot open: {e}", path.display())))?;
-        let content = Content::read(&mut file).map_err(|e| DeliverError::Input(format!("{}: bad GGUF: {e}", path.display())))?;
+        let (file, content) = tuneline_model::gguf::open(path)?;
         Ok(Self { path: path.to_path_buf(), file, content })
     }
 
@@ -159,7 +285,9 @@ impl BaseTensors {
         self.content.tensor_infos.get(name).map(|t| t.ggml_dtype)
     }
 
-    fn tensor(&mut self, name: &str) -> Result<QTensor, DeliverError> {
-        self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(|e| DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display())))
+    /// The stored bytes of tensor `name`.
+    fn bytes(&mut self, name: &str) -> Result<Vec<u8>, DeliverError> {
+        let fail = |e: candle_core::Error| DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display()));
+        Ok(self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(fail)?.data().map_err(fail)?.into_owned())
     }
 }

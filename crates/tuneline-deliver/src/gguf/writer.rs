@@ -55,38 +55,48 @@ pub fn type_id(dtype: GgmlDType) -> u32 {
     }
 }
 
-/// Writes a GGUF v3 file: `metadata` in order, then `tensors`, each one's
-/// data from `data(index)`, which must be `entry.bytes()` long.
-pub fn write<W: Write + Seek>(
-    w: &mut W,
-    metadata: &[(String, Value)],
-    tensors: &[TensorEntry],
-    mut data: impl FnMut(usize) -> Result<Vec<u8>, DeliverError>,
-) -> Result<(), DeliverError> {
-    let io = |e: std::io::Error| DeliverError::Failed(e.to_string());
-    w.write_all(b"GGUF").map_err(io)?;
-    w.write_all(&3u32.to_le_bytes()).map_err(io)?;
-    w.write_all(&(tensors.len() as u64).to_le_bytes()).map_err(io)?;
-    w.write_all(&(metadata.len() as u64).to_le_bytes()).map_err(io)?;
-    for (key, value) in metadata {
-        write_string(w, key).map_err(io)?;
-        w.write_all(&value_type(value).to_le_bytes()).map_err(io)?;
-        write_value(w, value).map_err(io)?;
-    }
-    let mut offset = 0u64;
-    for t in tensors {
-        write_string(w, &t.name).map_err(io)?;
-        w.write_all(&(t.shape.len() as u32).to_le_bytes()).map_err(io)?;
-        for &dim in t.shape.iter().rev() {
-            w.write_all(&(dim as u64).to_le_bytes()).map_err(io)?;
+/// A GGUF v3 file being written: the header and the tensor table first,
+/// then each tensor's data in the table's order.
+pub struct GgufWriter<'a, W: Write + Seek> {
+    w: &'a mut W,
+    tensors: &'a [TensorEntry],
+    next: usize,
+}
+
+fn io(e: std::io::Error) -> DeliverError {
+    DeliverError::Failed(e.to_string())
+}
+
+impl<'a, W: Write + Seek> GgufWriter<'a, W> {
+    /// Writes the header to `w`: `metadata` in order, then the table of `tensors`.
+    pub fn start(w: &'a mut W, metadata: &[(String, Value)], tensors: &'a [TensorEntry]) -> Result<Self, DeliverError> {
+        w.write_all(b"GGUF").map_err(io)?;
+        w.write_all(&3u32.to_le_bytes()).map_err(io)?;
+        w.write_all(&(tensors.len() as u64).to_le_bytes()).map_err(io)?;
+        w.write_all(&(metadata.len() as u64).to_le_bytes()).map_err(io)?;
+        for (key, value) in metadata {
+            write_string(w, key).map_err(io)?;
+            w.write_all(&value_type(value).to_le_bytes()).map_err(io)?;
+            write_value(w, value).map_err(io)?;
         }
-        w.write_all(&type_id(t.dtype).to_le_bytes()).map_err(io)?;
-        w.write_all(&offset.to_le_bytes()).map_err(io)?;
-        offset += t.bytes().div_ceil(ALIGNMENT) * ALIGNMENT;
+        let mut offset = 0u64;
+        for t in tensors {
+            write_string(w, &t.name).map_err(io)?;
+            w.write_all(&(t.shape.len() as u32).to_le_bytes()).map_err(io)?;
+            for &dim in t.shape.iter().rev() {
+                w.write_all(&(dim as u64).to_le_bytes()).map_err(io)?;
+            }
+            w.write_all(&type_id(t.dtype).to_le_bytes()).map_err(io)?;
+            w.write_all(&offset.to_le_bytes()).map_err(io)?;
+            offset += t.bytes().div_ceil(ALIGNMENT) * ALIGNMENT;
+        }
+        pad(w).map_err(io)?;
+        Ok(Self { w, tensors, next: 0 })
     }
-    pad(w).map_err(io)?;
-    for (i, t) in tensors.iter().enumerate() {
-        let bytes = data(i)?;
+
+    /// Writes the next tensor's data, which must be its `bytes()` long.
+    pub fn tensor(&mut self, bytes: &[u8]) -> Result<(), DeliverError> {
+        let t = self.tensors.get(self.next).ok_or_else(|| DeliverError::Failed("more tensors written than laid out".into()))?;
         if bytes.len() as u64 != t.bytes() {
             return Err(DeliverError::Failed(format!(
                 "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
@@ -97,23 +107,57 @@ pub fn write<W: Write + Seek>(
                 t.shape
             )));
         }
-        w.write_all(&bytes).map_err(io)?;
-        pad(w).map_err(io)?;
+        self.w.write_all(bytes).map_err(io)?;
+        pad(self.w).map_err(io)?;
+        self.next += 1;
+        Ok(())
     }
-    Ok(())
+
+    /// Ends the file; every tensor must have been written.
+    pub fn finish(self) -> Result<(), DeliverError> {
+        match self.next == self.tensors.len() {
+            true => Ok(()),
+            false => Err(DeliverError::Failed(format!("{} of {} tensors written", self.next, self.tensors.len()))),
+        }
+    }
+}
+
+/// Writes a whole GGUF v3 file: `metadata`, then `tensors`, each one's data
+/// from `data(index)`.
+pub fn write<W: Write + Seek>(
+    w: &mut W,
+    metadata: &[(String, Value)],
+    tensors: &[TensorEntry],
+    mut data: impl FnMut(usize) -> Result<Vec<u8>, DeliverError>,
+) -> Result<(), DeliverError> {
+    let mut file = GgufWriter::start(w, metadata, tensors)?;
+    for i in 0..tensors.len() {
+        file.tensor(&data(i)?)?;
+    }
+    file.finish()
 }
 
 /// The bytes of `t` stored as `dtype`: floats converted by candle's
-/// vectorized casts, quantized types by candle's block quantizers (ports of
-/// ggml's reference ones).
+/// vectorized casts, Q8_0 by [`super::q8_0`], the other quantized types by
+/// candle's block quantizers (ports of ggml's reference ones).
 pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
     let flat = t.flatten_all()?;
     Ok(match dtype {
-        GgmlDType::F32 => flat.to_dtype(DType::F32)?.to_vec1::<f32>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        GgmlDType::F16 => flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        GgmlDType::BF16 => flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        GgmlDType::F32 => le_bytes(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?, f32::to_le_bytes),
+        GgmlDType::F16 => le_bytes(&flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?, half::f16::to_le_bytes),
+        GgmlDType::BF16 => le_bytes(&flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?, half::bf16::to_le_bytes),
+        GgmlDType::Q8_0 => super::q8_0::quantize(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?),
         quantized => candle_core::quantized::QTensor::quantize(t, quantized)?.data()?.into_owned(),
     })
+}
+
+/// The little-endian bytes of `values`, allocated once at their exact size.
+fn le_bytes<T: Copy, const N: usize>(values: &[T], bytes: fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * N);
+    for &v in values {
+        out.extend_from_slice(&bytes(v));
+    }
+    out
 }
 
 /// Zeros up to the next multiple of [`ALIGNMENT`].

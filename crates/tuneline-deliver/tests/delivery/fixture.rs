@@ -53,7 +53,7 @@ fn make() -> Fixture {
     random_adapter(&base, &adapter);
     let m = merge::merge(&base, &adapter).unwrap();
     let merged = dir.path().join("merged");
-    hf_dir::write(&m.model, &m.tokenizer, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &merged).unwrap();
+    hf_dir::write(&m, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &merged).unwrap();
     let mut exports = HashMap::new();
     for quant in ["f32", "f16", "q8_0", "q4_k_m"] {
         let out = dir.path().join(format!("model.{quant}.gguf"));

@@ -38,7 +38,7 @@ fn a_sharded_directory_loads_to_the_same_model() {
     let m = merge::open(&f.merged).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sharded");
-    hf_dir::write(&m.model, &m.tokenizer, hf_dir::WeightDtype::F32, 200_000_000, &out).unwrap();
+    hf_dir::write(&m, hf_dir::WeightDtype::F32, 200_000_000, &out).unwrap();
     let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("model.safetensors.index.json")).unwrap()).unwrap();
     let files: std::collections::BTreeSet<&str> = index["weight_map"].as_object().unwrap().values().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(
@@ -52,7 +52,7 @@ fn a_sharded_directory_loads_to_the_same_model() {
     let (a, b) = (Llama::load(&out).unwrap().logits(&ids, None).unwrap(), m.model.logits(&ids, None).unwrap());
     assert_eq!(a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap());
     // A second write to the same directory is refused: a user's files are never replaced.
-    let e = hf_dir::write(&m.model, &m.tokenizer, hf_dir::WeightDtype::F32, 200_000_000, &out).err().unwrap().to_string();
+    let e = hf_dir::write(&m, hf_dir::WeightDtype::F32, 200_000_000, &out).err().unwrap().to_string();
     assert!(e.contains("exists and is not empty"), "{e}");
 }
 
@@ -87,7 +87,8 @@ fn an_adapter_on_a_hugging_face_base_merges_too() {
     let base = Llama::load(&f.merged).unwrap();
     let lora = Lora::load(&adapter, &base.config, &Device::Cpu).unwrap();
     let ids = [1u32, 9690, 198, 2683, 359, 253];
-    let (want, got) = (base.logits(&ids, Some(lora.inference())).unwrap(), m.model.logits(&ids, None).unwrap());
+    let written = hf_dir::write(&m, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &dir.path().join("merged")).unwrap();
+    let (want, got) = (base.logits(&ids, Some(lora.inference())).unwrap(), Llama::load(&written).unwrap().logits(&ids, None).unwrap());
     let diff = (&got - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
     assert!(diff < 2e-3, "merged into the HF base, the logits differ from base + adapter by {diff}");
     let out = dir.path().join("model.q8_0.gguf");

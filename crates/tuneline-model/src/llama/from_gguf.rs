@@ -3,7 +3,6 @@
 //! rotary layout; they are permuted back to Hugging Face's half-split layout,
 //! which PEFT adapters are written against.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,14 +13,13 @@ use candle_core::{Device, Tensor};
 use super::config::gguf_architecture;
 use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
 use crate::error::ModelError;
-use crate::gguf::GgufMetadata;
+use crate::gguf::{self, GgufMetadata, GgufReader, REQUANTIZE, SUPPORTED_NAMES};
 
 /// Loads the model in the GGUF file at `path` onto `device`; with
 /// `quantized`, the linear layers stay as GGUF blocks.
 pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, ModelError> {
     let err = |e: candle_core::Error| ModelError::new(path, e.to_string());
-    let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
-    let content = read_header(path, &mut file)?;
+    let (file, content) = gguf::open(path)?;
     check_types(path, &content)?;
     let meta = GgufMetadata::of(path, content.metadata.clone());
     let mut reader = Reader { path, content: &content, file, device };
@@ -70,8 +68,7 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
 
 /// The configuration in the GGUF file at `path`, from its header alone.
 pub fn read_config(path: &Path) -> Result<LlamaConfig, ModelError> {
-    let mut file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
-    let content = read_header(path, &mut file)?;
+    let (_, content) = gguf::open(path)?;
     let vocab = content.tensor_infos.get("token_embd.weight").map(|t| t.shape.dims()[0]);
     let vocab = vocab.ok_or_else(|| ModelError::new(path, "has no token_embd.weight tensor"))?;
     let tied = !content.tensor_infos.contains_key("output.weight");
@@ -92,21 +89,6 @@ const SUPPORTED: [GgmlDType; 11] = [
     GgmlDType::Q5K,
     GgmlDType::Q6K,
 ];
-
-const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
-const REQUANTIZE: &str = "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";
-
-fn read_header(path: &Path, file: &mut File) -> Result<Content, ModelError> {
-    Content::read(file).map_err(|e| {
-        let e = e.to_string();
-        if e.contains("unknown dtype") {
-            // candle names only the type's number: an IQ or other newer llama.cpp type.
-            ModelError::new(path, format!("holds a tensor type tuneline cannot read ({e}); it reads {SUPPORTED_NAMES}: {REQUANTIZE}"))
-        } else {
-            ModelError::new(path, format!("bad GGUF header: {e}"))
-        }
-    })
-}
 
 /// Refuses a file with any tensor of a type outside [`SUPPORTED`], before loading.
 fn check_types(path: &Path, content: &Content) -> Result<(), ModelError> {
@@ -129,7 +111,7 @@ fn check_types(path: &Path, content: &Content) -> Result<(), ModelError> {
 struct Reader<'a> {
     path: &'a Path,
     content: &'a Content,
-    file: File,
+    file: GgufReader,
     device: &'a Device,
 }
 

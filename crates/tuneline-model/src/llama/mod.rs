@@ -25,7 +25,7 @@ mod loss;
 mod ops;
 mod weight;
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 
 pub use batch::{batch, Batch};
 pub use config::{LlamaConfig, RopeScaling};
@@ -35,7 +35,7 @@ use kernels::Backend;
 pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, Rope};
-pub use weight::Weight;
+pub use weight::{Weight, WeightRef};
 
 use crate::error::ModelError;
 
@@ -122,59 +122,43 @@ impl Llama {
         self.max_positions
     }
 
-    /// Folds `lora` into the weights it adapts: `W + scale * B A`, in f32,
-    /// into the weights exactly as the adapter saw them (quantized blocks are
-    /// dequantized first, never requantized). The result is dense.
-    pub fn merge_lora(&mut self, lora: &Lora) -> Result<()> {
-        let scale = lora.settings.scale();
-        for (layer, module, a, b) in lora.pairs() {
-            let l = &mut self.layers[layer];
-            let weight = match module {
-                "q_proj" => &mut l.q_proj,
-                "k_proj" => &mut l.k_proj,
-                "v_proj" => &mut l.v_proj,
-                "o_proj" => &mut l.o_proj,
-                "gate_proj" => &mut l.gate_proj,
-                "up_proj" => &mut l.up_proj,
-                _ => &mut l.down_proj,
-            };
-            let delta = (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * scale)?;
-            *weight = Weight::Dense((weight.dense()?.to_dtype(DType::F32)? + delta)?);
-        }
-        Ok(())
-    }
-
     /// Every weight under its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, ...),
     /// in Hugging Face's layout: what a `model.safetensors` of this model holds.
     pub fn named_weights(&self) -> Result<Vec<(String, Tensor)>> {
-        let mut out = vec![("model.embed_tokens.weight".to_string(), self.embed_tokens.clone())];
+        self.weight_refs().into_iter().map(|(name, w)| Ok((name, w.dense()?))).collect()
+    }
+
+    /// [`Llama::named_weights`] without making any dense: each is made when
+    /// asked, so that a writer holds one at a time.
+    pub fn weight_refs(&self) -> Vec<(String, WeightRef<'_>)> {
+        let mut out = vec![("model.embed_tokens.weight".to_string(), WeightRef::Tensor(&self.embed_tokens))];
         for (i, l) in self.layers.iter().enumerate() {
             let name = |n: &str| format!("model.layers.{i}.{n}");
-            out.push((name("input_layernorm.weight"), l.input_layernorm.clone()));
-            out.push((name("post_attention_layernorm.weight"), l.post_attention_layernorm.clone()));
+            out.push((name("input_layernorm.weight"), WeightRef::Tensor(&l.input_layernorm)));
+            out.push((name("post_attention_layernorm.weight"), WeightRef::Tensor(&l.post_attention_layernorm)));
             let projections = [
-                ("self_attn.q_proj", &l.q_proj),
-                ("self_attn.k_proj", &l.k_proj),
-                ("self_attn.v_proj", &l.v_proj),
-                ("self_attn.o_proj", &l.o_proj),
-                ("mlp.gate_proj", &l.gate_proj),
-                ("mlp.up_proj", &l.up_proj),
-                ("mlp.down_proj", &l.down_proj),
+                ("self_attn", "q_proj", &l.q_proj),
+                ("self_attn", "k_proj", &l.k_proj),
+                ("self_attn", "v_proj", &l.v_proj),
+                ("self_attn", "o_proj", &l.o_proj),
+                ("mlp", "gate_proj", &l.gate_proj),
+                ("mlp", "up_proj", &l.up_proj),
+                ("mlp", "down_proj", &l.down_proj),
             ];
-            for (module, weight) in projections {
-                out.push((name(&format!("{module}.weight")), weight.dense()?));
+            for (block, module, weight) in projections {
+                out.push((name(&format!("{block}.{module}.weight")), WeightRef::Linear { weight, layer: i, module }));
             }
             if let Some([q, k, v]) = &l.qkv_bias {
                 for (module, b) in [("q_proj", q), ("k_proj", k), ("v_proj", v)] {
-                    out.push((name(&format!("self_attn.{module}.bias")), b.clone()));
+                    out.push((name(&format!("self_attn.{module}.bias")), WeightRef::Tensor(b)));
                 }
             }
         }
-        out.push(("model.norm.weight".to_string(), self.norm.clone()));
+        out.push(("model.norm.weight".to_string(), WeightRef::Tensor(&self.norm)));
         if !self.config.tie_word_embeddings {
-            out.push(("lm_head.weight".to_string(), self.lm_head.clone()));
+            out.push(("lm_head.weight".to_string(), WeightRef::Tensor(&self.lm_head)));
         }
-        Ok(out)
+        out
     }
 
     /// The device the weights are on.

@@ -45,6 +45,40 @@ impl Weight {
     }
 }
 
+/// One weight of a model as [`super::Llama::weight_refs`] lists it, not yet dense.
+#[derive(Clone, Copy)]
+pub enum WeightRef<'a> {
+    /// A tensor kept dense (embeddings, norms, biases).
+    Tensor(&'a Tensor),
+    /// A linear layer's weight, which an adapter may target: `module` (`q_proj`, ...) of `layer`.
+    Linear {
+        /// The weight.
+        weight: &'a Weight,
+        /// Its layer.
+        layer: usize,
+        /// Its module, as PEFT names it.
+        module: &'static str,
+    },
+}
+
+impl WeightRef<'_> {
+    /// Its shape in Hugging Face's layout (rows first), without making it dense.
+    pub fn dims(&self) -> Vec<usize> {
+        match *self {
+            WeightRef::Tensor(t) | WeightRef::Linear { weight: Weight::Dense(t), .. } => t.dims().to_vec(),
+            WeightRef::Linear { weight: Weight::Quantized { blocks, .. }, .. } => blocks.shape().dims().to_vec(),
+        }
+    }
+
+    /// It as a dense f32 tensor in Hugging Face's layout.
+    pub fn dense(&self) -> Result<Tensor> {
+        match self {
+            WeightRef::Tensor(t) => Ok((*t).clone()),
+            WeightRef::Linear { weight, .. } => weight.dense(),
+        }
+    }
+}
+
 /// Undoes llama.cpp's query/key permutation along the last dimension: within
 /// each of `heads` heads, `(dim / 2, 2)` back to `(2, dim / 2)`.
 fn unpermute_last(t: &Tensor, heads: usize) -> Result<Tensor> {
