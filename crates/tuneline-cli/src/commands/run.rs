@@ -91,6 +91,9 @@ async fn train_then_deliver(
     for failure in plane.release(WorkerClass::Gpu).await {
         eprintln!("warning: {failure}");
     }
+    if plane.autoscalers.is_empty() {
+        eprintln!("run {run}: delivery waits for a CPU worker: start `tuneline worker --class cpu --server {}`", plane.server.url());
+    }
     let spec = JobSpec::Deliver(DeliverSpec { config: text.to_string(), run: run.to_string(), checkpoint: None });
     let deliver = job_of(client, spec, max_attempts).await?;
     let deliver = follow(client, deliver.id, ("deliver", 0), global).await?;
