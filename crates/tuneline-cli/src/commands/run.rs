@@ -113,11 +113,15 @@ async fn job_of(client: &Client, spec: JobSpec, max_attempts: u32) -> CliResult<
 }
 
 /// Follows job `id` until it ends, showing its `stage` with its steps (of
-/// `total`) and every requeue. Ctrl-C or SIGTERM stop the run's workers
+/// `total`, if it has any) and every requeue. Ctrl-C or SIGTERM stop the run's workers
 /// (they checkpoint) and end it.
 async fn follow(client: &Client, id: i64, (stage, total): (&str, u64), global: &Global) -> CliResult<Job> {
     let shown = Shown::new(&format!("job {id}"), global.quiet || global.json);
-    shown.start(stage, total, Unit::Items);
+    // A stage without steps (delivery) gets a line, not an empty bar.
+    match total {
+        0 => shown.note(&format!("job {id}: {stage}")),
+        _ => shown.start(stage, total, Unit::Items),
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
     let (mut shown_step, mut last_state, mut last_ended) = (0, None, 0);
     let job = loop {
