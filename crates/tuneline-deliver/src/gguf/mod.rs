@@ -143,40 +143,43 @@ pub fn export_all(
         .collect();
     let metadata: Vec<_> = targets.iter().map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant)).collect();
     let mut files = targets.iter().map(|(_, out)| AtomicFile::create(out)).collect::<Result<Vec<_>, _>>()?;
-    let written = (|| {
-        let mut writers = files
-            .iter_mut()
-            .zip(&metadata)
-            .zip(&layouts)
-            .map(|((file, metadata), (entries, _))| GgufWriter::start(file.writer(), metadata, entries))
-            .collect::<Result<Vec<_>, _>>()?;
-        // Tensors are merged and converted on every core, a few ahead of the one written next, and written in order.
-        let convert = |j: usize| {
-            let types: Vec<Option<GgmlDType>> = layouts.iter().map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype)).collect();
-            planned[j].source.convert(&types).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
-        };
-        ordered(planned.len(), AHEAD, convert, |j, converted| {
-            let mut copy = None;
-            for (writer, bytes) in writers.iter_mut().zip(converted?) {
-                let bytes = match bytes {
-                    Some(bytes) => bytes,
-                    None => {
-                        if copy.is_none() {
-                            copy = Some(base.as_mut().expect("copied from a base").bytes(&planned[j].name)?);
-                        }
-                        copy.clone().expect("read just above")
+    // A writer's failure (a full disk) names its own file.
+    let at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: DeliverError| match e {
+            DeliverError::Failed(m) => DeliverError::write(&path, m),
+            other => other,
+        }
+    };
+    let mut writers = files
+        .iter_mut()
+        .zip(&metadata)
+        .zip(&layouts)
+        .zip(targets)
+        .map(|(((file, metadata), (entries, _)), (_, out))| GgufWriter::start(file.writer(), metadata, entries).map(|w| (w, out)).map_err(at(out)))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Tensors are merged and converted on every core, a few ahead of the one written next, and written in order.
+    let convert = |j: usize| {
+        let types: Vec<Option<GgmlDType>> = layouts.iter().map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype)).collect();
+        planned[j].source.convert(&types).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
+    };
+    ordered(planned.len(), AHEAD, convert, |j, converted| {
+        let mut copy = None;
+        for ((writer, out), bytes) in writers.iter_mut().zip(converted?) {
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => {
+                    if copy.is_none() {
+                        copy = Some(base.as_mut().expect("copied from a base").bytes(&planned[j].name)?);
                     }
-                };
-                writer.tensor(&bytes)?;
-            }
-            Ok(())
-        })?;
-        writers.into_iter().try_for_each(GgufWriter::finish)
-    })();
-    written.map_err(|e| match e {
-        DeliverError::Failed(m) => DeliverError::write(&targets[0].1, m),
-        other => other,
+                    copy.clone().expect("read just above")
+                }
+            };
+            writer.tensor(&bytes).map_err(at(out))?;
+        }
+        Ok(())
     })?;
+    writers.into_iter().try_for_each(|(writer, out)| writer.finish().map_err(at(out)))?;
     let mut exported = Vec::new();
     for (file, (entries, copied)) in files.into_iter().zip(layouts) {
         let path = file.commit_after(&mut check)?;
