@@ -211,21 +211,25 @@ fn ordered<T: Send>(
         let (tx, rx) = mpsc::channel();
         for _ in 0..threads {
             let (tx, next, consumed, changed, work) = (tx.clone(), &next, &consumed, &changed, &work);
-            s.spawn(move || loop {
-                let j = next.fetch_add(1, Ordering::SeqCst);
-                if j >= n {
-                    break;
-                }
-                let mut state = consumed.lock().unwrap_or_else(|p| p.into_inner());
-                while !state.1 && j >= state.0 + ahead {
-                    state = changed.wait(state).unwrap_or_else(|p| p.into_inner());
-                }
-                if state.1 {
-                    break;
-                }
-                drop(state);
-                if tx.send((j, work(j))).is_err() {
-                    break;
+            s.spawn(move || {
+                // A panicking `work` stops the others, or they would wait forever for its result; the scope re-raises it.
+                let _stop = StopOnPanic(consumed, changed);
+                loop {
+                    let j = next.fetch_add(1, Ordering::SeqCst);
+                    if j >= n {
+                        break;
+                    }
+                    let mut state = consumed.lock().unwrap_or_else(|p| p.into_inner());
+                    while !state.1 && j >= state.0 + ahead {
+                        state = changed.wait(state).unwrap_or_else(|p| p.into_inner());
+                    }
+                    if state.1 {
+                        break;
+                    }
+                    drop(state);
+                    if tx.send((j, work(j))).is_err() {
+                        break;
+                    }
                 }
             });
         }
@@ -252,6 +256,18 @@ fn ordered<T: Send>(
         // Dropping the receiver ends the workers' sends; the scope waits for them.
         result
     })
+}
+
+/// Sets the stop flag of [`ordered`] when its thread unwinds.
+struct StopOnPanic<'a>(&'a std::sync::Mutex<(usize, bool)>, &'a std::sync::Condvar);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+            self.1.notify_all();
+        }
+    }
 }
 
 /// llama.cpp's `rope_freqs.weight` for Llama 3.1's long-context scaling: the
@@ -292,5 +308,46 @@ impl BaseTensors {
     fn bytes(&mut self, name: &str) -> Result<Vec<u8>, DeliverError> {
         let fail = |e: candle_core::Error| DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display()));
         Ok(self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(fail)?.data().map_err(fail)?.into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ordered, DeliverError};
+
+    #[test]
+    fn results_are_consumed_in_order_and_an_error_stops_the_work() {
+        let mut seen = Vec::new();
+        // Later indices finish first: the order still holds.
+        let work = |j: usize| {
+            std::thread::sleep(std::time::Duration::from_millis((20 - j as u64) % 7));
+            j * j
+        };
+        ordered(20, 3, work, |j, v| {
+            seen.push((j, v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, (0..20).map(|j| (j, j * j)).collect::<Vec<_>>());
+        let mut taken = 0;
+        let e = ordered(
+            1000,
+            4,
+            |j| j,
+            |j, _| {
+                if j == 5 {
+                    return Err(DeliverError::Failed("disk full".into()));
+                }
+                taken += 1;
+                Ok(())
+            },
+        );
+        assert!(matches!(e, Err(DeliverError::Failed(m)) if m == "disk full") && taken == 5);
+    }
+
+    #[test]
+    fn a_panicking_conversion_is_raised_not_waited_for() {
+        let raised = std::panic::catch_unwind(|| ordered(100, 2, |j| assert_ne!(j, 3, "bad tensor"), |_, ()| Ok(())));
+        assert!(raised.is_err());
     }
 }
