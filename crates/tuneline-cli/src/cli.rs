@@ -72,6 +72,9 @@ pub enum Command {
     /// What runs cost, from the ledger
     #[command(subcommand)]
     Cost(CostCommand),
+    /// Base models in the store, for workers that share nothing else with this machine
+    #[command(subcommand)]
+    Model(ModelCommand),
     /// Jobs on a server: list, submit an external trainer command, cancel, read logs
     Jobs(JobsArgs),
     /// Base against tuned on the eval split: loss, perplexity, exact match, ROUGE-L, BLEU, a spot-check sheet
@@ -285,6 +288,21 @@ pub struct WorkerArgs {
     /// The jobs it takes: gpu (training) or cpu (delivery)
     #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]
     pub class: String,
+}
+
+/// `tuneline model ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Commit a GGUF file or a Hugging Face directory to models/base/<name>/<sha256>/; prints the
+    /// `[model] path = "store:..."` that names it
+    Add {
+        /// The GGUF file or Hugging Face directory
+        #[arg(value_name = "PATH")]
+        path: PathBuf,
+        /// Its name in the store [default: the file's stem or the directory's name]
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+    },
 }
 
 /// `tuneline cost ...`.

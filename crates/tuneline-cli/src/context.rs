@@ -36,6 +36,18 @@ pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> 
     ArtifactStore::open(url, &config.store).map_err(Failure::from)
 }
 
+/// `config` with a `store:` `[model] path` pulled into `cache` and replaced
+/// by the local copy ([`tuneline_train::base::localize`]).
+pub async fn localize_model(global: &Global, store: &ArtifactStore, config: &mut Config, cache: &Path) -> CliResult<()> {
+    if layout::store_ref(&config.model.path).is_none() {
+        return Ok(());
+    }
+    let shown = Shown::new(&format!("fetch {}", config.model.path), global.quiet || global.json);
+    let localized = tuneline_train::base::localize(store, config, cache, &shown).await;
+    shown.finish();
+    Ok(localized?)
+}
+
 /// The dataset version `pinned`, or else the newest committed version of
 /// `[data] name`, pulled into `cache`; returns its prefix and local directory.
 pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {

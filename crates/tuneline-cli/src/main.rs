@@ -57,6 +57,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Server(args) => commands::server::server(&cli.global, args).await,
         Command::Worker(args) => commands::worker::worker(&cli.global, args).await,
         Command::Cost(command) => commands::cost::run(&cli.global, command),
+        Command::Model(command) => commands::model::run(&cli.global, command).await,
         Command::Jobs(args) => commands::jobs::run(&cli.global, args).await,
         Command::Eval(args) => commands::eval::eval(&cli.global, args).await,
         Command::Merge(args) => commands::merge::merge(&cli.global, args).await,

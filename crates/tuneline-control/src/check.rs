@@ -31,11 +31,11 @@ impl JobCheck for StoreCheck {
             JobSpec::Train(spec) => {
                 let (config, store) = config_and_store(&spec.config)?;
                 committed(&store, &spec.dataset).await?;
-                model_exists(&config)?;
+                model_exists(&config, &store).await?;
             }
             JobSpec::Deliver(spec) => {
                 let (config, store) = config_and_store(&spec.config)?;
-                model_exists(&config)?;
+                model_exists(&config, &store).await?;
                 let found = match spec.checkpoint {
                     Some(step) => store.is_committed(&layout::checkpoint(&spec.run, step)).await.map(|c| c.then_some(step)),
                     None => store.latest_numbered(&layout::checkpoints(&spec.run)).await.map(|l| l.map(|(_, step)| step)),
@@ -43,7 +43,7 @@ impl JobCheck for StoreCheck {
                 match found {
                     Ok(Some(_)) => {}
                     Ok(None) => {
-                        let which = spec.checkpoint.map_or("a committed checkpoint".to_string(), |s| format!("a committed checkpoint at step {s}"));
+                        let which = spec.checkpoint.map_or("committed checkpoint".to_string(), |s| format!("committed checkpoint at step {s}"));
                         return Err(Failure::unprocessable(
                             "spec.run",
                             format!("spec.run: run `{}` has no {which} in {}; train it first (`tuneline store ls runs/`)", spec.run, store.url()),
@@ -72,15 +72,23 @@ fn config_and_store(text: &str) -> Result<(Config, ArtifactStore), Failure> {
     Ok((config, store))
 }
 
-/// The base model must be where the config says: every worker loads it from there.
-fn model_exists(config: &Config) -> Result<(), Failure> {
-    if Path::new(&config.model.path).exists() {
+/// The base model must be where the config says: on the server, or, for a
+/// `store:` reference, committed in the job's store, where workers pull it from.
+async fn model_exists(config: &Config, store: &ArtifactStore) -> Result<(), Failure> {
+    let path = &config.model.path;
+    let reference = layout::store_ref(path);
+    let found = match reference {
+        Some(prefix) => store.is_committed(prefix).await.unwrap_or(false),
+        None => Path::new(path).exists(),
+    };
+    if found {
         return Ok(());
     }
-    Err(Failure::unprocessable(
-        "spec.config",
-        format!("spec.config: [model] path `{}` does not exist on the server; put the model there or fix the path", config.model.path),
-    ))
+    let fix = match reference.is_some() {
+        true => format!("no model is committed there in {}; `tuneline model add PATH` commits one", store.url()),
+        false => "it does not exist on the server; put the model there, fix the path, or name one in the store (`tuneline model add`)".to_string(),
+    };
+    Err(Failure::unprocessable("spec.config", format!("spec.config: [model] path `{path}`: {fix}")))
 }
 
 async fn committed(store: &ArtifactStore, dataset: &str) -> Result<(), Failure> {

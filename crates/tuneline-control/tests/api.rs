@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use tuneline_api::client::{Client, ClientError};
 use tuneline_api::State;
-use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec, WorkerRegister, WorkerState};
+use tuneline_api::{CommandSpec, DeliverSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec, WorkerRegister, WorkerState};
 use tuneline_control::api::Timing;
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::Server;
@@ -156,7 +156,19 @@ async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
     assert!(error.contains("no committed dataset version `datasets/chat/v2`"), "{error}");
     let (status, field, error) = refused(client.submit(&job("datasets/chat/v1")).await.unwrap_err());
     assert_eq!((status, field.as_deref()), (422, Some("spec.config")));
-    assert!(error.contains("missing.gguf` does not exist"), "{error}");
+    assert!(error.contains("missing.gguf`: it does not exist on the server"), "{error}");
+
+    // A model named in the store must be committed there; a delivery needs a committed checkpoint.
+    let in_store = format!("[store]\nurl = \"{}\"\n[model]\npath = \"store:models/base/m/ab\"\n", store_dir.display());
+    let train = JobSubmit::new(JobSpec::Train(TrainSpec { config: in_store.clone(), run: "r".into(), dataset: "datasets/chat/v1".into() }), None);
+    let (status, _, error) = refused(client.submit(&train).await.unwrap_err());
+    assert!(status == 422 && error.contains("no model is committed there") && error.contains("tuneline model add"), "{error}");
+    store.push_dir(&data, "models/base/m/ab", &tuneline_store::NoProgress).await.unwrap();
+    client.submit(&train).await.unwrap();
+    let deliver = JobSubmit::new(JobSpec::Deliver(DeliverSpec { config: in_store, run: "r".into(), checkpoint: Some(40) }), None);
+    let (status, field, error) = refused(client.submit(&deliver).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (422, Some("spec.run")));
+    assert!(error.contains("run `r` has no committed checkpoint at step 40"), "{error}");
 }
 
 #[tokio::test]

@@ -51,6 +51,15 @@ pub fn base_model(name: &str, sha256: &str) -> String {
     format!("models/base/{name}/{sha256}")
 }
 
+/// What a config's path starts with when it names a store artifact
+/// instead of a local file (`[model] path = "store:models/base/<name>/<sha256>"`).
+pub const STORE_REF: &str = "store:";
+
+/// The artifact prefix `path` names, when it is a [`STORE_REF`].
+pub fn store_ref(path: &str) -> Option<&str> {
+    path.strip_prefix(STORE_REF).map(|p| p.trim_matches('/'))
+}
+
 /// Version `version` of delivered model `name`.
 pub fn model(name: &str, version: &str) -> String {
     format!("models/{name}/{version}")
@@ -69,5 +78,7 @@ mod tests {
         assert_eq!(delivery("r1", 200), "runs/r1/delivery/200");
         assert_eq!(base_model("smollm2", "ab12"), "models/base/smollm2/ab12");
         assert_eq!(model("support-bot", "v1"), "models/support-bot/v1");
+        assert_eq!(store_ref("store:models/base/smollm2/ab12/"), Some(base_model("smollm2", "ab12").as_str()));
+        assert_eq!(store_ref("models/smollm2.gguf"), None);
     }
 }

@@ -27,10 +27,11 @@ pub struct BaseModel {
 }
 
 impl BaseModel {
-    /// Hashes the model at `path` (a GGUF file or a Hugging Face directory).
-    pub fn identify(path: &Path) -> Result<Self, ModelError> {
-        let mut hash = Sha256::new();
-        let files = match ModelSource::detect(path)? {
+    /// The files that make the model at `path` what it is, and that its hash
+    /// covers: the GGUF file, or a directory's config, tokenizer and
+    /// safetensors files, sorted by name.
+    pub fn files(path: &Path) -> Result<Vec<std::path::PathBuf>, ModelError> {
+        Ok(match ModelSource::detect(path)? {
             ModelSource::Gguf(file) => vec![file],
             ModelSource::HfDir(dir) => {
                 let listed = std::fs::read_dir(&dir).map_err(|e| ModelError::new(&dir, format!("cannot list: {e}")))?;
@@ -41,7 +42,13 @@ impl BaseModel {
                 names.sort();
                 names.into_iter().map(|n| dir.join(n)).collect()
             }
-        };
+        })
+    }
+
+    /// Hashes the model at `path` (a GGUF file or a Hugging Face directory).
+    pub fn identify(path: &Path) -> Result<Self, ModelError> {
+        let mut hash = Sha256::new();
+        let files = Self::files(path)?;
         for file in &files {
             hash.update(file.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
             hash.update([0]);

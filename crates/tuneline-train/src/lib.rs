@@ -3,6 +3,7 @@
 //! resumes exactly where it stopped.
 
 pub mod adamw;
+pub mod base;
 pub mod batches;
 pub mod checkpoint;
 pub mod rows;

@@ -1,21 +1,27 @@
 //! `tuneline data prepare | show | ls`.
 
+use std::path::Path;
+
 use indicatif::HumanBytes;
 use tuneline_core::layout;
 use tuneline_data::prepare::Manifest;
 use tuneline_store::ArtifactStore;
 
 use crate::cli::{DataCommand, Global};
-use crate::context::{load_config, open_store};
+use crate::context::{load_config, localize_model, open_store};
 use crate::dataset::{manifest_at, prepare, render};
+use crate::delivery::CACHE;
 use crate::exit::{CliResult, Failure};
 
 /// Runs a `tuneline data` command.
 pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
-    let loaded = load_config(global, true)?;
-    let store = open_store(global, &loaded.config)?;
+    let mut config = load_config(global, true)?.config;
+    let store = open_store(global, &config)?;
     match command {
-        DataCommand::Prepare { inputs } => prepare(global, &store, &loaded.config, inputs).await.map(drop),
+        DataCommand::Prepare { inputs } => {
+            localize_model(global, &store, &mut config, Path::new(CACHE)).await?;
+            prepare(global, &store, &config, inputs).await.map(drop)
+        }
         DataCommand::Show { dataset } => {
             let manifest = find(&store, dataset).await?;
             if global.json {

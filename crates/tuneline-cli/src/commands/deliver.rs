@@ -8,20 +8,21 @@ use std::path::{Path, PathBuf};
 use tuneline_api::Client;
 
 use crate::cli::{DeliverArgs, Global};
-use crate::context::{load_config, open_store};
+use crate::context::{load_config, localize_model, open_store};
 use crate::delivery::{deliver as deliver_run, summary, Ledger, CACHE};
 use crate::exit::CliResult;
 use crate::plane::STATE_DIR;
 
 /// Runs `tuneline deliver`.
 pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
-    let config = load_config(global, false)?.config;
+    let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let ledger = match (&args.server, &args.token) {
         (Some(server), token) => Ledger::Server(Client::new(server, token.as_deref().unwrap_or_default())),
         (None, _) => Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR))),
     };
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(CACHE));
+    localize_model(global, &store, &mut config, &cache).await?;
     let from = (args.from.run.as_deref(), args.from.checkpoint);
     let (checkpoint, eval, sheet, delivered) = deliver_run(global, &store, &config, from, args.out.as_deref(), &ledger, &cache).await?;
     let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(&checkpoint.run));

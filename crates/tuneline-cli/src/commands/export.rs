@@ -9,7 +9,7 @@ use tuneline_deliver::gguf::quant::Quant;
 use tuneline_deliver::merge;
 
 use crate::cli::{ExportArgs, Global};
-use crate::context::{load_config, open_store};
+use crate::context::{load_config, localize_model, open_store};
 use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint, CACHE};
 use crate::exit::{CliResult, Failure};
 
@@ -17,16 +17,18 @@ use crate::exit::{CliResult, Failure};
 pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
     let quants: Vec<Quant> =
         args.quant.split(',').map(|q| q.trim().parse()).collect::<Result<_, String>>().map_err(|e| Failure::input(format!("--quant: {e}")))?;
-    let config = load_config(global, args.model.is_some())?.config;
+    let mut config = load_config(global, args.model.is_some())?.config;
+    let store = open_store(global, &config)?;
+    if args.model.is_none() {
+        localize_model(global, &store, &mut config, Path::new(CACHE)).await?;
+    }
     if args.adapter {
-        let store = open_store(global, &config)?;
         let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
         let base = Path::new(&config.model.path);
         let e = tokio::task::block_in_place(|| export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out))?;
         println!("exported the adapter of {} -> {} ({:.1} MB, {} tensors)", checkpoint.name(), e.path.display(), e.bytes as f64 / 1e6, e.tensors.len());
         return Ok(());
     }
-    let store = open_store(global, &config)?;
     let (merged, what, eval) = match &args.model {
         Some(dir) => {
             let merged = tokio::task::block_in_place(|| merge::open(dir))?;

@@ -9,6 +9,7 @@ pub mod export;
 pub mod init;
 pub mod jobs;
 pub mod merge;
+pub mod model;
 pub mod plan;
 pub mod push;
 pub mod run;

@@ -17,7 +17,7 @@ use tuneline_core::progress::{Progress, Unit};
 use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
 use crate::cli::{Global, RunArgs};
-use crate::context::{config_path, fetch_dataset, load_config, open_store};
+use crate::context::{config_path, fetch_dataset, load_config, localize_model, open_store};
 use crate::cost_report::print_report;
 use crate::dataset::prepare;
 use crate::delivery::delivered;
@@ -28,15 +28,17 @@ use crate::progress::Shown;
 /// Runs `tuneline run`.
 pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let path = config_path(global);
-    let loaded = load_config(global, false)?;
-    let config = &loaded.config;
+    let mut config = load_config(global, false)?.config;
+    let store = open_store(global, &config)?;
+    let cache = PathBuf::from(".tuneline/cache");
+    // The job keeps the config's own text: a `store:` model is pulled by each worker into its cache.
+    localize_model(global, &store, &mut config, &cache).await?;
+    let config = &config;
     check_memory_budget(config)?;
     // A device this build cannot use is refused before any work.
     compute_device(config.model.device)?;
     let text = std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    let store = open_store(global, config)?;
     let dataset = prepare(global, &store, config, &[]).await?;
-    let cache = PathBuf::from(".tuneline/cache");
     let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;
     let (train_rows, _) = read_splits(&dataset, &local)?;

@@ -14,7 +14,7 @@ use tuneline_train::setup;
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, TrainArgs};
-use crate::context::{fetch_dataset, load_config, open_store};
+use crate::context::{fetch_dataset, load_config, localize_model, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
 
@@ -24,11 +24,12 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     if let Some(steps) = args.max_steps {
         config.training.max_steps = Some(steps);
     }
+    let store = open_store(global, &config)?;
+    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
+    localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;
     let device = setup::compute_device(config.model.device)?;
-    let store = open_store(global, config)?;
-    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
     let (dataset, local) = fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;

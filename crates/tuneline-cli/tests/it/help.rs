@@ -24,6 +24,7 @@ const COMMANDS: &[&[&str]] = &[
     &["jobs", "cancel"],
     &["jobs", "logs"],
     &["cost", "report"],
+    &["model", "add"],
     &["plan"],
     &["simulate"],
     &["eval"],
