@@ -1,6 +1,7 @@
-//! What a leased job runs, and its prefetch: the dataset version and the
-//! run's latest committed checkpoint are pulled into the worker's cache
-//! before the trainer starts, so the GPU never waits on the network.
+//! What a leased job runs, and its prefetch: the dataset version, a base
+//! model named in the store, and the run's latest committed checkpoint are
+//! pulled into the worker's cache before the trainer starts, so the GPU
+//! never waits on the network.
 //!
 //! - `train`: `tuneline train` with the job's config, pinned dataset and run;
 //!   it resumes from the prefetched checkpoint by itself.
@@ -67,6 +68,10 @@ impl Setup {
                 tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
                 let dataset = &spec.dataset;
                 let mut bytes_down = store.pull(dataset, &cache.join(dataset), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                // A base model in the store is prefetched too, to where the trainer resolves `[model] path` in this cache.
+                if let Some(model) = layout::store_ref(&config.model.path) {
+                    bytes_down += store.pull(model, &cache.join(model), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                }
                 if let Some((prefix, _)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
                     bytes_down += store.pull(&prefix, &cache.join("runs").join(&run).join("resume"), &NoProgress).await.map_err(infra)?.bytes_transferred;
                 }
