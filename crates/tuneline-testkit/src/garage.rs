@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::process::{free_port, on_lasting_thread, spawn_tied};
+use crate::process::{free_port, on_lasting_thread, remove_at_exit, spawn_tied};
 
 use rand::Rng;
 
@@ -76,6 +76,8 @@ fn start() -> Result<Garage, String> {
     };
     let (key_id, secret) = (field("Key ID:")?, field("Secret key:")?);
     admin(&["bucket", "allow", "--read", "--write", "--owner", &bucket, "--key", "tuneline-test-key"])?;
+    // Kept while it fails to start, for its log; removed with a server that ran.
+    remove_at_exit(dir);
     Ok(Garage { endpoint: format!("http://127.0.0.1:{s3}"), bucket, key_id, secret, config })
 }
 

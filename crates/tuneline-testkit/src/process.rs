@@ -2,8 +2,9 @@
 //! spawned from a thread that never exits, with `PR_SET_PDEATHSIG`, which
 //! fires when the spawning *thread* ends, so the kernel kills it with the process.
 
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::mpsc;
+use std::sync::{Mutex, Once, mpsc};
 
 /// Runs `start` on a thread that lives as long as the process and returns
 /// what it returns; servers it spawns with [`spawn_tied`] die with the process.
@@ -35,4 +36,23 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<()> {
 /// A free port on loopback.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server's working directory, removed when the test process exits (its server dies then too):
+/// every test binary of every run starts its own servers, whose kept directories would fill the disk.
+pub fn remove_at_exit(dir: PathBuf) {
+    static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    static REGISTER: Once = Once::new();
+    extern "C" fn remove_all() {
+        if let Ok(dirs) = DIRS.lock() {
+            for dir in dirs.iter() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    DIRS.lock().unwrap_or_else(|e| e.into_inner()).push(dir);
+    // SAFETY: `remove_all` is a plain function that lives as long as the process.
+    REGISTER.call_once(|| unsafe {
+        libc::atexit(remove_all);
+    });
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::process::{free_port, on_lasting_thread, spawn_tied};
+use crate::process::{free_port, on_lasting_thread, remove_at_exit, spawn_tied};
 
 /// A running registry and the one account that may push to it.
 #[derive(Debug)]
@@ -50,5 +50,7 @@ fn start() -> Result<Registry, String> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Kept while it fails to start, for its log; removed with a server that ran.
+    remove_at_exit(dir);
     Ok(Registry { addr, user, password })
 }
