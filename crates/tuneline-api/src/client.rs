@@ -10,13 +10,14 @@ use crate::error::ApiError;
 use crate::jobs::{Job, JobSubmit};
 use crate::leases::{Heartbeat, Lease, LeaseRequest, Orders, Release, Start};
 use crate::ledger::{LogLine, Segment};
+use crate::trust::Trust;
 use crate::workers::{Registered, Worker, WorkerRegister};
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The server could not be reached or did not answer in time.
-    #[error("control plane at {url} did not answer ({source}); check that `tuneline server` runs there and that --server names it")]
+    #[error("control plane at {url} did not answer ({}); check that `tuneline server` runs there and that --server names it", causes(source))]
     Unreachable {
         /// The server.
         url: String,
@@ -41,21 +42,64 @@ impl ClientError {
             Self::Refused { status, .. } => status.is_server_error(),
         }
     }
+
+    /// The server no longer accepts this caller (401) or its claim on a job (403):
+    /// a worker declared lost or terminated, whose job went to another.
+    pub fn is_revoked(&self) -> bool {
+        matches!(self, Self::Refused { status, .. } if *status == StatusCode::UNAUTHORIZED || *status == StatusCode::FORBIDDEN)
+    }
+}
+
+/// `e` and every error under it: reqwest's own message omits a TLS refusal's reason.
+fn causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let line = cause.to_string();
+        if !text.contains(&line) {
+            text = format!("{text}: {line}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A client of one server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     base: String,
     token: String,
     http: reqwest::Client,
 }
 
+/// The token stays out of logs.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("base", &self.base).finish_non_exhaustive()
+    }
+}
+
 impl Client {
-    /// A client of the server at `base` (`http://host:port`) presenting `token`.
+    /// A client of the server at `base` (`http://host:port` or `https://...`,
+    /// whose certificate a public CA signed) presenting `token`.
     pub fn new(base: &str, token: &str) -> Self {
-        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).build().expect("a client with default TLS settings");
+        Self::with_trust(base, token, Trust::System)
+    }
+
+    /// A client that trusts the server's certificate by `trust` (pinned by fingerprint for a self-signed one).
+    pub fn with_trust(base: &str, token: &str, trust: Trust) -> Self {
+        let tls = crate::trust::client_config(trust).expect("the ring provider supports the default protocol versions");
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tls_backend_preconfigured(tls)
+            .build()
+            .expect("a client with a preconfigured rustls backend");
         Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http }
+    }
+
+    /// The same server and trust, presenting `token` instead (a worker's own, once registered).
+    pub fn with_token(&self, token: &str) -> Self {
+        Self { token: token.to_string(), ..self.clone() }
     }
 
     async fn call<T: DeserializeOwned>(&self, method: reqwest::Method, path: &str, body: Option<&impl Serialize>, timeout: Duration) -> Result<T, ClientError> {

@@ -9,7 +9,8 @@
 //! - [`events`]: what the trainer tells its worker, one JSON line each;
 //! - [`exit`]: the exit codes of `tuneline` that a worker reads;
 //! - [`error`]: the error body of every non-2xx answer;
-//! - [`client`]: the HTTP client, one method per endpoint.
+//! - [`client`]: the HTTP client, one method per endpoint;
+//! - [`trust`]: join tokens, certificate pinning, and where plain HTTP is allowed.
 
 pub mod client;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod exit;
 pub mod jobs;
 pub mod leases;
 pub mod ledger;
+pub mod trust;
 pub mod workers;
 
 pub use client::{Client, ClientError};
@@ -26,5 +28,6 @@ pub use events::{StepLog, TrainerEvent};
 pub use jobs::{CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};
 pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start};
 pub use ledger::{LogLine, Segment};
+pub use trust::{Fingerprint, JoinToken, Trust};
 pub use tuneline_core::clock::now;
 pub use workers::{Registered, Worker, WorkerClass, WorkerRegister, WorkerState};

@@ -43,6 +43,9 @@ pub struct WorkerRegister {
 pub struct Registered {
     /// The worker's id, for every later call.
     pub worker: i64,
+    /// The worker's own bearer token, for every later call: it acts only as
+    /// this worker, on the job it holds, and is revoked when the worker ends.
+    pub token: String,
     /// Seconds between heartbeats.
     pub heartbeat_s: f64,
     /// A worker silent this long is declared lost.

@@ -142,6 +142,8 @@ pub struct DeliverArgs {
     /// That server's bearer token
     #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN", requires = "server")]
     pub token: Option<String>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Without --server: the state directory whose ledger bills the run [default: .tuneline/control]
     #[arg(long, value_name = "DIR", conflicts_with = "server")]
     pub state_dir: Option<PathBuf>,
@@ -194,6 +196,8 @@ pub struct JobsArgs {
     /// The server's bearer token [default: .tuneline/control/token]
     #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     #[command(subcommand)]
     pub command: JobsCommand,
 }
@@ -247,6 +251,18 @@ pub struct RunArgs {
     pub max_attempts: u32,
 }
 
+/// How a client trusts a server (`tuneline jobs`, `worker`, `deliver`).
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The server certificate's sha256:HEX fingerprint to pin [default: the join token's, or the
+    /// certificate in .tuneline/control, else the system's CAs]
+    #[arg(long, env = "TUNELINE_SERVER_FINGERPRINT", value_name = "SHA256")]
+    pub fingerprint: Option<String>,
+    /// Allow plain http:// past loopback, which sends tokens in clear
+    #[arg(long, env = "TUNELINE_INSECURE_HTTP")]
+    pub insecure_http: bool,
+}
+
 /// `tuneline server`.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
@@ -256,6 +272,18 @@ pub struct ServerArgs {
     /// State directory: state.db, the token file, local workers' logs [default: .tuneline/control]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Serve plain HTTP past loopback ([server] tls = "off"), sending tokens in clear
+    #[arg(long)]
+    pub insecure_http: bool,
+    #[command(subcommand)]
+    pub command: Option<ServerCommand>,
+}
+
+/// `tuneline server ...`.
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Print the command that joins a worker to this server, with its join token
+    JoinToken,
 }
 
 /// `tuneline worker`.
@@ -264,9 +292,14 @@ pub struct WorkerArgs {
     /// The server's URL
     #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
     pub server: String,
-    /// The server's bearer token [default: .tuneline/control/token]
+    /// The join token `tuneline server join-token` prints: it registers the worker and pins the server's certificate
+    #[arg(long, env = "TUNELINE_JOIN", hide_env_values = true, value_name = "TOKEN", conflicts_with = "token")]
+    pub join: Option<String>,
+    /// The server's admin token instead of a join token [default: .tuneline/control/token]
     #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Local cache for datasets and checkpoints (the node's NVMe) [default: .tuneline/worker-cache]
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tuneline_api::WorkerClass;
+use tuneline_api::trust::check_transport;
+use tuneline_api::{Client, Fingerprint, Trust, WorkerClass};
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
-use tuneline_control::serve::Server;
+use tuneline_control::serve::{Endpoint, Server};
 use tuneline_core::config::Config;
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
@@ -37,6 +38,28 @@ pub fn token(flag: Option<&str>) -> CliResult<String> {
         .map_err(|_| Failure::input(format!("no token: pass --token or set TUNELINE_TOKEN to the server's token (it keeps it in {})", file.display())))
 }
 
+/// A client of `server` presenting `token`, trusting its certificate by
+/// [`trust`]. Plain HTTP past loopback needs `insecure_http`.
+pub fn client(server: &str, token: &str, fingerprint: Option<&str>, insecure_http: bool) -> CliResult<Client> {
+    check_transport(server, insecure_http).map_err(Failure::input)?;
+    Ok(Client::with_trust(server, token, trust(fingerprint)?))
+}
+
+/// Trust in a server's certificate: the pinned `fingerprint`, else the
+/// certificate of a server whose state is in this directory, else the system's CAs.
+pub fn trust(fingerprint: Option<&str>) -> CliResult<Trust> {
+    let pinned = match fingerprint {
+        Some(text) => Some(Fingerprint::parse(text).ok_or_else(|| Failure::input(format!("--fingerprint {text}: expected sha256: and 64 hex digits")))?),
+        None => local_fingerprint(),
+    };
+    Ok(pinned.map_or(Trust::System, Trust::Pinned))
+}
+
+/// The fingerprint of the self-signed certificate of a server in this directory.
+fn local_fingerprint() -> Option<Fingerprint> {
+    tuneline_control::tls::fingerprint_of(&Path::new(STATE_DIR).join(tuneline_control::tls::CERT_FILE)).ok()
+}
+
 /// A running control plane.
 pub struct ControlPlane {
     /// The API server.
@@ -47,13 +70,13 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts the server on `listen` over `state_dir`, and the autoscalers.
-    pub async fn start(config: &Config, state_dir: &Path, listen: &str) -> CliResult<Self> {
+    /// Starts the server on `endpoint` over `state_dir`, and the autoscalers.
+    pub async fn start(config: &Config, state_dir: &Path, endpoint: &Endpoint) -> CliResult<Self> {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
-        let server = Server::start(state_dir, listen, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
+        let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
         let autoscalers: Vec<_> =
             pools(config, state_dir, &server)?.into_iter().map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool))).collect();
         if autoscalers.is_empty() {
@@ -74,6 +97,11 @@ impl ControlPlane {
             }
         });
         Ok(Self { server, autoscalers, scaling: Some(scaling) })
+    }
+
+    /// An admin client of this server, pinned to its certificate.
+    pub fn client(&self) -> Client {
+        Client::with_trust(&self.server.url(), &self.server.token, self.server.fingerprint().map_or(Trust::System, Trust::Pinned))
     }
 
     /// Terminates the instances of the `class` pool, whose work is done (the
@@ -128,7 +156,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Vec<(A
         Arc::new(LocalProvider::new(LocalSettings {
             exe: exe.clone(),
             server: server.url(),
-            token: server.token.clone(),
+            join: server.join.to_string(),
             dir: state_dir.join("workers"),
             offer: offer.clone(),
             class,

@@ -11,7 +11,8 @@
 //! - [`serve`]: starting the server and reaping silent workers;
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
 //! - [`report`]: the cost report (ETH) from the ledger;
-//! - [`lock`], [`token`]: one server per database, and its bearer token.
+//! - [`tls`]: the server's certificate, from config or made once;
+//! - [`lock`], [`token`]: one server per database, and its secrets' files.
 
 pub mod api;
 pub mod autoscale;
@@ -21,4 +22,5 @@ pub mod job;
 pub mod lock;
 pub mod report;
 pub mod serve;
+pub mod tls;
 pub mod token;

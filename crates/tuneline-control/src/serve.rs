@@ -1,5 +1,6 @@
-//! Starting the server: lock the state database, load (or make) the token,
-//! bind, serve the API, and reap workers that stop heartbeating.
+//! Starting the server: lock the state database, load (or make) the admin
+//! token, the join secret and the TLS identity, bind, serve the API (HTTPS,
+//! or plain HTTP on loopback), and reap workers that stop heartbeating.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,15 +9,105 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use crate::api::credentials::Secrets;
 use crate::api::{router, JobCheck, Shared, Timing};
 use crate::db::{Db, DbError};
 use crate::lock::{LockError, StateLock};
-use tuneline_api::now;
+use crate::tls::{identity, TlsSource};
+use tuneline_api::trust::check_transport;
+use tuneline_api::{now, Fingerprint, JoinToken};
+use tuneline_core::config::{ServerConfig, TlsMode};
 
 /// The state database in a state directory.
 pub const STATE_DB: &str = "state.db";
-/// The token file in a state directory.
+/// The admin token file in a state directory.
 pub const TOKEN_FILE: &str = "token";
+/// The join secret file in a state directory.
+pub const JOIN_FILE: &str = "join-secret";
+
+/// Where and how the server listens.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `host:port` to bind.
+    pub listen: String,
+    /// HTTPS with this certificate; `None` serves plain HTTP.
+    pub tls: Option<TlsSource>,
+    /// Allows plain HTTP past loopback.
+    pub insecure_http: bool,
+}
+
+impl Endpoint {
+    /// Plain HTTP on `listen` (loopback, as tests and `tuneline run` use).
+    pub fn plain(listen: &str) -> Self {
+        Self { listen: listen.to_string(), tls: None, insecure_http: false }
+    }
+
+    /// The endpoint `[server]` describes, on `listen`: HTTPS unless `tls` is
+    /// off, or auto on a loopback address with no certificate configured.
+    pub fn from_config(server: &ServerConfig, listen: &str, insecure_http: bool) -> Self {
+        let files = server.tls_cert.as_ref().zip(server.tls_key.as_ref()).map(|(cert, key)| TlsSource::Files { cert: cert.into(), key: key.into() });
+        let https = match server.tls {
+            TlsMode::On => true,
+            TlsMode::Off => false,
+            TlsMode::Auto => files.is_some() || check_transport(&format!("http://{listen}"), false).is_err(),
+        };
+        let mut endpoint = if !https {
+            Self::plain(listen)
+        } else if let Some(files) = files {
+            Self { listen: listen.to_string(), tls: Some(files), insecure_http: false }
+        } else {
+            Self::self_signed(listen)
+        };
+        endpoint.insecure_http = insecure_http;
+        endpoint
+    }
+
+    /// HTTPS on `listen` with a self-signed certificate kept in the state directory.
+    pub fn self_signed(listen: &str) -> Self {
+        let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host).trim_start_matches('[').trim_end_matches(']');
+        let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        if !host.is_empty() && !names.iter().any(|n| n == host) && host.parse::<std::net::IpAddr>().map_or(true, |ip| !ip.is_unspecified()) {
+            names.push(host.to_string());
+        }
+        Self { listen: listen.to_string(), tls: Some(TlsSource::SelfSigned { names }), insecure_http: false }
+    }
+}
+
+/// The join token of the server whose state is in `state_dir`, serving `endpoint`
+/// (its secret and certificate are made if this is before its first start).
+pub fn join_token(state_dir: &Path, endpoint: &Endpoint) -> Result<JoinToken, ServeError> {
+    let secret = join_secret(state_dir)?;
+    let fingerprint = endpoint.tls.as_ref().map(|source| identity(source, state_dir).map(|i| i.fingerprint)).transpose().map_err(ServeError::Endpoint)?;
+    Ok(JoinToken { secret, fingerprint })
+}
+
+/// The join secret kept in `state_dir`, made on first use.
+fn join_secret(state_dir: &Path) -> Result<String, ServeError> {
+    let path = state_dir.join(JOIN_FILE);
+    crate::token::load_or_create(&path).map_err(|source| ServeError::Io { what: format!("join secret file {}", path.display()), source })
+}
+
+/// The URL workers reach a server at: `[server] url`, else the endpoint's
+/// scheme and address, an unspecified host (0.0.0.0) replaced by this host's name.
+pub fn public_url(server: &ServerConfig, endpoint: &Endpoint, addr: &str) -> String {
+    if let Some(url) = &server.url {
+        return url.trim_end_matches('/').to_string();
+    }
+    let scheme = if endpoint.tls.is_some() { "https" } else { "http" };
+    let (host, port) = addr.rsplit_once(':').unwrap_or((addr, ""));
+    let unspecified = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    let host = if unspecified || host.is_empty() {
+        std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    } else {
+        host.to_string()
+    };
+    format!("{scheme}://{host}:{port}")
+}
+
+/// The command that joins a worker to the server at `url`.
+pub fn join_command(url: &str, join: &JoinToken) -> String {
+    format!("tuneline worker --server {url} --join {join}")
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +118,9 @@ pub enum ServeError {
     /// The state database failed.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The endpoint is unsafe or its certificate unusable.
+    #[error("{0}")]
+    Endpoint(String),
     /// The token file or the listening socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -41,8 +135,10 @@ pub enum ServeError {
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
-    /// The bearer token clients must present.
+    /// The admin token: every right.
     pub token: String,
+    /// What a worker joins with: the join secret and the certificate's fingerprint.
+    pub join: JoinToken,
     /// Its state, for in-process users (the autoscaler).
     pub shared: Arc<Shared>,
     serving: JoinHandle<()>,
@@ -51,8 +147,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Locks `state_dir`'s database, binds `listen` and serves.
-    pub async fn start(state_dir: &Path, listen: &str, timing: Timing, check: Box<dyn JobCheck>) -> Result<Self, ServeError> {
+    /// Locks `state_dir`'s database, binds `endpoint` and serves.
+    pub async fn start(state_dir: &Path, endpoint: &Endpoint, timing: Timing, check: Box<dyn JobCheck>) -> Result<Self, ServeError> {
+        let listen = endpoint.listen.as_str();
+        if endpoint.tls.is_none() {
+            check_transport(&format!("http://{listen}"), endpoint.insecure_http).map_err(ServeError::Endpoint)?;
+        }
         let io = |what: String| move |source| ServeError::Io { what, source };
         std::fs::create_dir_all(state_dir).map_err(io(format!("creating {}", state_dir.display())))?;
         let db_path: PathBuf = state_dir.join(STATE_DB);
@@ -63,23 +163,48 @@ impl Server {
             .filter(|t| !t.is_empty())
             .map_or_else(|| crate::token::load_or_create(&token_path), Ok)
             .map_err(io(format!("token file {}", token_path.display())))?;
-        let shared = Shared::new(Db::open(&db_path)?, token.clone(), timing, check);
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(io(format!("listening on {listen}")))?;
+        let join = join_secret(state_dir)?;
+        let identity = endpoint.tls.as_ref().map(|source| identity(source, state_dir)).transpose().map_err(ServeError::Endpoint)?;
+        let fingerprint = identity.as_ref().map(|i| i.fingerprint);
+        let shared = Shared::new(Db::open(&db_path)?, Secrets { admin: token.clone(), join: join.clone() }, timing, check);
+        let listener = std::net::TcpListener::bind(listen).map_err(io(format!("listening on {listen}")))?;
+        listener.set_nonblocking(true).map_err(io(format!("listening on {listen}")))?;
         let addr = listener.local_addr().map_err(io(format!("listening on {listen}")))?;
         let app = router(shared.clone());
-        let serving = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!("the API server stopped: {e}");
+        let serving = match identity {
+            None => {
+                let listener = tokio::net::TcpListener::from_std(listener).map_err(io(format!("listening on {listen}")))?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app).await {
+                        tracing::error!("the API server stopped: {e}");
+                    }
+                })
             }
-        });
+            Some(identity) => {
+                let config = axum_server::tls_rustls::RustlsConfig::from_config(identity.config);
+                let server = axum_server::from_tcp_rustls(listener, config).map_err(io(format!("listening on {listen}")))?;
+                tokio::spawn(async move {
+                    if let Err(e) = server.serve(app.into_make_service()).await {
+                        tracing::error!("the API server stopped: {e}");
+                    }
+                })
+            }
+        };
         let reaping = tokio::spawn(reap(shared.clone()));
-        tracing::info!("control plane listening on http://{addr}, state in {}", db_path.display());
-        Ok(Self { addr, token, shared, serving, reaping, _lock: lock })
+        let scheme = if fingerprint.is_some() { "https" } else { "http" };
+        tracing::info!("control plane listening on {scheme}://{addr}, state in {}", db_path.display());
+        Ok(Self { addr, token, join: JoinToken { secret: join, fingerprint }, shared, serving, reaping, _lock: lock })
     }
 
-    /// The base URL clients use.
+    /// The base URL clients on this machine use.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.join.fingerprint.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The fingerprint of the certificate it serves, if HTTPS.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.join.fingerprint
     }
 }
 
@@ -110,5 +235,34 @@ async fn reap(shared: Arc<Shared>) {
         if !lost.is_empty() {
             shared.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_serves_https_past_loopback_and_a_configured_certificate_anywhere() {
+        let auto = ServerConfig::default();
+        assert_eq!(Endpoint::from_config(&auto, "127.0.0.1:8470", false).tls, None, "plain on loopback");
+        assert!(matches!(Endpoint::from_config(&auto, "0.0.0.0:8470", false).tls, Some(TlsSource::SelfSigned { .. })));
+        let files = ServerConfig { tls_cert: Some("c.pem".into()), tls_key: Some("k.pem".into()), ..ServerConfig::default() };
+        assert!(matches!(Endpoint::from_config(&files, "127.0.0.1:8470", false).tls, Some(TlsSource::Files { .. })));
+        let on = ServerConfig { tls: TlsMode::On, ..ServerConfig::default() };
+        assert!(Endpoint::from_config(&on, "127.0.0.1:0", false).tls.is_some());
+        let off = ServerConfig { tls: TlsMode::Off, ..ServerConfig::default() };
+        assert!(Endpoint::from_config(&off, "10.0.0.1:8470", true).tls.is_none());
+    }
+
+    #[test]
+    fn the_public_url_names_a_reachable_host() {
+        let config = ServerConfig::default();
+        let https = Endpoint::self_signed("10.0.0.1:8470");
+        assert_eq!(public_url(&config, &https, "10.0.0.1:8470"), "https://10.0.0.1:8470");
+        assert!(!public_url(&config, &https, "0.0.0.0:8470").contains("0.0.0.0"));
+        let named = ServerConfig { url: Some("https://control.example:8470/".into()), ..ServerConfig::default() };
+        assert_eq!(public_url(&named, &https, "0.0.0.0:8470"), "https://control.example:8470");
+        assert_eq!(join_command("https://h:1", &JoinToken { secret: "ab".into(), fingerprint: None }), "tuneline worker --server https://h:1 --join tlj1.ab");
     }
 }

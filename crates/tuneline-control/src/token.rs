@@ -1,4 +1,4 @@
-//! The API's bearer token: generated on the server's first start and kept in
+//! A server secret (the admin token, the join secret): generated on the first start and kept in
 //! a file only its owner can read (mode 0600), next to the state database.
 
 use std::io::Write;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tuneline_api::State;
 use tuneline_api::{now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClass, WorkerRegister, WorkerState};
+use tuneline_control::api::credentials::Secrets;
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Pool};
@@ -68,7 +69,7 @@ fn offer() -> Offer {
 
 fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
-    let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), "t".into(), timing, Box::new(Accept));
+    let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
     let pool = Pool { class: WorkerClass::Gpu, offer: offer(), max_workers: 2, idle_timeout, boot_grace };
     let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
@@ -77,7 +78,7 @@ fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) ->
 
 fn register(shared: &Shared, instance: &str) -> i64 {
     let info = WorkerRegister { instance: Some(instance.into()), provider: "local".into(), price_per_hour: 0.4, cpus: 2, pid: 1, ..Default::default() };
-    shared.db().register(&info).unwrap()
+    shared.db().register(&info, "").unwrap()
 }
 
 #[tokio::test]
@@ -110,10 +111,10 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     assert_eq!(cpus.list().await.unwrap()[0].offer.instance_type, "c7i.large");
 
     // A GPU worker started by hand (no instance of the pool's).
-    let gpu = shared.db().register(&WorkerRegister { provider: "manual".into(), cpus: 2, pid: 1, ..Default::default() }).unwrap();
+    let gpu = shared.db().register(&WorkerRegister { provider: "manual".into(), cpus: 2, pid: 1, ..Default::default() }, "").unwrap();
     assert!(shared.db().lease(gpu).unwrap().is_none(), "a GPU worker never takes a delivery");
     let info = WorkerRegister { instance: Some("i-0".into()), provider: "local".into(), class: WorkerClass::Cpu, cpus: 2, pid: 1, ..Default::default() };
-    let cpu = shared.db().register(&info).unwrap();
+    let cpu = shared.db().register(&info, "").unwrap();
     shared.db().submit(&command(), 3).unwrap();
     assert_eq!(shared.db().lease(cpu).unwrap().map(|j| j.id), Some(job.id), "the CPU worker takes the delivery, not the newer training job");
     assert!(training.pass().await.vanished.is_empty(), "the GPU pool leaves the CPU pool's workers alone");

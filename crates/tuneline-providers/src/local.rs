@@ -21,8 +21,8 @@ pub struct LocalSettings {
     pub exe: PathBuf,
     /// The server workers join.
     pub server: String,
-    /// Its token.
-    pub token: String,
+    /// The join token its workers register with (never the admin token).
+    pub join: String,
     /// Where each worker gets its cache dir and log file.
     pub dir: PathBuf,
     /// What an instance is billed as.
@@ -84,7 +84,8 @@ impl Provider for LocalProvider {
             .args(["--price", &offer.price_per_hour.to_string(), "--class", s.class.as_str(), "--cache-dir"])
             .arg(dir.join("cache"))
             .args(offer.spot.then_some("--spot"))
-            .env("TUNELINE_TOKEN", &s.token)
+            // In the environment, not the arguments, which any user's `ps` shows.
+            .env("TUNELINE_JOIN", &s.join)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| self.error(e.to_string()))?)
             .stderr(log);

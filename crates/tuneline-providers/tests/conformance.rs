@@ -46,7 +46,7 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
     Arc::new(LocalProvider::new(LocalSettings {
         exe: worker_script(dir),
         server: "http://127.0.0.1:1".into(),
-        token: "t".into(),
+        join: "tlj1.00".into(),
         dir: dir.join("workers"),
         offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false },
         class: tuneline_api::WorkerClass::Gpu,

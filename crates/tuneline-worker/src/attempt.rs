@@ -227,11 +227,17 @@ async fn heartbeating<T>(client: &Client, worker: i64, job: i64, heartbeat: Dura
 }
 
 /// Sends `beat` for `worker`; whether the server answered that its job is
-/// cancelled (or given to another worker). A failed heartbeat is logged and
-/// the job goes on: the server waits `lease_timeout` before it gives up.
+/// cancelled (or given to another worker), or no longer accepts the worker
+/// (its token was revoked: it was declared lost or terminated). Another
+/// failed heartbeat is logged and the job goes on: the server waits
+/// `lease_timeout` before it gives up.
 async fn cancelled(client: &Client, worker: i64, beat: &Heartbeat) -> bool {
     match client.heartbeat(worker, beat).await {
         Ok(orders) => orders.cancel,
+        Err(e) if e.is_revoked() => {
+            tracing::warn!("job {}: the server no longer accepts this worker ({e}); stopping the job", beat.job.unwrap_or_default());
+            true
+        }
         Err(e) => {
             tracing::warn!("job {}: heartbeat failed: {e}", beat.job.unwrap_or_default());
             false
@@ -287,14 +293,14 @@ mod tests {
     use tuneline_api::{CommandSpec, JobSubmit, State, WorkerRegister};
     use tuneline_control::api::Timing;
     use tuneline_control::check::StoreCheck;
-    use tuneline_control::serve::Server;
+    use tuneline_control::serve::{Endpoint, Server};
 
     #[tokio::test]
     async fn a_prefetch_longer_than_the_lease_timeout_keeps_the_lease_and_a_stop_or_cancel_ends_it() {
         let dir = tempfile::tempdir().unwrap();
         let (beat, lease_timeout) = (Duration::from_millis(200), Duration::from_millis(600));
         let timing = Timing { heartbeat: beat, lease_timeout, idle_timeout: Duration::from_secs(1800) };
-        let server = Server::start(dir.path(), "127.0.0.1:0", timing, Box::new(StoreCheck)).await.unwrap();
+        let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck)).await.unwrap();
         let client = Client::new(&server.url(), &server.token);
         let register = WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
         let worker = client.register(&register).await.unwrap().worker;

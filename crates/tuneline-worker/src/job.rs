@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tuneline_core::layout;
 
-use tuneline_api::{Job, JobSpec};
+use tuneline_api::{Job, JobSpec, Trust};
 use tuneline_core::config::{Config, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
@@ -93,7 +93,10 @@ impl Setup {
                 argv.extend(spec.checkpoint.map(|step| ["--checkpoint".to_string(), step.to_string()]).into_iter().flatten());
                 argv.extend(["--cache-dir".into(), cache.display().to_string(), "--out".into(), jobs.join("out").display().to_string()]);
                 // The model card's bill comes from the server's ledger: a worker shares nothing else with it.
-                let env = vec![("TUNELINE_SERVER".to_string(), options.server.clone()), ("TUNELINE_TOKEN".to_string(), options.token.clone())];
+                let mut env = vec![("TUNELINE_SERVER".to_string(), options.server.clone()), ("TUNELINE_TOKEN".to_string(), options.token.clone())];
+                if let Trust::Pinned(fingerprint) = options.trust {
+                    env.push(("TUNELINE_SERVER_FINGERPRINT".to_string(), fingerprint.to_string()));
+                }
                 // Delivery commits nothing until its push: a stopped attempt is redone whole, so it needs no grace.
                 let grace = Duration::from_secs(5);
                 return Ok(Self { argv, env, store, run, output: None, resumed_from: Some(0), grace, bytes_down: 0 });

@@ -25,15 +25,18 @@ use tokio::sync::Notify;
 
 use resources::Gpu;
 use tuneline_api::client::{Client, ClientError};
-use tuneline_api::WorkerRegister;
+use tuneline_api::{Trust, WorkerRegister};
 
 /// How a worker is set up.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
     /// The server's base URL.
     pub server: String,
-    /// The bearer token.
+    /// The token it registers with: the join secret (or the admin token);
+    /// once registered, the worker's own.
     pub token: String,
+    /// How it trusts the server's certificate.
+    pub trust: Trust,
     /// Where datasets and checkpoints are prefetched (the node's local disk).
     pub cache_dir: PathBuf,
     /// The `tuneline` binary that runs built-in training jobs.
@@ -108,9 +111,12 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
         options.register.gpu = Some(gpu.name.clone());
         options.register.vram_mib = Some(gpu.vram_mib);
     }
-    let client = Client::new(&options.server, &options.token);
-    let registered = register(&client, &options.register, &stop).await?;
+    let joining = Client::with_trust(&options.server, &options.token, options.trust);
+    let registered = register(&joining, &options.register, &stop).await?;
     let worker = registered.worker;
+    // From here on the worker acts with its own token, which ends with it.
+    let client = joining.with_token(&registered.token);
+    options.token = registered.token;
     tracing::info!("worker {worker} registered with {}", options.server);
     let wait = Duration::from_secs_f64((registered.lease_timeout_s / 3.0).clamp(0.1, 20.0));
     let heartbeat = Duration::from_secs_f64(registered.heartbeat_s.max(0.1));

@@ -5,20 +5,18 @@
 
 use std::path::{Path, PathBuf};
 
-use tuneline_api::Client;
-
 use crate::cli::{DeliverArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
 use crate::delivery::{deliver as deliver_run, summary, Ledger, CACHE};
 use crate::exit::CliResult;
-use crate::plane::STATE_DIR;
+use crate::plane::{client, STATE_DIR};
 
 /// Runs `tuneline deliver`.
 pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let ledger = match (&args.server, &args.token) {
-        (Some(server), token) => Ledger::Server(Client::new(server, token.as_deref().unwrap_or_default())),
+        (Some(server), token) => Ledger::Server(client(server, token.as_deref().unwrap_or_default(), args.trust.fingerprint.as_deref(), args.trust.insecure_http)?),
         (None, _) => Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR))),
     };
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(CACHE));

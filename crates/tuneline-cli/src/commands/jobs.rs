@@ -3,19 +3,19 @@
 
 use std::time::Duration;
 
-use tuneline_api::{Client, ClientError, CommandSpec, Job, JobSpec, JobSubmit};
+use tuneline_api::{ClientError, CommandSpec, Job, JobSpec, JobSubmit};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
-use crate::plane::token;
+use crate::plane::{client, token};
 
 /// Runs a `tuneline jobs` command.
 pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     let server = args.server.clone().unwrap_or_else(|| format!("http://{}", config.server.listen));
     let token = token(args.token.as_deref())?;
-    let client = Client::new(&server, &token);
+    let client = client(&server, &token, args.trust.fingerprint.as_deref(), args.trust.insecure_http)?;
     let failed = |e: ClientError| Failure::failed(e);
     match &args.command {
         JobsCommand::Ls => {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, TrainSpec, WorkerClass};
 use tuneline_control::report::{report, Prices};
+use tuneline_control::serve::Endpoint;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
@@ -46,8 +47,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let run = run_id(config, &dataset);
 
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
-    let mut plane = ControlPlane::start(config, &state_dir, "127.0.0.1:0").await?;
-    let client = Client::new(&plane.server.url(), &plane.server.token);
+    // On loopback: plain HTTP unless [server] tls = "on".
+    let endpoint = Endpoint::from_config(&config.server, "127.0.0.1:0", false);
+    let mut plane = ControlPlane::start(config, &state_dir, &endpoint).await?;
+    let client = plane.client();
     let trained = train_then_deliver(&client, &plane, global, (&text, &dataset, &run), args.max_attempts, max_steps).await;
     for failure in plane.shutdown().await {
         eprintln!("warning: {failure}");

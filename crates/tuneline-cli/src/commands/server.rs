@@ -1,10 +1,14 @@
-//! `tuneline server`: the control plane on its own, until SIGINT or SIGTERM.
+//! `tuneline server`: the control plane on its own, until SIGINT or SIGTERM;
+//! `tuneline server join-token`: the command that joins a worker to it.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use crate::cli::{Global, ServerArgs};
+use tuneline_control::serve::{join_command, join_token, public_url, Endpoint};
+
+use crate::cli::{Global, ServerArgs, ServerCommand};
 use crate::context::load_config;
-use crate::exit::CliResult;
+use crate::exit::{CliResult, Failure};
 use crate::plane::{ControlPlane, STATE_DIR};
 
 /// Runs `tuneline server`.
@@ -12,14 +16,28 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     let listen = args.listen.clone().unwrap_or_else(|| config.server.listen.clone());
-    let mut plane = ControlPlane::start(&config, &state_dir, &listen).await?;
+    let endpoint = Endpoint::from_config(&config.server, &listen, args.insecure_http);
+    if let Some(ServerCommand::JoinToken) = args.command {
+        let join = join_token(&state_dir, &endpoint).map_err(Failure::failed)?;
+        println!("{}", join_command(&public_url(&config.server, &endpoint, &listen), &join));
+        return Ok(());
+    }
+    let mut plane = ControlPlane::start(&config, &state_dir, &endpoint).await?;
+    let fingerprint = plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
     eprintln!(
-        "tuneline server: {} (OpenAPI at /openapi.json), state in {}, token in {}",
+        "tuneline server: {} (OpenAPI at /openapi.json){fingerprint}, state in {}, admin token in {}",
         plane.server.url(),
         state_dir.display(),
         state_dir.join(tuneline_control::serve::TOKEN_FILE).display()
     );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(crate::exit::Failure::failed)?;
+    // The join token is a credential: printed to a person at a terminal, never into a log file.
+    let url = public_url(&config.server, &endpoint, &plane.server.addr.to_string());
+    if std::io::stderr().is_terminal() {
+        eprintln!("join a worker with:\n  {}", join_command(&url, &plane.server.join));
+    } else {
+        eprintln!("`tuneline server join-token` prints the command that joins a worker");
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

@@ -5,18 +5,30 @@
 
 use std::path::PathBuf;
 
-use tuneline_api::{WorkerClass, WorkerRegister};
+use tuneline_api::trust::check_transport;
+use tuneline_api::{JoinToken, Trust, WorkerClass, WorkerRegister};
 use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
-use crate::plane::token;
+use crate::plane::{token, trust};
 
 /// Runs `tuneline worker`.
 pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let config = load_config(global, true)?.config;
-    let token = token(args.token.as_deref())?;
+    check_transport(&args.server, args.trust.insecure_http).map_err(Failure::input)?;
+    // A join token carries the secret that registers and the certificate to pin; an admin token trusts as any client does.
+    let (token, trust) = match &args.join {
+        Some(text) => {
+            let join = JoinToken::parse(text).map_err(|e| Failure::input(format!("--join: {e}")))?;
+            (join.secret, join.fingerprint.map_or(Trust::System, Trust::Pinned))
+        }
+        None => {
+            let token = token(args.token.as_deref())?;
+            (token, trust(args.trust.fingerprint.as_deref())?)
+        }
+    };
     let provider = config.providers.get(&args.provider);
     let class = WorkerClass::parse(&args.class).expect("clap checks the class");
     // A delivery (CPU) machine is priced and typed by the provider's delivery_* settings.
@@ -28,6 +40,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let options = WorkerOptions {
         server: args.server.clone(),
         token,
+        trust,
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
         trainer: std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
         register: WorkerRegister {

@@ -47,7 +47,8 @@ impl From<DbError> for Failure {
     fn from(e: DbError) -> Self {
         let status = match &e {
             DbError::NoJob(_) | DbError::NoWorker(_) => StatusCode::NOT_FOUND,
-            DbError::NotHolder { .. } | DbError::Transition { .. } => StatusCode::CONFLICT,
+            DbError::NotHolder { .. } => StatusCode::FORBIDDEN,
+            DbError::Transition { .. } => StatusCode::CONFLICT,
             DbError::Sqlite(_) | DbError::Corrupt(..) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, e.to_string())

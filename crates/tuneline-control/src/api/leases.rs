@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::Extension;
 use axum::Json;
 
+use super::credentials::Caller;
 use super::error::{Body, Failure, PathId};
 use super::Shared;
 use tuneline_api::{now, ApiError, Job, Lease, LeaseRequest, Orders, Outcome, Release, Start};
@@ -17,7 +19,8 @@ const MAX_WAIT: f64 = 60.0;
 /// Ask for a job, waiting up to `wait_s` for one to be queued. A worker idle
 /// past the idle timeout is told to shut down instead.
 #[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, responses((status = 200, body = Lease), (status = 404, body = ApiError)))]
-pub async fn lease(State(shared): State<Arc<Shared>>, Body(ask): Body<LeaseRequest>) -> Result<Json<Lease>, Failure> {
+pub async fn lease(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, Body(ask): Body<LeaseRequest>) -> Result<Json<Lease>, Failure> {
+    caller.acts_as(ask.worker)?;
     let wait = ask.wait_s.unwrap_or(0.0);
     if !(0.0..=MAX_WAIT).contains(&wait) {
         return Err(Failure::bad("wait_s", format!("wait_s: must be between 0 and {MAX_WAIT} seconds")));
@@ -48,14 +51,16 @@ pub async fn lease(State(shared): State<Arc<Shared>>, Body(ask): Body<LeaseReque
 }
 
 /// The worker starts its leased job from a committed step.
-#[utoipa::path(post, path = "/v1/leases/{job}/start", params(("job" = i64, Path, description = "the leased job's id")), request_body = Start, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn start(State(shared): State<Arc<Shared>>, PathId(job): PathId, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(post, path = "/v1/leases/{job}/start", params(("job" = i64, Path, description = "the leased job's id")), request_body = Start, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError)))]
+pub async fn start(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(job): PathId, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
+    caller.acts_as(start.worker)?;
     Ok(Json(shared.db().start(job, start.worker, start.resumed_from)?))
 }
 
 /// The worker gives its job back: succeeded, failed, or preempted (requeued).
-#[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn release(State(shared): State<Arc<Shared>>, PathId(job): PathId, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
+#[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError)))]
+pub async fn release(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(job): PathId, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
+    caller.acts_as(release.worker)?;
     let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
     if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {
         shared.wake();

@@ -1,12 +1,14 @@
 //! The control plane's HTTP JSON API (axum). Everything under `/v1` needs
-//! the bearer token; `/openapi.json` describes the API to anyone.
+//! a bearer token; `/openapi.json` describes the API to anyone.
 //!
+//! - [`credentials`]: the admin token, the join secret and workers' own tokens, and their rights;
 //! - [`jobs`]: submit, list, get, cancel, logs, ledger;
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
 //! - [`error`]: error bodies and the field-naming JSON extractor.
 
+pub mod credentials;
 pub mod error;
 mod jobs;
 mod leases;
@@ -16,15 +18,12 @@ mod workers;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::Notify;
 
 use crate::db::Db;
+use credentials::Secrets;
 use error::Failure;
 use tuneline_api::JobSubmit;
 
@@ -49,7 +48,7 @@ pub struct Timing {
 /// What every handler shares.
 pub struct Shared {
     db: Mutex<Db>,
-    token: String,
+    secrets: Secrets,
     timing: Timing,
     check: Box<dyn JobCheck>,
     /// Woken whenever a job becomes leasable.
@@ -57,9 +56,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// The server's state over `db`, guarded by `token`.
-    pub fn new(db: Db, token: String, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
-        Arc::new(Self { db: Mutex::new(db), token, timing, check, queued: Notify::new() })
+    /// The server's state over `db`, guarded by `secrets`.
+    pub fn new(db: Db, secrets: Secrets, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
+        Arc::new(Self { db: Mutex::new(db), secrets, timing, check, queued: Notify::new() })
     }
 
     /// The state database. Calls are short (indexed SQLite statements), so a
@@ -93,22 +92,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/leases", post(leases::lease))
         .route("/leases/{job}/start", post(leases::start))
         .route("/leases/{job}/release", post(leases::release))
-        .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize));
+        .route_layer(axum::middleware::from_fn_with_state(shared.clone(), credentials::authorize));
     Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).with_state(shared)
 }
 
-/// Lets a request through only with `Authorization: Bearer <token>`; any
-/// other gets 401 and nothing else.
-async fn authorize(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Result<Response, Failure> {
-    let presented = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(token) if same(token.as_bytes(), shared.token.as_bytes()) => Ok(next.run(request).await),
-        _ => Err(Failure::new(StatusCode::UNAUTHORIZED, "missing or wrong bearer token; the server's token is in its token file")),
-    }
-}
-
-/// Compares in time independent of where the bytes differ (a short loop
-/// rather than a crate for one comparison).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}

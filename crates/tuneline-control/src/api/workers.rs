@@ -3,24 +3,27 @@
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::Extension;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use super::credentials::{digest, new_token, Caller};
 use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
 use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
 
-/// Register a worker and its resources.
+/// Register a worker and its resources; the answer carries the worker's own token.
 #[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
 pub async fn register(State(shared): State<Arc<Shared>>, Body(info): Body<WorkerRegister>) -> Result<(StatusCode, Json<Registered>), Failure> {
     if !info.price_per_hour.is_finite() || info.price_per_hour < 0.0 {
         return Err(Failure::bad("price_per_hour", "price_per_hour: must be a non-negative number of dollars"));
     }
-    let worker = shared.db().register(&info)?;
+    let token = new_token();
+    let worker = shared.db().register(&info, &digest(&token))?;
     let t = shared.timing();
-    Ok((StatusCode::CREATED, Json(Registered { worker, heartbeat_s: t.heartbeat.as_secs_f64(), lease_timeout_s: t.lease_timeout.as_secs_f64() })))
+    Ok((StatusCode::CREATED, Json(Registered { worker, token, heartbeat_s: t.heartbeat.as_secs_f64(), lease_timeout_s: t.lease_timeout.as_secs_f64() })))
 }
 
 /// Which workers to list.
@@ -40,13 +43,15 @@ pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery
 
 /// A worker's heartbeat: it is alive, and its job has got this far.
 #[utoipa::path(post, path = "/v1/workers/{id}/heartbeat", params(("id" = i64, Path, description = "the worker's id")), request_body = Heartbeat, responses((status = 200, body = Orders), (status = 404, body = ApiError)))]
-pub async fn heartbeat(State(shared): State<Arc<Shared>>, PathId(id): PathId, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
+pub async fn heartbeat(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(id): PathId, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
+    caller.acts_as(id)?;
     Ok(Json(shared.db().heartbeat(id, &beat)?))
 }
 
 /// A worker exits; a job it still holds goes back to the queue.
 #[utoipa::path(post, path = "/v1/workers/{id}/exit", params(("id" = i64, Path, description = "the worker's id")), responses((status = 204), (status = 404, body = ApiError)))]
-pub async fn exit(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<StatusCode, Failure> {
+pub async fn exit(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(id): PathId) -> Result<StatusCode, Failure> {
+    caller.acts_as(id)?;
     let requeued = shared.db().end_worker(id, false)?;
     if requeued.is_some() {
         shared.wake();

@@ -84,7 +84,8 @@ CREATE TABLE IF NOT EXISTS workers (
     registered_at REAL NOT NULL,
     last_seen REAL NOT NULL,
     idle_since REAL,
-    ended_at REAL
+    ended_at REAL,
+    token_digest TEXT
 );
 CREATE INDEX IF NOT EXISTS workers_by_state ON workers (state, last_seen);
 CREATE TABLE IF NOT EXISTS segments (
@@ -130,6 +131,11 @@ impl Db {
         if conn.prepare("SELECT error FROM segments LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE segments ADD COLUMN error TEXT")?;
         }
+        // Databases from before workers had tokens of their own.
+        if conn.prepare("SELECT token_digest FROM workers LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE workers ADD COLUMN token_digest TEXT")?;
+        }
+        conn.execute_batch("CREATE INDEX IF NOT EXISTS workers_by_token ON workers (token_digest)")?;
         Ok(Self { conn })
     }
 

@@ -28,14 +28,20 @@ fn worker(row: &Row) -> rusqlite::Result<Worker> {
 }
 
 impl Db {
-    /// Registers a worker; returns its id.
-    pub fn register(&self, info: &WorkerRegister) -> Result<i64, DbError> {
+    /// Registers a worker whose token has the SHA-256 `token_digest`; returns its id.
+    pub fn register(&self, info: &WorkerRegister, token_digest: &str) -> Result<i64, DbError> {
         let at = now();
         self.conn.execute(
-            "INSERT INTO workers (info, provider, instance, state, registered_at, last_seen, idle_since) VALUES (?1, ?2, ?3, 'idle', ?4, ?4, ?4)",
-            params![serde_json::to_string(info).expect("serializable"), info.provider, info.instance, at],
+            "INSERT INTO workers (info, provider, instance, state, registered_at, last_seen, idle_since, token_digest) VALUES (?1, ?2, ?3, 'idle', ?4, ?4, ?4, ?5)",
+            params![serde_json::to_string(info).expect("serializable"), info.provider, info.instance, at, token_digest],
         )?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The live worker whose token has the SHA-256 `token_digest`: none once it ended, which revokes the token.
+    pub fn worker_of_token(&self, token_digest: &str) -> Result<Option<i64>, DbError> {
+        let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE token_digest = ?1 AND state IN ('idle', 'busy')")?;
+        Ok(stmt.query_row([token_digest], |r| r.get(0)).optional()?)
     }
 
     /// The worker `id`.

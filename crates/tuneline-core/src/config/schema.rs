@@ -490,12 +490,33 @@ pub struct ServerConfig {
     pub listen: String,
     /// Bearer token; `TUNELINE_TOKEN` overrides it.
     pub token: Option<Secret>,
+    /// HTTPS or plain HTTP.
+    pub tls: TlsMode,
+    /// A PEM certificate chain to serve instead of the self-signed one.
+    pub tls_cert: Option<String>,
+    /// Its PEM private key.
+    pub tls_key: Option<String>,
+    /// The URL workers reach the server at, for the join command [default: from `listen`].
+    pub url: Option<String>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8470".into(), token: None }
+        Self { listen: "127.0.0.1:8470".into(), token: None, tls: TlsMode::Auto, tls_cert: None, tls_key: None, url: None }
     }
+}
+
+/// Whether the server serves HTTPS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsMode {
+    /// HTTPS, except plain HTTP on a loopback address without `tls_cert`.
+    #[default]
+    Auto,
+    /// HTTPS everywhere.
+    On,
+    /// Plain HTTP: past loopback, only with `tuneline server --insecure-http`.
+    Off,
 }
 
 /// `[cost]`: what `tuneline plan` and `save_steps = "auto"` price a run with.

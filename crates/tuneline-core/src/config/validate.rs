@@ -76,6 +76,12 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.fail("lora.target_modules", "is empty; name at least one module, such as \"q_proj\"");
     }
 
+    if c.server.tls_cert.is_some() != c.server.tls_key.is_some() {
+        v.fail(if c.server.tls_cert.is_some() { "server.tls_key" } else { "server.tls_cert" }, "is missing; set tls_cert and tls_key together");
+    }
+    if c.server.tls_cert.is_some() && c.server.tls == super::schema::TlsMode::Off {
+        v.fail("server.tls", "is \"off\" but tls_cert is set; remove one");
+    }
     v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
     for (name, p) in &c.providers {
         for (field, price) in [("price_per_hour", p.price_per_hour), ("delivery_price_per_hour", p.delivery_price_per_hour)] {
