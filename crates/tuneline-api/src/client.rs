@@ -24,6 +24,15 @@ pub enum ClientError {
         /// What failed.
         source: reqwest::Error,
     },
+    /// The server's certificate failed the check (not the pinned one, or no CA
+    /// vouches for it): retrying cannot help.
+    #[error("control plane at {url}: TLS: {reason}")]
+    Untrusted {
+        /// The server.
+        url: String,
+        /// Why the certificate was refused.
+        reason: String,
+    },
     /// The server refused the call.
     #[error("control plane: {status}: {}", body.error)]
     Refused {
@@ -39,6 +48,7 @@ impl ClientError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Unreachable { .. } => true,
+            Self::Untrusted { .. } => false,
             Self::Refused { status, .. } => status.is_server_error(),
         }
     }
@@ -62,6 +72,22 @@ fn causes(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The TLS error under `e`, if the handshake failed. An io::Error hides what
+/// it wraps from `source()`, so it is opened with `get_ref` instead.
+fn tls_failure(e: &reqwest::Error) -> Option<String> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = next {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        next = match cause.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(wrapped) => Some(wrapped),
+            None => cause.source(),
+        };
+    }
+    None
 }
 
 /// A client of one server.
@@ -109,7 +135,10 @@ impl Client {
             request = request.json(body);
         }
         let unreachable = |source| ClientError::Unreachable { url: self.base.clone(), source };
-        let response = request.send().await.map_err(unreachable)?;
+        let response = request.send().await.map_err(|e| match tls_failure(&e) {
+            Some(reason) => ClientError::Untrusted { url: self.base.clone(), reason },
+            None => unreachable(e),
+        })?;
         let status = response.status();
         if status == StatusCode::NO_CONTENT {
             return serde_json::from_value(serde_json::Value::Null)

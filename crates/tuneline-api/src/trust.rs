@@ -150,7 +150,14 @@ struct Pinned {
 }
 
 impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(&self, end_entity: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
         let found = Fingerprint::of(end_entity);
         if found == self.fingerprint {
             Ok(ServerCertVerified::assertion())

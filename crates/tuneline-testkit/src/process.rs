@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Mutex, Once, mpsc};
+use std::sync::{mpsc, Mutex, Once};
 
 /// Runs `start` on a thread that lives as long as the process and returns
 /// what it returns; servers it spawns with [`spawn_tied`] die with the process.

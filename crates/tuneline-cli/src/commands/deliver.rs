@@ -16,7 +16,9 @@ pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let ledger = match (&args.server, &args.token) {
-        (Some(server), token) => Ledger::Server(client(server, token.as_deref().unwrap_or_default(), args.trust.fingerprint.as_deref(), args.trust.insecure_http)?),
+        (Some(server), token) => {
+            Ledger::Server(client(server, token.as_deref().unwrap_or_default(), args.trust.fingerprint.as_deref(), args.trust.insecure_http)?)
+        }
         (None, _) => Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR))),
     };
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(CACHE));

@@ -1,6 +1,5 @@
 //! The shared test context: a temp project directory and the binary run inside it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -83,20 +82,28 @@ impl Drop for Killed {
     }
 }
 
-/// A real `tuneline server` on a free loopback port in the project; returns it and its URL.
+/// A real `tuneline server` on a free loopback port in the project, logging
+/// to `server.log`; returns it and its URL.
 pub fn server(ctx: &TestContext) -> (Killed, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
         .args(["server", "--listen", "127.0.0.1:0"])
         .current_dir(ctx.path(""))
+        .env_remove("TUNELINE_TOKEN")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(ctx.path("server.log")).unwrap())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("tuneline server: ")).expect("the server says where it listens");
-    let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
-    std::thread::spawn(move || lines.for_each(drop));
-    (Killed(child), url)
+    let server = Killed(child);
+    let started = std::time::Instant::now();
+    loop {
+        let log = std::fs::read_to_string(ctx.path("server.log")).unwrap_or_default();
+        if let Some(line) = log.lines().find(|l| l.starts_with("tuneline server: ")) {
+            let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
+            return (server, url);
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the server did not say where it listens:\n{log}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// A real `tuneline worker` of `url`, caching in `name/` and logging to `name.log`.

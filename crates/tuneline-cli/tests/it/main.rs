@@ -11,6 +11,7 @@ mod deliver;
 mod help;
 mod init;
 mod jobs;
+mod join;
 mod model;
 mod plan;
 mod run;

@@ -11,7 +11,9 @@ use crate::common::{server, snapshot, TestContext};
 #[test]
 fn the_api_is_what_its_openapi_document_says() {
     let ctx = TestContext::new();
-    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    // A lease request long-polls up to its wait_s (60 s at most) for a live idle worker; past
+    // the idle timeout it is answered at once with shutdown orders, within schemathesis's 10 s.
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\nidle_timeout = \"2s\"\n");
     let (_server, url) = server(&ctx);
     let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
     ctx.write("schemathesis.toml", "[checks.positive_data_acceptance]\nexpected-statuses = [\"2xx\", \"401\", \"403\", \"404\", \"409\", \"422\"]\n");

@@ -52,14 +52,24 @@ pub async fn lease(State(shared): State<Arc<Shared>>, Extension(caller): Extensi
 
 /// The worker starts its leased job from a committed step.
 #[utoipa::path(post, path = "/v1/leases/{job}/start", params(("job" = i64, Path, description = "the leased job's id")), request_body = Start, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError)))]
-pub async fn start(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(job): PathId, Body(start): Body<Start>) -> Result<Json<Job>, Failure> {
+pub async fn start(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    PathId(job): PathId,
+    Body(start): Body<Start>,
+) -> Result<Json<Job>, Failure> {
     caller.acts_as(start.worker)?;
     Ok(Json(shared.db().start(job, start.worker, start.resumed_from)?))
 }
 
 /// The worker gives its job back: succeeded, failed, or preempted (requeued).
 #[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError)))]
-pub async fn release(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(job): PathId, Body(release): Body<Release>) -> Result<Json<Job>, Failure> {
+pub async fn release(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    PathId(job): PathId,
+    Body(release): Body<Release>,
+) -> Result<Json<Job>, Failure> {
     caller.acts_as(release.worker)?;
     let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
     if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {

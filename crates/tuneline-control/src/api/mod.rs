@@ -95,4 +95,3 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), credentials::authorize));
     Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).with_state(shared)
 }
-

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::Extension;
 use axum::http::StatusCode;
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -43,7 +43,12 @@ pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery
 
 /// A worker's heartbeat: it is alive, and its job has got this far.
 #[utoipa::path(post, path = "/v1/workers/{id}/heartbeat", params(("id" = i64, Path, description = "the worker's id")), request_body = Heartbeat, responses((status = 200, body = Orders), (status = 404, body = ApiError)))]
-pub async fn heartbeat(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(id): PathId, Body(beat): Body<Heartbeat>) -> Result<Json<Orders>, Failure> {
+pub async fn heartbeat(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    PathId(id): PathId,
+    Body(beat): Body<Heartbeat>,
+) -> Result<Json<Orders>, Failure> {
     caller.acts_as(id)?;
     Ok(Json(shared.db().heartbeat(id, &beat)?))
 }

@@ -1,0 +1,72 @@
+//! `tuneline server join-token` and `tuneline worker --join`: a worker in a
+//! directory of its own, with neither the server's token nor its certificate,
+//! joins an HTTPS server by the token alone, pins its certificate and runs a
+//! job; a token with another fingerprint is refused with the reason; and no
+//! token reaches either log.
+
+use std::process::Stdio;
+
+use crate::common::{server, Killed, TestContext};
+use crate::jobs::{finished, jobs};
+
+/// `tuneline worker ARGS` run from `remote/`, logging to `remote/worker.log`.
+fn remote_worker(ctx: &TestContext, args: &[&str]) -> std::process::Command {
+    std::fs::create_dir_all(ctx.path("remote")).unwrap();
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
+    cmd.arg("worker").args(args).current_dir(ctx.path("remote")).env_remove("TUNELINE_TOKEN").stdout(Stdio::null());
+    cmd
+}
+
+#[test]
+fn a_worker_joins_an_https_server_by_its_join_token_alone() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n[server]\ntls = \"on\"\n");
+    let (_server, url) = server(&ctx);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let (code, out, err) = ctx.run(&["server", "join-token"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("tuneline worker --server https://127.0.0.1:8470 --join tlj1."), "{out}");
+    let join = out.split_whitespace().last().unwrap().to_string();
+
+    let worker = remote_worker(&ctx, &["--server", &url, "--join", &join, "--cache-dir", "cache"])
+        .stderr(std::fs::File::create(ctx.path("remote/worker.log")).unwrap())
+        .spawn()
+        .map(Killed)
+        .unwrap();
+    // The CLI on the server's machine pins the certificate in .tuneline/control by itself.
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"]);
+    assert_eq!(code, 0, "{err}");
+    let done = finished(&ctx, &url, 1);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    drop(worker);
+
+    // Another certificate's fingerprint: refused at once, with the reason.
+    let forged = format!("{}.{}", join.rsplit_once('.').unwrap().0, "00".repeat(32));
+    let out = remote_worker(&ctx, &["--server", &url, "--join", &forged]).stderr(Stdio::piped()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not the sha256:0000") && err.contains("the join token pins"), "{err}");
+
+    // No token of any kind (64 hex digits) in a log; the certificate's fingerprint is not a secret.
+    let token = regex::Regex::new(r"(^|[^:0-9a-f])[0-9a-f]{64}").unwrap();
+    for log in ["server.log", "remote/worker.log"] {
+        let text = std::fs::read_to_string(ctx.path(log)).unwrap();
+        assert!(!token.is_match(&text), "a token in {log}:\n{text}");
+        assert!(!text.contains(join.split('.').nth(1).unwrap()), "the join secret in {log}");
+    }
+}
+
+#[test]
+fn a_bad_join_token_or_plain_http_past_loopback_is_refused_before_connecting() {
+    let ctx = TestContext::new();
+    let (code, _, err) = ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "not-a-token"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--join: not a join token"), "{err}");
+    let (code, _, err) = ctx.run(&["worker", "--server", "http://10.0.0.1:8470", "--join", "tlj1.ab"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("plain HTTP past loopback sends tokens in clear") && err.contains("--insecure-http"), "{err}");
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n[server]\ntls = \"off\"\n");
+    let (code, _, err) = ctx.run(&["server", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("plain HTTP past loopback") && err.contains("--insecure-http"), "{err}");
+}
