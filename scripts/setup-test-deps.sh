@@ -7,6 +7,8 @@
 #   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
 #   docker-registry/       Debian's docker-registry (an OCI registry), unpacked from its package
+#   openssh/               Debian's openssh-server (sshd) and libwrap0, unpacked, for test hosts in
+#                          network namespaces (their sshd runs as the test's own, never as a service)
 #   llama.cpp/bin/         llama-simple, llama-completion, llama-perplexity, llama-quantize, built from that sdist
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
 #                          and numpy, for reading exported GGUFs independently, sacrebleu and
@@ -84,6 +86,25 @@ if [ ! -x "$registry" ]; then
   rm -rf "$download"
 fi
 echo "setup: $("$registry" --version)"
+
+# Debian's sshd for the test hosts (network namespaces, one sshd each): the
+# packages unpacked, not installed, so no ssh service starts on this machine.
+# sshd's privilege separation needs its unprivileged user, which the package's
+# postinst would make.
+openssh="$cache/openssh"
+if [ ! -x "$openssh/usr/sbin/sshd" ]; then
+  echo "setup: fetching Debian's openssh-server 9.2p1 and libwrap0 into $openssh"
+  download="$(mktemp -d)"
+  (cd "$download" && apt-get download openssh-server libwrap0 > /dev/null 2>&1) \
+    || { echo "setup: apt-get download openssh-server libwrap0 failed; is a Debian package mirror reachable?" >&2; exit 1; }
+  for deb in "$download"/*.deb; do dpkg -x "$deb" "$openssh"; done
+  rm -rf "$download"
+fi
+id sshd > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /run/sshd --shell /usr/sbin/nologin sshd
+for tool in ip ssh ssh-keygen unshare; do
+  command -v "$tool" > /dev/null || { echo "setup: $tool is missing (iproute2, openssh-client, util-linux)" >&2; exit 1; }
+done
+echo "setup: $(LD_LIBRARY_PATH="$openssh/usr/lib/x86_64-linux-gnu" "$openssh/usr/sbin/sshd" -V 2>&1 | head -n1) for test hosts"
 
 # Python `datasets`, only to check that tuneline's dataset shards load there.
 venv="$cache/venv"

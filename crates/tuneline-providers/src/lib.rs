@@ -3,6 +3,7 @@
 //!
 //! - [`local`]: `tuneline worker` processes on this machine;
 //! - [`process`]: children tied to their parent, and signals to them;
+//! - [`ssh`]: workers on machines reached with the system `ssh`;
 //! - [`spot`]: a wrapper that preempts another provider's instances like a
 //!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
 //!   or following a real spot trace.
@@ -10,6 +11,7 @@
 pub mod local;
 pub mod process;
 pub mod spot;
+pub mod ssh;
 
 use serde::Serialize;
 

@@ -86,3 +86,10 @@ pub fn docker_registry() -> PathBuf {
     assert!(path.is_file(), "docker-registry not found at {}: {SETUP}", path.display());
     path
 }
+
+/// Debian's sshd (openssh-server, unpacked with libwrap0 into `<cache>/openssh`), for test hosts. Panics, saying how to get it, when absent.
+pub fn sshd() -> PathBuf {
+    let path = cache_dir().join("openssh/usr/sbin/sshd");
+    assert!(path.is_file(), "sshd (Debian's openssh-server) not found at {}: {SETUP}", path.display());
+    path
+}

@@ -1,4 +1,5 @@
-//! A single-node Garage S3 server on loopback, started once per test binary.
+//! A single-node Garage S3 server on loopback, started once per test binary
+//! (or on a test fleet's gateway, for its hosts).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,7 +13,7 @@ use rand::Rng;
 /// A running Garage server with one bucket and one key that may read and write it.
 #[derive(Debug)]
 pub struct Garage {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<address>:<port>`.
     pub endpoint: String,
     /// The bucket tests write to, each under its own prefix.
     pub bucket: String,
@@ -34,10 +35,11 @@ impl Garage {
 /// The Garage server of this test process, started on first use and killed when the process exits.
 pub fn garage() -> &'static Garage {
     static GARAGE: OnceLock<Garage> = OnceLock::new();
-    GARAGE.get_or_init(|| on_lasting_thread(start).unwrap_or_else(|e| panic!("{e}")))
+    GARAGE.get_or_init(|| on_lasting_thread(|| start_on("127.0.0.1")).unwrap_or_else(|e| panic!("{e}")))
 }
 
-fn start() -> Result<Garage, String> {
+/// A Garage of its own listening on `ip`, killed when the calling thread exits.
+pub(crate) fn start_on(ip: &str) -> Result<Garage, String> {
     let bin = crate::garage_bin();
     let dir = tempfile::Builder::new().prefix("tuneline-garage-").tempdir().map_err(|e| e.to_string())?.keep();
     let (rpc, s3) = (free_port(), free_port());
@@ -46,7 +48,7 @@ fn start() -> Result<Garage, String> {
     let text = format!(
         "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\nreplication_factor = 1\n\
          rpc_bind_addr = \"127.0.0.1:{rpc}\"\nrpc_public_addr = \"127.0.0.1:{rpc}\"\nrpc_secret = \"{secret}\"\n\
-         [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3}\"\nroot_domain = \".s3.garage.localhost\"\n",
+         [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"{ip}:{s3}\"\nroot_domain = \".s3.garage.localhost\"\n",
         d = dir.display()
     );
     std::fs::write(&config, text).map_err(|e| e.to_string())?;
@@ -78,7 +80,7 @@ fn start() -> Result<Garage, String> {
     admin(&["bucket", "allow", "--read", "--write", "--owner", &bucket, "--key", "tuneline-test-key"])?;
     // Kept while it fails to start, for its log; removed with a server that ran.
     remove_at_exit(dir);
-    Ok(Garage { endpoint: format!("http://127.0.0.1:{s3}"), bucket, key_id, secret, config })
+    Ok(Garage { endpoint: format!("http://{ip}:{s3}"), bucket, key_id, secret, config })
 }
 
 fn admin(bin: &Path, config: &Path, args: &[&str]) -> Result<String, String> {

@@ -1,13 +1,18 @@
 //! Test harness shared by tuneline's crates: where the test dependencies live
 //! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
-//! Garage S3 server and a real OCI registry on loopback. A missing dependency fails the test loudly
+//! Garage S3 server and a real OCI registry on loopback, and separate test
+//! hosts (network and mount namespaces with their own sshd). A missing dependency fails the test loudly
 //! with the command that installs it; nothing is ever skipped.
 
 mod deps;
 mod garage;
+mod hosts;
 mod process;
 mod registry;
 
-pub use deps::{cache_dir, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, test_python};
+pub use deps::{
+    cache_dir, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python,
+};
 pub use garage::{garage, Garage};
+pub use hosts::{Fleet, Host};
 pub use registry::{registry, Registry};

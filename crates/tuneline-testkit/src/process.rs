@@ -19,8 +19,8 @@ pub fn on_lasting_thread<T: Send + 'static>(start: impl FnOnce() -> T + Send + '
     rx.recv().expect("the server thread reports")
 }
 
-/// Spawns `cmd` so that the kernel SIGKILLs it when the calling thread exits.
-pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<()> {
+/// Spawns `cmd` so that the kernel SIGKILLs it when the calling thread exits; returns its pid.
+pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<u32> {
     // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL the child when this thread exits.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -29,8 +29,10 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<()> {
             Ok(())
         });
     }
-    std::mem::forget(cmd.spawn()?);
-    Ok(())
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    std::mem::forget(child);
+    Ok(pid)
 }
 
 /// A free port on loopback.

@@ -4,6 +4,7 @@ mod error;
 mod load;
 mod schema;
 mod secret;
+mod ssh_host;
 mod validate;
 mod values;
 
@@ -11,6 +12,7 @@ pub use error::{ConfigError, Problem};
 pub use load::{Loaded, SECRET_ENV};
 pub use schema::*;
 pub use secret::Secret;
+pub use ssh_host::SshHost;
 pub use values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
 
 /// The commented `tuneline.toml` that `tuneline init` writes: every section, HF / PEFT names.

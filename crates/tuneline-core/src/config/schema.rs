@@ -462,6 +462,14 @@ pub struct ProviderConfig {
     pub spot_notice: HumanDuration,
     /// Simulated spot: seed of the preemption times.
     pub spot_seed: u64,
+    /// SSH fleet: the machines, as `user@host:port` (user and port optional).
+    pub hosts: Vec<String>,
+    /// SSH fleet: the private key `ssh -i` logs in with [default: ssh's own].
+    pub identity_file: Option<String>,
+    /// SSH fleet: each host's directory for the binary, caches and logs, relative to the login's home.
+    pub remote_dir: String,
+    /// SSH fleet: the `tuneline` binary copied to hosts [default: this one]; a macOS host needs a macOS build.
+    pub binary: Option<String>,
 }
 
 impl Default for ProviderConfig {
@@ -478,6 +486,10 @@ impl Default for ProviderConfig {
             spot_trace_speedup: 1.0,
             spot_notice: HumanDuration::from_secs(120),
             spot_seed: 0,
+            hosts: Vec::new(),
+            identity_file: None,
+            remote_dir: ".tuneline".into(),
+            binary: None,
         }
     }
 }

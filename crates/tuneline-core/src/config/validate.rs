@@ -89,6 +89,11 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
                 v.check(&format!("providers.{name}.{field}"), price, ">= 0", price >= 0.0);
             }
         }
+        for (i, host) in p.hosts.iter().enumerate() {
+            if let Err(e) = super::SshHost::parse(host) {
+                v.fail(&format!("providers.{name}.hosts[{i}]"), &e);
+            }
+        }
         let speedup = p.spot_trace_speedup;
         v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
     }

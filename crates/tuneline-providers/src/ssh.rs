@@ -1,0 +1,264 @@
+//! The `ssh` provider: machines you own or rent by hand, reached with the
+//! system `ssh`. Nothing is installed on a host but the `tuneline` binary,
+//! copied when missing or stale (by SHA-256) into `<remote_dir>/bin/`: no
+//! Docker, no sudo, no daemon, so that any POSIX host with sshd works
+//! (macOS included, given a macOS build as `binary`).
+//!
+//! - **launch** starts `tuneline worker` detached in a process group of its
+//!   own (`setsid`, or perl's `setpgrp` on macOS, which has no setsid), logging to `<remote_dir>/workers/<id>.log`, and records
+//!   `<pid> <launched_at>` in `<id>.pid`. The join token reaches it on
+//!   stdin, never in an argument. `<remote_dir>/env`, if the host has one, is
+//!   sourced first: the host's own store credentials.
+//! - **terminate** sends the group SIGTERM, then SIGKILL after the grace, and
+//!   verifies the worker is gone. The host is not ours to destroy: it stops
+//!   billing when its worker stops.
+//! - **list** reads the pid files whose names carry this control plane's tag,
+//!   so that reconciliation never touches another plane's workers.
+//!
+//! A host that cannot be reached keeps the instances last seen on it (its
+//! worker may still run; its lease expires if it is really cut off), and a
+//! terminate there fails, naming ssh's error, and forgets them, so that the
+//! pool launches elsewhere. If the host comes back, its worker's token has
+//! been revoked, and the next listing finds the tagged worker and stops it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::{Instance, Offer, Provider, ProviderError};
+use tuneline_api::WorkerClass;
+use tuneline_core::clock::now;
+use tuneline_core::config::SshHost;
+
+/// How the fleet is reached and its workers started.
+#[derive(Debug, Clone)]
+pub struct SshSettings {
+    /// The machines.
+    pub hosts: Vec<SshHost>,
+    /// `ssh -i`, if not ssh's default key.
+    pub identity_file: Option<PathBuf>,
+    /// The known-hosts file: a host's key is learnt on first contact and checked after.
+    pub known_hosts: PathBuf,
+    /// Each host's directory, relative to the login's home.
+    pub remote_dir: String,
+    /// The `tuneline` binary copied to the hosts.
+    pub binary: PathBuf,
+    /// The server, as the hosts reach it.
+    pub server: String,
+    /// The join token its workers register with.
+    pub join: String,
+    /// Names this control plane's workers (`<tag>-<class>-<serial>`).
+    pub tag: String,
+    /// What a host is billed as while its worker runs.
+    pub offer: Offer,
+    /// The jobs its workers take.
+    pub class: WorkerClass,
+    /// Time a worker gets to checkpoint after SIGTERM.
+    pub grace: Duration,
+}
+
+/// Workers on a fleet of SSH hosts.
+pub struct SshProvider {
+    settings: SshSettings,
+    /// Instance id -> (host index, instance), as last listed or launched.
+    known: Mutex<HashMap<String, (usize, Instance)>>,
+    binary_sha: tokio::sync::OnceCell<String>,
+}
+
+impl SshProvider {
+    /// A provider over `settings.hosts`.
+    pub fn new(settings: SshSettings) -> Self {
+        Self { settings, known: Mutex::new(HashMap::new()), binary_sha: tokio::sync::OnceCell::new() }
+    }
+
+    fn error(&self, message: String) -> ProviderError {
+        ProviderError { provider: "ssh".into(), message }
+    }
+
+    /// This pool's prefix of instance ids.
+    fn prefix(&self) -> String {
+        format!("{}-{}-", self.settings.tag, self.settings.class.as_str())
+    }
+
+    /// Runs `script` with `sh` on host `i`, `stdin` fed to it; its stdout, or
+    /// ssh's error (exit 255) or the script's, named for the host.
+    async fn run(&self, i: usize, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
+        let s = &self.settings;
+        let host = &s.hosts[i];
+        let mut ssh = Command::new("ssh");
+        ssh.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"])
+            .args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
+            .arg(format!("UserKnownHostsFile={}", s.known_hosts.display()));
+        if let Some(key) = &s.identity_file {
+            ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
+        }
+        if let Some(port) = host.port {
+            ssh.arg("-p").arg(port.to_string());
+        }
+        // The remote login shell gets one argument: sh runs the script, whatever that shell is.
+        ssh.arg(host.destination()).arg(format!("sh -c {}", quote(script)));
+        ssh.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = ssh.spawn().map_err(|e| self.error(format!("cannot run ssh: {e}")))?;
+        let mut input = child.stdin.take().expect("piped");
+        let feed = async {
+            let _ = input.write_all(stdin).await;
+            drop(input);
+        };
+        let (out, ()) = tokio::join!(child.wait_with_output(), feed);
+        let out = out.map_err(|e| self.error(format!("ssh to {host}: {e}")))?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        match out.status.code() {
+            Some(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+            Some(255) if stderr.contains("Permission denied") => {
+                Err(self.error(format!("permission denied for {}: {stderr} (check [providers.ssh] identity_file)", host.destination())))
+            }
+            Some(255) => Err(self.error(format!("cannot reach {host}: {}", last_line(&stderr)))),
+            _ => Err(self.error(format!("on {host}: {}", last_line(&stderr)))),
+        }
+    }
+
+    /// Copies the binary to host `i` unless the one there has the same SHA-256.
+    async fn install(&self, i: usize) -> Result<(), ProviderError> {
+        let s = &self.settings;
+        let binary = s.binary.clone();
+        let local = self
+            .binary_sha
+            .get_or_try_init(|| async move {
+                let bytes = tokio::fs::read(&binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+                Ok::<_, String>(hex::encode(Sha256::digest(&bytes)))
+            })
+            .await
+            .map_err(|e| self.error(e))?;
+        let dir = &s.remote_dir;
+        // sha256sum on Linux, shasum on macOS.
+        let probe = format!(
+            "mkdir -p {dir}/bin {dir}/workers && {{ sha256sum {dir}/bin/tuneline 2>/dev/null || shasum -a 256 {dir}/bin/tuneline 2>/dev/null || true; }} | cut -d' ' -f1"
+        );
+        if self.run(i, &probe, b"").await?.trim() == local {
+            return Ok(());
+        }
+        let bytes = tokio::fs::read(&s.binary).await.map_err(|e| self.error(format!("{}: {e}", s.binary.display())))?;
+        let copy = format!("cat > {dir}/bin/tuneline.partial && chmod 755 {dir}/bin/tuneline.partial && mv {dir}/bin/tuneline.partial {dir}/bin/tuneline");
+        self.run(i, &copy, &bytes).await?;
+        tracing::info!("copied tuneline ({} MB) to {}", bytes.len() / 1_000_000, s.hosts[i]);
+        Ok(())
+    }
+
+    /// The first host with no instance of this pool.
+    fn free_host(&self) -> Option<usize> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        (0..self.settings.hosts.len()).find(|i| !known.values().any(|(host, _)| host == i))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for SshProvider {
+    fn name(&self) -> &str {
+        "ssh"
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        Ok(vec![self.settings.offer.clone()])
+    }
+
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let s = &self.settings;
+        let i = self.free_host().ok_or_else(|| self.error(format!("all {} hosts run a worker of this pool", s.hosts.len())))?;
+        self.install(i).await?;
+        let launched_at = now();
+        let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
+        let dir = &s.remote_dir;
+        let args = [
+            "--server",
+            &s.server,
+            "--provider",
+            "ssh",
+            "--instance",
+            &id,
+            "--instance-type",
+            &offer.instance_type,
+            "--price",
+            &offer.price_per_hour.to_string(),
+            "--class",
+            s.class.as_str(),
+            "--cache-dir",
+            "cache",
+        ]
+        .map(quote)
+        .join(" ");
+        let spot = if offer.spot { " --spot" } else { "" };
+        let script = format!(
+            "set -e; read -r TUNELINE_JOIN; export TUNELINE_JOIN; cd {dir}; if [ -f env ]; then set -a; . ./env; set +a; fi; \
+             if command -v setsid > /dev/null 2>&1; then set -- setsid; else set -- perl -e 'setpgrp(0, 0); exec @ARGV'; fi; \
+             nohup \"$@\" bin/tuneline worker {args}{spot} > workers/{id}.log 2>&1 < /dev/null & echo \"$! {at}\" > workers/{id}.pid",
+            at = launched_at as u64
+        );
+        self.run(i, &script, format!("{}\n", s.join).as_bytes()).await?;
+        let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at };
+        tracing::info!("launched worker {id} on {}", s.hosts[i]);
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (i, instance.clone()));
+        Ok(instance)
+    }
+
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        let Some((i, _)) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned() else { return Ok(()) };
+        let dir = &self.settings.remote_dir;
+        let tenths = self.settings.grace.as_millis() / 100;
+        let script = format!(
+            "f={dir}/workers/{id}.pid; [ -f $f ] || exit 0; read pid at < $f; kill -TERM -$pid 2>/dev/null || true; i=0; \
+             while kill -0 $pid 2>/dev/null && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; \
+             kill -KILL -$pid 2>/dev/null || true; sleep 0.2; \
+             if kill -0 $pid 2>/dev/null; then echo \"worker pid $pid is still running\" >&2; exit 1; fi; rm -f $f"
+        );
+        let result = self.run(i, &script, b"").await;
+        // Forgotten either way: an unreachable host's worker is found and stopped by a later listing.
+        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        result.map(|_| ())
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        let dir = &self.settings.remote_dir;
+        let prefix = self.prefix();
+        let script = format!(
+            "cd {dir}/workers 2>/dev/null || exit 0; for f in {prefix}*.pid; do [ -f \"$f\" ] || continue; read pid at < \"$f\"; \
+             if kill -0 \"$pid\" 2>/dev/null; then echo \"${{f%.pid}} $at\"; else rm -f \"$f\"; fi; done"
+        );
+        let mut listed = HashMap::new();
+        for i in 0..self.settings.hosts.len() {
+            match self.run(i, &script, b"").await {
+                Ok(out) => {
+                    for line in out.lines() {
+                        let Some((id, at)) = line.split_once(' ') else { continue };
+                        let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).map(|(_, inst)| inst.offer.clone());
+                        let offer = known.unwrap_or(Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false });
+                        listed.insert(id.to_string(), (i, Instance { id: id.to_string(), offer, launched_at: at.parse().unwrap_or(0.0) }));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("{e}; keeping the workers last seen there");
+                    let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+                    listed.extend(known.iter().filter(|(_, (host, _))| *host == i).map(|(id, v)| (id.clone(), v.clone())));
+                }
+            }
+        }
+        let instances = listed.values().map(|(_, inst)| inst.clone()).collect();
+        *self.known.lock().unwrap_or_else(|p| p.into_inner()) = listed;
+        Ok(instances)
+    }
+}
+
+/// `text` as one single-quoted shell word.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The last line of ssh's stderr: its own error, after any warnings.
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or("no error output")
+}

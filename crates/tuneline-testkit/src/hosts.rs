@@ -1,0 +1,209 @@
+//! Separate hosts on one machine: each a network and mount namespace of its
+//! own, joined to this one by a veth link on a bridge, running its own sshd
+//! (Debian's openssh-server, key authentication only).
+//!
+//! Inside a host, `/root` (the login's home) is an empty tmpfs of its own,
+//! and so is every path the test hides, such as the server's project
+//! directory: a path that leaks from server to worker fails there. The
+//! host reaches this side only over its link, at [`Fleet::gateway`], where
+//! the fleet's own Garage serves S3. Dropping the fleet kills the processes
+//! left in its namespaces, by pid, and removes the namespaces and links.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::garage::{start_on, Garage};
+use crate::process::spawn_tied;
+
+/// A host of the fleet.
+#[derive(Debug)]
+pub struct Host {
+    /// Its network namespace.
+    pub netns: String,
+    /// Its address on the bridge.
+    pub addr: String,
+    /// The link's end on this side: `ip link set <it> down` cuts the host off.
+    pub link: String,
+    /// Its sshd, as spawned.
+    pub sshd_pid: u32,
+    /// Its directory on this side: sshd's config, keys and log.
+    pub dir: PathBuf,
+}
+
+/// Hosts on a bridge, with a Garage on this side of their links.
+pub struct Fleet {
+    /// The hosts.
+    pub hosts: Vec<Host>,
+    /// This side's address on the bridge: the server and Garage listen here.
+    pub gateway: String,
+    /// A Garage listening on the gateway.
+    pub garage: Garage,
+    /// The private key every host authorizes, for `root@<addr>`.
+    pub key: PathBuf,
+    /// A key no host authorizes.
+    pub wrong_key: PathBuf,
+    bridge: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// `n` hosts, each with `hidden` covered by an empty tmpfs.
+    pub fn new(n: usize, hidden: &[&Path]) -> Self {
+        let sshd = crate::deps::sshd();
+        static SERIAL: AtomicU32 = AtomicU32::new(0);
+        let id = format!("{:05}{:02}", std::process::id() % 100_000, SERIAL.fetch_add(1, Ordering::Relaxed) % 100);
+        let dir = tempfile::Builder::new().prefix("tuneline-hosts-").tempdir().unwrap();
+        let bridge = format!("tl{id}b");
+        let subnet = {
+            // Fleets of parallel tests choose one at a time, each seeing the others' bridges.
+            static CHOOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+            let _one = CHOOSING.lock().unwrap_or_else(|e| e.into_inner());
+            let subnet = free_subnet();
+            ip(&["link", "add", &bridge, "type", "bridge"]);
+            ip(&["addr", "add", &format!("{subnet}.1/24"), "dev", &bridge]);
+            subnet
+        };
+        ip(&["link", "set", &bridge, "up"]);
+        let key = keygen(dir.path(), "client_key");
+        let wrong_key = keygen(dir.path(), "wrong_key");
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden)).collect::<Vec<_>>();
+        for host in &hosts {
+            wait_for_port(&format!("{}:22", host.addr), &host.dir.join("sshd.log"));
+        }
+        let garage = start_on(&format!("{subnet}.1")).unwrap_or_else(|e| panic!("{e}"));
+        Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, bridge, _dir: dir }
+    }
+
+    /// `user@host:port` of host `i`, as `[providers.ssh] hosts` takes it.
+    pub fn target(&self, i: usize) -> String {
+        format!("root@{}:22", self.hosts[i].addr)
+    }
+
+    /// Runs `script` with sh on host `i`, over ssh with the fleet's key.
+    pub fn ssh(&self, i: usize, script: &str) -> Output {
+        Command::new("ssh")
+            .args(["-i"])
+            .arg(&self.key)
+            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+            .arg(format!("root@{}", self.hosts[i].addr))
+            .arg(script)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Cuts host `i`'s link (`up = false`) or restores it.
+    pub fn link(&self, i: usize, up: bool) {
+        ip(&["link", "set", &self.hosts[i].link, if up { "up" } else { "down" }]);
+    }
+
+    /// The pids of the processes in host `i`'s namespace, sshd's included.
+    pub fn pids(&self, i: usize) -> Vec<u32> {
+        let out = Command::new("ip").args(["netns", "pids", &self.hosts[i].netns]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for (i, host) in self.hosts.iter().enumerate() {
+            for pid in self.pids(i) {
+                // SAFETY: kill(2) on a pid this fleet's namespace holds: the host's sshd and what ran under it.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = Command::new("ip").args(["link", "del", &host.link]).status();
+            let _ = Command::new("ip").args(["netns", "del", &host.netns]).status();
+        }
+        let _ = Command::new("ip").args(["link", "del", &self.bridge]).status();
+    }
+}
+
+/// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered.
+#[allow(clippy::too_many_arguments)]
+fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path]) -> Host {
+    let netns = format!("tl{id}h{i}");
+    let (link, peer) = (format!("tl{id}v{i}"), format!("tl{id}p{i}"));
+    let addr = format!("{subnet}.{}", i + 2);
+    ip(&["netns", "add", &netns]);
+    ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer]);
+    ip(&["link", "set", &link, "master", bridge, "up"]);
+    ip(&["link", "set", &peer, "netns", &netns]);
+    for args in [
+        vec!["link", "set", &peer, "name", "eth0"],
+        vec!["addr", "add", &format!("{addr}/24"), "dev", "eth0"],
+        vec!["link", "set", "eth0", "up"],
+        vec!["link", "set", "lo", "up"],
+    ] {
+        ip(&[&["-n", netns.as_str()][..], &args].concat());
+    }
+    let host_dir = dir.join(format!("h{i}"));
+    std::fs::create_dir_all(&host_dir).unwrap();
+    // sshd re-executes itself by absolute path for every connection: it runs from
+    // the host's directory, which the tmpfs over /root does not cover.
+    let bin = host_dir.join("sshd");
+    std::fs::copy(sshd, &bin).unwrap();
+    let libs = sshd.parent().unwrap().parent().unwrap().join("lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(host_dir.join("lib")).unwrap();
+    for lib in std::fs::read_dir(&libs).unwrap().flatten() {
+        std::fs::copy(lib.path(), host_dir.join("lib").join(lib.file_name())).unwrap();
+    }
+    let host_key = keygen(&host_dir, "host_key");
+    let config = format!(
+        "ListenAddress {addr}\nHostKey {}\nPidFile {d}/sshd.pid\nAuthorizedKeysFile /root/.ssh/authorized_keys\nPasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\nPrintMotd no\n",
+        host_key.display(),
+        d = host_dir.display()
+    );
+    std::fs::write(host_dir.join("sshd_config"), config).unwrap();
+    let mut covers: Vec<String> = vec!["/root".into()];
+    covers.extend(hidden.iter().map(|p| p.display().to_string()));
+    let mounts: String = covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
+    let script = format!(
+        "set -e; {mounts}mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname tl-host-{i}; \
+         exec env LD_LIBRARY_PATH='{d}/lib' '{bin}' -D -e -f '{d}/sshd_config'",
+        pubkey = key.with_extension("pub").display(),
+        d = host_dir.display(),
+        bin = bin.display()
+    );
+    let log = std::fs::File::create(host_dir.join("sshd.log")).unwrap();
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &netns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    let sshd_pid = spawn_tied(&mut cmd).unwrap_or_else(|e| panic!("cannot start sshd in {netns}: {e}"));
+    Host { netns, addr, link, sshd_pid, dir: host_dir }
+}
+
+/// A /24 under 10.0.0.0/8 that no interface here has.
+fn free_subnet() -> String {
+    let taken = String::from_utf8_lossy(&Command::new("ip").args(["-br", "addr"]).output().unwrap().stdout).into_owned();
+    let start = std::process::id() as usize;
+    (0..200 * 250)
+        .map(|k| (start + k * 7919) % (200 * 250))
+        .map(|k| format!("10.{}.{}", 30 + k / 250, k % 250))
+        .find(|s| !taken.contains(&format!(" {s}.")))
+        .expect("a free 10.x.y.0/24")
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| panic!("ip (iproute2) is needed for test hosts: {e}"));
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+}
+
+fn keygen(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let out = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
+    path
+}
+
+fn wait_for_port(addr: &str, log: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), std::time::Duration::from_millis(200)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "sshd did not listen on {addr}: {}", std::fs::read_to_string(log).unwrap_or_default());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
