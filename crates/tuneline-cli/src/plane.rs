@@ -13,18 +13,21 @@ use tuneline_api::{Client, Fingerprint, Trust, WorkerClass};
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
-use tuneline_control::serve::{Endpoint, Server};
-use tuneline_core::config::Config;
+use tuneline_control::serve::{public_url, Endpoint, Server};
+use tuneline_core::config::{Config, ProviderConfig, SshHost};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
+use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
 
 use crate::exit::{CliResult, Failure};
 
 /// The default state directory: `state.db`, `token`, workers' logs and caches.
 pub const STATE_DIR: &str = ".tuneline/control";
+/// The file in a state directory whose text tags this plane's instances.
+const PLANE_TAG_FILE: &str = "plane-tag";
 
 /// The token a client presents: the flag (or `TUNELINE_TOKEN`), else the
 /// token file of a server in this directory.
@@ -77,8 +80,10 @@ impl ControlPlane {
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
-        let autoscalers: Vec<_> =
-            pools(config, state_dir, &server)?.into_iter().map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool))).collect();
+        let autoscalers: Vec<_> = pools(config, state_dir, &server, endpoint)?
+            .into_iter()
+            .map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool)))
+            .collect();
         if autoscalers.is_empty() {
             return Ok(Self { server, autoscalers, scaling: None });
         }
@@ -129,29 +134,31 @@ impl ControlPlane {
 }
 
 /// The pools of the provider `[workers] provider` names: training on its
-/// offer (spot-simulated when `[providers.<name>]` asks), delivery on its
+/// offer (spot-simulated when `[providers.local]` asks), delivery on its
 /// `delivery_instance_type`, never preempted; none for `manual`.
-fn pools(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Vec<(Arc<dyn Provider>, Pool)>> {
+fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint) -> CliResult<Vec<(Arc<dyn Provider>, Pool)>> {
     let w = &config.workers;
     let name = w.provider.as_str();
     let settings = config.providers.get(name).cloned().unwrap_or_default();
-    match name {
+    let kind = match name {
         "manual" => return Ok(Vec::new()),
-        "local" => {}
+        "local" | "ssh" => name,
         other => {
             return Err(Failure::input(format!(
-                "[workers] provider = \"{other}\": this build launches only `local` workers; use \"manual\" and start `tuneline worker --server URL` on each machine"
+                "[workers] provider = \"{other}\": this build launches `local` and `ssh` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
             )))
         }
-    }
+    };
+    let default_type = if kind == "ssh" { "ssh-host" } else { "local-cpu" };
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
-    let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| "local-cpu".into()), price_per_hour: price, spot: settings.spot };
+    let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()), price_per_hour: price, spot: settings.spot };
     let delivery = Offer {
-        instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| "local-cpu".into()),
+        instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
         price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
         spot: false,
     };
     let exe = std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?;
+    let grace = config.training.sigterm_grace.0 + Duration::from_secs(5);
     let local = |class: WorkerClass, offer: &Offer| {
         Arc::new(LocalProvider::new(LocalSettings {
             exe: exe.clone(),
@@ -160,22 +167,59 @@ fn pools(config: &Config, state_dir: &Path, server: &Server) -> CliResult<Vec<(A
             dir: state_dir.join("workers"),
             offer: offer.clone(),
             class,
-            grace: config.training.sigterm_grace.0 + Duration::from_secs(5),
+            grace,
         }))
+    };
+    let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
+        if kind == "ssh" {
+            let settings = ssh_settings(&settings, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server, (class, offer, grace))?;
+            return Ok(Arc::new(SshProvider::new(settings)));
+        }
+        Ok(local(class, offer))
     };
     let source = match (&settings.spot_trace, settings.spot_mtbf) {
         (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
         (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
         (None, None) => None,
     };
-    let gpu = local(WorkerClass::Gpu, &training);
     let trainers: Arc<dyn Provider> = match source {
-        Some(source) if settings.spot => {
+        // Simulated spot preempts local workers; a real fleet's machines are what they are.
+        Some(source) if settings.spot && kind == "local" => {
             let spot = SpotSettings { source, speedup: settings.spot_trace_speedup, notice: settings.spot_notice.0, seed: settings.spot_seed };
-            Arc::new(SpotProvider::new(gpu, spot))
+            Arc::new(SpotProvider::new(local(WorkerClass::Gpu, &training), spot))
         }
-        _ => gpu,
+        _ => make(WorkerClass::Gpu, &training)?,
     };
     let pool = |class, offer| Pool { class, offer, max_workers: w.max_workers, idle_timeout: w.idle_timeout.0, boot_grace: Duration::from_secs(60) };
-    Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (local(WorkerClass::Cpu, &delivery) as Arc<dyn Provider>, pool(WorkerClass::Cpu, delivery))])
+    Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, delivery))])
+}
+
+/// `[providers.ssh]` as the provider takes it: the hosts, the server as they
+/// reach it, and this plane's tag, kept in the state directory so that a
+/// restarted plane finds its own workers.
+fn ssh_settings(p: &ProviderConfig, state_dir: &Path, server_url: String, server: &Server, pool: (WorkerClass, &Offer, Duration)) -> CliResult<SshSettings> {
+    let (class, offer, grace) = pool;
+    if p.hosts.is_empty() {
+        return Err(Failure::input("[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]"));
+    }
+    let hosts = p.hosts.iter().map(|h| SshHost::parse(h).map_err(|e| Failure::input(format!("[providers.ssh] hosts: {e}")))).collect::<CliResult<_>>()?;
+    let tag_file = state_dir.join(PLANE_TAG_FILE);
+    let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
+    let binary = match &p.binary {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
+    };
+    Ok(SshSettings {
+        hosts,
+        identity_file: p.identity_file.as_ref().map(PathBuf::from),
+        known_hosts: state_dir.join("known_hosts"),
+        remote_dir: p.remote_dir.clone(),
+        binary,
+        server: server_url,
+        join: server.join.to_string(),
+        tag: format!("tl{}", &tag[..10]),
+        offer: offer.clone(),
+        class,
+        grace,
+    })
 }

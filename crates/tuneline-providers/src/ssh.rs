@@ -150,26 +150,15 @@ impl SshProvider {
         Ok(())
     }
 
-    /// The first host with no instance of this pool.
-    fn free_host(&self) -> Option<usize> {
+    /// The hosts with no instance of this pool, in order.
+    fn free_hosts(&self) -> Vec<usize> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        (0..self.settings.hosts.len()).find(|i| !known.values().any(|(host, _)| host == i))
-    }
-}
-
-#[async_trait::async_trait]
-impl Provider for SshProvider {
-    fn name(&self) -> &str {
-        "ssh"
+        (0..self.settings.hosts.len()).filter(|i| !known.values().any(|(host, _)| host == i)).collect()
     }
 
-    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
-        Ok(vec![self.settings.offer.clone()])
-    }
-
-    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+    /// Starts a worker on host `i`.
+    async fn launch_on(&self, i: usize, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
-        let i = self.free_host().ok_or_else(|| self.error(format!("all {} hosts run a worker of this pool", s.hosts.len())))?;
         self.install(i).await?;
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
@@ -204,6 +193,34 @@ impl Provider for SshProvider {
         tracing::info!("launched worker {id} on {}", s.hosts[i]);
         self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (i, instance.clone()));
         Ok(instance)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for SshProvider {
+    fn name(&self) -> &str {
+        "ssh"
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        Ok(vec![self.settings.offer.clone()])
+    }
+
+    /// Starts a worker on the first free host that answers; the others' errors
+    /// are reported only if none does.
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let free = self.free_hosts();
+        if free.is_empty() {
+            return Err(self.error(format!("all {} hosts run a worker of this pool", self.settings.hosts.len())));
+        }
+        let mut errors = Vec::new();
+        for i in free {
+            match self.launch_on(i, offer).await {
+                Ok(instance) => return Ok(instance),
+                Err(e) => errors.push(e.message),
+            }
+        }
+        Err(self.error(errors.join("; ")))
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {

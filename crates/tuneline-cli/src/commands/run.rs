@@ -47,8 +47,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let run = run_id(config, &dataset);
 
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
-    // On loopback: plain HTTP unless [server] tls = "on".
-    let endpoint = Endpoint::from_config(&config.server, "127.0.0.1:0", false);
+    // Local workers reach the server on loopback (plain HTTP unless [server] tls = "on");
+    // another provider's machines reach it at [server] listen.
+    let listen = if config.workers.provider == "local" { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
+    let endpoint = Endpoint::from_config(&config.server, &listen, false);
     let mut plane = ControlPlane::start(config, &state_dir, &endpoint).await?;
     let client = plane.client();
     let trained = train_then_deliver(&client, &plane, global, (&text, &dataset, &run), args.max_attempts, max_steps).await;

@@ -8,6 +8,7 @@ mod config;
 mod cost;
 mod data;
 mod deliver;
+mod fleet;
 mod help;
 mod init;
 mod jobs;
