@@ -9,6 +9,8 @@
 #   docker-registry/       Debian's docker-registry (an OCI registry), unpacked from its package
 #   openssh/               Debian's openssh-server (sshd) and libwrap0, unpacked, for test hosts in
 #                          network namespaces (their sshd runs as the test's own, never as a service)
+#   (system)               Debian's slurm-wlm 22.05 and munge, installed with their services
+#                          blocked: the tests start a cluster of their own inside a test host
 #   llama.cpp/bin/         llama-simple, llama-completion, llama-perplexity, llama-quantize, built from that sdist
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
 #                          and numpy, for reading exported GGUFs independently, sacrebleu and
@@ -105,6 +107,23 @@ for tool in ip ssh ssh-keygen unshare; do
   command -v "$tool" > /dev/null || { echo "setup: $tool is missing (iproute2, openssh-client, util-linux)" >&2; exit 1; }
 done
 echo "setup: $(LD_LIBRARY_PATH="$openssh/usr/lib/x86_64-linux-gnu" "$openssh/usr/sbin/sshd" -V 2>&1 | head -n1) for test hosts"
+
+# Slurm and munge for the test cluster. Their packages' services must not
+# start here (the tests run their own daemons inside a test host), so any
+# service start is refused while they install, as Docker images do.
+if ! command -v slurmctld > /dev/null || ! command -v munged > /dev/null; then
+  echo "setup: installing Debian's slurm-wlm and munge (their services blocked)"
+  blocker=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && blocker=/usr/sbin/policy-rc.d
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge > "$cache/slurm-install.log" 2>&1 \
+    || { tail -n 20 "$cache/slurm-install.log" >&2; [ -z "$blocker" ] || rm -f "$blocker"; exit 1; }
+  [ -z "$blocker" ] || rm -f "$blocker"
+fi
+slurm_version="$(dpkg-query -W -f='${Version}' slurmctld)"
+case "$slurm_version" in 22.05.*) ;; *) echo "setup: the tests expect Slurm 22.05 (Debian 12), found $slurm_version" >&2; exit 1 ;; esac
+echo "setup: slurm-wlm $slurm_version, $(munged --version)"
 
 # Python `datasets`, only to check that tuneline's dataset shards load there.
 venv="$cache/venv"

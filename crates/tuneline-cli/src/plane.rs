@@ -18,6 +18,7 @@ use tuneline_core::config::{Config, ProviderConfig, SshHost};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
+use tuneline_providers::remote::SshAuth;
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
 use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
@@ -211,8 +212,7 @@ fn ssh_settings(p: &ProviderConfig, state_dir: &Path, server_url: String, server
     };
     Ok(SshSettings {
         hosts,
-        identity_file: p.identity_file.as_ref().map(PathBuf::from),
-        known_hosts: state_dir.join("known_hosts"),
+        auth: SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: state_dir.join("known_hosts") },
         remote_dir: p.remote_dir.clone(),
         binary,
         server: server_url,

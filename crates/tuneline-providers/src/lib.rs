@@ -4,12 +4,16 @@
 //! - [`local`]: `tuneline worker` processes on this machine;
 //! - [`process`]: children tied to their parent, and signals to them;
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
+//! - [`slurm`]: workers as Slurm batch jobs (`sbatch`, `squeue`, `scancel`);
+//! - [`remote`]: scripts run over ssh (or here), and the binary kept up to date there;
 //! - [`spot`]: a wrapper that preempts another provider's instances like a
 //!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
 //!   or following a real spot trace.
 
 pub mod local;
 pub mod process;
+pub mod remote;
+pub mod slurm;
 pub mod spot;
 pub mod ssh;
 

@@ -23,14 +23,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
-
+use super::remote::{sha256_of, worker_args, Shell, SshAuth, SOURCE_ENV};
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
@@ -41,10 +37,8 @@ use tuneline_core::config::SshHost;
 pub struct SshSettings {
     /// The machines.
     pub hosts: Vec<SshHost>,
-    /// `ssh -i`, if not ssh's default key.
-    pub identity_file: Option<PathBuf>,
-    /// The known-hosts file: a host's key is learnt on first contact and checked after.
-    pub known_hosts: PathBuf,
+    /// How ssh logs in to them.
+    pub auth: SshAuth,
     /// Each host's directory, relative to the login's home.
     pub remote_dir: String,
     /// The `tuneline` binary copied to the hosts.
@@ -66,6 +60,7 @@ pub struct SshSettings {
 /// Workers on a fleet of SSH hosts.
 pub struct SshProvider {
     settings: SshSettings,
+    shells: Vec<Shell>,
     /// Instance id -> (host index, instance), as last listed or launched.
     known: Mutex<HashMap<String, (usize, Instance)>>,
     binary_sha: tokio::sync::OnceCell<String>,
@@ -74,7 +69,8 @@ pub struct SshProvider {
 impl SshProvider {
     /// A provider over `settings.hosts`.
     pub fn new(settings: SshSettings) -> Self {
-        Self { settings, known: Mutex::new(HashMap::new()), binary_sha: tokio::sync::OnceCell::new() }
+        let shells = settings.hosts.iter().map(|h| Shell::Ssh(h.clone(), settings.auth.clone())).collect();
+        Self { settings, shells, known: Mutex::new(HashMap::new()), binary_sha: tokio::sync::OnceCell::new() }
     }
 
     fn error(&self, message: String) -> ProviderError {
@@ -86,68 +82,16 @@ impl SshProvider {
         format!("{}-{}-", self.settings.tag, self.settings.class.as_str())
     }
 
-    /// Runs `script` with `sh` on host `i`, `stdin` fed to it; its stdout, or
-    /// ssh's error (exit 255) or the script's, named for the host.
+    /// Runs `script` on host `i`, `stdin` fed to it.
     async fn run(&self, i: usize, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
-        let s = &self.settings;
-        let host = &s.hosts[i];
-        let mut ssh = Command::new("ssh");
-        ssh.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"])
-            .args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
-            .arg(format!("UserKnownHostsFile={}", s.known_hosts.display()));
-        if let Some(key) = &s.identity_file {
-            ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
-        }
-        if let Some(port) = host.port {
-            ssh.arg("-p").arg(port.to_string());
-        }
-        // The remote login shell gets one argument: sh runs the script, whatever that shell is.
-        ssh.arg(host.destination()).arg(format!("sh -c {}", quote(script)));
-        ssh.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let mut child = ssh.spawn().map_err(|e| self.error(format!("cannot run ssh: {e}")))?;
-        let mut input = child.stdin.take().expect("piped");
-        let feed = async {
-            let _ = input.write_all(stdin).await;
-            drop(input);
-        };
-        let (out, ()) = tokio::join!(child.wait_with_output(), feed);
-        let out = out.map_err(|e| self.error(format!("ssh to {host}: {e}")))?;
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        match out.status.code() {
-            Some(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-            Some(255) if stderr.contains("Permission denied") => {
-                Err(self.error(format!("permission denied for {}: {stderr} (check [providers.ssh] identity_file)", host.destination())))
-            }
-            Some(255) => Err(self.error(format!("cannot reach {host}: {}", last_line(&stderr)))),
-            _ => Err(self.error(format!("on {host}: {}", last_line(&stderr)))),
-        }
+        self.shells[i].run(script, stdin).await.map_err(|e| self.error(e))
     }
 
     /// Copies the binary to host `i` unless the one there has the same SHA-256.
     async fn install(&self, i: usize) -> Result<(), ProviderError> {
-        let s = &self.settings;
-        let binary = s.binary.clone();
-        let local = self
-            .binary_sha
-            .get_or_try_init(|| async move {
-                let bytes = tokio::fs::read(&binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
-                Ok::<_, String>(hex::encode(Sha256::digest(&bytes)))
-            })
-            .await
-            .map_err(|e| self.error(e))?;
-        let dir = &s.remote_dir;
-        // sha256sum on Linux, shasum on macOS.
-        let probe = format!(
-            "mkdir -p {dir}/bin {dir}/workers && {{ sha256sum {dir}/bin/tuneline 2>/dev/null || shasum -a 256 {dir}/bin/tuneline 2>/dev/null || true; }} | cut -d' ' -f1"
-        );
-        if self.run(i, &probe, b"").await?.trim() == local {
-            return Ok(());
-        }
-        let bytes = tokio::fs::read(&s.binary).await.map_err(|e| self.error(format!("{}: {e}", s.binary.display())))?;
-        let copy = format!("cat > {dir}/bin/tuneline.partial && chmod 755 {dir}/bin/tuneline.partial && mv {dir}/bin/tuneline.partial {dir}/bin/tuneline");
-        self.run(i, &copy, &bytes).await?;
-        tracing::info!("copied tuneline ({} MB) to {}", bytes.len() / 1_000_000, s.hosts[i]);
-        Ok(())
+        let binary = &self.settings.binary;
+        let sha = self.binary_sha.get_or_try_init(|| sha256_of(binary)).await.map_err(|e| self.error(e))?;
+        self.shells[i].install(binary, sha, &self.settings.remote_dir).await.map_err(|e| self.error(e))
     }
 
     /// The hosts with no instance of this pool, in order.
@@ -163,29 +107,11 @@ impl SshProvider {
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
         let dir = &s.remote_dir;
-        let args = [
-            "--server",
-            &s.server,
-            "--provider",
-            "ssh",
-            "--instance",
-            &id,
-            "--instance-type",
-            &offer.instance_type,
-            "--price",
-            &offer.price_per_hour.to_string(),
-            "--class",
-            s.class.as_str(),
-            "--cache-dir",
-            "cache",
-        ]
-        .map(quote)
-        .join(" ");
-        let spot = if offer.spot { " --spot" } else { "" };
+        let args = worker_args(&s.server, "ssh", &id, offer, s.class);
         let script = format!(
-            "set -e; read -r TUNELINE_JOIN; export TUNELINE_JOIN; cd {dir}; if [ -f env ]; then set -a; . ./env; set +a; fi; \
+            "set -e; read -r TUNELINE_JOIN; export TUNELINE_JOIN; cd {dir}; {SOURCE_ENV}; \
              if command -v setsid > /dev/null 2>&1; then set -- setsid; else set -- perl -e 'setpgrp(0, 0); exec @ARGV'; fi; \
-             nohup \"$@\" bin/tuneline worker {args}{spot} > workers/{id}.log 2>&1 < /dev/null & echo \"$! {at}\" > workers/{id}.pid",
+             nohup \"$@\" bin/tuneline worker {args} > workers/{id}.log 2>&1 < /dev/null & echo \"$! {at}\" > workers/{id}.pid",
             at = launched_at as u64
         );
         self.run(i, &script, format!("{}\n", s.join).as_bytes()).await?;
@@ -268,14 +194,4 @@ impl Provider for SshProvider {
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = listed;
         Ok(instances)
     }
-}
-
-/// `text` as one single-quoted shell word.
-fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-/// The last line of ssh's stderr: its own error, after any warnings.
-fn last_line(text: &str) -> &str {
-    text.lines().last().unwrap_or("no error output")
 }

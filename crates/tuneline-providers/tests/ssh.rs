@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tuneline_api::WorkerClass;
 use tuneline_core::config::SshHost;
+use tuneline_providers::remote::SshAuth;
 use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
 use tuneline_testkit::Fleet;
@@ -29,8 +30,7 @@ fn stand_in(dir: &Path) -> std::path::PathBuf {
 fn provider(fleet: &Fleet, dir: &Path, key: &Path, tag: &str) -> SshProvider {
     SshProvider::new(SshSettings {
         hosts: (0..fleet.hosts.len()).map(|i| SshHost::parse(&fleet.target(i)).unwrap()).collect(),
-        identity_file: Some(key.to_path_buf()),
-        known_hosts: dir.join("known_hosts"),
+        auth: SshAuth { identity_file: Some(key.to_path_buf()), known_hosts: dir.join("known_hosts") },
         remote_dir: ".tuneline".into(),
         binary: stand_in(dir),
         server: format!("https://{}:8470", fleet.gateway),

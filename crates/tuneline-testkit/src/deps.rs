@@ -1,6 +1,6 @@
 //! Locations of test dependencies, overridable by environment variables.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const SETUP: &str = "run `bash scripts/setup-test-deps.sh` (it is what `.ci/run` does first)";
 
@@ -92,4 +92,11 @@ pub fn sshd() -> PathBuf {
     let path = cache_dir().join("openssh/usr/sbin/sshd");
     assert!(path.is_file(), "sshd (Debian's openssh-server) not found at {}: {SETUP}", path.display());
     path
+}
+
+/// Checks that Debian's slurm-wlm 22.05 (slurmctld, slurmd, the clients) and munge are installed, for the test cluster.
+pub fn slurm() {
+    for bin in ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch"] {
+        assert!(Path::new(bin).is_file(), "{bin} (Debian's slurm-wlm and munge) not found: {SETUP}");
+    }
 }

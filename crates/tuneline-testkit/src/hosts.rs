@@ -8,6 +8,11 @@
 //! host reaches this side only over its link, at [`Fleet::gateway`], where
 //! the fleet's own Garage serves S3. Dropping the fleet kills the processes
 //! left in its namespaces, by pid, and removes the namespaces and links.
+//!
+//! [`Fleet::with_slurm`] also makes its first host a single-node Slurm
+//! cluster: Debian's slurm-wlm 22.05 (slurmctld and slurmd) and munge, with
+//! `proctrack/linuxproc` and two fake GPUs as gres on mknod'd devices, its
+//! config in the host's own `/etc/slurm`, so that `sbatch` over ssh finds it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -50,7 +55,19 @@ pub struct Fleet {
 impl Fleet {
     /// `n` hosts, each with `hidden` covered by an empty tmpfs.
     pub fn new(n: usize, hidden: &[&Path]) -> Self {
+        Self::make(n, hidden, false)
+    }
+
+    /// `n` hosts as [`Fleet::new`] makes them, the first also a Slurm cluster of one node.
+    pub fn with_slurm(n: usize, hidden: &[&Path]) -> Self {
+        Self::make(n, hidden, true)
+    }
+
+    fn make(n: usize, hidden: &[&Path], slurm: bool) -> Self {
         let sshd = crate::deps::sshd();
+        if slurm {
+            crate::deps::slurm();
+        }
         static SERIAL: AtomicU32 = AtomicU32::new(0);
         let id = format!("{:05}{:02}", std::process::id() % 100_000, SERIAL.fetch_add(1, Ordering::Relaxed) % 100);
         let dir = tempfile::Builder::new().prefix("tuneline-hosts-").tempdir().unwrap();
@@ -68,12 +85,35 @@ impl Fleet {
         let key = keygen(dir.path(), "client_key");
         let wrong_key = keygen(dir.path(), "wrong_key");
         std::fs::create_dir_all("/run/sshd").unwrap();
-        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden)).collect::<Vec<_>>();
+        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden, slurm && i == 0)).collect::<Vec<_>>();
         for host in &hosts {
             wait_for_port(&format!("{}:22", host.addr), &host.dir.join("sshd.log"));
         }
         let garage = start_on(&format!("{subnet}.1")).unwrap_or_else(|e| panic!("{e}"));
-        Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, bridge, _dir: dir }
+        let fleet = Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, bridge, _dir: dir };
+        if slurm {
+            fleet.wait_for_slurm();
+        }
+        fleet
+    }
+
+    /// Waits until the cluster's node is idle, or fails with its daemons' logs.
+    fn wait_for_slurm(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = self.ssh(0, "sinfo -h -o %T");
+            if String::from_utf8_lossy(&out.stdout).trim() == "idle" {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                let logs: String = ["munged.log", "slurmctld.log", "slurmd.log"]
+                    .iter()
+                    .map(|f| format!("--- {f}\n{}", std::fs::read_to_string(self.hosts[0].dir.join(f)).unwrap_or_default()))
+                    .collect();
+                panic!("the Slurm node did not come up idle ({}):\n{logs}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
     }
 
     /// `user@host:port` of host `i`, as `[providers.ssh] hosts` takes it.
@@ -120,9 +160,9 @@ impl Drop for Fleet {
     }
 }
 
-/// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered.
+/// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered (and a Slurm cluster with `slurm`).
 #[allow(clippy::too_many_arguments)]
-fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path]) -> Host {
+fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path], slurm: bool) -> Host {
     let netns = format!("tl{id}h{i}");
     let (link, peer) = (format!("tl{id}v{i}"), format!("tl{id}p{i}"));
     let addr = format!("{subnet}.{}", i + 2);
@@ -160,21 +200,60 @@ fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path,
     let mut covers: Vec<String> = vec!["/root".into()];
     covers.extend(hidden.iter().map(|p| p.display().to_string()));
     let mounts: String = covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
+    let cluster = if slurm { slurm_cluster(&host_dir, &format!("tl-host-{i}"), &addr) } else { String::new() };
     let script = format!(
-        "set -e; {mounts}mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname tl-host-{i}; \
+        "set -e; {mounts}mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname tl-host-{i}; {cluster}\
          exec env LD_LIBRARY_PATH='{d}/lib' '{bin}' -D -e -f '{d}/sshd_config'",
         pubkey = key.with_extension("pub").display(),
         d = host_dir.display(),
         bin = bin.display()
     );
     let log = std::fs::File::create(host_dir.join("sshd.log")).unwrap();
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &netns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", &script])
+    // nsenter, not `ip netns exec`, which would mount a new /sys and hide the cgroup hierarchy slurmd needs.
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net=/run/netns/{netns}"))
+        .args(["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", &script])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
     let sshd_pid = spawn_tied(&mut cmd).unwrap_or_else(|e| panic!("cannot start sshd in {netns}: {e}"));
     Host { netns, addr, link, sshd_pid, dir: host_dir }
+}
+
+/// The shell that makes host `name` (at `addr`) a Slurm cluster of one node,
+/// all its state in `dir`, its config in the host's own `/etc/slurm`.
+fn slurm_cluster(dir: &Path, name: &str, addr: &str) -> String {
+    let d = dir.display();
+    for sub in ["state", "spool", "dev"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    for gpu in 0..2 {
+        let dev = dir.join(format!("dev/nvidia{gpu}"));
+        let made = Command::new("mknod").arg(&dev).args(["c", "195", &gpu.to_string()]).status().unwrap();
+        assert!(made.success(), "mknod {}", dev.display());
+    }
+    let key: Vec<u8> = (0..1024).map(|_| rand::random::<u8>()).collect();
+    std::fs::write(dir.join("munge.key"), key).unwrap();
+    std::fs::set_permissions(dir.join("munge.key"), std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+    let conf = format!(
+        "ClusterName=tuneline\nSlurmctldHost={name}({addr})\nAuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation={d}/state\n\
+         SlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\nProctrackType=proctrack/linuxproc\n\
+         TaskPlugin=task/none\nReturnToService=2\nSlurmUser=root\nSlurmdUser=root\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
+         GresTypes=gpu\nSchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1\nJobCompType=jobcomp/none\n\
+         AccountingStorageType=accounting_storage/none\nJobAcctGatherType=jobacct_gather/none\nMpiDefault=none\nKillWait=30\n\
+         MailProg=/bin/true\nSlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\n\
+         NodeName={name} NodeAddr={addr} CPUs=2 RealMemory=1000 Gres=gpu:2 State=UNKNOWN\n\
+         PartitionName=gpu Nodes={name} Default=YES MaxTime=INFINITE State=UP\n"
+    );
+    std::fs::write(dir.join("slurm.conf"), conf).unwrap();
+    std::fs::write(dir.join("gres.conf"), format!("NodeName={name} Name=gpu File={d}/dev/nvidia[0-1]\n")).unwrap();
+    std::fs::write(dir.join("hosts"), format!("127.0.0.1 localhost\n{addr} {name}\n")).unwrap();
+    format!(
+        "mount -t tmpfs tmpfs /etc/slurm; cp '{d}/slurm.conf' '{d}/gres.conf' /etc/slurm/; mount --bind '{d}/hosts' /etc/hosts; \
+         mkdir -p /run/munge; mount -t tmpfs tmpfs /run/munge; \
+         munged --force --key-file='{d}/munge.key' --pid-file='{d}/munged.pid' --log-file='{d}/munged.log' --seed-file='{d}/munge.seed'; \
+         slurmctld -i; slurmd; "
+    )
 }
 
 /// A /24 under 10.0.0.0/8 that no interface here has.

@@ -468,8 +468,20 @@ pub struct ProviderConfig {
     pub identity_file: Option<String>,
     /// SSH fleet: each host's directory for the binary, caches and logs, relative to the login's home.
     pub remote_dir: String,
-    /// SSH fleet: the `tuneline` binary copied to hosts [default: this one]; a macOS host needs a macOS build.
+    /// SSH fleet and Slurm: the `tuneline` binary copied to hosts [default: this one]; a macOS host needs a macOS build.
     pub binary: Option<String>,
+    /// Slurm: `--partition`.
+    pub partition: Option<String>,
+    /// Slurm: `--gres`, such as `gpu:1`.
+    pub gres: Option<String>,
+    /// Slurm: `--time`, such as `4h` (Slurm's own formats pass through).
+    pub time_limit: Option<String>,
+    /// Slurm: `--account`.
+    pub account: Option<String>,
+    /// Slurm: more `sbatch` arguments, such as `--qos=low`.
+    pub sbatch_args: Vec<String>,
+    /// Slurm: `user@login-node[:port]`, to run sbatch over ssh when this machine is not a Slurm client.
+    pub login: Option<String>,
 }
 
 impl Default for ProviderConfig {
@@ -490,6 +502,12 @@ impl Default for ProviderConfig {
             identity_file: None,
             remote_dir: ".tuneline".into(),
             binary: None,
+            partition: None,
+            gres: None,
+            time_limit: None,
+            account: None,
+            sbatch_args: Vec::new(),
+            login: None,
         }
     }
 }

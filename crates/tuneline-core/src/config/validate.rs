@@ -94,6 +94,9 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
                 v.fail(&format!("providers.{name}.hosts[{i}]"), &e);
             }
         }
+        if let Some(Err(e)) = p.login.as_deref().map(super::SshHost::parse) {
+            v.fail(&format!("providers.{name}.login"), &e);
+        }
         let speedup = p.spot_trace_speedup;
         v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
     }

@@ -1,0 +1,150 @@
+//! Running shell on a machine the providers reach: over the system `ssh`
+//! (an SSH fleet's host, a Slurm login node) or right here (a control node
+//! that is itself a Slurm client), and keeping the `tuneline` binary there
+//! up to date. The scripts are POSIX sh, so that macOS hosts serve too.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use tuneline_core::config::SshHost;
+
+/// How ssh logs in to the machines.
+#[derive(Debug, Clone)]
+pub struct SshAuth {
+    /// `ssh -i`, if not ssh's default key.
+    pub identity_file: Option<PathBuf>,
+    /// The known-hosts file: a host's key is learnt on first contact and checked after.
+    pub known_hosts: PathBuf,
+}
+
+/// Where scripts run.
+#[derive(Debug, Clone)]
+pub enum Shell {
+    /// On this machine.
+    Local,
+    /// On a host, over ssh.
+    Ssh(SshHost, SshAuth),
+}
+
+impl std::fmt::Display for Shell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Local => write!(f, "this machine"),
+            Self::Ssh(host, _) => write!(f, "{host}"),
+        }
+    }
+}
+
+impl Shell {
+    /// Runs `script` with sh, `stdin` fed to it; its stdout, or what failed:
+    /// ssh's own error (exit 255) named for the host, else the script's.
+    pub async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, String> {
+        let mut cmd = match self {
+            Self::Local => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c").arg(script);
+                sh
+            }
+            Self::Ssh(host, auth) => {
+                let mut ssh = Command::new("ssh");
+                ssh.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"])
+                    .args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
+                    .arg(format!("UserKnownHostsFile={}", auth.known_hosts.display()));
+                if let Some(key) = &auth.identity_file {
+                    ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
+                }
+                if let Some(port) = host.port {
+                    ssh.arg("-p").arg(port.to_string());
+                }
+                // The remote login shell gets one argument: sh runs the script, whatever that shell is.
+                ssh.arg(host.destination()).arg(format!("sh -c {}", quote(script)));
+                ssh
+            }
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", if matches!(self, Self::Local) { "sh" } else { "ssh" }))?;
+        let mut input = child.stdin.take().expect("piped");
+        let feed = async {
+            let _ = input.write_all(stdin).await;
+            drop(input);
+        };
+        let (out, ()) = tokio::join!(child.wait_with_output(), feed);
+        let out = out.map_err(|e| format!("{self}: {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        match (self, out.status.code()) {
+            (_, Some(0)) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+            (Self::Ssh(host, _), Some(255)) if stderr.contains("Permission denied") => {
+                Err(format!("permission denied for {}: {stderr} (check identity_file)", host.destination()))
+            }
+            (Self::Ssh(host, _), Some(255)) => Err(format!("cannot reach {host}: {}", last_line(&stderr))),
+            _ => Err(format!("on {self}: {}", last_line(&stderr))),
+        }
+    }
+
+    /// Copies `binary` (whose SHA-256 is `sha`) to `<dir>/bin/tuneline`
+    /// unless the one there has the same hash; makes `<dir>/workers` too.
+    pub async fn install(&self, binary: &Path, sha: &str, dir: &str) -> Result<(), String> {
+        // sha256sum on Linux, shasum on macOS.
+        let probe = format!(
+            "mkdir -p {dir}/bin {dir}/workers && {{ sha256sum {dir}/bin/tuneline 2>/dev/null || shasum -a 256 {dir}/bin/tuneline 2>/dev/null || true; }} | cut -d' ' -f1"
+        );
+        if self.run(&probe, b"").await?.trim() == sha {
+            return Ok(());
+        }
+        let bytes = tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+        let copy = format!("cat > {dir}/bin/tuneline.partial && chmod 755 {dir}/bin/tuneline.partial && mv {dir}/bin/tuneline.partial {dir}/bin/tuneline");
+        self.run(&copy, &bytes).await?;
+        tracing::info!("copied tuneline ({} MB) to {self}", bytes.len() / 1_000_000);
+        Ok(())
+    }
+}
+
+/// The SHA-256 of `binary`, hex.
+pub async fn sha256_of(binary: &Path) -> Result<String, String> {
+    let bytes = tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// `text` as one single-quoted shell word.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The `tuneline worker` arguments of instance `id`, quoted for sh.
+pub fn worker_args(server: &str, provider: &str, id: &str, offer: &super::Offer, class: tuneline_api::WorkerClass) -> String {
+    let price = offer.price_per_hour.to_string();
+    let args = [
+        "--server",
+        server,
+        "--provider",
+        provider,
+        "--instance",
+        id,
+        "--instance-type",
+        &offer.instance_type,
+        "--price",
+        &price,
+        "--class",
+        class.as_str(),
+        "--cache-dir",
+        "cache",
+    ];
+    let mut line = args.map(quote).join(" ");
+    if offer.spot {
+        line.push_str(" --spot");
+    }
+    line
+}
+
+/// The sh that sources `env` in the current directory, if the machine has one:
+/// its own settings, such as the store credentials.
+pub const SOURCE_ENV: &str = "if [ -f env ]; then set -a; . ./env; set +a; fi";
+
+/// The last line of stderr: the error itself, after any warnings.
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or("no error output")
+}

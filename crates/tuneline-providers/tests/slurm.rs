@@ -1,0 +1,93 @@
+//! The `slurm` provider against a real single-node cluster (Debian's
+//! slurm-wlm 22.05 and munge) inside a test host, reached over ssh as a
+//! login node. The "binary" is a stand-in worker that notes its SIGTERM.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tuneline_api::WorkerClass;
+use tuneline_core::config::SshHost;
+use tuneline_providers::remote::{Shell, SshAuth};
+use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
+use tuneline_providers::{Offer, Provider};
+use tuneline_testkit::Fleet;
+
+mod common;
+use common::conformance;
+
+/// A stand-in for `tuneline worker`: a note of its SIGTERM in `<instance>.term`, and a wait.
+fn stand_in(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("tuneline");
+    let script = "#!/bin/sh\nwhile [ \"$1\" != --instance ]; do shift; done; id=$2\ntrap 'touch \"$HOME/$id.term\"; exit 0' TERM\n\
+                  while true; do sleep 0.1; done\n";
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>) -> SlurmProvider {
+    let auth = SshAuth { identity_file: Some(fleet.key.clone()), known_hosts: dir.join("known_hosts") };
+    SlurmProvider::new(SlurmSettings {
+        shell: Shell::Ssh(SshHost::parse(&fleet.target(0)).unwrap(), auth),
+        partition: Some(partition.into()),
+        gres: Some("gpu:1".into()),
+        time_limit: time_limit.map(String::from),
+        account: None,
+        sbatch_args: vec!["--cpus-per-task=1".into()],
+        notice: Duration::from_secs(55),
+        remote_dir: ".tuneline".into(),
+        binary: stand_in(dir),
+        server: format!("https://{}:8470", fleet.gateway),
+        join: "tlj1.5ec2e7".into(),
+        tag: "tlslurm".into(),
+        offer: Offer { instance_type: "a100-partition".into(), price_per_hour: 1.1, spot: false },
+        class: WorkerClass::Gpu,
+        grace: Duration::from_secs(40),
+        listing_grace: Duration::from_secs(30),
+    })
+}
+
+fn on(fleet: &Fleet, script: &str) -> String {
+    String::from_utf8_lossy(&fleet.ssh(0, script).stdout).trim().to_string()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !done() {
+        assert!(Instant::now() < deadline, "no {what} within 90 s");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_slurm_provider_conforms_and_leaves_other_jobs_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::with_slurm(1, &[dir.path()]);
+    let slurm = provider(&fleet, dir.path(), "gpu", None);
+    conformance(&slurm).await;
+    let other = on(&fleet, "sbatch --parsable -J someone-elses-job --wrap 'sleep 300'");
+    assert!(slurm.list().await.unwrap().is_empty(), "another user's job is never listed as ours");
+    assert_eq!(on(&fleet, &format!("squeue -h -j {other} -o %j")), "someone-elses-job", "and is left alone");
+    on(&fleet, &format!("scancel {other}"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_time_limit_reaches_the_worker_as_sigterm_and_a_bad_partition_is_slurms_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::with_slurm(1, &[dir.path()]);
+    let bad = provider(&fleet, dir.path(), "no-such-partition", None);
+    let e = bad.launch(&bad.offers().await.unwrap()[0]).await.unwrap_err().to_string();
+    assert!(e.contains("Invalid partition name specified"), "{e}");
+
+    // A minute's limit with 55 s of notice: the signal comes within seconds of the start.
+    let slurm = provider(&fleet, dir.path(), "gpu", Some("1"));
+    let instance = slurm.launch(&slurm.offers().await.unwrap()[0]).await.unwrap();
+    assert_eq!(slurm.list().await.unwrap().len(), 1);
+    let script = on(&fleet, &format!("scontrol show job $(squeue -h -n {} -o %i) | grep -o 'TimeLimit=[^ ]*'", instance.id));
+    assert_eq!(script, "TimeLimit=00:01:00");
+    wait_for("SIGTERM before the time limit", || on(&fleet, &format!("test -f {}.term && echo yes", instance.id)) == "yes");
+    slurm.terminate(&instance.id).await.unwrap();
+    assert!(slurm.list().await.unwrap().is_empty());
+    assert_eq!(on(&fleet, "squeue -h | wc -l"), "0", "no allocation is left");
+}
