@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::Shared;
-use tuneline_api::{now, WorkerClass, WorkerState};
+use tuneline_api::{now, WorkerClass, WorkerRegister, WorkerState};
 use tuneline_providers::{Offer, Provider};
 
 /// One pool's settings.
@@ -120,7 +120,22 @@ impl Autoscaler {
             match self.provider.launch(&self.pool.offer).await {
                 Ok(instance) => pass.launched.push(instance.id),
                 Err(e) => {
-                    pass.failed.push(format!("cannot launch {}: {e}", self.pool.offer.instance_type));
+                    let mut failure = format!("cannot launch {}: {e}", self.pool.offer.instance_type);
+                    if !e.full {
+                        let o = &self.pool.offer;
+                        let info = WorkerRegister {
+                            provider: self.provider.name().to_string(),
+                            instance_type: Some(o.instance_type.clone()),
+                            price_per_hour: o.price_per_hour,
+                            spot: o.spot,
+                            class: self.pool.class,
+                            ..WorkerRegister::default()
+                        };
+                        if let Ok(Some(job)) = self.shared.db().launch_failed(&info, &e.to_string()) {
+                            failure.push_str(&format!(" (job {}: {} of {} attempts used, {})", job.id, job.attempts_used, job.max_attempts, job.state.as_str()));
+                        }
+                    }
+                    pass.failed.push(failure);
                     break;
                 }
             }

@@ -64,6 +64,8 @@ pub fn next(state: State, event: &Event, used: u32, max_attempts: u32, policy: &
         (Running, Event::Succeeded) => Some(Succeeded),
         (Leased | Running, Event::UserError(_)) => Some(Failed),
         (Leased | Running, Event::InfraError(_) | Event::Preempted | Event::Lost) => Some(retry),
+        // No worker could be launched for it.
+        (Queued, Event::InfraError(_)) => Some(retry),
         (Queued | Leased | Running, Event::Cancelled) => Some(Cancelled),
         _ => None,
     }

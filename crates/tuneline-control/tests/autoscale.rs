@@ -25,6 +25,8 @@ struct Recorder {
     terminated: Mutex<Vec<String>>,
     stuck: Mutex<Vec<String>>,
     launched: std::sync::atomic::AtomicUsize,
+    /// Launches fail with this error.
+    refuse: Mutex<Option<ProviderError>>,
 }
 
 #[async_trait::async_trait]
@@ -36,6 +38,9 @@ impl Provider for Recorder {
         Ok(vec![offer()])
     }
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        if let Some(e) = self.refuse.lock().unwrap().as_ref() {
+            return Err(ProviderError { provider: e.provider.clone(), message: e.message.clone(), full: e.full });
+        }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let instance = Instance { id: format!("i-{serial}"), offer: offer.clone(), launched_at: now() };
         self.instances.lock().unwrap().push(instance.clone());
@@ -43,7 +48,7 @@ impl Provider for Recorder {
     }
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
         if self.stuck.lock().unwrap().iter().any(|s| s == id) {
-            return Err(ProviderError { provider: "local".into(), message: "API timeout".into() });
+            return Err(ProviderError::new("local", "API timeout".into()));
         }
         self.instances.lock().unwrap().retain(|i| i.id != id);
         self.terminated.lock().unwrap().push(id.to_string());
@@ -173,4 +178,28 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
 /// A command job, as the autoscaler sees any job.
 fn command() -> JobSpec {
     JobSpec::Command(CommandSpec::new(["python", "train.py"], "r", "memory://"))
+}
+
+#[tokio::test]
+async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_full_one_charges_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let job = shared.db().submit(&command(), 2).unwrap();
+    *provider.refuse.lock().unwrap() = Some(ProviderError { full: true, ..ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into()) });
+    for _ in 0..3 {
+        assert_eq!(autoscaler.pass().await.failed.len(), 1);
+    }
+    assert_eq!(shared.db().get(job.id).unwrap().attempts_used, 0, "no room is no one's fault");
+
+    let refusal = "sbatch: error: Batch job submission failed: Invalid partition name specified";
+    *provider.refuse.lock().unwrap() = Some(ProviderError::new("slurm", refusal.into()));
+    let failed = autoscaler.pass().await.failed;
+    assert!(failed[0].contains(refusal) && failed[0].contains(&format!("job {}: 1 of 2 attempts used, queued", job.id)), "{failed:?}");
+    autoscaler.pass().await;
+    let failed = shared.db().get(job.id).unwrap();
+    assert_eq!(failed.state, tuneline_api::State::Failed, "not retried for ever");
+    let error = failed.error.unwrap();
+    assert!(error.contains("out of attempts: 2 of 2") && error.contains(refusal), "{error}");
+    assert_eq!(failed.attempts.iter().map(|a| a.outcome.as_deref()).collect::<Vec<_>>(), [Some("infra_error"); 2]);
+    assert!(failed.attempts.iter().all(|a| a.ended_at == Some(a.started_at)), "a launch that failed bills no time");
 }

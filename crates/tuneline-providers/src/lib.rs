@@ -49,6 +49,16 @@ pub struct ProviderError {
     pub provider: String,
     /// What failed.
     pub message: String,
+    /// The provider has no room now (every host busy): no one's fault, so a
+    /// failed launch charges no job an attempt.
+    pub full: bool,
+}
+
+impl ProviderError {
+    /// A failure of `provider`.
+    pub fn new(provider: &str, message: String) -> Self {
+        Self { provider: provider.into(), message, full: false }
+    }
 }
 
 /// A source of worker instances.

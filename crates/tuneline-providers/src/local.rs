@@ -58,7 +58,7 @@ impl LocalProvider {
     }
 
     fn error(&self, message: String) -> ProviderError {
-        ProviderError { provider: "local".into(), message }
+        ProviderError::new("local", message)
     }
 }
 

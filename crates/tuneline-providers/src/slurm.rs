@@ -78,7 +78,7 @@ impl SlurmProvider {
     }
 
     fn error(&self, message: String) -> ProviderError {
-        ProviderError { provider: "slurm".into(), message }
+        ProviderError::new("slurm", message)
     }
 
     fn prefix(&self) -> String {

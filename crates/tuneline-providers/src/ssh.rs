@@ -74,7 +74,7 @@ impl SshProvider {
     }
 
     fn error(&self, message: String) -> ProviderError {
-        ProviderError { provider: "ssh".into(), message }
+        ProviderError::new("ssh", message)
     }
 
     /// This pool's prefix of instance ids.
@@ -137,7 +137,8 @@ impl Provider for SshProvider {
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let free = self.free_hosts();
         if free.is_empty() {
-            return Err(self.error(format!("all {} hosts run a worker of this pool", self.settings.hosts.len())));
+            let message = format!("all {} hosts run a worker of this pool", self.settings.hosts.len());
+            return Err(ProviderError { full: true, ..self.error(message) });
         }
         let mut errors = Vec::new();
         for i in free {

@@ -169,6 +169,32 @@ impl Db {
         Ok(requeued)
     }
 
+    /// A launch for the pool of `info.class` failed with `error`: the oldest
+    /// queued job of that class is charged an attempt, as an infrastructure
+    /// error, so that a provider that keeps refusing (a wrong partition, a
+    /// quota) fails the job at its retry limit instead of leaving it queued
+    /// for ever. The attempt is billed to a worker that never ran (zero hours).
+    pub fn launch_failed(&mut self, info: &WorkerRegister, error: &str) -> Result<Option<Job>, DbError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let sql = format!("SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1", kinds_of(info.class));
+        let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
+        let Some(job) = job else { return Ok(None) };
+        let at = now();
+        tx.execute(
+            "INSERT INTO workers (info, provider, instance, state, registered_at, last_seen, ended_at) VALUES (?1, ?2, NULL, 'gone', ?3, ?3, ?3)",
+            params![serde_json::to_string(info).expect("serializable"), info.provider, at],
+        )?;
+        let worker = tx.last_insert_rowid();
+        let event = Event::InfraError(format!("launching a worker failed: {error}"));
+        tx.execute(
+            "INSERT INTO segments (job, worker, started_at, ended_at, outcome, error) VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
+            params![job, worker, at, event.outcome(), event.error()],
+        )?;
+        let charged = transition(&tx, job, &event)?;
+        tx.commit()?;
+        Ok(Some(charged))
+    }
+
     /// Workers silent since before `cutoff` (seconds since the epoch).
     pub fn silent_workers(&self, cutoff: f64) -> Result<Vec<i64>, DbError> {
         let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE state IN ('idle', 'busy') AND last_seen < ?1")?;
