@@ -14,11 +14,12 @@ use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{public_url, Endpoint, Server};
-use tuneline_core::config::{Config, ProviderConfig, SshHost};
+use tuneline_core::config::{Config, ProviderConfig};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
-use tuneline_providers::remote::SshAuth;
+use tuneline_providers::remote::PlaneLink;
+use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
 use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
@@ -143,14 +144,18 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     let settings = config.providers.get(name).cloned().unwrap_or_default();
     let kind = match name {
         "manual" => return Ok(Vec::new()),
-        "local" | "ssh" => name,
+        "local" | "ssh" | "slurm" => name,
         other => {
             return Err(Failure::input(format!(
-                "[workers] provider = \"{other}\": this build launches `local` and `ssh` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
+                "[workers] provider = \"{other}\": this build launches `local`, `ssh` and `slurm` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
             )))
         }
     };
-    let default_type = if kind == "ssh" { "ssh-host" } else { "local-cpu" };
+    let default_type = match kind {
+        "ssh" => "ssh-host",
+        "slurm" => "slurm-allocation",
+        _ => "local-cpu",
+    };
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
     let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()), price_per_hour: price, spot: settings.spot };
     let delivery = Offer {
@@ -171,12 +176,17 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
             grace,
         }))
     };
+    let link = match kind {
+        "local" => None,
+        _ => Some(plane_link(&settings, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server)?),
+    };
     let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
-        if kind == "ssh" {
-            let settings = ssh_settings(&settings, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server, (class, offer, grace))?;
-            return Ok(Arc::new(SshProvider::new(settings)));
-        }
-        Ok(local(class, offer))
+        let remote = |e: String| Failure::input(e);
+        Ok(match (kind, &link) {
+            ("ssh", Some(link)) => Arc::new(SshProvider::new(SshSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
+            ("slurm", Some(link)) => Arc::new(SlurmProvider::new(SlurmSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
+            _ => local(class, offer),
+        })
     };
     let source = match (&settings.spot_trace, settings.spot_mtbf) {
         (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
@@ -195,31 +205,15 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, delivery))])
 }
 
-/// `[providers.ssh]` as the provider takes it: the hosts, the server as they
-/// reach it, and this plane's tag, kept in the state directory so that a
-/// restarted plane finds its own workers.
-fn ssh_settings(p: &ProviderConfig, state_dir: &Path, server_url: String, server: &Server, pool: (WorkerClass, &Offer, Duration)) -> CliResult<SshSettings> {
-    let (class, offer, grace) = pool;
-    if p.hosts.is_empty() {
-        return Err(Failure::input("[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]"));
-    }
-    let hosts = p.hosts.iter().map(|h| SshHost::parse(h).map_err(|e| Failure::input(format!("[providers.ssh] hosts: {e}")))).collect::<CliResult<_>>()?;
+/// What this plane's remote workers need of it: the server as they reach it,
+/// the join token, and this plane's tag, kept in the state directory so that
+/// a restarted plane finds its own workers.
+fn plane_link(p: &ProviderConfig, state_dir: &Path, server_url: String, server: &Server) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
     let binary = match &p.binary {
         Some(path) => PathBuf::from(path),
         None => std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
     };
-    Ok(SshSettings {
-        hosts,
-        auth: SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: state_dir.join("known_hosts") },
-        remote_dir: p.remote_dir.clone(),
-        binary,
-        server: server_url,
-        join: server.join.to_string(),
-        tag: format!("tl{}", &tag[..10]),
-        offer: offer.clone(),
-        class,
-        grace,
-    })
+    Ok(PlaneLink { server: server_url, join: server.join.to_string(), tag: format!("tl{}", &tag[..10]), binary, known_hosts: state_dir.join("known_hosts") })
 }

@@ -132,7 +132,13 @@ impl Autoscaler {
                             ..WorkerRegister::default()
                         };
                         if let Ok(Some(job)) = self.shared.db().launch_failed(&info, &e.to_string()) {
-                            failure.push_str(&format!(" (job {}: {} of {} attempts used, {})", job.id, job.attempts_used, job.max_attempts, job.state.as_str()));
+                            failure.push_str(&format!(
+                                " (job {}: {} of {} attempts used, {})",
+                                job.id,
+                                job.attempts_used,
+                                job.max_attempts,
+                                job.state.as_str()
+                            ));
                         }
                     }
                     pass.failed.push(failure);

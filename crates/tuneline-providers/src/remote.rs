@@ -12,6 +12,21 @@ use tokio::process::Command;
 
 use tuneline_core::config::SshHost;
 
+/// What every remote worker needs from the plane that launches it.
+#[derive(Debug, Clone)]
+pub struct PlaneLink {
+    /// The server, as the machines reach it.
+    pub server: String,
+    /// The join token their workers register with.
+    pub join: String,
+    /// Names this plane's instances, so that reconciliation touches no one else's.
+    pub tag: String,
+    /// The `tuneline` binary copied to the machines.
+    pub binary: PathBuf,
+    /// The plane's known-hosts file for ssh.
+    pub known_hosts: PathBuf,
+}
+
 /// How ssh logs in to the machines.
 #[derive(Debug, Clone)]
 pub struct SshAuth {

@@ -21,10 +21,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::remote::{quote, sha256_of, worker_args, Shell, SOURCE_ENV};
+use super::remote::{quote, sha256_of, worker_args, PlaneLink, Shell, SshAuth, SOURCE_ENV};
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
+use tuneline_core::config::{ProviderConfig, SshHost};
 
 /// How jobs are submitted and what they ask for.
 #[derive(Debug, Clone)]
@@ -61,6 +62,42 @@ pub struct SlurmSettings {
     pub grace: Duration,
     /// How long a submitted job may be missing from `squeue` before it counts as gone.
     pub listing_grace: Duration,
+}
+
+/// Slurm's KillWait default: how long a cancelled job's processes get between SIGTERM and SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(30);
+
+impl SlurmSettings {
+    /// The settings `[providers.slurm]` gives, for the pool of `class` billed
+    /// as `offer`, whose workers need `grace` to checkpoint after SIGTERM.
+    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+        let shell = match &p.login {
+            Some(login) => {
+                let host = SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
+                Shell::Ssh(host, SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: link.known_hosts.clone() })
+            }
+            None => Shell::Local,
+        };
+        Ok(Self {
+            shell,
+            partition: p.partition.clone(),
+            // Delivery's CPU allocations ask for no GPU.
+            gres: if class == WorkerClass::Gpu { p.gres.clone() } else { None },
+            time_limit: p.time_limit.clone(),
+            account: p.account.clone(),
+            sbatch_args: p.sbatch_args.clone(),
+            notice: grace,
+            remote_dir: p.remote_dir.clone(),
+            binary: link.binary.clone(),
+            server: link.server.clone(),
+            join: link.join.clone(),
+            tag: link.tag.clone(),
+            offer: offer.clone(),
+            class,
+            grace: grace + KILL_WAIT,
+            listing_grace: Duration::from_secs(30),
+        })
+    }
 }
 
 /// Workers as Slurm batch jobs.

@@ -26,11 +26,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::remote::{sha256_of, worker_args, Shell, SshAuth, SOURCE_ENV};
+use super::remote::{sha256_of, worker_args, PlaneLink, Shell, SshAuth, SOURCE_ENV};
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::SshHost;
+use tuneline_core::config::{ProviderConfig, SshHost};
 
 /// How the fleet is reached and its workers started.
 #[derive(Debug, Clone)]
@@ -55,6 +55,28 @@ pub struct SshSettings {
     pub class: WorkerClass,
     /// Time a worker gets to checkpoint after SIGTERM.
     pub grace: Duration,
+}
+
+impl SshSettings {
+    /// The settings `[providers.ssh]` gives, for the pool of `class` billed as `offer`.
+    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+        if p.hosts.is_empty() {
+            return Err("[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]".into());
+        }
+        let hosts = p.hosts.iter().map(|h| SshHost::parse(h).map_err(|e| format!("[providers.ssh] hosts: {e}"))).collect::<Result<_, _>>()?;
+        Ok(Self {
+            hosts,
+            auth: SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: link.known_hosts.clone() },
+            remote_dir: p.remote_dir.clone(),
+            binary: link.binary.clone(),
+            server: link.server.clone(),
+            join: link.join.clone(),
+            tag: link.tag.clone(),
+            offer: offer.clone(),
+            class,
+            grace,
+        })
+    }
 }
 
 /// Workers on a fleet of SSH hosts.

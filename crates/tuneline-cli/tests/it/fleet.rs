@@ -1,10 +1,17 @@
-//! `tuneline run` on an SSH fleet of two real hosts (network and mount
-//! namespaces with their own sshd), sharing nothing with the server but
-//! Garage and the API over their links: the project directory is hidden on
-//! both. The busy host's link is cut mid-run; its lease expires and the job
-//! resumes on the other host from the last committed checkpoint. The final
-//! adapter is bit-identical to an uninterrupted local run's, and after the
-//! run no worker is left on either host.
+//! `tuneline run` on remote machines that share nothing with the server but
+//! Garage and the API over their links (the project directory is hidden on
+//! them): real hosts in network and mount namespaces with their own sshd.
+//!
+//! - An SSH fleet of two: the busy host's link is cut mid-run; its lease
+//!   expires and the job resumes on the other host.
+//! - A Slurm cluster: the allocation is scancelled mid-run (its worker
+//!   checkpoints and releases the job as preempted) and the run resumes on
+//!   the next one; then the control plane is killed and restarted, and
+//!   reconciliation cancels its old allocation, tagged by this plane, while a
+//!   job of someone else's is left alone.
+//!
+//! Each run's final adapter is bit-identical to an uninterrupted local run's,
+//! and afterwards no worker is left on any host and no allocation in Slurm.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,27 +54,62 @@ fn wait(what: &str, run: &mut Killed, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
-    let fleet = Fleet::new(2, &[ctx.dir.path()]);
+/// The project on `fleet`'s Garage with the model in the store, its data
+/// prepared and an uninterrupted local run `whole` trained; each host holds
+/// the store credentials in its env file. Returns the config so far.
+fn project_on(ctx: &TestContext, fleet: &Fleet) -> String {
     let g = &fleet.garage;
     let base = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     let store =
         format!("[store]\nurl = \"{}\"\nendpoint = \"{}\"\nregion = \"garage\"\nallow_http = true\npath_style = true\n", g.fresh_url("fleet"), g.endpoint);
     ctx.write("tuneline.toml", format!("{base}{store}"));
-    let added = run_ok(&ctx, &fleet, &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"]);
+    let added = run_ok(ctx, fleet, &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"]);
     let model = added.split("path = ").nth(1).unwrap().trim().trim_matches('"').to_string();
     let project = format!("{base}{store}[model]\npath = \"{model}\"\n[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n");
     ctx.write("tuneline.toml", &project);
-    run_ok(&ctx, &fleet, &["data", "prepare"]);
-    run_ok(&ctx, &fleet, &["train", "--run", "whole"]);
-
+    run_ok(ctx, fleet, &["data", "prepare"]);
+    run_ok(ctx, fleet, &["train", "--run", "whole"]);
     // Each host's owner gives it the store credentials; the server hands out none.
-    for i in 0..2 {
+    for i in 0..fleet.hosts.len() {
         let env = format!("mkdir -p .tuneline && printf 'AWS_ACCESS_KEY_ID={}\\nAWS_SECRET_ACCESS_KEY={}\\n' > .tuneline/env", g.key_id, g.secret);
         assert!(fleet.ssh(i, &env).status.success());
     }
+    project
+}
+
+/// Starts `tuneline run` in the project, its output in `<name>.out` and `<name>.err`.
+fn start_run(ctx: &TestContext, fleet: &Fleet, name: &str) -> Killed {
+    let file = |ext: &str| std::fs::File::create(ctx.path(&format!("{name}.{ext}"))).unwrap();
+    let mut run = Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
+    run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info");
+    run.env("AWS_ACCESS_KEY_ID", &fleet.garage.key_id).env("AWS_SECRET_ACCESS_KEY", &fleet.garage.secret);
+    Killed(run.stdout(file("out")).stderr(file("err")).stdin(Stdio::null()).spawn().unwrap())
+}
+
+/// The run `tuneline run` trained (not `whole`), and whether its final adapter is bit-identical to `whole`'s.
+fn identical_to_whole(ctx: &TestContext, fleet: &Fleet) -> bool {
+    let runs = run_ok(ctx, fleet, &["store", "ls", "runs"]);
+    let chaos = runs.lines().filter_map(|l| l.split_whitespace().next()).find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
+    let chaos = chaos.unwrap_or_else(|| panic!("no chaos run in:\n{runs}")).to_string();
+    let adapter = |run: &str| {
+        let dir = ctx.path(&format!("pulled/{run}"));
+        run_ok(ctx, fleet, &["store", "pull", &format!("runs/{run}/checkpoints/{MAX_STEPS}"), dir.to_str().unwrap()]);
+        std::fs::read(dir.join("adapter_model.safetensors")).unwrap()
+    };
+    adapter(&chaos) == adapter("whole")
+}
+
+/// The outcomes of the training job's attempts, oldest first.
+fn outcomes(ctx: &TestContext) -> Vec<String> {
+    let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
+    segments.iter().map(|s| s.outcome.clone().unwrap_or_default()).collect()
+}
+
+#[test]
+fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
+    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
+    let fleet = Fleet::new(2, &[ctx.dir.path()]);
+    let project = project_on(&ctx, &fleet);
     let hosts = (0..2).map(|i| format!("\"{}\"", fleet.target(i))).collect::<Vec<_>>().join(", ");
     ctx.write(
         "tuneline.toml",
@@ -78,12 +120,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
             fleet.gateway
         ),
     );
-    let file = |name: &str| std::fs::File::create(ctx.path(name)).unwrap();
-    let mut run = Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
-    run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info");
-    run.env("AWS_ACCESS_KEY_ID", &g.key_id).env("AWS_SECRET_ACCESS_KEY", &g.secret);
-    let mut run = Killed(run.stdout(file("run.out")).stderr(file("run.err")).stdin(Stdio::null()).spawn().unwrap());
-
+    let mut run = start_run(&ctx, &fleet, "run");
     wait("step 3", &mut run, || step(&ctx) >= 3);
     let cut = busy_host(&fleet).expect("a host runs the training worker");
     fleet.link(cut, false);
@@ -102,16 +139,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
     assert!(segments.iter().all(|s| s.provider == "ssh" && s.price_per_hour == 0.35), "{segments:?}");
 
-    let runs = run_ok(&ctx, &fleet, &["store", "ls", "runs"]);
-    let chaos = runs.lines().filter_map(|l| l.split_whitespace().next()).find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
-    let chaos = chaos.unwrap_or_else(|| panic!("no chaos run in:\n{runs}")).to_string();
-    let adapter = |run: &str| {
-        let dir = ctx.path(&format!("pulled/{run}"));
-        run_ok(&ctx, &fleet, &["store", "pull", &format!("runs/{run}/checkpoints/{MAX_STEPS}"), dir.to_str().unwrap()]);
-        std::fs::read(dir.join("adapter_model.safetensors")).unwrap()
-    };
-    assert!(adapter(&chaos) == adapter("whole"), "the final adapter is bit-identical to the uninterrupted run's");
-
+    assert!(identical_to_whole(&ctx, &fleet), "the final adapter is bit-identical to the uninterrupted run's");
     for (i, host) in fleet.hosts.iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while fleet.pids(i) != [host.sshd_pid] && Instant::now() < deadline {
@@ -119,4 +147,63 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
         }
         assert_eq!(fleet.pids(i), [host.sshd_pid], "nothing but sshd is left on host {i}");
     }
+}
+
+/// Our Slurm jobs on the cluster: `(job id, name)` of those whose name carries `-gpu-` or `-cpu-` (this plane's).
+fn our_allocations(fleet: &Fleet) -> Vec<(String, String)> {
+    let out = String::from_utf8_lossy(&fleet.ssh(0, "squeue -h -o '%i %j'").stdout).into_owned();
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, name)| name.contains("-gpu-") || name.contains("-cpu-"))
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical() {
+    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
+    let fleet = Fleet::with_slurm(1, &[ctx.dir.path()]);
+    let project = project_on(&ctx, &fleet);
+    let foreign = String::from_utf8_lossy(&fleet.ssh(0, "sbatch --parsable -J someone-elses-job --wrap 'sleep 900'").stdout).trim().to_string();
+    ctx.write(
+        "tuneline.toml",
+        format!(
+            "{project}[workers]\nprovider = \"slurm\"\nmax_workers = 1\nlease_timeout = \"4s\"\n\
+             [providers.slurm]\npartition = \"gpu\"\ngres = \"gpu:1\"\ntime_limit = \"30\"\nlogin = \"{}\"\nidentity_file = \"{}\"\n\
+             price_per_hour = 1.1\n[server]\nlisten = \"{}:0\"\n",
+            fleet.target(0),
+            fleet.key.display(),
+            fleet.gateway
+        ),
+    );
+    let mut first = start_run(&ctx, &fleet, "first");
+    wait("step 3", &mut first, || step(&ctx) >= 3);
+    let allocations = our_allocations(&fleet);
+    assert_eq!(allocations.len(), 1, "{allocations:?}");
+    assert!(fleet.ssh(0, &format!("scancel {}", allocations[0].0)).status.success());
+    let at_cancel = step(&ctx);
+    let resumed = || {
+        let next = our_allocations(&fleet);
+        step(&ctx) > at_cancel + 1 && !next.is_empty() && next.iter().all(|a| a.0 != allocations[0].0)
+    };
+    wait("progress on the next allocation", &mut first, resumed);
+    // The control plane killed mid-run: its allocation runs on, unknown to the next plane's workers.
+    drop(first);
+    let orphan = our_allocations(&fleet);
+    let second = start_run(&ctx, &fleet, "second").0.wait().unwrap();
+    let (out, err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
+    assert_eq!(second.code(), Some(0), "{out}\n{err}\n{}", std::fs::read_to_string(ctx.path("first.err")).unwrap());
+    assert!(err.contains("continuing train job 1") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}\n{err}");
+
+    let outcomes = outcomes(&ctx);
+    assert!(outcomes.iter().any(|o| o == "preempted"), "scancel reached the worker as its SIGTERM path: {outcomes:?}");
+    assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
+    assert!(identical_to_whole(&ctx, &fleet), "the final adapter is bit-identical to the uninterrupted run's");
+    assert!(err.contains(&format!("terminating {}", orphan[0].1)), "the old plane's allocation was reconciled away: {orphan:?}\n{err}");
+    assert_eq!(our_allocations(&fleet), Vec::<(String, String)>::new(), "no allocation of ours is left");
+    let foreign_state = String::from_utf8_lossy(&fleet.ssh(0, &format!("squeue -h -j {foreign} -o %T")).stdout).trim().to_string();
+    assert_eq!(foreign_state, "RUNNING", "someone else's job is left alone");
+    fleet.ssh(0, &format!("scancel {foreign}"));
+    let workers = String::from_utf8_lossy(&fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout).trim().to_string();
+    assert_eq!(workers, "0", "no worker process is left on the cluster");
 }
