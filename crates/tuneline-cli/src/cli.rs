@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use tuneline_core::config::MemorySize;
+
 use clap::{Args, Parser, Subcommand};
 
 const EXIT_CODES: &str = "\
@@ -303,6 +305,9 @@ pub struct WorkerArgs {
     /// Local cache for datasets and checkpoints (the node's NVMe) [default: .tuneline/worker-cache]
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Most the cache keeps of datasets and base models, least recently used evicted ("50GiB") [default: [workers] cache_size, else the disk]
+    #[arg(long, env = "TUNELINE_CACHE_SIZE", value_name = "SIZE")]
+    pub cache_size: Option<MemorySize>,
     /// The provider that launched this machine; its [providers.NAME] gives price and type
     #[arg(long, env = "TUNELINE_PROVIDER", default_value = "manual", value_name = "NAME")]
     pub provider: String,

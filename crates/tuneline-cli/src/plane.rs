@@ -14,7 +14,7 @@ use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{public_url, Endpoint, Server};
-use tuneline_core::config::{Config, ProviderConfig};
+use tuneline_core::config::{Config, MemorySize, ProviderConfig};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
@@ -81,7 +81,7 @@ impl ControlPlane {
         let lease_timeout = w.lease_timeout.0;
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
-        let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck)).await.map_err(Failure::failed)?;
+        let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
         let autoscalers: Vec<_> = pools(config, state_dir, &server, endpoint)?
             .into_iter()
             .map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool)))
@@ -170,6 +170,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
             exe: exe.clone(),
             server: server.url(),
             join: server.join.to_string(),
+            env: local_worker_env(config),
             dir: state_dir.join("workers"),
             offer: offer.clone(),
             class,
@@ -178,7 +179,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     };
     let link = match kind {
         "local" => None,
-        _ => Some(plane_link(&settings, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server)?),
+        _ => Some(plane_link(&settings, config.workers.cache_size, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server)?),
     };
     let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
         let remote = |e: String| Failure::input(e);
@@ -205,15 +206,34 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, delivery))])
 }
 
+/// The environment of local workers: this machine's store credentials (the
+/// job's config carries none) and the cache bound.
+fn local_worker_env(config: &Config) -> Vec<(String, String)> {
+    let s = &config.store;
+    let mut env: Vec<_> = [("AWS_ACCESS_KEY_ID", &s.access_key_id), ("AWS_SECRET_ACCESS_KEY", &s.secret_access_key)]
+        .into_iter()
+        .filter_map(|(var, secret)| secret.as_ref().map(|v| (var.to_string(), v.expose().to_string())))
+        .collect();
+    env.extend(config.workers.cache_size.map(|size| ("TUNELINE_CACHE_SIZE".to_string(), size.0.to_string())));
+    env
+}
+
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(p: &ProviderConfig, state_dir: &Path, server_url: String, server: &Server) -> CliResult<PlaneLink> {
+fn plane_link(p: &ProviderConfig, cache_size: Option<MemorySize>, state_dir: &Path, server_url: String, server: &Server) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
     let binary = match &p.binary {
         Some(path) => PathBuf::from(path),
         None => std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
     };
-    Ok(PlaneLink { server: server_url, join: server.join.to_string(), tag: format!("tl{}", &tag[..10]), binary, known_hosts: state_dir.join("known_hosts") })
+    Ok(PlaneLink {
+        server: server_url,
+        join: server.join.to_string(),
+        tag: format!("tl{}", &tag[..10]),
+        binary,
+        known_hosts: state_dir.join("known_hosts"),
+        cache_size: cache_size.map(|s| s.0),
+    })
 }

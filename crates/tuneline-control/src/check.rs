@@ -14,27 +14,53 @@
 use std::path::Path;
 
 use tuneline_api::{JobSpec, JobSubmit};
-use tuneline_core::config::Config;
+use tuneline_core::config::{Config, Secret, StoreConfig};
 use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
 
 use crate::api::error::Failure;
 use crate::api::JobCheck;
 
-/// Checks jobs against their own config and store.
-pub struct StoreCheck;
+/// Checks jobs against their own config and store. A job's config carries no
+/// credentials (each worker has its own); the server reads the store with its
+/// own, from its environment or config.
+#[derive(Default)]
+pub struct StoreCheck {
+    access_key_id: Option<Secret>,
+    secret_access_key: Option<Secret>,
+}
+
+impl StoreCheck {
+    /// A check that reads job stores with the credentials of `own`, where a job's config has none.
+    pub fn with_credentials(own: &StoreConfig) -> Self {
+        Self { access_key_id: own.access_key_id.clone(), secret_access_key: own.secret_access_key.clone() }
+    }
+
+    fn config_and_store(&self, text: &str) -> Result<(Config, ArtifactStore), Failure> {
+        let mut config =
+            Config::parse(text, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?.config;
+        let store = &mut config.store;
+        if store.access_key_id.is_none() && store.secret_access_key.is_none() {
+            store.access_key_id.clone_from(&self.access_key_id);
+            store.secret_access_key.clone_from(&self.secret_access_key);
+        }
+        let store = ArtifactStore::open(&config.store.url, &config.store)
+            .map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
+        Ok((config, store))
+    }
+}
 
 #[async_trait::async_trait]
 impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         match &job.spec {
             JobSpec::Train(spec) => {
-                let (config, store) = config_and_store(&spec.config)?;
+                let (config, store) = self.config_and_store(&spec.config)?;
                 committed(&store, &spec.dataset).await?;
                 model_exists(&config, &store).await?;
             }
             JobSpec::Deliver(spec) => {
-                let (config, store) = config_and_store(&spec.config)?;
+                let (config, store) = self.config_and_store(&spec.config)?;
                 model_exists(&config, &store).await?;
                 let found = match spec.checkpoint {
                     Some(step) => store.is_committed(&layout::checkpoint(&spec.run, step)).await.map(|c| c.then_some(step)),
@@ -62,14 +88,6 @@ impl JobCheck for StoreCheck {
         }
         Ok(())
     }
-}
-
-/// The job's config, parsed, and the store it names, opened.
-fn config_and_store(text: &str) -> Result<(Config, ArtifactStore), Failure> {
-    let config = Config::parse(text, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?.config;
-    let store =
-        ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
-    Ok((config, store))
 }
 
 /// The base model must be where the config says: on the server, or, for a

@@ -17,7 +17,7 @@ fn timing(lease_timeout: Duration) -> Timing {
 }
 
 async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, Client) {
-    let server = Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing(lease_timeout), Box::new(StoreCheck)).await.unwrap();
+    let server = Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing(lease_timeout), Box::new(StoreCheck::default())).await.unwrap();
     let client = Client::new(&server.url(), &server.token);
     (server, client)
 }
@@ -249,7 +249,11 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
 async fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
     let dir = tempfile::tempdir().unwrap();
     let (first, _) = server(dir.path(), Duration::from_secs(30)).await;
-    let e = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing(Duration::from_secs(30)), Box::new(StoreCheck)).await.err().unwrap().to_string();
+    let e = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing(Duration::from_secs(30)), Box::new(StoreCheck::default()))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains(&format!("another tuneline server (pid {})", std::process::id())), "{e}");
     drop(first);
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -261,7 +265,7 @@ async fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() 
 async fn a_worker_idle_past_the_idle_timeout_is_told_to_shut_down() {
     let dir = tempfile::tempdir().unwrap();
     let timing = Timing { heartbeat: Duration::from_millis(200), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_millis(300) };
-    let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck)).await.unwrap();
+    let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck::default())).await.unwrap();
     let client = Client::new(&server.url(), &server.token);
     let id = client.register(&worker(1.0)).await.unwrap().worker;
     assert!(!client.lease(id, Duration::ZERO).await.unwrap().orders.shutdown);

@@ -28,7 +28,7 @@ fn status(e: ClientError) -> (u16, String) {
 #[tokio::test]
 async fn a_worker_pins_the_self_signed_certificate_and_a_wrong_pin_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &Endpoint::self_signed("127.0.0.1:0"), timing(), Box::new(StoreCheck)).await.unwrap();
+    let server = Server::start(dir.path(), &Endpoint::self_signed("127.0.0.1:0"), timing(), Box::new(StoreCheck::default())).await.unwrap();
     assert!(server.url().starts_with("https://"), "{}", server.url());
     let fingerprint = server.fingerprint().expect("an HTTPS server has a certificate");
     assert_eq!(server.join.fingerprint, Some(fingerprint), "the join token carries it");
@@ -47,14 +47,14 @@ async fn a_worker_pins_the_self_signed_certificate_and_a_wrong_pin_is_refused_wi
     assert!(plain.map_or(true, |r| !r.status().is_success()), "no plain HTTP on the HTTPS port");
     drop(server);
 
-    let again = Server::start(dir.path(), &Endpoint::self_signed("127.0.0.1:0"), timing(), Box::new(StoreCheck)).await.unwrap();
+    let again = Server::start(dir.path(), &Endpoint::self_signed("127.0.0.1:0"), timing(), Box::new(StoreCheck::default())).await.unwrap();
     assert_eq!(again.fingerprint(), Some(fingerprint), "a restart serves the certificate workers pinned");
 }
 
 #[tokio::test]
 async fn each_token_acts_only_within_its_rights_and_a_workers_token_ends_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing(), Box::new(StoreCheck)).await.unwrap();
+    let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing(), Box::new(StoreCheck::default())).await.unwrap();
     let admin = Client::new(&server.url(), &server.token);
     let joiner = Client::new(&server.url(), &server.join.secret);
 
@@ -93,9 +93,9 @@ async fn each_token_acts_only_within_its_rights_and_a_workers_token_ends_with_it
 #[tokio::test]
 async fn plain_http_past_loopback_needs_insecure_http() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Server::start(dir.path(), &Endpoint::plain("0.0.0.0:0"), timing(), Box::new(StoreCheck)).await.err().unwrap().to_string();
+    let e = Server::start(dir.path(), &Endpoint::plain("0.0.0.0:0"), timing(), Box::new(StoreCheck::default())).await.err().unwrap().to_string();
     assert!(e.contains("plain HTTP past loopback") && e.contains("--insecure-http"), "{e}");
     let endpoint = Endpoint { insecure_http: true, ..Endpoint::plain("0.0.0.0:0") };
-    let server = Server::start(dir.path(), &endpoint, timing(), Box::new(StoreCheck)).await.unwrap();
+    let server = Server::start(dir.path(), &endpoint, timing(), Box::new(StoreCheck::default())).await.unwrap();
     assert!(server.url().starts_with("http://"));
 }

@@ -23,6 +23,8 @@ pub struct LocalSettings {
     pub server: String,
     /// The join token its workers register with (never the admin token).
     pub join: String,
+    /// More environment for its workers: this machine's store credentials, which job specs do not carry.
+    pub env: Vec<(String, String)>,
     /// Where each worker gets its cache dir and log file.
     pub dir: PathBuf,
     /// What an instance is billed as.
@@ -86,6 +88,7 @@ impl Provider for LocalProvider {
             .args(offer.spot.then_some("--spot"))
             // In the environment, not the arguments, which any user's `ps` shows.
             .env("TUNELINE_JOIN", &s.join)
+            .envs(s.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| self.error(e.to_string()))?)
             .stderr(log);

@@ -25,6 +25,8 @@ pub struct PlaneLink {
     pub binary: PathBuf,
     /// The plane's known-hosts file for ssh.
     pub known_hosts: PathBuf,
+    /// `[workers] cache_size`, in bytes, for each worker's cache.
+    pub cache_size: Option<u64>,
 }
 
 /// How ssh logs in to the machines.
@@ -130,7 +132,8 @@ pub fn quote(text: &str) -> String {
 }
 
 /// The `tuneline worker` arguments of instance `id`, quoted for sh.
-pub fn worker_args(server: &str, provider: &str, id: &str, offer: &super::Offer, class: tuneline_api::WorkerClass) -> String {
+pub fn worker_args(link: &PlaneLink, provider: &str, id: &str, offer: &super::Offer, class: tuneline_api::WorkerClass) -> String {
+    let server = link.server.as_str();
     let price = offer.price_per_hour.to_string();
     let args = [
         "--server",
@@ -151,6 +154,9 @@ pub fn worker_args(server: &str, provider: &str, id: &str, offer: &super::Offer,
     let mut line = args.map(quote).join(" ");
     if offer.spot {
         line.push_str(" --spot");
+    }
+    if let Some(bytes) = link.cache_size {
+        line.push_str(&format!(" --cache-size {bytes}"));
     }
     line
 }

@@ -46,14 +46,8 @@ pub struct SlurmSettings {
     pub notice: Duration,
     /// The directory on the cluster, relative to the login's home: bin/, cache/, workers/, env.
     pub remote_dir: String,
-    /// The `tuneline` binary copied to the cluster.
-    pub binary: PathBuf,
-    /// The server, as the compute nodes reach it.
-    pub server: String,
-    /// The join token its workers register with.
-    pub join: String,
-    /// Names this control plane's jobs (`<tag>-<class>-<serial>`).
-    pub tag: String,
+    /// The server, the join token, the binary and this plane's tag (jobs are named `<tag>-<class>-<serial>`).
+    pub link: PlaneLink,
     /// What an allocation is billed as.
     pub offer: Offer,
     /// The jobs its workers take.
@@ -88,10 +82,7 @@ impl SlurmSettings {
             sbatch_args: p.sbatch_args.clone(),
             notice: grace,
             remote_dir: p.remote_dir.clone(),
-            binary: link.binary.clone(),
-            server: link.server.clone(),
-            join: link.join.clone(),
-            tag: link.tag.clone(),
+            link: link.clone(),
             offer: offer.clone(),
             class,
             grace: grace + KILL_WAIT,
@@ -119,7 +110,7 @@ impl SlurmProvider {
     }
 
     fn prefix(&self) -> String {
-        format!("{}-{}-", self.settings.tag, self.settings.class.as_str())
+        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
     }
 
     async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
@@ -139,7 +130,7 @@ impl SlurmProvider {
         lines.push(format!("set -e; {SOURCE_ENV}"));
         lines.push("TUNELINE_JOIN=$(cat join); export TUNELINE_JOIN".into());
         // exec: the batch shell is the worker, so Slurm's TERM reaches it.
-        lines.push(format!("exec bin/tuneline worker {}", worker_args(&s.server, "slurm", id, offer, s.class)));
+        lines.push(format!("exec bin/tuneline worker {}", worker_args(&s.link, "slurm", id, offer, s.class)));
         lines.join("\n") + "\n"
     }
 }
@@ -156,10 +147,10 @@ impl Provider for SlurmProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
-        let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.binary)).await.map_err(|e| self.error(e))?;
-        s.shell.install(&s.binary, sha, &s.remote_dir).await.map_err(|e| self.error(e))?;
+        let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| self.error(e))?;
+        s.shell.install(&s.link.binary, sha, &s.remote_dir).await.map_err(|e| self.error(e))?;
         let dir = &s.remote_dir;
-        self.run(&format!("umask 077 && cat > {dir}/join"), format!("{}\n", s.join).as_bytes()).await?;
+        self.run(&format!("umask 077 && cat > {dir}/join"), format!("{}\n", s.link.join).as_bytes()).await?;
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
         let extra: String = s.sbatch_args.iter().map(|a| format!(" {}", quote(a))).collect();

@@ -41,14 +41,8 @@ pub struct SshSettings {
     pub auth: SshAuth,
     /// Each host's directory, relative to the login's home.
     pub remote_dir: String,
-    /// The `tuneline` binary copied to the hosts.
-    pub binary: PathBuf,
-    /// The server, as the hosts reach it.
-    pub server: String,
-    /// The join token its workers register with.
-    pub join: String,
-    /// Names this control plane's workers (`<tag>-<class>-<serial>`).
-    pub tag: String,
+    /// The server, the join token, the binary and this plane's tag (workers are named `<tag>-<class>-<serial>`).
+    pub link: PlaneLink,
     /// What a host is billed as while its worker runs.
     pub offer: Offer,
     /// The jobs its workers take.
@@ -68,10 +62,7 @@ impl SshSettings {
             hosts,
             auth: SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: link.known_hosts.clone() },
             remote_dir: p.remote_dir.clone(),
-            binary: link.binary.clone(),
-            server: link.server.clone(),
-            join: link.join.clone(),
-            tag: link.tag.clone(),
+            link: link.clone(),
             offer: offer.clone(),
             class,
             grace,
@@ -101,7 +92,7 @@ impl SshProvider {
 
     /// This pool's prefix of instance ids.
     fn prefix(&self) -> String {
-        format!("{}-{}-", self.settings.tag, self.settings.class.as_str())
+        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
     }
 
     /// Runs `script` on host `i`, `stdin` fed to it.
@@ -111,7 +102,7 @@ impl SshProvider {
 
     /// Copies the binary to host `i` unless the one there has the same SHA-256.
     async fn install(&self, i: usize) -> Result<(), ProviderError> {
-        let binary = &self.settings.binary;
+        let binary = &self.settings.link.binary;
         let sha = self.binary_sha.get_or_try_init(|| sha256_of(binary)).await.map_err(|e| self.error(e))?;
         self.shells[i].install(binary, sha, &self.settings.remote_dir).await.map_err(|e| self.error(e))
     }
@@ -129,14 +120,14 @@ impl SshProvider {
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
         let dir = &s.remote_dir;
-        let args = worker_args(&s.server, "ssh", &id, offer, s.class);
+        let args = worker_args(&s.link, "ssh", &id, offer, s.class);
         let script = format!(
             "set -e; read -r TUNELINE_JOIN; export TUNELINE_JOIN; cd {dir}; {SOURCE_ENV}; \
              if command -v setsid > /dev/null 2>&1; then set -- setsid; else set -- perl -e 'setpgrp(0, 0); exec @ARGV'; fi; \
              nohup \"$@\" bin/tuneline worker {args} > workers/{id}.log 2>&1 < /dev/null & echo \"$! {at}\" > workers/{id}.pid",
             at = launched_at as u64
         );
-        self.run(i, &script, format!("{}\n", s.join).as_bytes()).await?;
+        self.run(i, &script, format!("{}\n", s.link.join).as_bytes()).await?;
         let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at };
         tracing::info!("launched worker {id} on {}", s.hosts[i]);
         self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (i, instance.clone()));

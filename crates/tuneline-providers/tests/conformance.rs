@@ -30,6 +30,7 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
         exe: worker_script(dir),
         server: "http://127.0.0.1:1".into(),
         join: "tlj1.00".into(),
+        env: Vec::new(),
         dir: dir.join("workers"),
         offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false },
         class: tuneline_api::WorkerClass::Gpu,

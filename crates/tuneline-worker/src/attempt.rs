@@ -300,7 +300,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (beat, lease_timeout) = (Duration::from_millis(200), Duration::from_millis(600));
         let timing = Timing { heartbeat: beat, lease_timeout, idle_timeout: Duration::from_secs(1800) };
-        let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck)).await.unwrap();
+        let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck::default())).await.unwrap();
         let client = Client::new(&server.url(), &server.token);
         let register = WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
         let worker = client.register(&register).await.unwrap().worker;

@@ -18,6 +18,7 @@ use tuneline_api::{Job, JobSpec, Trust};
 use tuneline_core::config::{Config, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
+use super::cache::Cache;
 use super::WorkerOptions;
 
 /// Why a job could not be set up.
@@ -67,10 +68,11 @@ impl Setup {
                 let file = jobs.join("tuneline.toml");
                 tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
                 let dataset = &spec.dataset;
-                let mut bytes_down = store.pull(dataset, &cache.join(dataset), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                let artifacts = Cache::new(cache, options.cache_size);
+                let mut bytes_down = artifacts.fetch(&store, dataset).await.map_err(SetupError::Infra)?;
                 // A base model in the store is prefetched too, to where the trainer resolves `[model] path` in this cache.
                 if let Some(model) = layout::store_ref(&config.model.path) {
-                    bytes_down += store.pull(model, &cache.join(model), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                    bytes_down += artifacts.fetch(&store, model).await.map_err(SetupError::Infra)?;
                 }
                 if let Some((prefix, _)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
                     bytes_down += store.pull(&prefix, &cache.join("runs").join(&run).join("resume"), &NoProgress).await.map_err(infra)?.bytes_transferred;
@@ -113,7 +115,7 @@ impl Setup {
         let mut bytes_down = 0;
         if let Some(dataset) = &spec.dataset {
             let local = cache.join(dataset);
-            bytes_down += store.pull(dataset, &local, &NoProgress).await.map_err(infra)?.bytes_transferred;
+            bytes_down += Cache::new(cache, options.cache_size).fetch(&store, dataset).await.map_err(SetupError::Infra)?;
             env.push(("TUNELINE_DATA_DIR".to_string(), local.display().to_string()));
         }
         env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));

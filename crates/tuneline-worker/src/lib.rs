@@ -7,11 +7,13 @@
 //! the job as preempted. A notice during the prefetch releases it at once.
 //!
 //! - [`job`]: what a leased job runs, and its prefetch;
+//! - `cache`: the content-addressed artifact cache, bounded with LRU eviction;
 //! - [`attempt`]: one attempt: the child, heartbeats, the outcome;
 //! - [`hf`]: uploading an external trainer's `checkpoint-N` directories;
 //! - [`resources`]: CPU, GPU (NVML) and utilization samples.
 
 mod attempt;
+mod cache;
 pub mod hf;
 mod job;
 pub mod resources;
@@ -39,6 +41,8 @@ pub struct WorkerOptions {
     pub trust: Trust,
     /// Where datasets and checkpoints are prefetched (the node's local disk).
     pub cache_dir: PathBuf,
+    /// Most bytes of datasets and base models the cache keeps (least recently used evicted).
+    pub cache_size: Option<u64>,
     /// The `tuneline` binary that runs built-in training jobs.
     pub trainer: PathBuf,
     /// What it registers as.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, TrainSpec, WorkerClass};
 use tuneline_control::report::{report, Prices};
 use tuneline_control::serve::Endpoint;
+use tuneline_core::config::without_secrets;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
@@ -38,7 +39,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     check_memory_budget(config)?;
     // A device this build cannot use is refused before any work.
     compute_device(config.model.device)?;
-    let text = std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    // Without its secrets: the workers' machines read their own credentials (local workers get this one's).
+    let text = without_secrets(&std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?);
     let dataset = prepare(global, &store, config, &[]).await?;
     let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;

@@ -42,6 +42,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
         token,
         trust,
         cache_dir: args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
+        cache_size: args.cache_size.or(config.workers.cache_size).map(|s| s.0),
         trainer: std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
         register: WorkerRegister {
             instance: args.instance.clone(),

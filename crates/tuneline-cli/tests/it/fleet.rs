@@ -24,14 +24,8 @@ use crate::common::{output, Killed, TestContext};
 const SAVE_STEPS: u32 = 2;
 const MAX_STEPS: u32 = 10;
 
-/// The server side's store credentials: in its environment, never in the config that jobs carry.
-fn with_keys(mut cmd: assert_cmd::Command, fleet: &Fleet) -> assert_cmd::Command {
-    cmd.env("AWS_ACCESS_KEY_ID", &fleet.garage.key_id).env("AWS_SECRET_ACCESS_KEY", &fleet.garage.secret);
-    cmd
-}
-
-fn run_ok(ctx: &TestContext, fleet: &Fleet, args: &[&str]) -> String {
-    let (code, out, err) = output(with_keys(ctx.cmd(args), fleet));
+fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
+    let (code, out, err) = output(ctx.cmd(args));
     assert_eq!(code, 0, "tuneline {}: {out}\n{err}", args.join(" "));
     out
 }
@@ -45,30 +39,39 @@ fn step(ctx: &TestContext) -> u64 {
     Db::open(&ctx.path(".tuneline/control/state.db")).ok().and_then(|db| db.list(None).ok()).and_then(|jobs| jobs.first().and_then(|j| j.step)).unwrap_or(0)
 }
 
-fn wait(what: &str, run: &mut Killed, mut done: impl FnMut() -> bool) {
+/// Waits for `done` while the run started as `name` goes on, failing with its output if it ends first.
+fn wait(what: &str, ctx: &TestContext, (run, name): (&mut Killed, &str), mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(600);
     while !done() {
-        assert!(run.0.try_wait().unwrap().is_none(), "tuneline run exited before {what}");
+        if run.0.try_wait().unwrap().is_some() {
+            panic!("tuneline run exited before {what}:\n{}", std::fs::read_to_string(ctx.path(&format!("{name}.err"))).unwrap_or_default());
+        }
         assert!(Instant::now() < deadline, "no {what} within 10 minutes");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
-/// The project on `fleet`'s Garage with the model in the store, its data
-/// prepared and an uninterrupted local run `whole` trained; each host holds
-/// the store credentials in its env file. Returns the config so far.
+/// The project on `fleet`'s Garage (its credentials in the config file) with
+/// the model in the store, its data prepared and an uninterrupted local run
+/// `whole` trained; each host holds the store credentials in its own env
+/// file. Returns the config so far.
 fn project_on(ctx: &TestContext, fleet: &Fleet) -> String {
     let g = &fleet.garage;
     let base = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
-    let store =
-        format!("[store]\nurl = \"{}\"\nendpoint = \"{}\"\nregion = \"garage\"\nallow_http = true\npath_style = true\n", g.fresh_url("fleet"), g.endpoint);
+    let store = format!(
+        "[store]\nurl = \"{}\"\nendpoint = \"{}\"\nregion = \"garage\"\nallow_http = true\npath_style = true\naccess_key_id = \"{}\"\nsecret_access_key = \"{}\"\n",
+        g.fresh_url("fleet"),
+        g.endpoint,
+        g.key_id,
+        g.secret
+    );
     ctx.write("tuneline.toml", format!("{base}{store}"));
-    let added = run_ok(ctx, fleet, &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"]);
+    let added = run_ok(ctx, &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"]);
     let model = added.split("path = ").nth(1).unwrap().trim().trim_matches('"').to_string();
     let project = format!("{base}{store}[model]\npath = \"{model}\"\n[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n");
     ctx.write("tuneline.toml", &project);
-    run_ok(ctx, fleet, &["data", "prepare"]);
-    run_ok(ctx, fleet, &["train", "--run", "whole"]);
+    run_ok(ctx, &["data", "prepare"]);
+    run_ok(ctx, &["train", "--run", "whole"]);
     // Each host's owner gives it the store credentials; the server hands out none.
     for i in 0..fleet.hosts.len() {
         let env = format!("mkdir -p .tuneline && printf 'AWS_ACCESS_KEY_ID={}\\nAWS_SECRET_ACCESS_KEY={}\\n' > .tuneline/env", g.key_id, g.secret);
@@ -78,31 +81,35 @@ fn project_on(ctx: &TestContext, fleet: &Fleet) -> String {
 }
 
 /// Starts `tuneline run` in the project, its output in `<name>.out` and `<name>.err`.
-fn start_run(ctx: &TestContext, fleet: &Fleet, name: &str) -> Killed {
+fn start_run(ctx: &TestContext, name: &str) -> Killed {
     let file = |ext: &str| std::fs::File::create(ctx.path(&format!("{name}.{ext}"))).unwrap();
     let mut run = Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
     run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info");
-    run.env("AWS_ACCESS_KEY_ID", &fleet.garage.key_id).env("AWS_SECRET_ACCESS_KEY", &fleet.garage.secret);
     Killed(run.stdout(file("out")).stderr(file("err")).stdin(Stdio::null()).spawn().unwrap())
 }
 
 /// The run `tuneline run` trained (not `whole`), and whether its final adapter is bit-identical to `whole`'s.
-fn identical_to_whole(ctx: &TestContext, fleet: &Fleet) -> bool {
-    let runs = run_ok(ctx, fleet, &["store", "ls", "runs"]);
+fn identical_to_whole(ctx: &TestContext) -> bool {
+    let runs = run_ok(ctx, &["store", "ls", "runs"]);
     let chaos = runs.lines().filter_map(|l| l.split_whitespace().next()).find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
     let chaos = chaos.unwrap_or_else(|| panic!("no chaos run in:\n{runs}")).to_string();
     let adapter = |run: &str| {
         let dir = ctx.path(&format!("pulled/{run}"));
-        run_ok(ctx, fleet, &["store", "pull", &format!("runs/{run}/checkpoints/{MAX_STEPS}"), dir.to_str().unwrap()]);
+        run_ok(ctx, &["store", "pull", &format!("runs/{run}/checkpoints/{MAX_STEPS}"), dir.to_str().unwrap()]);
         std::fs::read(dir.join("adapter_model.safetensors")).unwrap()
     };
     adapter(&chaos) == adapter("whole")
 }
 
-/// The outcomes of the training job's attempts, oldest first.
-fn outcomes(ctx: &TestContext) -> Vec<String> {
-    let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
-    segments.iter().map(|s| s.outcome.clone().unwrap_or_default()).collect()
+/// The outcomes of the training job's attempts, oldest first; and checks
+/// that no job carried the store's secret to the machines.
+fn outcomes(ctx: &TestContext, fleet: &Fleet) -> Vec<String> {
+    let db = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap();
+    for job in db.list(None).unwrap() {
+        let spec = serde_json::to_string(&job.spec).unwrap();
+        assert!(!spec.contains(&fleet.garage.secret) && !spec.contains(&fleet.garage.key_id), "job {} carries the store's credentials", job.id);
+    }
+    db.segments(Some(1)).unwrap().iter().map(|s| s.outcome.clone().unwrap_or_default()).collect()
 }
 
 #[test]
@@ -120,26 +127,26 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
             fleet.gateway
         ),
     );
-    let mut run = start_run(&ctx, &fleet, "run");
-    wait("step 3", &mut run, || step(&ctx) >= 3);
+    let mut run = start_run(&ctx, "run");
+    wait("step 3", &ctx, (&mut run, "run"), || step(&ctx) >= 3);
     let cut = busy_host(&fleet).expect("a host runs the training worker");
     fleet.link(cut, false);
     let at_cut = step(&ctx);
     // Only the other host can report progress now.
-    wait("progress on the other host", &mut run, || step(&ctx) > at_cut + 2);
+    wait("progress on the other host", &ctx, (&mut run, "run"), || step(&ctx) > at_cut + 2);
     fleet.link(cut, true);
     let status = run.0.wait().unwrap();
     let (out, err) = (std::fs::read_to_string(ctx.path("run.out")).unwrap(), std::fs::read_to_string(ctx.path("run.err")).unwrap());
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}");
 
-    let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
-    let outcomes: Vec<_> = segments.iter().map(|s| s.outcome.clone().unwrap_or_default()).collect();
+    let outcomes = outcomes(&ctx, &fleet);
     assert_eq!(outcomes.first().map(String::as_str), Some("lost"), "the cut host's lease expired: {outcomes:?}");
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
+    let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
     assert!(segments.iter().all(|s| s.provider == "ssh" && s.price_per_hour == 0.35), "{segments:?}");
 
-    assert!(identical_to_whole(&ctx, &fleet), "the final adapter is bit-identical to the uninterrupted run's");
+    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to the uninterrupted run's");
     for (i, host) in fleet.hosts.iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while fleet.pids(i) != [host.sshd_pid] && Instant::now() < deadline {
@@ -176,8 +183,8 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
             fleet.gateway
         ),
     );
-    let mut first = start_run(&ctx, &fleet, "first");
-    wait("step 3", &mut first, || step(&ctx) >= 3);
+    let mut first = start_run(&ctx, "first");
+    wait("step 3", &ctx, (&mut first, "first"), || step(&ctx) >= 3);
     let allocations = our_allocations(&fleet);
     assert_eq!(allocations.len(), 1, "{allocations:?}");
     assert!(fleet.ssh(0, &format!("scancel {}", allocations[0].0)).status.success());
@@ -186,24 +193,29 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
         let next = our_allocations(&fleet);
         step(&ctx) > at_cancel + 1 && !next.is_empty() && next.iter().all(|a| a.0 != allocations[0].0)
     };
-    wait("progress on the next allocation", &mut first, resumed);
+    wait("progress on the next allocation", &ctx, (&mut first, "first"), resumed);
     // The control plane killed mid-run: its allocation runs on, unknown to the next plane's workers.
     drop(first);
     let orphan = our_allocations(&fleet);
-    let second = start_run(&ctx, &fleet, "second").0.wait().unwrap();
+    let second = start_run(&ctx, "second").0.wait().unwrap();
     let (out, err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
     assert_eq!(second.code(), Some(0), "{out}\n{err}\n{}", std::fs::read_to_string(ctx.path("first.err")).unwrap());
     assert!(err.contains("continuing train job 1") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}\n{err}");
 
-    let outcomes = outcomes(&ctx);
+    let outcomes = outcomes(&ctx, &fleet);
     assert!(outcomes.iter().any(|o| o == "preempted"), "scancel reached the worker as its SIGTERM path: {outcomes:?}");
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
-    assert!(identical_to_whole(&ctx, &fleet), "the final adapter is bit-identical to the uninterrupted run's");
+    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to the uninterrupted run's");
     assert!(err.contains(&format!("terminating {}", orphan[0].1)), "the old plane's allocation was reconciled away: {orphan:?}\n{err}");
     assert_eq!(our_allocations(&fleet), Vec::<(String, String)>::new(), "no allocation of ours is left");
     let foreign_state = String::from_utf8_lossy(&fleet.ssh(0, &format!("squeue -h -j {foreign} -o %T")).stdout).trim().to_string();
     assert_eq!(foreign_state, "RUNNING", "someone else's job is left alone");
     fleet.ssh(0, &format!("scancel {foreign}"));
-    let workers = String::from_utf8_lossy(&fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout).trim().to_string();
-    assert_eq!(workers, "0", "no worker process is left on the cluster");
+    // Slurm ends a job's processes just after squeue stops listing it.
+    let workers = || String::from_utf8_lossy(&fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while workers() != "0" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(workers(), "0", "no worker process is left on the cluster");
 }

@@ -15,6 +15,25 @@ use super::validate::validate;
 pub const SECRET_ENV: [(&str, &str); 3] =
     [("AWS_ACCESS_KEY_ID", "store.access_key_id"), ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"), ("TUNELINE_TOKEN", "server.token")];
 
+/// `text` (a valid config) without the secrets a file may hold, as a job
+/// carries it to machines that are not this one: each of those reads its own
+/// credentials from its environment. Unchanged if it holds none.
+pub fn without_secrets(text: &str) -> String {
+    let Ok(mut table) = text.parse::<toml::Table>() else { return text.to_string() };
+    let mut removed = false;
+    for (_, field) in SECRET_ENV {
+        let (section, key) = field.split_once('.').expect("section.key");
+        if let Some(toml::Value::Table(t)) = table.get_mut(section) {
+            removed |= t.remove(key).is_some();
+        }
+    }
+    if removed {
+        toml::to_string(&table).unwrap_or_else(|_| text.to_string())
+    } else {
+        text.to_string()
+    }
+}
+
 /// A config as read, with where each secret came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -153,4 +172,19 @@ fn line_of_key(text: &str, spans: &DeTable, path: &[&str]) -> Option<usize> {
 
 fn line_at(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_config_carries_no_secret() {
+        let text = "[store]\nurl = \"s3://b/p\"\nsecret_access_key = \"hunter2\"\naccess_key_id = \"GK1\"\n[server]\ntoken = \"t0k\"\n";
+        let shared = without_secrets(text);
+        assert!(!shared.contains("hunter2") && !shared.contains("GK1") && !shared.contains("t0k"), "{shared}");
+        assert!(shared.contains("s3://b/p"));
+        let plain = "[store]\nurl = \"s3://b/p\"\n# a comment\n";
+        assert_eq!(without_secrets(plain), plain, "a config without secrets is sent as written");
+    }
 }

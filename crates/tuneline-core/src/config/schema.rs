@@ -422,6 +422,8 @@ pub struct WorkersConfig {
     pub lease_timeout: HumanDuration,
     /// Job phase.
     pub phase: Phase,
+    /// Most a worker's cache (datasets, base models) holds; the least recently used go first [default: the disk].
+    pub cache_size: Option<MemorySize>,
 }
 
 impl Default for WorkersConfig {
@@ -432,6 +434,7 @@ impl Default for WorkersConfig {
             idle_timeout: HumanDuration::from_secs(30 * 60),
             lease_timeout: HumanDuration::from_secs(30),
             phase: Phase::Experiment,
+            cache_size: None,
         }
     }
 }

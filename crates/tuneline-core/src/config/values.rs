@@ -142,11 +142,18 @@ impl Serialize for MemorySize {
     }
 }
 
-impl<'de> Deserialize<'de> for MemorySize {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
+impl std::str::FromStr for MemorySize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
         text.parse::<bytesize::ByteSize>()
             .map(|b| MemorySize(b.as_u64()))
-            .map_err(|e| de::Error::custom(format!("`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\"")))
+            .map_err(|e| format!("`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\""))
+    }
+}
+
+impl<'de> Deserialize<'de> for MemorySize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(de::Error::custom)
     }
 }
