@@ -38,6 +38,15 @@ pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> 
 
 /// `config` with a `store:` `[model] path` pulled into `cache` and replaced
 /// by the local copy ([`tuneline_train::base::localize`]).
+/// Commits the base model at `path` to the store (`tuneline model add`, and
+/// `tuneline run` for a model on this machine), with a progress line.
+pub async fn commit_base_model(global: &Global, store: &ArtifactStore, path: &Path, name: Option<&str>) -> CliResult<tuneline_train::base::Added> {
+    let shown = Shown::new(&format!("add {}", path.display()), global.quiet || global.json);
+    let added = tuneline_train::base::add(store, path, name, &Path::new(crate::delivery::CACHE).join("staging"), &shown).await;
+    shown.finish();
+    Ok(added?)
+}
+
 pub async fn localize_model(global: &Global, store: &ArtifactStore, config: &mut Config, cache: &Path) -> CliResult<()> {
     if layout::store_ref(&config.model.path).is_none() {
         return Ok(());

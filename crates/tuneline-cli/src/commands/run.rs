@@ -14,12 +14,13 @@ use std::time::Duration;
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, TrainSpec, WorkerClass};
 use tuneline_control::report::{report, Prices};
 use tuneline_control::serve::Endpoint;
-use tuneline_core::config::without_secrets;
+use tuneline_core::config::job_config;
+use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_train::setup::{check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings};
 
 use crate::cli::{Global, RunArgs};
-use crate::context::{config_path, fetch_dataset, load_config, localize_model, open_store};
+use crate::context::{commit_base_model, config_path, fetch_dataset, load_config, localize_model, open_store};
 use crate::cost_report::print_report;
 use crate::dataset::prepare;
 use crate::delivery::delivered;
@@ -33,14 +34,19 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let cache = PathBuf::from(".tuneline/cache");
-    // The job keeps the config's own text: a `store:` model is pulled by each worker into its cache.
+    // A job names only store artifacts: a base model on this machine is committed
+    // to the store first (once: it is content-addressed), and each worker pulls it.
+    let model = match layout::store_ref(&config.model.path) {
+        Some(_) => None,
+        None => Some(commit_base_model(global, &store, Path::new(&config.model.path), None).await?.reference),
+    };
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     check_memory_budget(config)?;
     // A device this build cannot use is refused before any work.
     compute_device(config.model.device)?;
     // Without its secrets: the workers' machines read their own credentials (local workers get this one's).
-    let text = without_secrets(&std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?);
+    let text = job_config(&std::fs::read_to_string(&path).map_err(|e| Failure::input(format!("{}: {e}", path.display())))?, model.as_deref());
     let dataset = prepare(global, &store, config, &[]).await?;
     let (_, local) = fetch_dataset(global, &store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;

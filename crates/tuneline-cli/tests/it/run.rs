@@ -39,6 +39,9 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
     let db = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap();
     let (train, deliver) = (db.segments(Some(1)).unwrap(), db.segments(Some(2)).unwrap());
     assert_eq!(db.get(2).unwrap().spec.kind().as_str(), "deliver");
+    // The job names the base model by the store artifact `tuneline run` committed, not by a path here.
+    let tuneline_api::JobSpec::Train(spec) = db.get(1).unwrap().spec else { panic!("job 1 trains") };
+    assert!(spec.config.contains("path = \"store:models/base/SmolLM2-135M-Instruct.Q4_1/"), "{}", spec.config);
     assert!(train.iter().all(|s| s.class == WorkerClass::Gpu) && deliver.iter().all(|s| s.class == WorkerClass::Cpu), "{train:?}\n{deliver:?}");
     let gpu_gone = train.iter().map(|s| db.worker(s.worker).unwrap().ended_at.expect("the GPU worker was released")).fold(0.0, f64::max);
     assert!(gpu_gone <= deliver[0].started_at, "no GPU billed during delivery: gone at {gpu_gone}, delivery from {}", deliver[0].started_at);

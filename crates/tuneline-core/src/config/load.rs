@@ -15,19 +15,28 @@ use super::validate::validate;
 pub const SECRET_ENV: [(&str, &str); 3] =
     [("AWS_ACCESS_KEY_ID", "store.access_key_id"), ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"), ("TUNELINE_TOKEN", "server.token")];
 
-/// `text` (a valid config) without the secrets a file may hold, as a job
-/// carries it to machines that are not this one: each of those reads its own
-/// credentials from its environment. Unchanged if it holds none.
-pub fn without_secrets(text: &str) -> String {
+/// `text` (a valid config) as a job carries it to machines that are not
+/// this one: without the secrets a file may hold (each machine reads its own
+/// credentials from its environment), and with `[model] path` set to
+/// `model`, the store reference of a base model committed for the job.
+/// Unchanged when there is nothing to change.
+pub fn job_config(text: &str, model: Option<&str>) -> String {
     let Ok(mut table) = text.parse::<toml::Table>() else { return text.to_string() };
-    let mut removed = false;
+    let mut changed = false;
     for (_, field) in SECRET_ENV {
         let (section, key) = field.split_once('.').expect("section.key");
         if let Some(toml::Value::Table(t)) = table.get_mut(section) {
-            removed |= t.remove(key).is_some();
+            changed |= t.remove(key).is_some();
         }
     }
-    if removed {
+    if let Some(model) = model {
+        let section = table.entry("model").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(t) = section {
+            t.insert("path".into(), toml::Value::String(model.to_string()));
+            changed = true;
+        }
+    }
+    if changed {
         toml::to_string(&table).unwrap_or_else(|_| text.to_string())
     } else {
         text.to_string()
@@ -179,12 +188,13 @@ mod secret_tests {
     use super::*;
 
     #[test]
-    fn a_shared_config_carries_no_secret() {
-        let text = "[store]\nurl = \"s3://b/p\"\nsecret_access_key = \"hunter2\"\naccess_key_id = \"GK1\"\n[server]\ntoken = \"t0k\"\n";
-        let shared = without_secrets(text);
+    fn a_job_config_carries_no_secret_and_names_the_committed_model() {
+        let text =
+            "[store]\nurl = \"s3://b/p\"\nsecret_access_key = \"hunter2\"\naccess_key_id = \"GK1\"\n[server]\ntoken = \"t0k\"\n[model]\npath = \"m.gguf\"\n";
+        let shared = job_config(text, Some("store:models/base/m/ab"));
         assert!(!shared.contains("hunter2") && !shared.contains("GK1") && !shared.contains("t0k"), "{shared}");
-        assert!(shared.contains("s3://b/p"));
+        assert!(shared.contains("s3://b/p") && shared.contains("path = \"store:models/base/m/ab\"") && !shared.contains("m.gguf"), "{shared}");
         let plain = "[store]\nurl = \"s3://b/p\"\n# a comment\n";
-        assert_eq!(without_secrets(plain), plain, "a config without secrets is sent as written");
+        assert_eq!(job_config(plain, None), plain, "a config without secrets is sent as written");
     }
 }

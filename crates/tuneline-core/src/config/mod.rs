@@ -9,7 +9,7 @@ mod validate;
 mod values;
 
 pub use error::{ConfigError, Problem};
-pub use load::{without_secrets, Loaded, SECRET_ENV};
+pub use load::{job_config, Loaded, SECRET_ENV};
 pub use schema::*;
 pub use secret::Secret;
 pub use ssh_host::SshHost;
