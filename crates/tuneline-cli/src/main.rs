@@ -51,7 +51,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Store(command) => commands::store::run(&cli.global, command).await,
         Command::Data(command) => commands::data::run(&cli.global, command).await,
         Command::Train(args) => commands::train::train(&cli.global, args).await,
-        Command::Plan(args) => commands::plan::plan(&cli.global, args),
+        Command::Plan(args) => commands::plan::plan(&cli.global, args).await,
         Command::Simulate(args) => commands::simulate::simulate(&cli.global, args),
         Command::Run(args) => commands::run::run(&cli.global, args).await,
         Command::Server(args) => commands::server::server(&cli.global, args).await,

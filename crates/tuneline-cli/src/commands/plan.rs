@@ -2,8 +2,11 @@
 //! priced on every catalog offer: memory fit, throughput, checkpoint
 //! interval, expected wall time, $ and ETH.
 
+use std::path::Path;
+
 use serde::Serialize;
 use tuneline_core::config::Config;
+use tuneline_core::layout;
 use tuneline_cost::buy::{buy_vs_rent, BuyInputs, BuyVsRent};
 use tuneline_cost::catalog::Catalog;
 use tuneline_cost::config_job::{self, Overrides};
@@ -13,12 +16,16 @@ use tuneline_cost::plan::{plan as rank, Estimate, Job, Market, Phase, Plan};
 use tuneline_train::setup::model_shape;
 
 use crate::cli::{Global, PlanArgs};
-use crate::context::load_config;
+use crate::context::{load_config, localize_model, open_store};
 use crate::exit::{CliResult, Failure};
 
-/// Runs `tuneline plan`.
-pub fn plan(global: &Global, args: &PlanArgs) -> CliResult {
-    let config = load_config(global, true)?.config;
+/// Runs `tuneline plan`. A `store:` base model is pulled into the cache to read its shape.
+pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
+    let mut config = load_config(global, true)?.config;
+    if args.model.is_none() && layout::store_ref(&config.model.path).is_some() {
+        let store = open_store(global, &config)?;
+        localize_model(global, &store, &mut config, Path::new(".tuneline/cache")).await?;
+    }
     let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;

@@ -27,6 +27,9 @@ fn a_model_in_the_store_serves_where_its_file_is_not() {
     let run = out.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap().to_string();
     let origin = Origin::recorded(&ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/2"))).unwrap().unwrap();
     assert_eq!(origin.base.sha256, sha, "the checkpoint records the base it pulled");
+    let (code, out, err) = ctx.run(&["plan", "--top", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "plan reads the shape of the model in the store: {out}");
 
     // Through the control plane: the worker prefetches the model into its own cache, checksums verified.
     ctx.write(
