@@ -334,10 +334,11 @@ pub enum ModelCommand {
     /// Commit a GGUF file or a Hugging Face directory to models/base/<name>/<sha256>/; prints the
     /// `[model] path = "store:..."` that names it
     Add {
-        /// The GGUF file or Hugging Face directory
-        #[arg(value_name = "PATH")]
+        /// The GGUF file or Hugging Face directory, or hf://ORG/NAME[/FILE.gguf][@REVISION] to
+        /// download from the Hugging Face Hub once (HF_TOKEN for gated models, HF_ENDPOINT for a mirror)
+        #[arg(value_name = "PATH|hf://ORG/NAME")]
         path: PathBuf,
-        /// Its name in the store [default: the file's stem or the directory's name]
+        /// Its name in the store [default: the file's stem, the directory's name, or the repository's NAME]
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },

@@ -36,8 +36,6 @@ pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> 
     ArtifactStore::open(url, &config.store).map_err(Failure::from)
 }
 
-/// `config` with a `store:` `[model] path` pulled into `cache` and replaced
-/// by the local copy ([`tuneline_train::base::localize`]).
 /// Commits the base model at `path` to the store (`tuneline model add`, and
 /// `tuneline run` for a model on this machine), with a progress line.
 pub async fn commit_base_model(global: &Global, store: &ArtifactStore, path: &Path, name: Option<&str>) -> CliResult<tuneline_train::base::Added> {
@@ -47,6 +45,8 @@ pub async fn commit_base_model(global: &Global, store: &ArtifactStore, path: &Pa
     Ok(added?)
 }
 
+/// `config` with a `store:` `[model] path` pulled into `cache` and replaced
+/// by the local copy ([`tuneline_train::base::localize`]).
 pub async fn localize_model(global: &Global, store: &ArtifactStore, config: &mut Config, cache: &Path) -> CliResult<()> {
     if layout::store_ref(&config.model.path).is_none() {
         return Ok(());

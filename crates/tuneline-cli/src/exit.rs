@@ -70,6 +70,7 @@ impl From<tuneline_train::setup::SetupError> for Failure {
         match e {
             tuneline_train::setup::SetupError::Input(message) => Self::input(message),
             tuneline_train::setup::SetupError::Store(e) => e.into(),
+            tuneline_train::setup::SetupError::Download(message) => Self::failed(message),
         }
     }
 }

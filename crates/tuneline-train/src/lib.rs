@@ -6,6 +6,7 @@ pub mod adamw;
 pub mod base;
 pub mod batches;
 pub mod checkpoint;
+pub mod hub;
 pub mod rows;
 pub mod run;
 pub mod schedule;

@@ -30,6 +30,9 @@ pub enum SetupError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A download (the Hub) failed: another try may succeed.
+    #[error("{0}")]
+    Download(String),
 }
 
 fn input(e: impl std::fmt::Display) -> SetupError {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tuneline_deliver::hub::{HubRepo, HUB};
+use tuneline_core::hub::{HubRepo, HUB};
 use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
@@ -56,7 +56,7 @@ async fn registry(target: &str, args: &PushArgs) -> CliResult {
 
 /// `tuneline push hf://...`: every file of the directory in one Hub commit, large ones through LFS.
 async fn hub(target: &str, args: &PushArgs) -> CliResult {
-    let repo = HubRepo::parse(target)?;
+    let repo = HubRepo::parse(target).map_err(Failure::input)?;
     let token =
         std::env::var("HF_TOKEN").map_err(|_| Failure::input("HF_TOKEN is not set; set it to a Hugging Face token with write access to the repository"))?;
     let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| HUB.to_string());

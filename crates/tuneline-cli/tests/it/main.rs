@@ -10,6 +10,7 @@ mod data;
 mod deliver;
 mod fleet;
 mod help;
+mod hub_pull;
 mod init;
 mod jobs;
 mod join;

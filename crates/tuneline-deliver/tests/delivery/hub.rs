@@ -15,7 +15,8 @@ use axum::{Json, Router};
 use base64::Engine;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tuneline_deliver::hub::{push, HubRepo};
+use tuneline_core::hub::HubRepo;
+use tuneline_deliver::hub::push;
 
 use crate::fixture::fixture;
 
