@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use tuneline_api::WorkerClass;
 use tuneline_core::config::SshHost;
-use tuneline_providers::remote::{PlaneLink, Shell, SshAuth};
+use tuneline_providers::remote::{Shell, SshAuth};
 use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
 use tuneline_providers::{Offer, Provider};
 use tuneline_testkit::Fleet;
 
 mod common;
+mod remote;
 use common::conformance;
+use remote::link;
 
 /// A stand-in for `tuneline worker`: a note of its SIGTERM in `<instance>.term`, and a wait.
 fn stand_in(dir: &Path) -> std::path::PathBuf {
@@ -37,24 +39,12 @@ fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>
         sbatch_args: vec!["--cpus-per-task=1".into()],
         notice: Duration::from_secs(55),
         remote_dir: ".tuneline".into(),
-        link: link(fleet, dir, "tlslurm"),
+        link: link(&fleet.gateway, dir, "tlslurm", stand_in(dir)),
         offer: Offer { instance_type: "a100-partition".into(), price_per_hour: 1.1, spot: false },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(40),
         listing_grace: Duration::from_secs(30),
     })
-}
-
-/// The plane as its workers see it: a server on the gateway, a join token, the stand-in binary.
-fn link(fleet: &Fleet, dir: &Path, tag: &str) -> PlaneLink {
-    PlaneLink {
-        server: format!("https://{}:8470", fleet.gateway),
-        join: "tlj1.5ec2e7".into(),
-        tag: tag.into(),
-        binary: stand_in(dir),
-        known_hosts: dir.join("known_hosts"),
-        cache_size: None,
-    }
 }
 
 fn on(fleet: &Fleet, script: &str) -> String {

@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use tuneline_api::WorkerClass;
 use tuneline_core::config::SshHost;
-use tuneline_providers::remote::{PlaneLink, SshAuth};
+use tuneline_providers::remote::SshAuth;
 use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
 use tuneline_testkit::Fleet;
 
 mod common;
+mod remote;
 use common::conformance;
+use remote::link;
 
 /// A stand-in for `tuneline worker`: its arguments and TUNELINE_JOIN in files, a note of SIGTERM, and a wait.
 fn stand_in(dir: &Path) -> std::path::PathBuf {
@@ -32,23 +34,11 @@ fn provider(fleet: &Fleet, dir: &Path, key: &Path, tag: &str) -> SshProvider {
         hosts: (0..fleet.hosts.len()).map(|i| SshHost::parse(&fleet.target(i)).unwrap()).collect(),
         auth: SshAuth { identity_file: Some(key.to_path_buf()), known_hosts: dir.join("known_hosts") },
         remote_dir: ".tuneline".into(),
-        link: link(fleet, dir, tag),
+        link: link(&fleet.gateway, dir, tag, stand_in(dir)),
         offer: Offer { instance_type: "rtx4090-box".into(), price_per_hour: 0.35, spot: false },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(2),
     })
-}
-
-/// The plane as its workers see it: a server on the gateway, a join token, the stand-in binary.
-fn link(fleet: &Fleet, dir: &Path, tag: &str) -> PlaneLink {
-    PlaneLink {
-        server: format!("https://{}:8470", fleet.gateway),
-        join: "tlj1.5ec2e7".into(),
-        tag: tag.into(),
-        binary: stand_in(dir),
-        known_hosts: dir.join("known_hosts"),
-        cache_size: None,
-    }
 }
 
 fn on(fleet: &Fleet, i: usize, script: &str) -> String {
