@@ -36,6 +36,9 @@ pub struct WorkerRegister {
     /// The worker's process id on its machine.
     #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub pid: u32,
+    /// The machine's host name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// The server's answer to a registration.

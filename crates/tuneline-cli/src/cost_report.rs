@@ -2,16 +2,17 @@
 //! and delivery's CPU hours beside them, or JSON with `--json`. `tuneline cost report` and `tuneline run` print it.
 
 use tuneline_api::Job;
+use tuneline_control::machines::Machine;
 use tuneline_control::report::CostReport;
 
 use crate::cli::Global;
 
-/// Prints the report over `jobs` (those of one run): a table, or JSON with `--json`.
-pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport) {
+/// Prints the report over `jobs` (those of one run) and the machines they ran on: a table, or JSON with `--json`.
+pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport, machines: &[Machine]) {
     let run = jobs.first().map_or("", |j| j.spec.run());
     if global.json {
         let jobs: Vec<_> = jobs.iter().map(|j| serde_json::json!({"id": j.id, "kind": j.spec.kind().as_str(), "state": j.state.as_str()})).collect();
-        println!("{}", serde_json::json!({"run": run, "jobs": jobs, "cost": r}));
+        println!("{}", serde_json::json!({"run": run, "jobs": jobs, "cost": r, "machines": machines}));
         return;
     }
     let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| format!("${e:.4} per effective training hour"));
@@ -32,4 +33,27 @@ pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport) {
     println!("  total               ${:.4}", r.total_usd);
     println!("  ETH                 {eth}");
     println!("  = (price x wall + storage + egress) / (effective hours x utilization)");
+    for m in machines {
+        // A local worker's machine is this one: its instance names it.
+        let host = if m.provider == "local" { None } else { m.host.as_deref() };
+        let name = host.or(m.instance.as_deref()).unwrap_or("?");
+        let until = match (m.until, m.ended.as_deref()) {
+            (Some(t), Some(how)) => format!("stopped billing at {} (its worker {how})", clock(t)),
+            _ => "still billing".to_string(),
+        };
+        println!(
+            "  machine {name} ({} worker {}, ${:.2}/h): from {}, {:.4} h, ${:.4}; {until}",
+            m.provider,
+            m.worker,
+            m.price_per_hour,
+            clock(m.from),
+            m.hours,
+            m.usd
+        );
+    }
+}
+
+/// `at` (seconds since the epoch) as a UTC time of day.
+fn clock(at: f64) -> String {
+    chrono::DateTime::from_timestamp(at as i64, 0).map_or_else(|| format!("{at:.0}"), |t| t.format("%H:%M:%S UTC").to_string())
 }

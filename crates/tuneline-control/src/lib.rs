@@ -11,6 +11,7 @@
 //! - [`serve`]: starting the server and reaping silent workers;
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
 //! - [`report`]: the cost report (ETH) from the ledger;
+//! - [`machines`]: each machine's bill, until its worker ended;
 //! - [`tls`]: the server's certificate, from config or made once;
 //! - [`lock`], [`token`]: one server per database, and its secrets' files.
 
@@ -20,6 +21,7 @@ pub mod check;
 pub mod db;
 pub mod job;
 pub mod lock;
+pub mod machines;
 pub mod report;
 pub mod serve;
 pub mod tls;

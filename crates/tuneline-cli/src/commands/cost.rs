@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use tuneline_api::{now, Job};
 use tuneline_control::db::Db;
+use tuneline_control::machines::machines;
 use tuneline_control::report::{report, Prices};
 
 use crate::cli::{CostCommand, Global};
@@ -34,7 +35,8 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
     for job in &billed {
         segments.extend(db.segments(Some(job.id)).map_err(Failure::failed)?);
     }
-    print_report(global, &billed, &report(&segments, Prices::of(&config), now()));
+    let workers = db.workers(true).map_err(Failure::failed)?;
+    print_report(global, &billed, &report(&segments, Prices::of(&config), now()), &machines(&workers, &segments, now()));
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, TrainSpec, WorkerClass};
+use tuneline_control::machines::machines;
 use tuneline_control::report::{report, Prices};
 use tuneline_control::serve::Endpoint;
 use tuneline_core::config::job_config;
@@ -71,16 +72,17 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         segments.extend(client.ledger(Some(deliver.id)).await.map_err(Failure::failed)?);
     }
     let cost = report(&segments, Prices::of(config), now());
+    let machines = machines(&client.workers(true).await.map_err(Failure::failed)?, &segments, now());
     let jobs: Vec<&Job> = [Some(&train), deliver.as_ref()].into_iter().flatten().collect();
     if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
-        print_report(global, &jobs, &cost);
+        print_report(global, &jobs, &cost, &machines);
         let why = job.error.clone().unwrap_or_default();
         let after = if job.spec.kind() == JobKind::Deliver { "; the trained checkpoints are kept: `tuneline deliver` retries" } else { "" };
         return Err(Failure::failed(format!("job {} ({}) {}: {why}{after}", job.id, job.spec.kind().as_str(), job.state.as_str())));
     }
     let out = Path::new("out").join(&run);
     let summary = delivered(global, &store, config, &run, &out).await?;
-    print_report(global, &jobs, &cost);
+    print_report(global, &jobs, &cost, &machines);
     println!("{summary}");
     Ok(())
 }

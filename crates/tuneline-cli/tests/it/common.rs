@@ -137,5 +137,7 @@ pub fn snapshot(ctx: &TestContext, name: &str, text: &str) {
     settings.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]");
     settings.add_filter(r"\b[0-9a-f]{12,64}\b", "[HASH]");
     settings.add_filter(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", "[TIME]");
+    settings.add_filter(r"\b\d\d:\d\d:\d\d UTC", "[CLOCK]");
+    settings.add_filter(r"\blocal-\d+-(\d+)", "local-[PID]-$1");
     settings.bind(|| insta::assert_snapshot!(name, text));
 }

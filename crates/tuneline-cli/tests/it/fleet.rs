@@ -139,6 +139,9 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     let (out, err) = (std::fs::read_to_string(ctx.path("run.out")).unwrap(), std::fs::read_to_string(ctx.path("run.err")).unwrap());
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}");
+    // Each host's bill stopped with its worker: the host is not ours to destroy.
+    let hosts_billed = out.lines().filter(|l| l.contains("machine tl-host-") && l.contains("$0.35/h") && l.contains("stopped billing at")).count();
+    assert!(hosts_billed >= 2, "the report says when each host stopped being billed:\n{out}");
 
     let outcomes = outcomes(&ctx, &fleet);
     assert_eq!(outcomes.first().map(String::as_str), Some("lost"), "the cut host's lease expired: {outcomes:?}");
