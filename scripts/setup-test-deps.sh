@@ -103,7 +103,7 @@ if [ ! -x "$openssh/usr/sbin/sshd" ]; then
   rm -rf "$download"
 fi
 id sshd > /dev/null 2>&1 || useradd --system --no-create-home --home-dir /run/sshd --shell /usr/sbin/nologin sshd
-for tool in ip ssh ssh-keygen unshare; do
+for tool in ip ssh ssh-keygen unshare nsenter mknod; do
   command -v "$tool" > /dev/null || { echo "setup: $tool is missing (iproute2, openssh-client, util-linux)" >&2; exit 1; }
 done
 echo "setup: $(LD_LIBRARY_PATH="$openssh/usr/lib/x86_64-linux-gnu" "$openssh/usr/sbin/sshd" -V 2>&1 | head -n1) for test hosts"
