@@ -179,7 +179,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     };
     let link = match kind {
         "local" => None,
-        _ => Some(plane_link(&settings, config.workers.cache_size, state_dir, public_url(&config.server, endpoint, &server.addr.to_string()), server)?),
+        _ => Some(plane_link(&settings, config.workers.cache_size, state_dir, (public_url(&config.server, endpoint, &server.addr.to_string()), server), &exe)?),
     };
     let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
         let remote = |e: String| Failure::input(e);
@@ -221,13 +221,16 @@ fn local_worker_env(config: &Config) -> Vec<(String, String)> {
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(p: &ProviderConfig, cache_size: Option<MemorySize>, state_dir: &Path, server_url: String, server: &Server) -> CliResult<PlaneLink> {
+fn plane_link(
+    p: &ProviderConfig,
+    cache_size: Option<MemorySize>,
+    state_dir: &Path,
+    (server_url, server): (String, &Server),
+    exe: &Path,
+) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
-    let binary = match &p.binary {
-        Some(path) => PathBuf::from(path),
-        None => std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
-    };
+    let binary = p.binary.as_ref().map_or_else(|| exe.to_path_buf(), PathBuf::from);
     Ok(PlaneLink {
         server: server_url,
         join: server.join.to_string(),

@@ -96,11 +96,7 @@ pub fn public_url(server: &ServerConfig, endpoint: &Endpoint, addr: &str) -> Str
     let scheme = if endpoint.tls.is_some() { "https" } else { "http" };
     let (host, port) = addr.rsplit_once(':').unwrap_or((addr, ""));
     let unspecified = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
-    let host = if unspecified || host.is_empty() {
-        std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
-    } else {
-        host.to_string()
-    };
+    let host = if unspecified || host.is_empty() { tuneline_core::host::host_name().unwrap_or_else(|| "localhost".into()) } else { host.to_string() };
     format!("{scheme}://{host}:{port}")
 }
 

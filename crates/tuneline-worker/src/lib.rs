@@ -111,7 +111,7 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
     let gpu = tokio::task::spawn_blocking(Gpu::probe).await.ok().flatten();
     options.register.cpus = resources::cpus();
     options.register.pid = std::process::id();
-    options.register.host = resources::host_name();
+    options.register.host = tuneline_core::host::host_name();
     if let Some(gpu) = &gpu {
         options.register.gpu = Some(gpu.name.clone());
         options.register.vram_mib = Some(gpu.vram_mib);

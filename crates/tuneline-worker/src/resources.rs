@@ -61,12 +61,3 @@ impl Utilization {
 pub fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
-
-/// This machine's host name, for the bill of the machine it ran on.
-pub fn host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    (rc == 0 && end > 0).then(|| String::from_utf8_lossy(&buf[..end]).into_owned())
-}
