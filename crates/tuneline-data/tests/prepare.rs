@@ -154,3 +154,26 @@ fn a_dataset_held_out_whole_for_eval_says_so() {
     let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
     assert_eq!(err, "no samples left after templating, tokenizing and splitting: all 2 went to the eval split (lower data.eval_count or data.eval_fraction)");
 }
+
+#[test]
+fn eval_count_holds_out_samples_that_survive_tokenizing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_inputs(dir.path());
+    // 30 more, each far past max_seq_length (dropped by tokenizing), each its own words.
+    let long: Vec<String> = (0..30u64)
+        .map(|i| {
+            // Letters, not digits: near dedup's word shingles normalize numbers.
+            let word = |n: u64| (0..4).map(|k| char::from(b'a' + (n / 26u64.pow(k) % 26) as u8)).collect::<String>();
+            let words: Vec<String> = (0..400u64).map(|j| word((i * 400 + j) * 2_654_435_761 % 456_959)).collect();
+            let conv = [Message::new("user", format!("Long ticket {i}: {}", words[..200].join(" "))), Message::new("assistant", words[200..].join(" "))];
+            serde_json::json!({ "messages": conv }).to_string()
+        })
+        .collect();
+    std::fs::write(dir.path().join("long.jsonl"), long.join("\n")).unwrap();
+    let config = config(dir.path());
+    let p = plan(&config, Path::new("."), &[]).unwrap();
+    let m = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap();
+    assert_eq!(m.stats.tokenize.removed.values().sum::<u64>(), 30, "{:?}", m.stats);
+    assert_eq!(m.stats.splits["eval"].samples, 6, "eval_count = 6 holds out 6 of the samples kept: {:?}", m.stats.splits);
+    assert_eq!(m.stats.kept, 60);
+}

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
@@ -36,6 +37,23 @@ pub struct SshAuth {
     pub identity_file: Option<PathBuf>,
     /// The known-hosts file: a host's key is learnt on first contact and checked after.
     pub known_hosts: PathBuf,
+    /// A private directory for ssh's control sockets (`ControlPath`), if one could be made.
+    mux: Option<Arc<tempfile::TempDir>>,
+}
+
+impl SshAuth {
+    /// Logs in with `identity_file` (or ssh's default key), checking hosts against `known_hosts`.
+    pub fn new(identity_file: Option<PathBuf>, known_hosts: PathBuf) -> Self {
+        // Short, under /tmp: a unix socket's path is limited to about 100 bytes.
+        let mux = match tempfile::Builder::new().prefix("tl-ssh-").tempdir() {
+            Ok(dir) => Some(Arc::new(dir)),
+            Err(e) => {
+                tracing::warn!("cannot make a directory for ssh's shared connections ({e}); each command connects anew");
+                None
+            }
+        };
+        Self { identity_file, known_hosts, mux }
+    }
 }
 
 /// Where scripts run.
@@ -73,6 +91,11 @@ impl Shell {
                     .arg(format!("UserKnownHostsFile={}", auth.known_hosts.display()));
                 if let Some(key) = &auth.identity_file {
                     ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
+                }
+                if let Some(mux) = &auth.mux {
+                    // One connection per host, shared by its commands (the autoscaler lists every
+                    // tick): no handshake each time. It closes 2 s after its last command.
+                    ssh.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=2", "-o"]).arg(format!("ControlPath={}/%C", mux.path().display()));
                 }
                 if let Some(port) = host.port {
                     ssh.arg("-p").arg(port.to_string());
@@ -150,6 +173,8 @@ pub fn worker_args(link: &PlaneLink, provider: &str, id: &str, offer: &super::Of
         class.as_str(),
         "--cache-dir",
         "cache",
+        // Its log file is the host's only record of what it did: info, unless the host's RUST_LOG says otherwise.
+        "-v",
     ];
     let mut line = args.map(quote).join(" ");
     if offer.spot {

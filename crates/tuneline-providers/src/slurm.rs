@@ -68,7 +68,7 @@ impl SlurmSettings {
         let shell = match &p.login {
             Some(login) => {
                 let host = SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
-                Shell::Ssh(host, SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: link.known_hosts.clone() })
+                Shell::Ssh(host, SshAuth::new(p.identity_file.as_ref().map(PathBuf::from), link.known_hosts.clone()))
             }
             None => Shell::Local,
         };

@@ -60,7 +60,7 @@ impl SshSettings {
         let hosts = p.hosts.iter().map(|h| SshHost::parse(h).map_err(|e| format!("[providers.ssh] hosts: {e}"))).collect::<Result<_, _>>()?;
         Ok(Self {
             hosts,
-            auth: SshAuth { identity_file: p.identity_file.as_ref().map(PathBuf::from), known_hosts: link.known_hosts.clone() },
+            auth: SshAuth::new(p.identity_file.as_ref().map(PathBuf::from), link.known_hosts.clone()),
             remote_dir: p.remote_dir.clone(),
             link: link.clone(),
             offer: offer.clone(),
@@ -116,6 +116,7 @@ impl SshProvider {
     /// Starts a worker on host `i`.
     async fn launch_on(&self, i: usize, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
+        let began = std::time::Instant::now();
         self.install(i).await?;
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
@@ -129,7 +130,7 @@ impl SshProvider {
         );
         self.run(i, &script, format!("{}\n", s.link.join).as_bytes()).await?;
         let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at };
-        tracing::info!("launched worker {id} on {}", s.hosts[i]);
+        tracing::info!("launched worker {id} on {} in {:.2} s", s.hosts[i], began.elapsed().as_secs_f64());
         self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (i, instance.clone()));
         Ok(instance)
     }

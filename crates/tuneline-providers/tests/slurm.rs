@@ -29,7 +29,7 @@ fn stand_in(dir: &Path) -> std::path::PathBuf {
 }
 
 fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>) -> SlurmProvider {
-    let auth = SshAuth { identity_file: Some(fleet.key.clone()), known_hosts: dir.join("known_hosts") };
+    let auth = SshAuth::new(Some(fleet.key.clone()), dir.join("known_hosts"));
     SlurmProvider::new(SlurmSettings {
         shell: Shell::Ssh(SshHost::parse(&fleet.target(0)).unwrap(), auth),
         partition: Some(partition.into()),

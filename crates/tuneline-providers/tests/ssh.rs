@@ -32,7 +32,7 @@ fn stand_in(dir: &Path) -> std::path::PathBuf {
 fn provider(fleet: &Fleet, dir: &Path, key: &Path, tag: &str) -> SshProvider {
     SshProvider::new(SshSettings {
         hosts: (0..fleet.hosts.len()).map(|i| SshHost::parse(&fleet.target(i)).unwrap()).collect(),
-        auth: SshAuth { identity_file: Some(key.to_path_buf()), known_hosts: dir.join("known_hosts") },
+        auth: SshAuth::new(Some(key.to_path_buf()), dir.join("known_hosts")),
         remote_dir: ".tuneline".into(),
         link: link(&fleet.gateway, dir, tag, stand_in(dir)),
         offer: Offer { instance_type: "rtx4090-box".into(), price_per_hour: 0.35, spot: false },

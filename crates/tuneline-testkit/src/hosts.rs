@@ -48,8 +48,32 @@ pub struct Fleet {
     pub key: PathBuf,
     /// A key no host authorizes.
     pub wrong_key: PathBuf,
-    bridge: String,
+    _teardown: Teardown,
     _dir: tempfile::TempDir,
+}
+
+/// What a fleet has made so far, removed when dropped, even by a panic halfway through making it.
+#[derive(Default)]
+struct Teardown {
+    bridge: Option<String>,
+    /// Each host's network namespace and the link's end on this side.
+    hosts: Vec<(String, String)>,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        for (netns, link) in &self.hosts {
+            for pid in netns_pids(netns) {
+                // SAFETY: kill(2) on a pid this fleet's namespace holds: the host's sshd and what ran under it.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = Command::new("ip").args(["link", "del", link]).status();
+            let _ = Command::new("ip").args(["netns", "del", netns]).status();
+        }
+        if let Some(bridge) = &self.bridge {
+            let _ = Command::new("ip").args(["link", "del", bridge]).status();
+        }
+    }
 }
 
 impl Fleet {
@@ -64,6 +88,9 @@ impl Fleet {
     }
 
     fn make(n: usize, hidden: &[&Path], slurm: bool) -> Self {
+        for path in hidden {
+            assert!(path.is_dir(), "{}: a hidden path must be a directory that exists (a tmpfs covers it on each host)", path.display());
+        }
         let sshd = crate::deps::sshd();
         if slurm {
             crate::deps::slurm();
@@ -72,12 +99,14 @@ impl Fleet {
         let id = format!("{:05}{:02}", std::process::id() % 100_000, SERIAL.fetch_add(1, Ordering::Relaxed) % 100);
         let dir = tempfile::Builder::new().prefix("tuneline-hosts-").tempdir().unwrap();
         let bridge = format!("tl{id}b");
+        let mut teardown = Teardown::default();
         let subnet = {
             // Fleets of parallel tests choose one at a time, each seeing the others' bridges.
             static CHOOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
             let _one = CHOOSING.lock().unwrap_or_else(|e| e.into_inner());
             let subnet = free_subnet();
             ip(&["link", "add", &bridge, "type", "bridge"]);
+            teardown.bridge = Some(bridge.clone());
             ip(&["addr", "add", &format!("{subnet}.1/24"), "dev", &bridge]);
             subnet
         };
@@ -85,12 +114,12 @@ impl Fleet {
         let key = keygen(dir.path(), "client_key");
         let wrong_key = keygen(dir.path(), "wrong_key");
         std::fs::create_dir_all("/run/sshd").unwrap();
-        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden, slurm && i == 0)).collect::<Vec<_>>();
+        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden, slurm && i == 0, &mut teardown)).collect::<Vec<_>>();
         for host in &hosts {
             wait_for_port(&format!("{}:22", host.addr), &host.dir.join("sshd.log"));
         }
         let garage = start_on(&format!("{subnet}.1")).unwrap_or_else(|e| panic!("{e}"));
-        let fleet = Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, bridge, _dir: dir };
+        let fleet = Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, _teardown: teardown, _dir: dir };
         if slurm {
             fleet.wait_for_slurm();
         }
@@ -141,32 +170,24 @@ impl Fleet {
 
     /// The pids of the processes in host `i`'s namespace, sshd's included.
     pub fn pids(&self, i: usize) -> Vec<u32> {
-        let out = Command::new("ip").args(["netns", "pids", &self.hosts[i].netns]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+        netns_pids(&self.hosts[i].netns)
     }
 }
 
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        for (i, host) in self.hosts.iter().enumerate() {
-            for pid in self.pids(i) {
-                // SAFETY: kill(2) on a pid this fleet's namespace holds: the host's sshd and what ran under it.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-            let _ = Command::new("ip").args(["link", "del", &host.link]).status();
-            let _ = Command::new("ip").args(["netns", "del", &host.netns]).status();
-        }
-        let _ = Command::new("ip").args(["link", "del", &self.bridge]).status();
-    }
+/// The pids of the processes in network namespace `netns`.
+fn netns_pids(netns: &str) -> Vec<u32> {
+    let out = Command::new("ip").args(["netns", "pids", netns]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
 /// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered (and a Slurm cluster with `slurm`).
 #[allow(clippy::too_many_arguments)]
-fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path], slurm: bool) -> Host {
+fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path], slurm: bool, made: &mut Teardown) -> Host {
     let netns = format!("tl{id}h{i}");
     let (link, peer) = (format!("tl{id}v{i}"), format!("tl{id}p{i}"));
     let addr = format!("{subnet}.{}", i + 2);
     ip(&["netns", "add", &netns]);
+    made.hosts.push((netns.clone(), link.clone()));
     ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer]);
     ip(&["link", "set", &link, "master", bridge, "up"]);
     ip(&["link", "set", &peer, "netns", &netns]);

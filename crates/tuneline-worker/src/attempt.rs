@@ -8,6 +8,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::cache::human;
 use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
@@ -41,6 +42,9 @@ impl Progress {
         match TrainerEvent::parse(line) {
             Some(TrainerEvent::Started { step, .. }) => self.started = Some(step),
             Some(TrainerEvent::Step(log)) => {
+                if self.step.is_none() {
+                    tracing::info!("the trainer's first step of this attempt: {}", log.step);
+                }
                 self.step = Some(log.step);
                 self.loss = Some(log.loss);
                 self.tokens += log.tokens;
@@ -86,6 +90,7 @@ impl Progress {
 /// Runs leased job `job` on worker `worker` and releases it.
 pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &WorkerOptions, heartbeat: Duration, gpu: Option<&Gpu>, stop: &Stop) {
     let id = job.id;
+    let began = Instant::now();
     let prepared = match heartbeating(client, worker, id, heartbeat, stop, Setup::prepare(&job, options)).await {
         Waited::Done(prepared) => prepared,
         Waited::Stopped => {
@@ -108,6 +113,7 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
             return release(client, worker, id, outcome, Some(message), Heartbeat::of(id)).await;
         }
     };
+    tracing::info!("job {id}: prefetched {} bytes ({}) in {:.2} s", setup.bytes_down, human(setup.bytes_down), began.elapsed().as_secs_f64());
     let progress = Arc::new(Mutex::new(Progress { started: setup.resumed_from, bytes_down: setup.bytes_down, ..Progress::default() }));
     let mut command = std::process::Command::new(&setup.argv[0]);
     command.args(&setup.argv[1..]).envs(setup.env.iter().cloned()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());

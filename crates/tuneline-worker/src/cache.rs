@@ -101,7 +101,8 @@ fn free_space(dir: &Path) -> Result<u64, String> {
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
-fn human(bytes: u64) -> String {
+/// `bytes` in MiB, for logs.
+pub(crate) fn human(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 

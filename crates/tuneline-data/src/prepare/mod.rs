@@ -110,6 +110,9 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
     });
     let mut h = Sha256::new();
     h.update(b"tuneline.dataset/1\0");
+    // Bumped whenever the same inputs and settings would build other content
+    // (2: only the samples that survive tokenizing are split).
+    h.update(b"recipe 2\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     for (_, f) in &hashed {
         h.update(f.sha256.as_bytes());
@@ -157,8 +160,21 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
         started.elapsed()
     );
 
+    // Only samples that survived tokenizing are split: an eval sample chosen and then
+    // dropped as too long would leave the eval split short of eval_count, or empty.
+    let mut tokenized = Vec::new();
+    for &i in &deduped.kept {
+        match entries[i].outcome {
+            Outcome::Tokenized(at) => {
+                stats.tokenize.truncated += u64::from(at.truncated);
+                tokenized.push((i, at));
+            }
+            Outcome::Removed(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
+            Outcome::Duplicate => unreachable!("dedup keeps the first of exact duplicates, which is tokenized"),
+        }
+    }
     // Split by cluster: every member of a cluster shares its representative's key.
-    let keys: Vec<String> = deduped.kept.iter().map(|&i| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
+    let keys: Vec<String> = tokenized.iter().map(|&(i, _)| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let size = match d.eval_count {
         Some(n) => EvalSize::Count(n),
@@ -166,18 +182,11 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     };
     let is_eval = split(&key_refs, config.training.seed, size);
     let (mut train, mut eval) = (Vec::new(), Vec::new());
-    for (&i, eval_flag) in deduped.kept.iter().zip(is_eval) {
-        match entries[i].outcome {
-            Outcome::Tokenized(at) => {
-                stats.tokenize.truncated += u64::from(at.truncated);
-                if eval_flag {
-                    eval.push(at)
-                } else {
-                    train.push(at)
-                }
-            }
-            Outcome::Removed(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
-            Outcome::Duplicate => unreachable!("dedup keeps the first of exact duplicates, which is tokenized"),
+    for ((_, at), eval_flag) in tokenized.into_iter().zip(is_eval) {
+        if eval_flag {
+            eval.push(at)
+        } else {
+            train.push(at)
         }
     }
     stats.kept = (train.len() + eval.len()) as u64;
