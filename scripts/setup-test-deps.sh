@@ -16,6 +16,7 @@
 #                          and numpy, for reading exported GGUFs independently, sacrebleu and
 #                          rouge-score, for metric parity, and schemathesis,
 #                          for fuzzing the API against its OpenAPI document
+#   moto/                  moto[server] 5.2.5: a real EC2 Query API on loopback for the aws provider
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -154,3 +155,13 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5"; then
   "$venv/bin/pip" install --quiet schemathesis==4.32.5
 fi
 echo "setup: $("$venv/bin/schemathesis" --version)"
+
+# moto's server, a real EC2 Query API for the aws provider's tests, in a venv of
+# its own (its boto3 and Flask pins stay out of the compatibility venv).
+moto="$cache/moto"
+if ! "$moto/bin/python" -c "import importlib.metadata as m; assert m.version('moto') == '5.2.5'" 2>/dev/null; then
+  echo "setup: installing moto[server]==5.2.5 into $moto"
+  python3 -m venv "$moto"
+  "$moto/bin/pip" install --quiet "moto[server]==5.2.5"
+fi
+echo "setup: moto 5.2.5"

@@ -17,6 +17,7 @@ use tuneline_control::serve::{public_url, Endpoint, Server};
 use tuneline_core::config::{Config, MemorySize, ProviderConfig};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
+use tuneline_providers::aws::{AwsProvider, AwsSettings};
 use tuneline_providers::local::{LocalProvider, LocalSettings};
 use tuneline_providers::remote::PlaneLink;
 use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
@@ -144,10 +145,10 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     let settings = config.providers.get(name).cloned().unwrap_or_default();
     let kind = match name {
         "manual" => return Ok(Vec::new()),
-        "local" | "ssh" | "slurm" => name,
+        "local" | "ssh" | "slurm" | "aws" => name,
         other => {
             return Err(Failure::input(format!(
-                "[workers] provider = \"{other}\": this build launches `local`, `ssh` and `slurm` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
+                "[workers] provider = \"{other}\": this build launches `local`, `ssh`, `slurm` and `aws` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
             )))
         }
     };
@@ -186,6 +187,9 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
         Ok(match (kind, &link) {
             ("ssh", Some(link)) => Arc::new(SshProvider::new(SshSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
             ("slurm", Some(link)) => Arc::new(SlurmProvider::new(SlurmSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
+            ("aws", Some(link)) => Arc::new(
+                AwsProvider::from_env(AwsSettings::from_config(&settings, link, class, offer).map_err(remote)?).map_err(|e| Failure::input(e.to_string()))?,
+            ),
             _ => local(class, offer),
         })
     };

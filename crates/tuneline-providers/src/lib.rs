@@ -2,6 +2,8 @@
 //! calls, and one conformance suite (`tests/conformance.rs`) holds each to them.
 //!
 //! - [`local`]: `tuneline worker` processes on this machine;
+//! - [`aws`]: workers on EC2 instances, spot or on-demand;
+//! - [`boot`]: the script a cloud instance boots with, which starts its worker;
 //! - [`process`]: children tied to their parent, and signals to them;
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
 //! - [`slurm`]: workers as Slurm batch jobs (`sbatch`, `squeue`, `scancel`);
@@ -10,6 +12,8 @@
 //!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
 //!   or following a real spot trace.
 
+pub mod aws;
+pub mod boot;
 pub mod local;
 pub mod process;
 pub mod remote;

@@ -79,6 +79,13 @@ pub fn schemathesis() -> PathBuf {
     path
 }
 
+/// moto's server, installed by the setup script into `<cache>/moto`. Panics, saying how to get it, when absent.
+pub fn moto_server() -> PathBuf {
+    let path = cache_dir().join("moto/bin/moto_server");
+    assert!(path.is_file(), "moto_server not found at {}: {SETUP}", path.display());
+    path
+}
+
 /// Debian's docker-registry (CNCF distribution), an OCI registry, unpacked
 /// by the setup script into `<cache>/docker-registry`. Panics, saying how to get it, when absent.
 pub fn docker_registry() -> PathBuf {

@@ -19,7 +19,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::garage::{start_on, Garage};
-use crate::process::spawn_tied;
+use crate::process::{listening_within, spawn_tied};
 
 /// A host of the fleet.
 #[derive(Debug)]
@@ -116,7 +116,12 @@ impl Fleet {
         std::fs::create_dir_all("/run/sshd").unwrap();
         let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden, slurm && i == 0, &mut teardown)).collect::<Vec<_>>();
         for host in &hosts {
-            wait_for_port(&format!("{}:22", host.addr), &host.dir.join("sshd.log"));
+            let addr = format!("{}:22", host.addr);
+            assert!(
+                listening_within(&addr, std::time::Duration::from_secs(20)),
+                "sshd did not listen on {addr}: {}",
+                std::fs::read_to_string(host.dir.join("sshd.log")).unwrap_or_default()
+            );
         }
         let garage = start_on(&format!("{subnet}.1")).unwrap_or_else(|e| panic!("{e}"));
         let fleet = Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, _teardown: teardown, _dir: dir };
@@ -298,12 +303,4 @@ fn keygen(dir: &Path, name: &str) -> PathBuf {
     let out = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&path).output().unwrap();
     assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
     path
-}
-
-fn wait_for_port(addr: &str, log: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), std::time::Duration::from_millis(200)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "sshd did not listen on {addr}: {}", std::fs::read_to_string(log).unwrap_or_default());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
 }

@@ -1,12 +1,13 @@
 //! Test harness shared by tuneline's crates: where the test dependencies live
 //! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
-//! Garage S3 server and a real OCI registry on loopback, and separate test
+//! Garage S3 server, a real OCI registry and moto's EC2 on loopback, and separate test
 //! hosts (network and mount namespaces with their own sshd). A missing dependency fails the test loudly
 //! with the command that installs it; nothing is ever skipped.
 
 mod deps;
 mod garage;
 mod hosts;
+mod moto;
 mod process;
 mod registry;
 
@@ -15,4 +16,6 @@ pub use deps::{
 };
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};
+pub use moto::moto;
+pub use process::free_port;
 pub use registry::{registry, Registry};

@@ -35,6 +35,19 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<u32> {
     Ok(pid)
 }
 
+/// Whether something accepts connections at `addr` within `limit`.
+pub fn listening_within(addr: &str, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    let addr: std::net::SocketAddr = addr.parse().expect("an ip:port");
+    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_err() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    true
+}
+
 /// A free port on loopback.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -3,9 +3,9 @@
 
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::process::{free_port, on_lasting_thread, remove_at_exit, spawn_tied};
+use crate::process::{free_port, listening_within, on_lasting_thread, remove_at_exit, spawn_tied};
 
 /// A running registry and the one account that may push to it.
 #[derive(Debug)]
@@ -43,12 +43,8 @@ fn start() -> Result<Registry, String> {
     cmd.arg("serve").arg(&config).stdout(log.try_clone().unwrap()).stderr(log);
     spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if Instant::now() > deadline {
-            return Err(format!("docker-registry did not listen on {addr}; see {}/registry.log", dir.display()));
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if !listening_within(&addr, Duration::from_secs(30)) {
+        return Err(format!("docker-registry did not listen on {addr}; see {}/registry.log", dir.display()));
     }
     // Kept while it fails to start, for its log; removed with a server that ran.
     remove_at_exit(dir);

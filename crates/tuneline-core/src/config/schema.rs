@@ -485,6 +485,14 @@ pub struct ProviderConfig {
     pub sbatch_args: Vec<String>,
     /// Slurm: `user@login-node[:port]`, to run sbatch over ssh when this machine is not a Slurm client.
     pub login: Option<String>,
+    /// AWS: the AMI to launch.
+    pub image: Option<String>,
+    /// AWS: an EC2-compatible endpoint instead of AWS's, such as `http://127.0.0.1:5000`.
+    pub endpoint: Option<String>,
+    /// AWS: the instance profile instances launch with (their store credentials).
+    pub instance_profile: Option<String>,
+    /// Cloud providers: where instances download the `tuneline` binary (its SHA-256 is checked against this build).
+    pub binary_url: Option<String>,
 }
 
 impl Default for ProviderConfig {
@@ -511,6 +519,10 @@ impl Default for ProviderConfig {
             account: None,
             sbatch_args: Vec::new(),
             login: None,
+            image: None,
+            endpoint: None,
+            instance_profile: None,
+            binary_url: None,
         }
     }
 }

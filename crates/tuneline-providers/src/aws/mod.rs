@@ -1,0 +1,218 @@
+//! AWS EC2: each worker on an instance of its own, spot or on-demand.
+//!
+//! - **launch**: RunInstances of the configured AMI and type, with the boot
+//!   script ([`crate::boot`]) as user data; a spot instance is one-time and
+//!   terminated on interruption. Every instance carries this plane's tag and
+//!   its own name (the id its worker registers with).
+//! - **list**: DescribeInstances filtered by this plane's tag: nothing
+//!   untagged is ever seen, so nothing untagged is ever terminated.
+//! - **terminate**: TerminateInstances, then a check that EC2 reports it
+//!   shutting down or terminated (it no longer bills).
+//!
+//! Credentials come from the environment (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), never from the config file,
+//! and are never printed.
+
+pub mod ec2;
+
+use tokio::sync::OnceCell;
+
+use aws_credential_types::Credentials;
+use ec2::{Ec2, Ec2Instance, RunRequest};
+use tuneline_api::WorkerClass;
+use tuneline_core::clock::now;
+use tuneline_core::config::ProviderConfig;
+
+use super::boot::{Boot, BOOT_DIR};
+use super::remote::{sha256_of, PlaneLink};
+use super::{Instance, Offer, Provider, ProviderError};
+
+/// The tag naming the plane an instance belongs to.
+pub const PLANE_TAG: &str = "tuneline-plane";
+/// The tag naming the instance as its worker registers it.
+pub const INSTANCE_TAG: &str = "tuneline-instance";
+/// The states of an instance that may still bill.
+const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+
+/// An EC2 pool's settings.
+#[derive(Debug, Clone)]
+pub struct AwsSettings {
+    /// The region.
+    pub region: String,
+    /// An EC2-compatible endpoint instead of AWS's (moto in the tests).
+    pub endpoint: Option<String>,
+    /// The AMI to launch (a Deep Learning AMI, say).
+    pub image: String,
+    /// An instance profile to launch with: the store credentials of the instance.
+    pub instance_profile: Option<String>,
+    /// Where instances download the `tuneline` binary; it must be this plane's build.
+    pub binary_url: String,
+    /// The plane its workers join.
+    pub link: PlaneLink,
+    /// What it launches.
+    pub offer: Offer,
+    /// The jobs its workers take.
+    pub class: WorkerClass,
+}
+
+impl AwsSettings {
+    /// The settings of `[providers.aws]` for a pool of `class` launching `offer`.
+    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Result<Self, String> {
+        let (key, kind) = match class {
+            WorkerClass::Gpu => ("instance_type", "a GPU type for training, such as \"g5.xlarge\""),
+            WorkerClass::Cpu => ("delivery_instance_type", "a CPU type for delivery (eval, merge, export), such as \"c6i.2xlarge\""),
+        };
+        let named = match class {
+            WorkerClass::Gpu => &p.instance_type,
+            WorkerClass::Cpu => &p.delivery_instance_type,
+        };
+        if named.is_none() {
+            return Err(format!("[providers.aws] {key}: missing; name {kind}"));
+        }
+        let region = p.region.clone().ok_or("[providers.aws] region: missing; name the region to launch in, such as \"us-east-1\"")?;
+        let image = p.image.clone().ok_or("[providers.aws] image: missing; name the AMI to launch, such as a Deep Learning AMI's \"ami-...\"")?;
+        let binary_url = p
+            .binary_url
+            .clone()
+            .ok_or("[providers.aws] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)")?;
+        Ok(Self {
+            region,
+            endpoint: p.endpoint.clone(),
+            image,
+            instance_profile: p.instance_profile.clone(),
+            binary_url,
+            link: link.clone(),
+            offer: offer.clone(),
+            class,
+        })
+    }
+}
+
+/// The credentials that `var` (the environment) holds.
+pub fn credentials(var: impl Fn(&str) -> Option<String>) -> Result<Credentials, ProviderError> {
+    let var = |k: &str| var(k).filter(|v| !v.is_empty());
+    let (Some(key), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) else {
+        return Err(ProviderError::new(
+            "aws",
+            "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)".into(),
+        ));
+    };
+    Ok(Credentials::new(key, secret, var("AWS_SESSION_TOKEN"), None, "environment"))
+}
+
+/// Workers on EC2 instances.
+pub struct AwsProvider {
+    settings: AwsSettings,
+    ec2: Ec2,
+    binary_sha: OnceCell<String>,
+}
+
+impl AwsProvider {
+    /// A provider signing with the credentials in the environment.
+    pub fn from_env(settings: AwsSettings) -> Result<Self, ProviderError> {
+        Self::new(settings, credentials(|k| std::env::var(k).ok())?)
+    }
+
+    /// A provider signing with `credentials`.
+    pub fn new(settings: AwsSettings, credentials: Credentials) -> Result<Self, ProviderError> {
+        let ec2 = Ec2::new(&settings.region, settings.endpoint.as_deref(), credentials).map_err(|e| ProviderError::new("aws", e))?;
+        Ok(Self { settings, ec2, binary_sha: OnceCell::new() })
+    }
+
+    /// The names of this pool's instances begin with this: the plane's tag and the class.
+    fn prefix(&self) -> String {
+        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
+    }
+
+    fn error(&self, call: &str, e: ec2::Ec2Error) -> ProviderError {
+        let hint = match e.code.as_str() {
+            "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
+                "; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and that they may call it"
+            }
+            "InvalidAMIID.NotFound" | "InvalidAMIID.Malformed" => "; check [providers.aws] image, which must exist in the region",
+            "InvalidParameterValue" if e.message.contains("instance type") => "; check [providers.aws] instance_type",
+            _ => "",
+        };
+        let mut error = ProviderError::new("aws", format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint()));
+        error.full = e.is_capacity();
+        error
+    }
+
+    /// This pool's instances that may still bill, by name.
+    async fn alive(&self) -> Result<Vec<(String, Ec2Instance)>, ProviderError> {
+        let tagged = self.ec2.describe_tagged(PLANE_TAG, &self.settings.link.tag, &ALIVE).await.map_err(|e| self.error("DescribeInstances", e))?;
+        let prefix = self.prefix();
+        Ok(tagged.into_iter().filter_map(|i| Some((i.tag(INSTANCE_TAG)?.to_string(), i.clone())).filter(|(name, _)| name.starts_with(&prefix))).collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for AwsProvider {
+    fn name(&self) -> &str {
+        "aws"
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        let mut offer = self.settings.offer.clone();
+        // A spot offer with no configured price takes the market's.
+        if offer.spot && offer.price_per_hour == 0.0 {
+            if let Some(price) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
+                offer.price_per_hour = price;
+            }
+        }
+        Ok(vec![offer])
+    }
+
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let s = &self.settings;
+        let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| ProviderError::new("aws", e))?;
+        let launched_at = now();
+        let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
+        let boot = Boot { link: &s.link, binary_url: &s.binary_url, binary_sha: sha, provider: "aws", id: &id, offer, class: s.class, dir: BOOT_DIR };
+        let script = boot.script();
+        let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
+        let run = RunRequest {
+            image: &s.image,
+            instance_type: &offer.instance_type,
+            spot: offer.spot,
+            user_data: &script,
+            tags: &tags,
+            instance_profile: s.instance_profile.as_deref(),
+        };
+        let launched = self.ec2.run_instance(&run).await.map_err(|e| self.error("RunInstances", e))?;
+        tracing::info!("launched worker {id} as EC2 instance {} ({}{})", launched.instance_id, offer.instance_type, if offer.spot { ", spot" } else { "" });
+        Ok(Instance { id, offer: offer.clone(), launched_at })
+    }
+
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        let ids: Vec<String> = self.alive().await?.into_iter().filter(|(name, _)| name == id).map(|(_, i)| i.instance_id).collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let states = self.ec2.terminate(&ids).await.map_err(|e| self.error("TerminateInstances", e))?;
+        match states.iter().find(|(_, state)| state != "shutting-down" && state != "terminated") {
+            Some((instance, state)) => {
+                Err(ProviderError::new("aws", format!("EC2 instance {instance} ({id}) is {state} after TerminateInstances; destroy it by hand")))
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        let offer = &self.settings.offer;
+        Ok(self
+            .alive()
+            .await?
+            .into_iter()
+            .map(|(id, i)| {
+                let spot = i.instance_lifecycle.as_deref() == Some("spot");
+                let offer = if i.instance_type == offer.instance_type && spot == offer.spot {
+                    offer.clone()
+                } else {
+                    Offer { instance_type: i.instance_type.clone(), price_per_hour: 0.0, spot }
+                };
+                Instance { id, offer, launched_at: i.launched_at() }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,53 @@
+//! The boot script a cloud instance runs first (EC2 user data, a marketplace's
+//! start command): fetch the `tuneline` binary from a URL unless the one
+//! there already has this build's SHA-256, refuse one that does not, and
+//! start the worker with its log in a file. POSIX sh, run as root.
+
+use super::remote::{quote, worker_args, PlaneLink, SOURCE_ENV};
+use super::Offer;
+use tuneline_api::WorkerClass;
+
+/// Where a booted instance keeps the binary, its env file, caches and logs.
+pub const BOOT_DIR: &str = "/opt/tuneline";
+
+/// What a boot script starts.
+pub struct Boot<'a> {
+    /// The plane the worker joins.
+    pub link: &'a PlaneLink,
+    /// Where the instance downloads the binary.
+    pub binary_url: &'a str,
+    /// The binary's SHA-256, hex.
+    pub binary_sha: &'a str,
+    /// The provider, as the worker registers it.
+    pub provider: &'a str,
+    /// The instance's id, as the worker registers it.
+    pub id: &'a str,
+    /// What was launched.
+    pub offer: &'a Offer,
+    /// The jobs it takes.
+    pub class: WorkerClass,
+    /// Its directory (normally [`BOOT_DIR`]).
+    pub dir: &'a str,
+}
+
+impl Boot<'_> {
+    /// The script. It carries the join token, which only registers a worker:
+    /// anyone who can read the instance's user data could join one, nothing more.
+    pub fn script(&self) -> String {
+        let (dir, sha, url) = (quote(self.dir), self.binary_sha, quote(self.binary_url));
+        let args = worker_args(self.link, self.provider, self.id, self.offer, self.class);
+        format!(
+            "#!/bin/sh\n# tuneline: fetch the worker binary (checked by SHA-256) and start the worker.\nset -eu\n\
+             mkdir -p {dir}/bin {dir}/workers && cd {dir}\n{SOURCE_ENV}\n\
+             if ! echo '{sha}  bin/tuneline' | sha256sum -c - > /dev/null 2>&1; then\n\
+             \x20 curl -fsSL --retry 5 -o bin/tuneline.partial {url}\n\
+             \x20 echo '{sha}  bin/tuneline.partial' | sha256sum -c - > /dev/null 2>&1 || {{ echo \"tuneline: the binary at \"{url}\" is not sha256 {sha}\" >&2; rm -f bin/tuneline.partial; exit 1; }}\n\
+             \x20 chmod 755 bin/tuneline.partial && mv bin/tuneline.partial bin/tuneline\n\
+             fi\n\
+             TUNELINE_JOIN={join}; export TUNELINE_JOIN\n\
+             exec bin/tuneline worker {args} >> workers/{id}.log 2>&1 < /dev/null\n",
+            join = quote(&self.link.join),
+            id = self.id,
+        )
+    }
+}
