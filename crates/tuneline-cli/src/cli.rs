@@ -323,6 +323,9 @@ pub struct WorkerArgs {
     /// A spot (preemptible) machine
     #[arg(long)]
     pub spot: bool,
+    /// Watch this metadata service for a spot notice (aws: IMDSv2; gcp) and stop as on SIGTERM
+    #[arg(long, env = "TUNELINE_SPOT_NOTICE", value_name = "SOURCE", value_parser = ["aws", "gcp"])]
+    pub spot_notice: Option<String>,
     /// The jobs it takes: gpu (training) or cpu (delivery)
     #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]
     pub class: String,

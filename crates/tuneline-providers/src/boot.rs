@@ -28,6 +28,8 @@ pub struct Boot<'a> {
     pub class: WorkerClass,
     /// Its directory (normally [`BOOT_DIR`]).
     pub dir: &'a str,
+    /// The metadata service whose spot notice the worker watches (`aws`, `gcp`), on a spot instance.
+    pub spot_notice: Option<&'a str>,
 }
 
 impl Boot<'_> {
@@ -35,7 +37,10 @@ impl Boot<'_> {
     /// anyone who can read the instance's user data could join one, nothing more.
     pub fn script(&self) -> String {
         let (dir, sha, url) = (quote(self.dir), self.binary_sha, quote(self.binary_url));
-        let args = worker_args(self.link, self.provider, self.id, self.offer, self.class);
+        let mut args = worker_args(self.link, self.provider, self.id, self.offer, self.class);
+        if let Some(source) = self.spot_notice {
+            args.push_str(&format!(" --spot-notice {source}"));
+        }
         format!(
             "#!/bin/sh\n# tuneline: fetch the worker binary (checked by SHA-256) and start the worker.\nset -eu\n\
              mkdir -p {dir}/bin {dir}/workers && cd {dir}\n{SOURCE_ENV}\n\

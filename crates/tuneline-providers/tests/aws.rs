@@ -141,6 +141,7 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
             offer: &offer,
             class: WorkerClass::Gpu,
             dir: node.to_str().unwrap(),
+            spot_notice: Some("aws"),
         };
         let script = dir.path().join("boot.sh");
         std::fs::write(&script, b.script()).unwrap();
@@ -156,7 +157,7 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
     assert!(booted.status.success(), "{booted:?}");
     let args = std::fs::read_to_string(node.join("args")).unwrap();
     assert!(args.starts_with("worker --server https://10.0.0.1:8470 --provider aws --instance tlboot-gpu-1 --instance-type g5.xlarge"), "{args}");
-    assert!(args.contains("--spot") && !args.contains("tlj1"), "the join token is not an argument: {args}");
+    assert!(args.contains("--spot --spot-notice aws") && !args.contains("tlj1"), "a spot worker watches IMDS; the join token is not an argument: {args}");
     assert_eq!(std::fs::read_to_string(node.join("join")).unwrap().trim(), "tlj1.5ec2e7");
     // A second boot (a reboot) keeps the binary it has: same hash, no download.
     std::fs::remove_file(&binary).unwrap();

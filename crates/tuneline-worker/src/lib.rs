@@ -10,12 +10,14 @@
 //! - `cache`: the content-addressed artifact cache, bounded with LRU eviction;
 //! - [`attempt`]: one attempt: the child, heartbeats, the outcome;
 //! - [`hf`]: uploading an external trainer's `checkpoint-N` directories;
+//! - [`notice`]: spot notices from the instance's metadata service (AWS, GCP);
 //! - [`resources`]: CPU, GPU (NVML) and utilization samples.
 
 mod attempt;
 mod cache;
 pub mod hf;
 mod job;
+pub mod notice;
 pub mod resources;
 
 use std::path::PathBuf;
@@ -47,6 +49,8 @@ pub struct WorkerOptions {
     pub trainer: PathBuf,
     /// What it registers as.
     pub register: WorkerRegister,
+    /// A metadata service whose spot notice stops it as SIGTERM does.
+    pub spot_notice: Option<notice::NoticeSource>,
 }
 
 /// Why a worker stopped.
@@ -107,6 +111,14 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
                 stop.request();
             });
         }
+    }
+    if let Some(source) = options.spot_notice {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let notice = source.wait().await;
+            tracing::warn!("{notice}: finishing the current job with a checkpoint, then exiting");
+            stop.request();
+        });
     }
     let gpu = tokio::task::spawn_blocking(Gpu::probe).await.ok().flatten();
     options.register.cpus = resources::cpus();

@@ -53,6 +53,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             class,
             ..WorkerRegister::default()
         },
+        spot_notice: args.spot_notice.as_deref().map(|s| s.parse().expect("clap checks the source")),
     };
     match serve(options).await.map_err(Failure::failed)? {
         Exit::ShutDown => eprintln!("worker: shut down by the server (idle past the idle timeout)"),

@@ -108,15 +108,18 @@ pub fn server(ctx: &TestContext) -> (Killed, String) {
 
 /// A real `tuneline worker` of `url`, caching in `name/` and logging to `name.log`.
 pub fn worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
-        .args(["worker", "--server", url, "--cache-dir", name, "--price", "0.75"])
+    worker_command(ctx, url, name).spawn().map(Killed).unwrap()
+}
+
+/// The command [`worker`] spawns, for a test to add to.
+pub fn worker_command(ctx: &TestContext, url: &str, name: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
+    cmd.args(["worker", "--server", url, "--cache-dir", name, "--price", "0.75"])
         .current_dir(ctx.path(""))
         .env_remove("TUNELINE_TOKEN")
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(ctx.path(&format!("{name}.log"))).unwrap())
-        .spawn()
-        .map(Killed)
-        .unwrap()
+        .stderr(std::fs::File::create(ctx.path(&format!("{name}.log"))).unwrap());
+    cmd
 }
 
 /// Asserts `text` equals the snapshot `tests/it/snapshots/<name>.snap`, with

@@ -19,6 +19,7 @@ mod plan;
 mod run;
 mod server;
 mod simulate;
+mod spot_notice;
 mod store;
 mod store_s3;
 mod train;

@@ -168,7 +168,17 @@ impl Provider for AwsProvider {
         let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| ProviderError::new("aws", e))?;
         let launched_at = now();
         let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
-        let boot = Boot { link: &s.link, binary_url: &s.binary_url, binary_sha: sha, provider: "aws", id: &id, offer, class: s.class, dir: BOOT_DIR };
+        let boot = Boot {
+            link: &s.link,
+            binary_url: &s.binary_url,
+            binary_sha: sha,
+            provider: "aws",
+            id: &id,
+            offer,
+            class: s.class,
+            dir: BOOT_DIR,
+            spot_notice: offer.spot.then_some("aws"),
+        };
         let script = boot.script();
         let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
         let run = RunRequest {
