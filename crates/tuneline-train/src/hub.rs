@@ -172,11 +172,19 @@ async fn fetch(
             let append = have > 0 && response.status() == reqwest::StatusCode::PARTIAL_CONTENT;
             let mut out = tokio::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(&partial).await.map_err(Fetch::Io)?;
             let mut n = 0u64;
-            while let Some(chunk) = response.chunk().await? {
-                out.write_all(&chunk).await.map_err(Fetch::Io)?;
-                n += chunk.len() as u64;
-                progress.advance(chunk.len() as u64);
+            let streamed = async {
+                while let Some(chunk) = response.chunk().await? {
+                    out.write_all(&chunk).await.map_err(Fetch::Io)?;
+                    n += chunk.len() as u64;
+                    progress.advance(chunk.len() as u64);
+                }
+                Ok::<(), Fetch>(())
             }
+            .await;
+            // Flushed even when the stream broke: tokio's File finishes its last write in the
+            // background otherwise, after the next attempt has measured the `.partial`.
+            out.flush().await.map_err(Fetch::Io)?;
+            streamed?;
             out.sync_all().await.map_err(Fetch::Io)?;
             Ok::<u64, Fetch>(n)
         }
