@@ -30,6 +30,18 @@ pub struct PlaneLink {
     pub cache_size: Option<u64>,
 }
 
+impl PlaneLink {
+    /// The names of this plane's instances of `class` begin with this: the plane's tag and the class.
+    pub fn prefix(&self, class: tuneline_api::WorkerClass) -> String {
+        format!("{}-{}-", self.tag, class.as_str())
+    }
+
+    /// The name of an instance of `class` launched at `launched_at` (seconds since the epoch), unique to the millisecond.
+    pub fn instance_id(&self, class: tuneline_api::WorkerClass, launched_at: f64) -> String {
+        format!("{}{}", self.prefix(class), (launched_at * 1000.0) as u64)
+    }
+}
+
 /// How ssh logs in to the machines.
 #[derive(Debug, Clone)]
 pub struct SshAuth {

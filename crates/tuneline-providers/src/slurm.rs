@@ -109,10 +109,6 @@ impl SlurmProvider {
         ProviderError::new("slurm", message)
     }
 
-    fn prefix(&self) -> String {
-        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
-    }
-
     async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
         self.settings.shell.run(script, stdin).await.map_err(|e| self.error(e))
     }
@@ -152,7 +148,7 @@ impl Provider for SlurmProvider {
         let dir = &s.remote_dir;
         self.run(&format!("umask 077 && cat > {dir}/join"), format!("{}\n", s.link.join).as_bytes()).await?;
         let launched_at = now();
-        let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
+        let id = self.settings.link.instance_id(self.settings.class, launched_at);
         let extra: String = s.sbatch_args.iter().map(|a| format!(" {}", quote(a))).collect();
         let out = self.run(&format!("cd {dir} && sbatch --parsable{extra}"), self.batch_script(&id, offer).as_bytes()).await?;
         let job = out.trim().split(';').next().unwrap_or_default().to_string();
@@ -180,7 +176,7 @@ impl Provider for SlurmProvider {
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
         let out = self.run("squeue -h -u \"$(id -un)\" -o '%j|%i|%T'", b"").await?;
-        let prefix = self.prefix();
+        let prefix = self.settings.link.prefix(self.settings.class);
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         let mut listed = HashMap::new();
         for line in out.lines() {

@@ -90,11 +90,6 @@ impl SshProvider {
         ProviderError::new("ssh", message)
     }
 
-    /// This pool's prefix of instance ids.
-    fn prefix(&self) -> String {
-        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
-    }
-
     /// Runs `script` on host `i`, `stdin` fed to it.
     async fn run(&self, i: usize, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
         self.shells[i].run(script, stdin).await.map_err(|e| self.error(e))
@@ -119,7 +114,7 @@ impl SshProvider {
         let began = std::time::Instant::now();
         self.install(i).await?;
         let launched_at = now();
-        let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
+        let id = self.settings.link.instance_id(self.settings.class, launched_at);
         let dir = &s.remote_dir;
         let args = worker_args(&s.link, "ssh", &id, offer, s.class);
         let script = format!(
@@ -182,7 +177,7 @@ impl Provider for SshProvider {
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
         let dir = &self.settings.remote_dir;
-        let prefix = self.prefix();
+        let prefix = self.settings.link.prefix(self.settings.class);
         let script = format!(
             "cd {dir}/workers 2>/dev/null || exit 0; for f in {prefix}*.pid; do [ -f \"$f\" ] || continue; read pid at < \"$f\"; \
              if kill -0 \"$pid\" 2>/dev/null; then echo \"${{f%.pid}} $at\"; else rm -f \"$f\"; fi; done"

@@ -119,11 +119,6 @@ impl AwsProvider {
         Ok(Self { settings, ec2, binary_sha: OnceCell::new() })
     }
 
-    /// The names of this pool's instances begin with this: the plane's tag and the class.
-    fn prefix(&self) -> String {
-        format!("{}-{}-", self.settings.link.tag, self.settings.class.as_str())
-    }
-
     fn error(&self, call: &str, e: ec2::Ec2Error) -> ProviderError {
         let hint = match e.code.as_str() {
             "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
@@ -141,7 +136,7 @@ impl AwsProvider {
     /// This pool's instances that may still bill, by name.
     async fn alive(&self) -> Result<Vec<(String, Ec2Instance)>, ProviderError> {
         let tagged = self.ec2.describe_tagged(PLANE_TAG, &self.settings.link.tag, &ALIVE).await.map_err(|e| self.error("DescribeInstances", e))?;
-        let prefix = self.prefix();
+        let prefix = self.settings.link.prefix(self.settings.class);
         Ok(tagged.into_iter().filter_map(|i| Some((i.tag(INSTANCE_TAG)?.to_string(), i.clone())).filter(|(name, _)| name.starts_with(&prefix))).collect())
     }
 }
@@ -167,7 +162,7 @@ impl Provider for AwsProvider {
         let s = &self.settings;
         let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| ProviderError::new("aws", e))?;
         let launched_at = now();
-        let id = format!("{}{}", self.prefix(), (launched_at * 1000.0) as u64);
+        let id = self.settings.link.instance_id(self.settings.class, launched_at);
         let boot = Boot {
             link: &s.link,
             binary_url: &s.binary_url,
