@@ -1,6 +1,7 @@
 //! The API's client, for workers, the CLI and tests: one method per endpoint.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -96,6 +97,8 @@ pub struct Client {
     base: String,
     token: String,
     http: reqwest::Client,
+    /// When the server last answered this client or any of its clones.
+    answered: Arc<Mutex<Instant>>,
 }
 
 /// The token stays out of logs.
@@ -120,7 +123,13 @@ impl Client {
             .tls_backend_preconfigured(tls)
             .build()
             .expect("a client with a preconfigured rustls backend");
-        Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http }
+        Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http, answered: Arc::new(Mutex::new(Instant::now())) }
+    }
+
+    /// How long since the server last answered (anything, a refusal too) this
+    /// client or a clone of it; since it was made, if never.
+    pub fn silent_for(&self) -> Duration {
+        self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).elapsed()
     }
 
     /// The same server and trust, presenting `token` instead (a worker's own, once registered).
@@ -139,6 +148,7 @@ impl Client {
             Some(reason) => ClientError::Untrusted { url: self.base.clone(), reason },
             None => unreachable(e),
         })?;
+        *self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
         let status = response.status();
         if status == StatusCode::NO_CONTENT {
             return serde_json::from_value(serde_json::Value::Null)

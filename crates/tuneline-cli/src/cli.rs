@@ -326,6 +326,12 @@ pub struct WorkerArgs {
     /// Watch this metadata service for a spot notice (aws: IMDSv2; gcp) and stop as on SIGTERM
     #[arg(long, env = "TUNELINE_SPOT_NOTICE", value_name = "SOURCE", value_parser = ["aws", "gcp"])]
     pub spot_notice: Option<String>,
+    /// Stop, checkpointing any job, when the server has not answered for this long ("30m")
+    #[arg(long, env = "TUNELINE_ORPHAN_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub orphan_timeout: Option<std::time::Duration>,
+    /// On exit (shut down by the server, orphaned, or failed), terminate this machine's instance through its cloud's API (aws)
+    #[arg(long, env = "TUNELINE_SELF_STOP", value_name = "CLOUD", value_parser = ["aws"])]
+    pub self_stop: Option<String>,
     /// The jobs it takes: gpu (training) or cpu (delivery)
     #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]
     pub class: String,

@@ -14,7 +14,7 @@ use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Pool};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{public_url, Endpoint, Server};
-use tuneline_core::config::{Config, MemorySize, ProviderConfig};
+use tuneline_core::config::{Config, ProviderConfig, WorkersConfig};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
 use tuneline_providers::aws::{AwsProvider, AwsSettings};
@@ -180,7 +180,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     };
     let link = match kind {
         "local" => None,
-        _ => Some(plane_link(&settings, config.workers.cache_size, state_dir, (public_url(&config.server, endpoint, &server.addr.to_string()), server), &exe)?),
+        _ => Some(plane_link(&settings, &config.workers, state_dir, (public_url(&config.server, endpoint, &server.addr.to_string()), server), &exe)?),
     };
     let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
         let remote = |e: String| Failure::input(e);
@@ -227,7 +227,7 @@ fn local_worker_env(config: &Config) -> Vec<(String, String)> {
 /// a restarted plane finds its own workers.
 fn plane_link(
     p: &ProviderConfig,
-    cache_size: Option<MemorySize>,
+    workers: &WorkersConfig,
     state_dir: &Path,
     (server_url, server): (String, &Server),
     exe: &Path,
@@ -241,6 +241,7 @@ fn plane_link(
         tag: format!("tl{}", &tag[..10]),
         binary,
         known_hosts: state_dir.join("known_hosts"),
-        cache_size: cache_size.map(|s| s.0),
+        cache_size: workers.cache_size.map(|s| s.0),
+        orphan_timeout: workers.orphan_timeout.0,
     })
 }

@@ -30,6 +30,10 @@ pub struct Boot<'a> {
     pub dir: &'a str,
     /// The metadata service whose spot notice the worker watches (`aws`, `gcp`), on a spot instance.
     pub spot_notice: Option<&'a str>,
+    /// The cloud whose API the worker terminates its own instance with when it ends (`aws`).
+    pub self_stop: Option<&'a str>,
+    /// Variables the worker runs with (the cloud's region and endpoint, say), set before `env` is sourced.
+    pub env: &'a [(&'a str, String)],
 }
 
 impl Boot<'_> {
@@ -41,9 +45,13 @@ impl Boot<'_> {
         if let Some(source) = self.spot_notice {
             args.push_str(&format!(" --spot-notice {source}"));
         }
+        if let Some(cloud) = self.self_stop {
+            args.push_str(&format!(" --self-stop {cloud}"));
+        }
+        let exports: String = self.env.iter().map(|(k, v)| format!("{k}={}; export {k}\n", quote(v))).collect();
         format!(
             "#!/bin/sh\n# tuneline: fetch the worker binary (checked by SHA-256) and start the worker.\nset -eu\n\
-             mkdir -p {dir}/bin {dir}/workers && cd {dir}\n{SOURCE_ENV}\n\
+             mkdir -p {dir}/bin {dir}/workers && cd {dir}\n{exports}{SOURCE_ENV}\n\
              if ! echo '{sha}  bin/tuneline' | sha256sum -c - > /dev/null 2>&1; then\n\
              \x20 curl -fsSL --retry 5 -o bin/tuneline.partial {url}\n\
              \x20 echo '{sha}  bin/tuneline.partial' | sha256sum -c - > /dev/null 2>&1 || {{ echo \"tuneline: the binary at \"{url}\" is not sha256 {sha}\" >&2; rm -f bin/tuneline.partial; exit 1; }}\n\

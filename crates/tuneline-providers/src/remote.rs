@@ -28,6 +28,8 @@ pub struct PlaneLink {
     pub known_hosts: PathBuf,
     /// `[workers] cache_size`, in bytes, for each worker's cache.
     pub cache_size: Option<u64>,
+    /// `[workers] orphan_timeout`: a worker the server does not answer for this long stops.
+    pub orphan_timeout: std::time::Duration,
 }
 
 impl PlaneLink {
@@ -195,6 +197,7 @@ pub fn worker_args(link: &PlaneLink, provider: &str, id: &str, offer: &super::Of
     if let Some(bytes) = link.cache_size {
         line.push_str(&format!(" --cache-size {bytes}"));
     }
+    line.push_str(&format!(" --orphan-timeout {}s", link.orphan_timeout.as_secs().max(1)));
     line
 }
 

@@ -109,10 +109,10 @@ async fn bad_credentials_and_a_malformed_endpoint_are_named_with_what_to_do() {
     assert!(credentials_from(|k| Some(format!("{k}-value"))).is_ok());
 }
 
-/// A stand-in for the `tuneline` binary: it records its arguments and TUNELINE_JOIN.
+/// A stand-in for the `tuneline` binary: it records its arguments, TUNELINE_JOIN and AWS_REGION.
 fn stand_in(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("stand-in");
-    std::fs::write(&path, "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/../args\"\necho \"$TUNELINE_JOIN\" > \"$(dirname \"$0\")/../join\"\n").unwrap();
+    std::fs::write(&path, "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/../args\"\necho \"$TUNELINE_JOIN\" > \"$(dirname \"$0\")/../join\"\necho \"$AWS_REGION\" > \"$(dirname \"$0\")/../region\"\n").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -142,6 +142,8 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
             class: WorkerClass::Gpu,
             dir: node.to_str().unwrap(),
             spot_notice: Some("aws"),
+            self_stop: Some("aws"),
+            env: &[("AWS_REGION", "us-east-1".to_string())],
         };
         let script = dir.path().join("boot.sh");
         std::fs::write(&script, b.script()).unwrap();
@@ -158,7 +160,9 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
     let args = std::fs::read_to_string(node.join("args")).unwrap();
     assert!(args.starts_with("worker --server https://10.0.0.1:8470 --provider aws --instance tlboot-gpu-1 --instance-type g5.xlarge"), "{args}");
     assert!(args.contains("--spot --spot-notice aws") && !args.contains("tlj1"), "a spot worker watches IMDS; the join token is not an argument: {args}");
+    assert!(args.contains("--orphan-timeout 1800s") && args.contains("--self-stop aws"), "it stops with its instance: {args}");
     assert_eq!(std::fs::read_to_string(node.join("join")).unwrap().trim(), "tlj1.5ec2e7");
+    assert_eq!(std::fs::read_to_string(node.join("region")).unwrap().trim(), "us-east-1", "its self-stop knows the region");
     // A second boot (a reboot) keeps the binary it has: same hash, no download.
     std::fs::remove_file(&binary).unwrap();
     assert!(boot(&sha).status.success(), "a binary with the right hash is not fetched again");

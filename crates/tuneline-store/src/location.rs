@@ -97,7 +97,9 @@ fn s3_builder(bucket: &str, config: &StoreConfig) -> AmazonS3Builder {
         .with_retry(retry)
         .with_allow_http(config.allow_http)
         .with_virtual_hosted_style_request(!config.path_style)
-        .with_region(config.region.as_deref().unwrap_or("us-east-1"));
+        .with_region(config.region.as_deref().unwrap_or("us-east-1"))
+        // With no keys, an EC2 instance's role credentials, from its metadata service.
+        .with_metadata_endpoint(tuneline_core::host::imds_endpoint());
     if let Some(endpoint) = &config.endpoint {
         b = b.with_endpoint(endpoint);
     }

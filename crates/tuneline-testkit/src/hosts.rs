@@ -180,7 +180,7 @@ impl Fleet {
 }
 
 /// The pids of the processes in network namespace `netns`.
-fn netns_pids(netns: &str) -> Vec<u32> {
+pub(crate) fn netns_pids(netns: &str) -> Vec<u32> {
     let out = Command::new("ip").args(["netns", "pids", netns]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }

@@ -11,18 +11,19 @@ use crate::process::{free_port, listening_within, on_lasting_thread, remove_at_e
 /// The moto server of this test process, as `http://127.0.0.1:<port>`, started on first use and killed when the process exits.
 pub fn moto() -> &'static str {
     static MOTO: OnceLock<String> = OnceLock::new();
-    MOTO.get_or_init(|| on_lasting_thread(start).unwrap_or_else(|e| panic!("{e}")))
+    MOTO.get_or_init(|| on_lasting_thread(|| start_on("127.0.0.1")).unwrap_or_else(|e| panic!("{e}")))
 }
 
-fn start() -> Result<String, String> {
+/// Starts a moto server listening on `host`, tied to the calling thread; returns its URL.
+pub(crate) fn start_on(host: &str) -> Result<String, String> {
     let bin = crate::deps::moto_server();
     let dir = tempfile::Builder::new().prefix("tuneline-moto-").tempdir().map_err(|e| e.to_string())?.keep();
     let port = free_port();
     let log = std::fs::File::create(dir.join("moto.log")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&bin);
-    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]).stdout(log.try_clone().unwrap()).stderr(log);
+    cmd.args(["-H", host, "-p", &port.to_string()]).stdout(log.try_clone().unwrap()).stderr(log);
     spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("{host}:{port}");
     if !listening_within(&addr, Duration::from_secs(60)) {
         return Err(format!("moto_server did not listen on {addr}; see {}/moto.log", dir.display()));
     }

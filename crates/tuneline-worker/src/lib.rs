@@ -51,6 +51,9 @@ pub struct WorkerOptions {
     pub register: WorkerRegister,
     /// A metadata service whose spot notice stops it as SIGTERM does.
     pub spot_notice: Option<notice::NoticeSource>,
+    /// How long it may hear nothing from the server before it stops as an
+    /// orphan (checkpointing a job it runs), if ever.
+    pub orphan_timeout: Option<Duration>,
 }
 
 /// Why a worker stopped.
@@ -60,6 +63,8 @@ pub enum Exit {
     ShutDown,
     /// SIGTERM or SIGINT: a spot notice or a user.
     Signalled,
+    /// The server did not answer for the orphan timeout.
+    Orphaned,
 }
 
 /// Why a worker failed.
@@ -129,6 +134,10 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
         options.register.vram_mib = Some(gpu.vram_mib);
     }
     let joining = Client::with_trust(&options.server, &options.token, options.trust);
+    let orphaned = Arc::new(AtomicBool::new(false));
+    if let Some(limit) = options.orphan_timeout {
+        tokio::spawn(watch_for_orphaning(joining.clone(), limit, orphaned.clone(), stop.clone()));
+    }
     let registered = register(&joining, &options.register, &stop).await?;
     let worker = registered.worker;
     // From here on the worker acts with its own token, which ends with it.
@@ -139,7 +148,7 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
     let heartbeat = Duration::from_secs_f64(registered.heartbeat_s.max(0.1));
     let exit = loop {
         if stop.requested() {
-            break Exit::Signalled;
+            break if orphaned.load(Ordering::SeqCst) { Exit::Orphaned } else { Exit::Signalled };
         }
         let lease = tokio::select! {
             lease = client.lease(worker, wait) => lease,
@@ -163,6 +172,18 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
         tracing::warn!("could not tell the server worker {worker} exits: {e}");
     }
     Ok(exit)
+}
+
+/// Stops the worker as an orphan once `client` (or a clone) has had no
+/// answer from the server for `limit`.
+async fn watch_for_orphaning(client: Client, limit: Duration, orphaned: Arc<AtomicBool>, stop: Arc<Stop>) {
+    let tick = (limit / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
+    while client.silent_for() < limit {
+        tokio::time::sleep(tick).await;
+    }
+    tracing::error!("no answer from the control plane for {limit:?} (the orphan timeout): checkpointing and stopping");
+    orphaned.store(true, Ordering::SeqCst);
+    stop.request();
 }
 
 /// Registers, retrying while the server is unreachable (it may be starting).

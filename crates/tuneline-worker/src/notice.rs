@@ -5,14 +5,15 @@
 //!
 //! - AWS (IMDSv2): `PUT /latest/api/token`, then every 5 s
 //!   `GET /latest/meta-data/spot/instance-action` with the token; 404 is
-//!   no notice. `AWS_EC2_METADATA_SERVICE_ENDPOINT` moves the service, as
-//!   for AWS's own SDKs.
+//!   no notice ([`Imds`]).
 //! - GCP: `GET computeMetadata/v1/instance/preempted?wait_for_change=true`
 //!   with `Metadata-Flavor: Google`, a long poll that answers `TRUE` when the
 //!   instance is preempted. `GCE_METADATA_HOST` moves the service, as for
 //!   Google's own libraries.
 
 use std::time::Duration;
+
+use tuneline_providers::aws::imds::Imds;
 
 /// A metadata service that gives spot notices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,18 +38,17 @@ impl std::str::FromStr for NoticeSource {
 
 /// How often IMDS is asked for a notice.
 const AWS_POLL: Duration = Duration::from_secs(5);
-/// How long a token lives, as IMDSv2's header asks (it allows up to six hours).
-const TOKEN_TTL_S: u64 = 21_600;
 
 impl NoticeSource {
     /// Waits until the metadata service gives a notice; returns what it said.
     /// A service that cannot be reached is retried: only a notice ends the wait.
     pub async fn wait(self) -> String {
         let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).build().expect("a plain HTTP client");
+        let imds = Imds::new();
         let mut warned = false;
         loop {
             let polled = match self {
-                Self::Aws => aws_notice(&http).await,
+                Self::Aws => aws_notice(&imds).await,
                 Self::Gcp => gcp_notice(&http).await,
             };
             match polled {
@@ -70,32 +70,9 @@ fn endpoint(var: &str, default: &str) -> String {
     std::env::var(var).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string()).trim_end_matches('/').to_string()
 }
 
-/// One IMDSv2 look: a token, then the instance action, if any.
-async fn aws_notice(http: &reqwest::Client) -> Result<Option<String>, String> {
-    let base = endpoint("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254");
-    let token = http
-        .put(format!("{base}/latest/api/token"))
-        .header("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_S.to_string())
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| format!("IMDSv2 token at {base}: {e}"))?
-        .text()
-        .await
-        .map_err(|e| format!("IMDSv2 token at {base}: {e}"))?;
-    let answer = http
-        .get(format!("{base}/latest/meta-data/spot/instance-action"))
-        .header("X-aws-ec2-metadata-token", token.trim())
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .map_err(|e| format!("IMDS spot/instance-action at {base}: {e}"))?;
-    match answer.status().as_u16() {
-        404 => Ok(None),
-        200 => Ok(Some(format!("AWS spot instance-action {}", answer.text().await.unwrap_or_default().trim()))),
-        code => Err(format!("IMDS spot/instance-action at {base} answered HTTP {code}")),
-    }
+/// One IMDSv2 look at the instance action, if any.
+async fn aws_notice(imds: &Imds) -> Result<Option<String>, String> {
+    Ok(imds.get("spot/instance-action").await?.map(|action| format!("AWS spot instance-action {action}")))
 }
 
 /// One long poll of GCP's `preempted`, up to a minute.

@@ -54,10 +54,21 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             ..WorkerRegister::default()
         },
         spot_notice: args.spot_notice.as_deref().map(|s| s.parse().expect("clap checks the source")),
+        orphan_timeout: args.orphan_timeout,
     };
-    match serve(options).await.map_err(Failure::failed)? {
-        Exit::ShutDown => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
-        Exit::Signalled => eprintln!("worker: stopped by a signal"),
+    let served = serve(options).await;
+    match &served {
+        Ok(Exit::ShutDown) => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
+        Ok(Exit::Signalled) => eprintln!("worker: stopped by a signal"),
+        Ok(Exit::Orphaned) => eprintln!("worker: stopped as an orphan (the server did not answer)"),
+        Err(e) => eprintln!("worker: {e}"),
     }
-    Ok(())
+    // A signal is the cloud's own notice or a person's: anything else leaves the instance with no worker, billing.
+    if args.self_stop.is_some() && !matches!(served, Ok(Exit::Signalled)) {
+        match tuneline_providers::aws::self_stop::terminate_self().await {
+            Ok(id) => eprintln!("worker: terminated this instance, {id}"),
+            Err(e) => eprintln!("worker: {e}"),
+        }
+    }
+    served.map(|_| ()).map_err(Failure::failed)
 }

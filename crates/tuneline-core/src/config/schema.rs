@@ -420,6 +420,9 @@ pub struct WorkersConfig {
     pub idle_timeout: HumanDuration,
     /// A worker silent for this long is declared lost.
     pub lease_timeout: HumanDuration,
+    /// A remote worker that hears nothing from the server for this long
+    /// stops (checkpointing its job); on a cloud instance it terminates the instance.
+    pub orphan_timeout: HumanDuration,
     /// Job phase.
     pub phase: Phase,
     /// Most a worker's cache (datasets, base models) holds; the least recently used go first [default: the disk].
@@ -433,6 +436,7 @@ impl Default for WorkersConfig {
             max_workers: 2,
             idle_timeout: HumanDuration::from_secs(30 * 60),
             lease_timeout: HumanDuration::from_secs(30),
+            orphan_timeout: HumanDuration::from_secs(30 * 60),
             phase: Phase::Experiment,
             cache_size: None,
         }

@@ -325,6 +325,12 @@ impl Ec2 {
     }
 }
 
+/// The first of `states` (instance, state after TerminateInstances) that is
+/// neither shutting down nor terminated: an instance that may still bill.
+pub fn not_ending(states: &[(String, String)]) -> Option<&(String, String)> {
+    states.iter().find(|(_, state)| state != "shutting-down" && state != "terminated")
+}
+
 /// A response body as `T`, or what was wrong with it.
 fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Ec2Error> {
     quick_xml::de::from_str(text).map_err(|e| Ec2Error::transport(format!("a malformed EC2 answer ({e}): {}", text.chars().take(300).collect::<String>())))

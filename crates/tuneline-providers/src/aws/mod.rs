@@ -9,11 +9,16 @@
 //! - **terminate**: TerminateInstances, then a check that EC2 reports it
 //!   shutting down or terminated (it no longer bills).
 //!
+//! - [`imds`]: the instance metadata service, from inside an instance;
+//! - [`self_stop`]: a worker terminating its own instance.
+//!
 //! Credentials come from the environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), never from the config file,
 //! and are never printed.
 
 pub mod ec2;
+pub mod imds;
+pub mod self_stop;
 
 use tokio::sync::OnceCell;
 
@@ -163,6 +168,9 @@ impl Provider for AwsProvider {
         let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| ProviderError::new("aws", e))?;
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
+        // What the worker's self-stop calls: this region, and this endpoint if it is not AWS's.
+        let mut env = vec![("AWS_REGION", s.region.clone())];
+        env.extend(s.endpoint.clone().map(|e| ("AWS_ENDPOINT_URL_EC2", e)));
         let boot = Boot {
             link: &s.link,
             binary_url: &s.binary_url,
@@ -173,6 +181,8 @@ impl Provider for AwsProvider {
             class: s.class,
             dir: BOOT_DIR,
             spot_notice: offer.spot.then_some("aws"),
+            self_stop: Some("aws"),
+            env: &env,
         };
         let script = boot.script();
         let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
@@ -195,7 +205,7 @@ impl Provider for AwsProvider {
             return Ok(());
         }
         let states = self.ec2.terminate(&ids).await.map_err(|e| self.error("TerminateInstances", e))?;
-        match states.iter().find(|(_, state)| state != "shutting-down" && state != "terminated") {
+        match ec2::not_ending(&states) {
             Some((instance, state)) => {
                 Err(ProviderError::new("aws", format!("EC2 instance {instance} ({id}) is {state} after TerminateInstances; destroy it by hand")))
             }

@@ -13,5 +13,6 @@ pub fn link(gateway: &str, dir: &Path, tag: &str, binary: PathBuf) -> PlaneLink 
         binary,
         known_hosts: dir.join("known_hosts"),
         cache_size: None,
+        orphan_timeout: std::time::Duration::from_secs(1800),
     }
 }
