@@ -225,13 +225,7 @@ fn local_worker_env(config: &Config) -> Vec<(String, String)> {
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(
-    p: &ProviderConfig,
-    workers: &WorkersConfig,
-    state_dir: &Path,
-    (server_url, server): (String, &Server),
-    exe: &Path,
-) -> CliResult<PlaneLink> {
+fn plane_link(p: &ProviderConfig, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server), exe: &Path) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
     let binary = p.binary.as_ref().map_or_else(|| exe.to_path_buf(), PathBuf::from);

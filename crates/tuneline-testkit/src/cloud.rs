@@ -2,7 +2,9 @@
 //! makes its instances real. Each instance moto launches with user data
 //! boots on a fresh host of a [`Fleet`] (a network and mount namespace of
 //! its own): its user data runs there as root, as cloud-init would run it,
-//! so a launched instance really trains. An instance moto reports shutting
+//! so a launched instance really trains. Its disk is a directory of the
+//! cloud's, bound over the boot script's directory there, so a test can
+//! read what its worker logged ([`Cloud::logs`]). An instance moto reports shutting
 //! down or terminated dies: every process on its host gets SIGTERM, then
 //! SIGKILL two seconds later, as a machine shutting down.
 //!
@@ -26,7 +28,7 @@ use std::time::Duration;
 use crate::hosts::Fleet;
 use crate::process::spawn_tied;
 
-/// Where the aws provider's boot script keeps the binary and logs: covered by a tmpfs on each host.
+/// Where the aws provider's boot script keeps the binary and logs: each host's own disk there.
 const BOOT_DIR: &str = "/opt/tuneline";
 /// The token the metadata service hands out and checks.
 const IMDS_TOKEN: &str = "stand-in-imds-token";
@@ -79,6 +81,8 @@ struct Inner {
     key: (String, String),
     state: Mutex<State>,
     stop: AtomicBool,
+    /// Each booted instance's disk, by its id.
+    disks: tempfile::TempDir,
 }
 
 /// moto's EC2, with its instances booted on the hosts of a fleet.
@@ -95,9 +99,8 @@ impl Cloud {
     /// listens on the fleet's gateway, where the instances reach it too.
     pub fn new(region: &str, machines: usize, hidden: &[&Path]) -> Self {
         std::fs::create_dir_all(BOOT_DIR).unwrap_or_else(|e| panic!("{BOOT_DIR}: {e}"));
-        let mut hidden = hidden.to_vec();
-        hidden.push(Path::new(BOOT_DIR));
-        let fleet = Fleet::new(machines, &hidden);
+        let fleet = Fleet::new(machines, hidden);
+        let disks = tempfile::Builder::new().prefix("tuneline-cloud-").tempdir().unwrap();
         let server = tiny_http::Server::http(format!("{}:0", fleet.gateway)).unwrap_or_else(|e| panic!("the metadata service: {e}"));
         let imds = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
         let moto = crate::moto::start_on(&fleet.gateway).unwrap_or_else(|e| panic!("{e}"));
@@ -108,6 +111,7 @@ impl Cloud {
             key: (fleet.garage.key_id.clone(), fleet.garage.secret.clone()),
             state: Mutex::new(State::default()),
             stop: AtomicBool::new(false),
+            disks,
         });
         let serving = inner.clone();
         std::thread::spawn(move || {
@@ -146,6 +150,15 @@ impl Cloud {
     /// The fleet host instance `id` booted on, if it did.
     pub fn host_of(&self, id: &str) -> Option<usize> {
         self.inner.lock().machines.get(id).and_then(|m| m.host)
+    }
+
+    /// What instance `id`'s workers logged on its disk, each log after its name.
+    pub fn logs(&self, id: &str) -> String {
+        let dir = self.inner.disks.path().join(id).join("workers");
+        let mut logs: Vec<_> =
+            std::fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
+        logs.sort();
+        logs.iter().map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default())).collect()
     }
 
     /// Gives instance `id` a spot interruption notice: IMDS's
@@ -227,10 +240,13 @@ impl Inner {
             state.next_host += 1;
             let (addr, sshd, _) = &hosts[host];
             state.by_addr.insert(addr.clone(), id.to_string());
-            let log = std::fs::File::create(std::env::temp_dir().join(format!("cloud-{id}.log"))).unwrap();
+            let disk = self.disks.path().join(id);
+            std::fs::create_dir_all(&disk).unwrap();
+            let log = std::fs::File::create(disk.join("boot.log")).unwrap();
+            let boot = format!("mount --bind '{}' {BOOT_DIR} && exec sh -c \"$0\"", disk.display());
             let mut cmd = Command::new("nsenter");
             // The host's own namespaces (network, mounts with its tmpfs covers, host name), a clean environment.
-            cmd.args(["-t", &sshd.to_string(), "-n", "-m", "-u", "sh", "-c", &script])
+            cmd.args(["-t", &sshd.to_string(), "-n", "-m", "-u", "sh", "-c", &boot, &script])
                 .env_clear()
                 .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
                 .env("HOME", "/root")

@@ -17,14 +17,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tuneline_control::db::Db;
-use tuneline_testkit::Fleet;
+use tuneline_testkit::{Fleet, Garage};
 
 use crate::common::{output, Killed, TestContext};
 
 const SAVE_STEPS: u32 = 2;
 const MAX_STEPS: u32 = 10;
 
-fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
+pub(crate) fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
     let (code, out, err) = output(ctx.cmd(args));
     assert_eq!(code, 0, "tuneline {}: {out}\n{err}", args.join(" "));
     out
@@ -35,12 +35,12 @@ fn busy_host(fleet: &Fleet) -> Option<usize> {
     (0..fleet.hosts.len()).find(|&i| !String::from_utf8_lossy(&fleet.ssh(i, "ls .tuneline/workers/*-gpu-*.pid 2>/dev/null").stdout).trim().is_empty())
 }
 
-fn step(ctx: &TestContext) -> u64 {
+pub(crate) fn step(ctx: &TestContext) -> u64 {
     Db::open(&ctx.path(".tuneline/control/state.db")).ok().and_then(|db| db.list(None).ok()).and_then(|jobs| jobs.first().and_then(|j| j.step)).unwrap_or(0)
 }
 
 /// Waits for `done` while the run started as `name` goes on, failing with its output if it ends first.
-fn wait(what: &str, ctx: &TestContext, (run, name): (&mut Killed, &str), mut done: impl FnMut() -> bool) {
+pub(crate) fn wait(what: &str, ctx: &TestContext, (run, name): (&mut Killed, &str), mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(600);
     while !done() {
         if run.0.try_wait().unwrap().is_some() {
@@ -51,12 +51,10 @@ fn wait(what: &str, ctx: &TestContext, (run, name): (&mut Killed, &str), mut don
     }
 }
 
-/// The project on `fleet`'s Garage (its credentials in the config file) with
+/// The project on Garage `g` (its credentials in the config file) with
 /// the model in the store, its data prepared and an uninterrupted local run
-/// `whole` trained; each host holds the store credentials in its own env
-/// file. Returns the config so far.
-fn project_on(ctx: &TestContext, fleet: &Fleet) -> String {
-    let g = &fleet.garage;
+/// `whole` trained. Returns the config so far.
+pub(crate) fn project_on(ctx: &TestContext, g: &Garage) -> String {
     let base = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     let store = format!(
         "[store]\nurl = \"{}\"\nendpoint = \"{}\"\nregion = \"garage\"\nallow_http = true\npath_style = true\naccess_key_id = \"{}\"\nsecret_access_key = \"{}\"\n",
@@ -72,24 +70,28 @@ fn project_on(ctx: &TestContext, fleet: &Fleet) -> String {
     ctx.write("tuneline.toml", &project);
     run_ok(ctx, &["data", "prepare"]);
     run_ok(ctx, &["train", "--run", "whole"]);
-    // Each host's owner gives it the store credentials; the server hands out none.
+    project
+}
+
+/// Each host's owner gives it the store credentials, in its own env file; the server hands out none.
+fn store_credentials_on_hosts(fleet: &Fleet) {
+    let g = &fleet.garage;
     for i in 0..fleet.hosts.len() {
         let env = format!("mkdir -p .tuneline && printf 'AWS_ACCESS_KEY_ID={}\\nAWS_SECRET_ACCESS_KEY={}\\n' > .tuneline/env", g.key_id, g.secret);
         assert!(fleet.ssh(i, &env).status.success());
     }
-    project
 }
 
-/// Starts `tuneline run` in the project, its output in `<name>.out` and `<name>.err`.
-fn start_run(ctx: &TestContext, name: &str) -> Killed {
+/// Starts `tuneline run` in the project with `env` added, its output in `<name>.out` and `<name>.err`.
+pub(crate) fn start_run(ctx: &TestContext, name: &str, env: &[(&str, &str)]) -> Killed {
     let file = |ext: &str| std::fs::File::create(ctx.path(&format!("{name}.{ext}"))).unwrap();
     let mut run = Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
-    run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info");
+    run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info").envs(env.iter().copied());
     Killed(run.stdout(file("out")).stderr(file("err")).stdin(Stdio::null()).spawn().unwrap())
 }
 
 /// The run `tuneline run` trained (not `whole`), and whether its final adapter is bit-identical to `whole`'s.
-fn identical_to_whole(ctx: &TestContext) -> bool {
+pub(crate) fn identical_to_whole(ctx: &TestContext) -> bool {
     let runs = run_ok(ctx, &["store", "ls", "runs"]);
     let chaos = runs.lines().filter_map(|l| l.split_whitespace().next()).find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
     let chaos = chaos.unwrap_or_else(|| panic!("no chaos run in:\n{runs}")).to_string();
@@ -103,11 +105,11 @@ fn identical_to_whole(ctx: &TestContext) -> bool {
 
 /// The outcomes of the training job's attempts, oldest first; and checks
 /// that no job carried the store's secret to the machines.
-fn outcomes(ctx: &TestContext, fleet: &Fleet) -> Vec<String> {
+pub(crate) fn outcomes(ctx: &TestContext, garage: &Garage) -> Vec<String> {
     let db = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap();
     for job in db.list(None).unwrap() {
         let spec = serde_json::to_string(&job.spec).unwrap();
-        assert!(!spec.contains(&fleet.garage.secret) && !spec.contains(&fleet.garage.key_id), "job {} carries the store's credentials", job.id);
+        assert!(!spec.contains(&garage.secret) && !spec.contains(&garage.key_id), "job {} carries the store's credentials", job.id);
     }
     db.segments(Some(1)).unwrap().iter().map(|s| s.outcome.clone().unwrap_or_default()).collect()
 }
@@ -116,7 +118,8 @@ fn outcomes(ctx: &TestContext, fleet: &Fleet) -> Vec<String> {
 fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
     let fleet = Fleet::new(2, &[ctx.dir.path()]);
-    let project = project_on(&ctx, &fleet);
+    let project = project_on(&ctx, &fleet.garage);
+    store_credentials_on_hosts(&fleet);
     let hosts = (0..2).map(|i| format!("\"{}\"", fleet.target(i))).collect::<Vec<_>>().join(", ");
     ctx.write(
         "tuneline.toml",
@@ -127,7 +130,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
             fleet.gateway
         ),
     );
-    let mut run = start_run(&ctx, "run");
+    let mut run = start_run(&ctx, "run", &[]);
     wait("step 3", &ctx, (&mut run, "run"), || step(&ctx) >= 3);
     let cut = busy_host(&fleet).expect("a host runs the training worker");
     fleet.link(cut, false);
@@ -143,7 +146,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     let hosts_billed = out.lines().filter(|l| l.contains("machine tl-host-") && l.contains("$0.35/h") && l.contains("stopped billing at")).count();
     assert!(hosts_billed >= 2, "the report says when each host stopped being billed:\n{out}");
 
-    let outcomes = outcomes(&ctx, &fleet);
+    let outcomes = outcomes(&ctx, &fleet.garage);
     assert_eq!(outcomes.first().map(String::as_str), Some("lost"), "the cut host's lease expired: {outcomes:?}");
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
     let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
@@ -173,7 +176,8 @@ fn our_allocations(fleet: &Fleet) -> Vec<(String, String)> {
 fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical() {
     let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
     let fleet = Fleet::with_slurm(1, &[ctx.dir.path()]);
-    let project = project_on(&ctx, &fleet);
+    let project = project_on(&ctx, &fleet.garage);
+    store_credentials_on_hosts(&fleet);
     let foreign = String::from_utf8_lossy(&fleet.ssh(0, "sbatch --parsable -J someone-elses-job --wrap 'sleep 900'").stdout).trim().to_string();
     ctx.write(
         "tuneline.toml",
@@ -186,7 +190,7 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
             fleet.gateway
         ),
     );
-    let mut first = start_run(&ctx, "first");
+    let mut first = start_run(&ctx, "first", &[]);
     wait("step 3", &ctx, (&mut first, "first"), || step(&ctx) >= 3);
     let allocations = our_allocations(&fleet);
     assert_eq!(allocations.len(), 1, "{allocations:?}");
@@ -200,12 +204,12 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
     // The control plane killed mid-run: its allocation runs on, unknown to the next plane's workers.
     drop(first);
     let orphan = our_allocations(&fleet);
-    let second = start_run(&ctx, "second").0.wait().unwrap();
+    let second = start_run(&ctx, "second", &[]).0.wait().unwrap();
     let (out, err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
     assert_eq!(second.code(), Some(0), "{out}\n{err}\n{}", std::fs::read_to_string(ctx.path("first.err")).unwrap());
     assert!(err.contains("continuing train job 1") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}\n{err}");
 
-    let outcomes = outcomes(&ctx, &fleet);
+    let outcomes = outcomes(&ctx, &fleet.garage);
     assert!(outcomes.iter().any(|o| o == "preempted"), "scancel reached the worker as its SIGTERM path: {outcomes:?}");
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
     assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to the uninterrupted run's");

@@ -90,10 +90,12 @@ impl Imds {
     /// The credentials of the role of this instance's profile.
     pub async fn role_credentials(&self) -> Result<Credentials, String> {
         let role = self.get("iam/security-credentials/").await?.filter(|r| !r.is_empty());
-        let role = role.ok_or_else(|| format!("IMDS at {}: this instance has no instance profile; launch it with [providers.aws] instance_profile", self.base))?;
+        let role =
+            role.ok_or_else(|| format!("IMDS at {}: this instance has no instance profile; launch it with [providers.aws] instance_profile", self.base))?;
         let role = role.lines().next().unwrap_or_default().to_string();
         let text = self.must(&format!("iam/security-credentials/{role}")).await?;
-        let c: RoleCredentials = serde_json::from_str(&text).map_err(|e| format!("IMDS at {}: the credentials of role {role} are malformed: {e}", self.base))?;
+        let c: RoleCredentials =
+            serde_json::from_str(&text).map_err(|e| format!("IMDS at {}: the credentials of role {role} are malformed: {e}", self.base))?;
         Ok(Credentials::new(c.access_key_id, c.secret_access_key, Some(c.token), None, "instance profile"))
     }
 }
