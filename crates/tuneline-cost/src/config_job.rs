@@ -67,6 +67,7 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
         data_home: data_home(config),
         phase: overrides.phase.unwrap_or(config.workers.phase),
         utilization: config.cost.utilization,
+        deadline_h: config.cost.deadline.0.as_secs_f64() / 3600.0,
         checkpoints_kept: t.save_total_limit.unwrap_or(3),
         overheads: Overheads::default(),
     })

@@ -1,9 +1,14 @@
-//! Expected cost of one training job on each offer, ranked by expected
-//! effective-training-hour cost:
+//! Expected cost of one training job on each offer, ranked by what the job
+//! is expected to cost in all, among the offers expected to finish it within
+//! its deadline. Beside it: the effective-training-hour cost,
 //!
 //! ```text
 //! ETH = (price x wall + storage + egress) / (effective hours x utilization)
 //! ```
+//!
+//! which is dollars per effective hour on that offer whatever its
+//! throughput (a slow CPU can have a low ETH and cost the most), and
+//! dollars per million trained tokens.
 //!
 //! Wall time comes from Daly's expectation under the offer's preemption rate,
 //! checkpointing at the Young/Daly interval; effective hours are the work
@@ -80,6 +85,8 @@ pub struct Job {
     pub phase: Phase,
     /// Share of wall time the accelerator spends on gradients.
     pub utilization: f64,
+    /// Most wall hours the job may take (`[cost] deadline`).
+    pub deadline_h: f64,
     /// Checkpoints kept in the store (`save_total_limit`).
     pub checkpoints_kept: u32,
     /// Startup and transfer speeds.
@@ -131,6 +138,8 @@ pub struct Estimate {
     pub total_cost: f64,
     /// Expected $ per effective training hour.
     pub eth: f64,
+    /// Expected $ per million trained tokens.
+    pub usd_per_m_tokens: f64,
     /// Days past the catalog's age limit, when the entry is stale.
     pub stale_days: Option<i64>,
 }
@@ -142,23 +151,42 @@ pub struct Excluded {
     pub offer: String,
     /// Market.
     pub market: Market,
-    /// Why: the phase, or the memory.
+    /// Why: the phase, the memory, or the deadline.
     pub reason: String,
+    /// What kept it out.
+    pub cause: Cause,
 }
 
 /// The ranked plan.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
-    /// Offers that fit and the phase allows, by expected ETH.
+    /// Offers that fit, that the phase allows and that meet the deadline, by expected total cost.
     pub ranked: Vec<Estimate>,
     /// The rest.
     pub excluded: Vec<Excluded>,
 }
 
+/// What kept an offer out of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// The job phase does not rent it.
+    Phase,
+    /// The job does not fit its memory.
+    Memory,
+    /// It is expected to take longer than the deadline.
+    Deadline,
+}
+
 impl Plan {
-    /// The offer with the lowest expected total cost.
+    /// The offer that does the job for the least, within the deadline: the first.
     pub fn cheapest(&self) -> Option<&Estimate> {
-        self.ranked.iter().min_by(|a, b| a.total_cost.total_cmp(&b.total_cost))
+        self.ranked.first()
+    }
+
+    /// The offer with the lowest expected ETH.
+    pub fn lowest_eth(&self) -> Option<&Estimate> {
+        self.ranked.iter().min_by(|a, b| a.eth.total_cmp(&b.eth))
     }
 
     /// The offer with the shortest expected wall time.
@@ -179,20 +207,22 @@ pub fn plan(job: &Job, catalog: &Catalog, only_gpu: Option<&Gpu>, today: NaiveDa
             if market == Market::Spot && offer.spot_per_hour.is_none() {
                 continue;
             }
+            let out = |reason: String, cause| Excluded { offer: offer.id.clone(), market, reason, cause };
             if let Some(reason) = phase_forbids(job.phase, offer, market) {
-                excluded.push(Excluded { offer: offer.id.clone(), market, reason });
+                excluded.push(out(reason, Cause::Phase));
                 continue;
             }
             let estimate = estimate_offer(job, offer, market, catalog, today, max_age_days);
             if estimate.fit == Fit::NoFit {
-                let reason = format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib);
-                excluded.push(Excluded { offer: offer.id.clone(), market, reason });
+                excluded.push(out(format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib), Cause::Memory));
+            } else if estimate.wall_h > job.deadline_h {
+                excluded.push(out(format!("takes {:.1} h, past the {:.0} h deadline", estimate.wall_h, job.deadline_h), Cause::Deadline));
             } else {
                 ranked.push(estimate);
             }
         }
     }
-    ranked.sort_by(|a, b| a.eth.total_cmp(&b.eth));
+    ranked.sort_by(|a, b| a.total_cost.total_cmp(&b.total_cost).then(a.wall_h.total_cmp(&b.wall_h)));
     Plan { ranked, excluded }
 }
 
@@ -279,6 +309,7 @@ pub fn estimate_offer(job: &Job, offer: &Offer, market: Market, catalog: &Catalo
         egress_cost,
         total_cost,
         eth: eth(total_cost, work_h, job.utilization).unwrap_or(f64::INFINITY),
+        usd_per_m_tokens: total_cost / (job.tokens / 1e6),
         stale_days: offer.stale_days(today, max_age_days),
     }
 }

@@ -159,7 +159,10 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
     assert!(booted.status.success(), "{booted:?}");
     let args = std::fs::read_to_string(node.join("args")).unwrap();
     assert!(args.starts_with("worker --server https://10.0.0.1:8470 --provider aws --instance tlboot-gpu-1 --instance-type g5.xlarge"), "{args}");
-    assert!(args.contains(" --spot ") && args.contains("--spot-notice aws") && !args.contains("tlj1"), "a spot worker watches IMDS; the join token is not an argument: {args}");
+    assert!(
+        args.contains(" --spot ") && args.contains("--spot-notice aws") && !args.contains("tlj1"),
+        "a spot worker watches IMDS; the join token is not an argument: {args}"
+    );
     assert!(args.contains("--orphan-timeout 1800s") && args.contains("--self-stop aws"), "it stops with its instance: {args}");
     assert_eq!(std::fs::read_to_string(node.join("join")).unwrap().trim(), "tlj1.5ec2e7");
     assert_eq!(std::fs::read_to_string(node.join("region")).unwrap().trim(), "us-east-1", "its self-stop knows the region");

@@ -1,6 +1,7 @@
 //! `tuneline plan`: the job in the config (or named on the command line)
 //! priced on every catalog offer: memory fit, throughput, checkpoint
-//! interval, expected wall time, $ and ETH.
+//! interval, expected wall time, $, ETH and $ per million tokens, ranked
+//! by $ among the offers that meet `[cost] deadline`.
 
 use std::path::Path;
 
@@ -12,7 +13,7 @@ use tuneline_cost::catalog::Catalog;
 use tuneline_cost::config_job::{self, Overrides};
 use tuneline_cost::gpus::{self, Gpu};
 use tuneline_cost::memory::{estimate, MemoryEstimate, Optimizer, Quant};
-use tuneline_cost::plan::{plan as rank, Estimate, Job, Market, Phase, Plan};
+use tuneline_cost::plan::{plan as rank, Cause, Estimate, Job, Market, Phase, Plan};
 use tuneline_train::setup::model_shape;
 
 use crate::cli::{Global, PlanArgs};
@@ -147,14 +148,14 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<4} {:<36} {:<12} {:<9} {:>6} {:<6} {:>11} {:>7} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7}",
-        "rank", "offer", "hardware", "market", "$/h", "fit", "GiB", "tok/s", "work h", "MTBF h", "save_steps", "wall h", "total $", "ETH $"
+        "{:<4} {:<36} {:<12} {:<9} {:>6} {:<6} {:>11} {:>7} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>8}",
+        "rank", "offer", "hardware", "market", "$/h", "fit", "GiB", "tok/s", "work h", "MTBF h", "save_steps", "wall h", "total $", "ETH $", "$/M tok"
     );
     for (i, e) in plan.ranked.iter().take(top).enumerate() {
         let stale = if e.stale_days.is_some() { "*" } else { "" };
         let _ = writeln!(
             out,
-            "{:<4} {:<36} {:<12} {:<9} {:>6.3} {:<6} {:>11} {:>7.0} {:>7.1} {:>7} {:>10} {:>7.1} {:>9.2} {:>7.2}",
+            "{:<4} {:<36} {:<12} {:<9} {:>6.3} {:<6} {:>11} {:>7.0} {:>7.1} {:>7} {:>10} {:>7.1} {:>9.2} {:>7.2} {:>8.3}",
             i + 1,
             format!("{}{stale}", e.offer),
             e.hardware,
@@ -168,7 +169,8 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
             e.save_steps.map_or("-".into(), |s| s.to_string()),
             e.wall_h,
             e.total_cost,
-            e.eth
+            e.eth,
+            e.usd_per_m_tokens
         );
     }
     if plan.ranked.len() > top {
@@ -178,19 +180,24 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let line = |label: &str, e: Option<&Estimate>| {
         e.map(|e| format!("{label}: {} {} (${:.2}, {:.1} h wall)\n", e.offer, market(e.market), e.total_cost, e.wall_h)).unwrap_or_default()
     };
-    out += &line("lowest ETH", plan.ranked.first());
     out += &line("cheapest job", plan.cheapest());
     out += &line("fastest job", plan.fastest());
+    out += &line("lowest ETH", plan.lowest_eth());
     if plan.ranked.is_empty() {
-        out += "no offer fits this job in this phase: lower the sequence length or micro-batch, quantize further, or add offers\n";
+        out += "no offer does this job in this phase within the deadline: lower the sequence length or micro-batch, quantize further, \
+                raise [cost] deadline, or add offers\n";
     }
-    let no_fit = plan.excluded.iter().filter(|x| x.reason.starts_with("needs")).count();
-    if no_fit > 0 {
-        let _ = writeln!(out, "left out: {no_fit} offer(s) without the memory (--json lists them)");
-    }
-    let phase = plan.excluded.len() - no_fit;
-    if phase > 0 {
-        let _ = writeln!(out, "left out: {phase} offer(s) the {} phase does not rent", format!("{:?}", job.phase).to_lowercase());
+    let left_out = |cause| plan.excluded.iter().filter(|x| x.cause == cause).count();
+    let phase_name = format!("{:?}", job.phase).to_lowercase();
+    for (cause, why) in [
+        (Cause::Memory, "without the memory (--json lists them)".to_string()),
+        (Cause::Deadline, format!("expected to take longer than the {:.0} h deadline ([cost] deadline)", job.deadline_h)),
+        (Cause::Phase, format!("the {phase_name} phase does not rent")),
+    ] {
+        let n = left_out(cause);
+        if n > 0 {
+            let _ = writeln!(out, "left out: {n} offer(s) {why}");
+        }
     }
     let stale = plan.ranked.iter().filter(|e| e.stale_days.is_some()).count();
     if stale > 0 {

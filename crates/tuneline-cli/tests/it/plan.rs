@@ -14,22 +14,43 @@ fn plan_json(ctx: &TestContext, extra: &[&str]) -> Value {
 }
 
 #[test]
-fn the_guides_qlora_job_is_ranked_by_expected_eth() {
+fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
     let ctx = TestContext::new();
     let (code, out, err) = ctx.run(&GUIDE);
     assert_eq!(code, 0, "{err}");
     snapshot(&ctx, "plan_guide_qlora", &out);
-    for shown in ["qwen2.5-7b (7.62B parameters), QLoRA 4-bit", "save_steps", "lowest ETH: ", "cheapest job: ", "older than 180 days"] {
+    for shown in ["qwen2.5-7b (7.62B parameters), QLoRA 4-bit", "save_steps", "$/M tok", "lowest ETH: ", "cheapest job: ", "older than 180 days"] {
         assert!(out.contains(shown), "{shown}: {out}");
     }
     let plan = plan_json(&ctx, &[]);
     let ranked = plan["plan"]["ranked"].as_array().unwrap();
-    let eth: Vec<f64> = ranked.iter().map(|e| e["eth"].as_f64().unwrap()).collect();
-    assert!(eth.len() >= 5 && eth.windows(2).all(|w| w[0] <= w[1]), "{eth:?}");
+    let total: Vec<f64> = ranked.iter().map(|e| e["total_cost"].as_f64().unwrap()).collect();
+    assert!(total.len() >= 5 && total.windows(2).all(|w| w[0] <= w[1]), "the first does the job for the least: {total:?}");
+    let tokens = plan["job"]["tokens"].as_f64().unwrap();
     for e in ranked {
         assert_ne!(e["fit"], "no-fit");
         assert_eq!(e["market"] == "spot", e["save_steps"].is_u64(), "spot offers get a checkpoint interval: {e}");
+        assert!(e["wall_h"].as_f64().unwrap() <= 72.0, "every ranked offer meets the default 3-day deadline: {e}");
+        let per_m = e["total_cost"].as_f64().unwrap() / (tokens / 1e6);
+        assert!((e["usd_per_m_tokens"].as_f64().unwrap() - per_m).abs() < 1e-9, "{e}");
     }
+    // At one sequence per micro-batch a 22-vCPU machine holds the job: its ETH ($ per effective
+    // hour) is low, but it takes two weeks and costs the most, past the deadline.
+    let small = plan_json(&ctx, &["--batch", "1"]);
+    let excluded = small["plan"]["excluded"].as_array().unwrap();
+    let slow = excluded.iter().find(|x| x["cause"] == "deadline" && x["market"] == "spot").expect("a spot offer past the deadline");
+    assert!(slow["offer"].as_str().unwrap().contains("c3-highcpu-22") && slow["reason"].as_str().unwrap().contains("past the 72 h deadline"), "{slow}");
+    let first = &small["plan"]["ranked"][0];
+    let cheapest = first["total_cost"].as_f64().unwrap();
+    ctx.write("tuneline.toml", "[cost]\ndeadline = \"60d\"\n");
+    let relaxed = plan_json(&ctx, &["--batch", "1"]);
+    let cpu = relaxed["plan"]["ranked"].as_array().unwrap().iter().find(|e| e["offer"] == slow["offer"] && e["market"] == slow["market"]).cloned();
+    let cpu = cpu.expect("a longer deadline ranks it");
+    assert!(
+        cpu["total_cost"].as_f64().unwrap() > cheapest * 10.0 && cpu["eth"].as_f64().unwrap() < first["eth"].as_f64().unwrap(),
+        "and it ranks far below: {cpu}"
+    );
+    ctx.write("tuneline.toml", "");
     let excluded = plan["plan"]["excluded"].as_array().unwrap();
     assert!(excluded.iter().any(|x| x["offer"] == "aws/g4dn.xlarge/us-east-1"), "a 16 GB T4 cannot hold it");
 }

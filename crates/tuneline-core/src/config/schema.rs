@@ -580,6 +580,9 @@ pub struct CostConfig {
     pub max_catalog_age: HumanDuration,
     /// Share of wall time the GPU spends on gradients, the ETH denominator's factor.
     pub utilization: f64,
+    /// The longest a training job may take: offers whose expected wall time
+    /// is longer are left out of the plan, the rest ranked by expected cost.
+    pub deadline: HumanDuration,
     /// Where the dataset and checkpoints are stored, as `provider/region` of
     /// the catalog (`aws/us-east-1`); offers elsewhere pay egress. Unset: an
     /// AWS S3 store's region, else the same region as every offer.
@@ -599,6 +602,7 @@ impl Default for CostConfig {
             gpu_price_per_hour: None,
             max_catalog_age: HumanDuration::from_secs(180 * 24 * 3600),
             utilization: 0.9,
+            deadline: HumanDuration::from_secs(3 * 24 * 3600),
             data_region: None,
             buy: None,
             storage_price_per_gb_month: 0.023,
