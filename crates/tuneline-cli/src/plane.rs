@@ -31,6 +31,8 @@ use crate::exit::{CliResult, Failure};
 pub const STATE_DIR: &str = ".tuneline/control";
 /// The file in a state directory whose text tags this plane's instances.
 const PLANE_TAG_FILE: &str = "plane-tag";
+/// How long an offer whose instance was preempted is passed over.
+const COOLDOWN: Duration = Duration::from_secs(15 * 60);
 
 /// The token a client presents: the flag (or `TUNELINE_TOKEN`), else the
 /// token file of a server in this directory.
@@ -159,6 +161,7 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     };
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
     let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()), price_per_hour: price, spot: settings.spot };
+    let fallbacks = fallback_offers(config, name, &settings)?;
     let delivery = Offer {
         instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
         price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
@@ -206,8 +209,39 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
         }
         _ => make(WorkerClass::Gpu, &training)?,
     };
-    let pool = |class, offer| Pool { class, offer, max_workers: w.max_workers, idle_timeout: w.idle_timeout.0, boot_grace: Duration::from_secs(60) };
-    Ok(vec![(trainers, pool(WorkerClass::Gpu, training)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, delivery))])
+    let pool = |class, offers| Pool {
+        class,
+        offers,
+        max_workers: w.max_workers,
+        idle_timeout: w.idle_timeout.0,
+        boot_grace: Duration::from_secs(60),
+        cooldown: COOLDOWN,
+    };
+    let training_offers = std::iter::once(training).chain(fallbacks).collect();
+    Ok(vec![(trainers, pool(WorkerClass::Gpu, training_offers)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, vec![delivery]))])
+}
+
+/// `[providers.NAME] fallback_instance_types` as offers, priced by the
+/// catalog's entries for this provider and region (spot or on-demand as the table says).
+fn fallback_offers(config: &Config, name: &str, settings: &ProviderConfig) -> CliResult<Vec<Offer>> {
+    if settings.fallback_instance_types.is_empty() {
+        return Ok(Vec::new());
+    }
+    let key = format!("[providers.{name}] fallback_instance_types");
+    let region = settings.region.as_deref().ok_or_else(|| Failure::input(format!("{key}: name the region too, whose catalog prices they take")))?;
+    let catalog = tuneline_cost::config_job::catalog(config).map_err(|e| Failure::input(format!("{key}: {e}")))?;
+    settings
+        .fallback_instance_types
+        .iter()
+        .map(|instance| {
+            let id = format!("{name}/{instance}/{region}");
+            let entry = catalog.offers.iter().find(|o| o.id == id);
+            let entry = entry.ok_or_else(|| Failure::input(format!("{key}: the catalog has no {id}; add it with its prices to [cost] catalog")))?;
+            let price = if settings.spot { entry.spot_per_hour } else { Some(entry.on_demand_per_hour) };
+            let price = price.ok_or_else(|| Failure::input(format!("{key}: the catalog has no spot price for {id}; add one to [cost] catalog")))?;
+            Ok(Offer { instance_type: instance.clone(), price_per_hour: price, spot: settings.spot })
+        })
+        .collect()
 }
 
 /// The environment of local workers: this machine's store credentials (the

@@ -4,8 +4,15 @@
 //! an instance no worker row knows (after its boot grace) is terminated, and
 //! reported if that fails; a worker whose instance has vanished is lost, and
 //! its job requeued at once.
+//!
+//! A pool launches the first of its offers (best first) that is not cooling
+//! down. A provider with no capacity for one (EC2's
+//! `InsufficientInstanceCapacity`) sends it to the next; an offer whose
+//! instance was preempted cools down for the pool's cooldown, so the next
+//! launch goes elsewhere (SkyPilot #10021), unless every offer is cooling.
+//! Each choice and its reason is an event in the log of the job it is for.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::api::Shared;
@@ -17,14 +24,16 @@ use tuneline_providers::{Offer, Provider};
 pub struct Pool {
     /// The jobs its workers take: training (`gpu`) or delivery (`cpu`).
     pub class: WorkerClass,
-    /// What to launch.
-    pub offer: Offer,
+    /// What it may launch, best first.
+    pub offers: Vec<Offer>,
     /// Most instances at once.
     pub max_workers: u32,
     /// An idle worker is terminated after this long.
     pub idle_timeout: Duration,
     /// An instance has this long to register its worker.
     pub boot_grace: Duration,
+    /// An offer whose instance was preempted is not launched again for this long, while another is not cooling.
+    pub cooldown: Duration,
 }
 
 /// What one pass did.
@@ -40,17 +49,33 @@ pub struct Pass {
     pub failed: Vec<String>,
 }
 
+/// An offer as events name it: `g5.xlarge spot at $0.45/h`.
+fn describe(o: &Offer) -> String {
+    format!("{}{} at ${:.3}/h", o.instance_type, if o.spot { " spot" } else { "" }, o.price_per_hour)
+}
+
 /// Scales one pool of `provider` against the state in `shared`.
 pub struct Autoscaler {
     shared: Arc<Shared>,
     provider: Arc<dyn Provider>,
     pool: Pool,
+    cooling: Mutex<Cooling>,
+}
+
+/// Offers cooling down after a preemption.
+#[derive(Default)]
+struct Cooling {
+    /// Each cooling offer's index in the pool, and until when (seconds since the epoch).
+    until: Vec<(usize, f64)>,
+    /// Preemptions up to this time are counted.
+    seen: f64,
 }
 
 impl Autoscaler {
     /// An autoscaler for `pool`.
     pub fn new(shared: Arc<Shared>, provider: Arc<dyn Provider>, pool: Pool) -> Self {
-        Self { shared, provider, pool }
+        let cooling = Mutex::new(Cooling { until: Vec::new(), seen: now() });
+        Self { shared, provider, pool, cooling }
     }
 
     /// Runs passes every `every` until the task is dropped.
@@ -116,37 +141,107 @@ impl Autoscaler {
             }
         }
         let desired = self.pool.max_workers.min(runnable);
+        if live < desired {
+            self.cool_preempted();
+        }
         for _ in live..desired {
-            match self.provider.launch(&self.pool.offer).await {
-                Ok(instance) => pass.launched.push(instance.id),
-                Err(e) => {
-                    let mut failure = format!("cannot launch {}: {e}", self.pool.offer.instance_type);
-                    if !e.full {
-                        let o = &self.pool.offer;
-                        let info = WorkerRegister {
-                            provider: self.provider.name().to_string(),
-                            instance_type: Some(o.instance_type.clone()),
-                            price_per_hour: o.price_per_hour,
-                            spot: o.spot,
-                            class: self.pool.class,
-                            ..WorkerRegister::default()
-                        };
-                        if let Ok(Some(job)) = self.shared.db().launch_failed(&info, &e.to_string()) {
-                            failure.push_str(&format!(
-                                " (job {}: {} of {} attempts used, {})",
-                                job.id,
-                                job.attempts_used,
-                                job.max_attempts,
-                                job.state.as_str()
-                            ));
-                        }
-                    }
+            match self.launch_one().await {
+                Ok(instance) => pass.launched.push(instance),
+                Err(failure) => {
                     pass.failed.push(failure);
                     break;
                 }
             }
         }
         pass
+    }
+
+    /// Cools down the offers of instances preempted since the last look.
+    fn cool_preempted(&self) {
+        let mut cooling = self.cooling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let preempted = self.shared.db().preempted_since(self.provider.name(), cooling.seen).unwrap_or_default();
+        for segment in preempted.iter().filter(|s| s.class == self.pool.class) {
+            let ended = segment.ended_at.unwrap_or_else(now);
+            cooling.seen = cooling.seen.max(ended);
+            let found = self.pool.offers.iter().position(|o| Some(&o.instance_type) == segment.instance_type.as_ref() && o.spot == segment.spot);
+            if let Some(index) = found {
+                cooling.until.retain(|(i, _)| *i != index);
+                cooling.until.push((index, ended + self.pool.cooldown.as_secs_f64()));
+                let text = format!("{} was preempted: it cools down for {:?}", describe(&self.pool.offers[index]), self.pool.cooldown);
+                let _ = self.shared.db().note(self.pool.class, &format!("tuneline: {text}"));
+            }
+        }
+    }
+
+    /// The pool's offers in the order to try them: those not cooling down
+    /// first, best first, then the cooling ones, soonest warm first.
+    fn order(&self) -> Vec<usize> {
+        let mut cooling = self.cooling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = now();
+        cooling.until.retain(|(_, until)| *until > at);
+        let until = |i: usize| cooling.until.iter().find(|(c, _)| *c == i).map(|(_, u)| *u);
+        let mut order: Vec<usize> = (0..self.pool.offers.len()).filter(|&i| until(i).is_none()).collect();
+        let mut cold: Vec<usize> = (0..self.pool.offers.len()).filter(|&i| until(i).is_some()).collect();
+        cold.sort_by(|&a, &b| until(a).unwrap_or(0.0).total_cmp(&until(b).unwrap_or(0.0)));
+        order.extend(cold);
+        order
+    }
+
+    /// Launches one instance: the first offer in [`Self::order`] that has
+    /// room, its reason an event of the job it is for. Returns its id, or why none launched.
+    async fn launch_one(&self) -> Result<String, String> {
+        let mut passed_over = Vec::new();
+        let order = self.order();
+        let cooling = self.cooling.lock().unwrap_or_else(std::sync::PoisonError::into_inner).until.clone();
+        for (rank, index) in order.iter().copied().enumerate() {
+            let offer = &self.pool.offers[index];
+            match self.provider.launch(offer).await {
+                Ok(instance) => {
+                    let cools = |i: usize| cooling.iter().any(|(c, _)| *c == i);
+                    let mut why: Vec<String> = (0..index)
+                        .filter(|&i| cools(i) && !cools(index))
+                        .map(|i| format!("{} is cooling down after a preemption", describe(&self.pool.offers[i])))
+                        .collect();
+                    why.extend(passed_over);
+                    if cools(index) {
+                        why.push("it is cooling down after a preemption, but every other offer is too or is full".into());
+                    }
+                    let why = if why.is_empty() { "the pool's first choice".to_string() } else { why.join("; ") };
+                    let text = format!("tuneline: launched {} as {} ({why})", describe(offer), instance.id);
+                    tracing::info!("{text}");
+                    let _ = self.shared.db().note(self.pool.class, &text);
+                    return Ok(instance.id);
+                }
+                Err(e) if e.full && rank + 1 < order.len() => {
+                    let text = format!("{} has no capacity ({})", describe(offer), e.message);
+                    tracing::warn!("{text}; trying the next offer");
+                    let _ = self.shared.db().note(self.pool.class, &format!("tuneline: {text}; trying the next offer"));
+                    passed_over.push(text);
+                }
+                Err(e) => return Err(self.launch_failed(offer, &e)),
+            }
+        }
+        Err("the pool has no offers to launch".into())
+    }
+
+    /// Why launching `offer` failed; unless the provider was only full, the
+    /// pool's oldest queued job is charged an attempt for it.
+    fn launch_failed(&self, o: &Offer, e: &tuneline_providers::ProviderError) -> String {
+        let mut failure = format!("cannot launch {}: {e}", o.instance_type);
+        if !e.full {
+            let info = WorkerRegister {
+                provider: self.provider.name().to_string(),
+                instance_type: Some(o.instance_type.clone()),
+                price_per_hour: o.price_per_hour,
+                spot: o.spot,
+                class: self.pool.class,
+                ..WorkerRegister::default()
+            };
+            if let Ok(Some(job)) = self.shared.db().launch_failed(&info, &e.to_string()) {
+                failure.push_str(&format!(" (job {}: {} of {} attempts used, {})", job.id, job.attempts_used, job.max_attempts, job.state.as_str()));
+            }
+        }
+        failure
     }
 
     /// The class of workers it scales.

@@ -27,6 +27,8 @@ struct Recorder {
     launched: std::sync::atomic::AtomicUsize,
     /// Launches fail with this error.
     refuse: Mutex<Option<ProviderError>>,
+    /// Launches of these instance types find no capacity.
+    full: Mutex<Vec<String>>,
 }
 
 #[async_trait::async_trait]
@@ -40,6 +42,9 @@ impl Provider for Recorder {
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         if let Some(e) = self.refuse.lock().unwrap().as_ref() {
             return Err(ProviderError { provider: e.provider.clone(), message: e.message.clone(), full: e.full });
+        }
+        if self.full.lock().unwrap().contains(&offer.instance_type) {
+            return Err(ProviderError { provider: "local".into(), message: "InsufficientInstanceCapacity".into(), full: true });
         }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let instance = Instance { id: format!("i-{serial}"), offer: offer.clone(), launched_at: now() };
@@ -76,7 +81,7 @@ fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) ->
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
     let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
-    let pool = Pool { class: WorkerClass::Gpu, offer: offer(), max_workers: 2, idle_timeout, boot_grace };
+    let pool = Pool { class: WorkerClass::Gpu, offers: vec![offer()], max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
     let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
     (shared, provider, autoscaler)
 }
@@ -107,7 +112,14 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let (shared, gpus, training) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let cpus = Arc::new(Recorder::default());
     let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false };
-    let pool = Pool { class: WorkerClass::Cpu, offer: cpu_offer, max_workers: 2, idle_timeout: Duration::from_secs(1800), boot_grace: Duration::from_secs(60) };
+    let pool = Pool {
+        class: WorkerClass::Cpu,
+        offers: vec![cpu_offer],
+        max_workers: 2,
+        idle_timeout: Duration::from_secs(1800),
+        boot_grace: Duration::from_secs(60),
+        cooldown: Duration::from_secs(900),
+    };
     let delivery = Autoscaler::new(shared.clone(), cpus.clone(), pool);
     let deliver = JobSpec::Deliver(DeliverSpec { config: "[project]\n".into(), run: "r".into(), checkpoint: None });
     let job = shared.db().submit(&deliver, 3).unwrap();
@@ -202,4 +214,75 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     assert!(error.contains("out of attempts: 2 of 2") && error.contains(refusal), "{error}");
     assert_eq!(failed.attempts.iter().map(|a| a.outcome.as_deref()).collect::<Vec<_>>(), [Some("infra_error"); 2]);
     assert!(failed.attempts.iter().all(|a| a.ended_at == Some(a.started_at)), "a launch that failed bills no time");
+}
+
+/// The lines of job `job`'s log.
+fn log_of(shared: &Shared, job: i64) -> String {
+    shared.db().logs(job, 0, 100).unwrap().into_iter().map(|l| l.text).collect::<Vec<_>>().join("\n")
+}
+
+#[tokio::test]
+async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with_the_reasons_in_the_jobs_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
+    let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
+    let provider = Arc::new(Recorder::default());
+    let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, spot: true };
+    let offers = vec![big.clone(), offer()];
+    let pool = Pool {
+        class: WorkerClass::Gpu,
+        offers,
+        max_workers: 2,
+        idle_timeout: Duration::from_secs(1800),
+        boot_grace: Duration::from_secs(60),
+        cooldown: Duration::from_secs(900),
+    };
+    let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
+
+    let first = shared.db().submit(&command(), 3).unwrap().id;
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    assert!(log_of(&shared, first).contains("launched gpu-big spot at $0.800/h as i-0 (the pool's first choice)"), "{}", log_of(&shared, first));
+
+    // Its instance is preempted: the worker releases the job, and the cloud takes the instance.
+    let info = WorkerRegister {
+        instance: Some("i-0".into()),
+        provider: "local".into(),
+        instance_type: Some("gpu-big".into()),
+        spot: true,
+        price_per_hour: 0.8,
+        cpus: 2,
+        pid: 1,
+        ..Default::default()
+    };
+    let worker = shared.db().register(&info, "").unwrap();
+    shared.db().lease(worker).unwrap().unwrap();
+    shared.db().start(first, worker, 0).unwrap();
+    shared.db().release(first, worker, tuneline_api::Outcome::Preempted, None, &Default::default()).unwrap();
+    provider.instances.lock().unwrap().clear();
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.launched, ["i-1"]);
+    assert_eq!(provider.list().await.unwrap()[0].offer.instance_type, "gpu-small", "not back into the offer just preempted");
+    let log = log_of(&shared, first);
+    assert!(log.contains("gpu-big spot at $0.800/h was preempted: it cools down for 900s"), "{log}");
+    assert!(log.contains("launched gpu-small spot at $0.400/h as i-1 (gpu-big spot at $0.800/h is cooling down after a preemption)"), "{log}");
+
+    // A second job: the cool offer has no capacity, so the cooling one is all there is.
+    provider.full.lock().unwrap().push("gpu-small".into());
+    let second = shared.db().submit(&command(), 3).unwrap().id;
+    assert_eq!(autoscaler.pass().await.launched, ["i-2"]);
+    // The events go to the oldest queued job, which the launch is for: the first is queued still.
+    let log = log_of(&shared, first);
+    assert!(log.contains("gpu-small spot at $0.400/h has no capacity (InsufficientInstanceCapacity); trying the next offer"), "{log}");
+    assert!(log.contains("launched gpu-big spot at $0.800/h as i-2") && log.contains("every other offer is too or is full"), "{log}");
+    assert!(shared.db().segments(Some(second)).unwrap().is_empty(), "no capacity is no one's fault: no attempt is charged");
+
+    // Nothing has room: the pass says so, and still charges no one.
+    provider.full.lock().unwrap().push("gpu-big".into());
+    shared.db().submit(&command(), 3).unwrap();
+    provider.instances.lock().unwrap().truncate(1);
+    let pass = autoscaler.pass().await;
+    assert!(
+        pass.launched.is_empty() && pass.failed.iter().any(|f| f.contains("cannot launch gpu-big") && f.contains("InsufficientInstanceCapacity")),
+        "{pass:?}"
+    );
 }

@@ -43,6 +43,13 @@ impl Db {
     pub fn segments(&self, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
         segments(&self.conn, job)
     }
+
+    /// The segments on `provider`'s workers that ended preempted after `since` (seconds since the epoch), oldest first.
+    pub fn preempted_since(&self, provider: &str, since: f64) -> Result<Vec<Segment>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE s.outcome = 'preempted' AND s.ended_at > ?1 AND w.provider = ?2 ORDER BY s.id"))?;
+        let rows = stmt.query_map(params![since, provider], segment)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }
 
 /// [`Db::segments`] on `conn`, inside a transaction too.

@@ -455,6 +455,10 @@ pub struct ProviderConfig {
     pub spot: bool,
     /// Price per hour, when the catalog does not know it.
     pub price_per_hour: Option<f64>,
+    /// Instance types to launch for training when `instance_type` has no
+    /// capacity or was just preempted, best first; each priced by the
+    /// catalog's entry for this provider and region.
+    pub fallback_instance_types: Vec<String>,
     /// Instance type launched for delivery jobs: a CPU machine, so no GPU bills while a model is evaluated, merged and exported.
     pub delivery_instance_type: Option<String>,
     /// Its price per hour.
@@ -506,6 +510,7 @@ impl Default for ProviderConfig {
             region: None,
             spot: false,
             price_per_hour: None,
+            fallback_instance_types: Vec::new(),
             delivery_instance_type: None,
             delivery_price_per_hour: None,
             spot_mtbf: None,
