@@ -22,6 +22,9 @@ pub struct Segment {
     pub price_per_hour: f64,
     /// Spot or on-demand.
     pub spot: bool,
+    /// When its price was current, for a catalog's or a price history's.
+    #[serde(default)]
+    pub price_as_of: Option<String>,
     /// When the worker took the lease.
     pub started_at: f64,
     /// When the attempt ended (now, while it runs).

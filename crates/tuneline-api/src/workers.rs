@@ -21,6 +21,10 @@ pub struct WorkerRegister {
     /// Spot (preemptible) or on-demand.
     #[serde(default)]
     pub spot: bool,
+    /// When the price was current, if it came from a catalog or a price
+    /// history rather than the config: the ledger bills at it, never at a later price.
+    #[serde(default)]
+    pub price_as_of: Option<String>,
     /// CPU cores.
     #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub cpus: u32,

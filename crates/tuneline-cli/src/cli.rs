@@ -323,6 +323,9 @@ pub struct WorkerArgs {
     /// A spot (preemptible) machine
     #[arg(long)]
     pub spot: bool,
+    /// When --price was current, for a catalog's or a price history's price (the ledger keeps it)
+    #[arg(long, value_name = "WHEN")]
+    pub price_as_of: Option<String>,
     /// Watch this metadata service for a spot notice (aws: IMDSv2; gcp) and stop as on SIGTERM
     #[arg(long, env = "TUNELINE_SPOT_NOTICE", value_name = "SOURCE", value_parser = ["aws", "gcp"])]
     pub spot_notice: Option<String>,

@@ -41,8 +41,9 @@ pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport, machines: &[
             (Some(t), Some(how)) => format!("stopped billing at {} (its worker {how})", clock(t)),
             _ => "still billing".to_string(),
         };
+        let as_of = m.price_as_of.as_ref().map(|at| format!(" as of {at}")).unwrap_or_default();
         println!(
-            "  machine {name} ({} worker {}, ${:.2}/h): from {}, {:.4} h, ${:.4}; {until}",
+            "  machine {name} ({} worker {}, ${:.2}/h{as_of}): from {}, {:.4} h, ${:.4}; {until}",
             m.provider,
             m.worker,
             m.price_per_hour,

@@ -160,12 +160,18 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
         _ => "local-cpu",
     };
     let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
-    let training = Offer { instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()), price_per_hour: price, spot: settings.spot };
+    let training = Offer {
+        instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()),
+        price_per_hour: price,
+        spot: settings.spot,
+        price_as_of: None,
+    };
     let fallbacks = fallback_offers(config, name, &settings)?;
     let delivery = Offer {
         instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
         price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
         spot: false,
+        price_as_of: None,
     };
     let exe = std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?;
     let grace = config.training.sigterm_grace.0 + Duration::from_secs(5);
@@ -239,7 +245,7 @@ fn fallback_offers(config: &Config, name: &str, settings: &ProviderConfig) -> Cl
             let entry = entry.ok_or_else(|| Failure::input(format!("{key}: the catalog has no {id}; add it with its prices to [cost] catalog")))?;
             let price = if settings.spot { entry.spot_per_hour } else { Some(entry.on_demand_per_hour) };
             let price = price.ok_or_else(|| Failure::input(format!("{key}: the catalog has no spot price for {id}; add one to [cost] catalog")))?;
-            Ok(Offer { instance_type: instance.clone(), price_per_hour: price, spot: settings.spot })
+            Ok(Offer { instance_type: instance.clone(), price_per_hour: price, spot: settings.spot, price_as_of: Some(entry.as_of.to_string()) })
         })
         .collect()
 }

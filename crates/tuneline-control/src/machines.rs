@@ -21,6 +21,8 @@ pub struct Machine {
     pub host: Option<String>,
     /// Dollars per hour.
     pub price_per_hour: f64,
+    /// When that price was current, for a catalog's or a price history's.
+    pub price_as_of: Option<String>,
     /// When its worker registered (seconds since the epoch).
     pub from: f64,
     /// When its worker ended, if it has: the machine stopped being billed.
@@ -47,6 +49,7 @@ pub fn machines(workers: &[Worker], segments: &[Segment], now: f64) -> Vec<Machi
                 instance: w.info.instance.clone(),
                 host: w.info.host.clone(),
                 price_per_hour: w.info.price_per_hour,
+                price_as_of: w.info.price_as_of.clone(),
                 from: w.registered_at,
                 until: w.ended_at,
                 ended,
@@ -82,6 +85,7 @@ mod tests {
             instance_type: None,
             price_per_hour: 0.36,
             spot: false,
+            price_as_of: None,
             started_at: 1000.0,
             ended_at: None,
             start_step: None,

@@ -133,6 +133,7 @@ mod tests {
             instance_type: None,
             price_per_hour: 2.0,
             spot: true,
+            price_as_of: None,
             started_at: start,
             ended_at: Some(end),
             start_step: Some(steps.0),

@@ -74,7 +74,7 @@ impl JobCheck for Accept {
 }
 
 fn offer() -> Offer {
-    Offer { instance_type: "gpu-small".into(), price_per_hour: 0.4, spot: true }
+    Offer { instance_type: "gpu-small".into(), price_per_hour: 0.4, spot: true, price_as_of: None }
 }
 
 fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
@@ -111,7 +111,7 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, gpus, training) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let cpus = Arc::new(Recorder::default());
-    let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false };
+    let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false, price_as_of: None };
     let pool = Pool {
         class: WorkerClass::Cpu,
         offers: vec![cpu_offer],
@@ -227,7 +227,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
     let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
-    let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, spot: true };
+    let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, spot: true, price_as_of: None };
     let offers = vec![big.clone(), offer()];
     let pool = Pool {
         class: WorkerClass::Gpu,

@@ -46,7 +46,7 @@ impl Boot<'_> {
             args.push_str(&format!(" --spot-notice {source}"));
         }
         if let Some(cloud) = self.self_stop {
-            args.push_str(&format!(" --self-stop {cloud}"));
+            args.push_str(&format!(" --self-stop {cloud} --orphan-timeout {}s", self.link.orphan_timeout.as_secs().max(1)));
         }
         let exports: String = self.env.iter().map(|(k, v)| format!("{k}={}; export {k}\n", quote(v))).collect();
         format!(

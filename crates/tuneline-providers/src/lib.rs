@@ -32,6 +32,10 @@ pub struct Offer {
     pub price_per_hour: f64,
     /// Preemptible.
     pub spot: bool,
+    /// When that price was current, for one from a catalog (its `as_of`
+    /// date) or a price history (the price's time); `None` for a price the
+    /// config set. The ledger keeps it with the price.
+    pub price_as_of: Option<String>,
 }
 
 /// A launched instance.

@@ -28,7 +28,7 @@ pub struct PlaneLink {
     pub known_hosts: PathBuf,
     /// `[workers] cache_size`, in bytes, for each worker's cache.
     pub cache_size: Option<u64>,
-    /// `[workers] orphan_timeout`: a worker the server does not answer for this long stops.
+    /// `[workers] orphan_timeout`: a cloud instance's worker the server does not answer for this long stops, with its instance.
     pub orphan_timeout: std::time::Duration,
 }
 
@@ -194,10 +194,12 @@ pub fn worker_args(link: &PlaneLink, provider: &str, id: &str, offer: &super::Of
     if offer.spot {
         line.push_str(" --spot");
     }
+    if let Some(at) = &offer.price_as_of {
+        line.push_str(&format!(" --price-as-of {}", quote(at)));
+    }
     if let Some(bytes) = link.cache_size {
         line.push_str(&format!(" --cache-size {bytes}"));
     }
-    line.push_str(&format!(" --orphan-timeout {}s", link.orphan_timeout.as_secs().max(1)));
     line
 }
 

@@ -188,7 +188,7 @@ impl Provider for SlurmProvider {
                 // A job of this plane from before a restart: its name carries its launch time.
                 None => Instance {
                     id: name.to_string(),
-                    offer: Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false },
+                    offer: Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false, price_as_of: None },
                     launched_at: serial.parse::<f64>().map_or(0.0, |ms| ms / 1000.0),
                 },
             };

@@ -189,7 +189,7 @@ impl Provider for SshProvider {
                     for line in out.lines() {
                         let Some((id, at)) = line.split_once(' ') else { continue };
                         let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).map(|(_, inst)| inst.offer.clone());
-                        let offer = known.unwrap_or(Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false });
+                        let offer = known.unwrap_or(Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false, price_as_of: None });
                         listed.insert(id.to_string(), (i, Instance { id: id.to_string(), offer, launched_at: at.parse().unwrap_or(0.0) }));
                     }
                 }

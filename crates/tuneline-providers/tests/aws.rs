@@ -33,7 +33,7 @@ fn settings(dir: &Path, tag: &str, spot: bool) -> AwsSettings {
         instance_profile: None,
         binary_url: "https://example.invalid/tuneline".into(),
         link: link("10.0.0.1", dir, tag, binary),
-        offer: Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot },
+        offer: Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot, price_as_of: None },
         class: WorkerClass::Gpu,
     }
 }
@@ -68,7 +68,11 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
     let other_plane = ec2.run_instance(&run(&[(PLANE_TAG, "tlanother")])).await.unwrap();
 
     let offers = provider.offers().await.unwrap();
-    assert_eq!(offers[0].price_per_hour, 0.45, "a configured price stands");
+    assert_eq!((offers[0].price_per_hour, offers[0].price_as_of.as_deref()), (0.45, None), "a configured price stands");
+    let mut market = settings(dir.path(), &tag, true);
+    market.offer.price_per_hour = 0.0;
+    let priced = AwsProvider::new(market, credentials()).unwrap().offers().await.unwrap();
+    assert!(priced[0].price_per_hour > 0.0 && priced[0].price_as_of.is_some(), "no price: the market's, with its time: {priced:?}");
     let launched = provider.launch(&offers[0]).await.unwrap();
     let ours = ec2.describe_tagged(PLANE_TAG, &tag, &["pending", "running"]).await.unwrap();
     assert_eq!(ours.len(), 1);
@@ -127,7 +131,7 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
     let dir = tempfile::tempdir().unwrap();
     let binary = stand_in(dir.path());
     let plane = link("10.0.0.1", dir.path(), "tlboot", binary.clone());
-    let offer = Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot: true };
+    let offer = Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot: true, price_as_of: None };
     let node = dir.path().join("node");
     let url = format!("file://{}", binary.display());
     let sha = sha256(&binary);

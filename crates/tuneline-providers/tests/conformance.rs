@@ -32,7 +32,7 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
         join: "tlj1.00".into(),
         env: Vec::new(),
         dir: dir.join("workers"),
-        offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false },
+        offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false, price_as_of: None },
         class: tuneline_api::WorkerClass::Gpu,
         grace,
     }))

@@ -40,7 +40,7 @@ fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>
         notice: Duration::from_secs(55),
         remote_dir: ".tuneline".into(),
         link: link(&fleet.gateway, dir, "tlslurm", stand_in(dir)),
-        offer: Offer { instance_type: "a100-partition".into(), price_per_hour: 1.1, spot: false },
+        offer: Offer { instance_type: "a100-partition".into(), price_per_hour: 1.1, spot: false, price_as_of: None },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(40),
         listing_grace: Duration::from_secs(30),

@@ -35,7 +35,7 @@ fn provider(fleet: &Fleet, dir: &Path, key: &Path, tag: &str) -> SshProvider {
         auth: SshAuth::new(Some(key.to_path_buf()), dir.join("known_hosts")),
         remote_dir: ".tuneline".into(),
         link: link(&fleet.gateway, dir, tag, stand_in(dir)),
-        offer: Offer { instance_type: "rtx4090-box".into(), price_per_hour: 0.35, spot: false },
+        offer: Offer { instance_type: "rtx4090-box".into(), price_per_hour: 0.35, spot: false, price_as_of: None },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(2),
     })

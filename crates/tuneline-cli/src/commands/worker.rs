@@ -50,6 +50,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             instance_type: args.instance_type.clone().or(instance_type),
             price_per_hour: price,
             spot: args.spot || provider.is_some_and(|p| p.spot),
+            price_as_of: args.price_as_of.clone(),
             class,
             ..WorkerRegister::default()
         },
@@ -61,7 +62,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
         Ok(Exit::ShutDown) => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
         Ok(Exit::Signalled) => eprintln!("worker: stopped by a signal"),
         Ok(Exit::Orphaned) => eprintln!("worker: stopped as an orphan (the server did not answer)"),
-        Err(e) => eprintln!("worker: {e}"),
+        // Said once, as this command's error, below.
+        Err(_) => {}
     }
     // A signal is the cloud's own notice or a person's: anything else leaves the instance with no worker, billing.
     if args.self_stop.is_some() && !matches!(served, Ok(Exit::Signalled)) {

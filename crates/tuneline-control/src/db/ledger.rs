@@ -22,6 +22,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         instance_type: info.instance_type,
         price_per_hour: info.price_per_hour,
         spot: info.spot,
+        price_as_of: info.price_as_of,
         started_at: row.get(3)?,
         ended_at: row.get(4)?,
         start_step: row.get(5)?,

@@ -420,8 +420,8 @@ pub struct WorkersConfig {
     pub idle_timeout: HumanDuration,
     /// A worker silent for this long is declared lost.
     pub lease_timeout: HumanDuration,
-    /// A remote worker that hears nothing from the server for this long
-    /// stops (checkpointing its job); on a cloud instance it terminates the instance.
+    /// A cloud instance's worker that hears nothing from the server for this
+    /// long stops (checkpointing its job) and terminates its instance.
     pub orphan_timeout: HumanDuration,
     /// Job phase.
     pub phase: Phase,

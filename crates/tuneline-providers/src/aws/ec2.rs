@@ -149,6 +149,8 @@ struct TerminateInstances {
 #[serde(rename_all = "camelCase")]
 struct SpotPrice {
     spot_price: String,
+    #[serde(default)]
+    timestamp: String,
 }
 
 #[derive(Deserialize)]
@@ -269,15 +271,17 @@ impl Ec2 {
         Ok(answer.instances_set.item.into_iter().map(|t| (t.instance_id, t.current_state.name)).collect())
     }
 
-    /// The latest Linux spot price of `instance_type` in this region, dollars per hour, if EC2 has one.
-    pub async fn spot_price(&self, instance_type: &str) -> Result<Option<f64>, Ec2Error> {
+    /// The lowest current Linux spot price of `instance_type` across this
+    /// region's zones, dollars per hour, and its time, if EC2 has one.
+    pub async fn spot_price(&self, instance_type: &str) -> Result<Option<(f64, String)>, Ec2Error> {
         let params = vec![
             ("InstanceType.1".to_string(), instance_type.to_string()),
             ("ProductDescription.1".into(), "Linux/UNIX".into()),
             ("StartTime".into(), chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         ];
         let answer: SpotPriceHistory = parse(&self.call("DescribeSpotPriceHistory", &params).await?)?;
-        Ok(answer.spot_price_history_set.item.iter().filter_map(|p| p.spot_price.parse::<f64>().ok()).reduce(f64::min))
+        let prices = answer.spot_price_history_set.item.into_iter().filter_map(|p| Some((p.spot_price.parse::<f64>().ok()?, p.timestamp)));
+        Ok(prices.min_by(|a, b| a.0.total_cmp(&b.0)))
     }
 
     /// One signed call: `Action` with `params`, form-encoded; the response body.

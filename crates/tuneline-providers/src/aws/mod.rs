@@ -156,8 +156,9 @@ impl Provider for AwsProvider {
         let mut offer = self.settings.offer.clone();
         // A spot offer with no configured price takes the market's.
         if offer.spot && offer.price_per_hour == 0.0 {
-            if let Some(price) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
+            if let Some((price, at)) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
                 offer.price_per_hour = price;
+                offer.price_as_of = Some(at);
             }
         }
         Ok(vec![offer])
@@ -224,7 +225,7 @@ impl Provider for AwsProvider {
                 let offer = if i.instance_type == offer.instance_type && spot == offer.spot {
                     offer.clone()
                 } else {
-                    Offer { instance_type: i.instance_type.clone(), price_per_hour: 0.0, spot }
+                    Offer { instance_type: i.instance_type.clone(), price_per_hour: 0.0, spot, price_as_of: None }
                 };
                 Instance { id, offer, launched_at: i.launched_at() }
             })
