@@ -1,6 +1,9 @@
 //! Separate hosts on one machine: each a network and mount namespace of its
 //! own, joined to this one by a veth link on a bridge, running its own sshd
-//! (Debian's openssh-server, key authentication only).
+//! (Debian's openssh-server, key authentication only). Its sshd probes its
+//! clients every second (`ClientAliveInterval`): a connection whose client
+//! went away while the link was cut (a control master that gave up) ends
+//! once the link is back, as on servers that set it.
 //!
 //! Inside a host, `/root` (the login's home) is an empty tmpfs of its own,
 //! and so is every path the test hides, such as the server's project
@@ -218,7 +221,8 @@ fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path,
     let host_key = keygen(&host_dir, "host_key");
     let config = format!(
         "ListenAddress {addr}\nHostKey {}\nPidFile {d}/sshd.pid\nAuthorizedKeysFile /root/.ssh/authorized_keys\nPasswordAuthentication no\n\
-         KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\nPrintMotd no\n",
+         KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\nPrintMotd no\n\
+         ClientAliveInterval 1\nClientAliveCountMax 3\n",
         host_key.display(),
         d = host_dir.display()
     );
