@@ -61,8 +61,9 @@ impl ClientError {
     }
 }
 
-/// `e` and every error under it: reqwest's own message omits a TLS refusal's reason.
-fn causes(e: &reqwest::Error) -> String {
+/// `e` and every error under it: reqwest's own message omits a TLS refusal's
+/// reason and a connection's ("error sending request").
+pub fn causes(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {

@@ -3,8 +3,10 @@
 //! there already has this build's SHA-256, refuse one that does not, and
 //! start the worker with its log in a file. POSIX sh, run as root.
 
-use super::remote::{quote, worker_args, PlaneLink, SOURCE_ENV};
-use super::Offer;
+use tokio::sync::OnceCell;
+
+use super::remote::{quote, sha256_of, worker_args, PlaneLink, SOURCE_ENV};
+use super::{Offer, ProviderError};
 use tuneline_api::WorkerClass;
 
 /// Where a booted instance keeps the binary, its env file, caches and logs.
@@ -36,7 +38,13 @@ pub struct Boot<'a> {
     pub env: &'a [(&'a str, String)],
 }
 
-impl Boot<'_> {
+impl<'a> Boot<'a> {
+    /// The boot of `provider`'s instance `id` in [`BOOT_DIR`], with no spot
+    /// notice, self-stop or variables of its own (set those fields after).
+    pub fn new(link: &'a PlaneLink, binary_url: &'a str, binary_sha: &'a str, provider: &'a str, id: &'a str, offer: &'a Offer, class: WorkerClass) -> Self {
+        Self { link, binary_url, binary_sha, provider, id, offer, class, dir: BOOT_DIR, spot_notice: None, self_stop: None, env: &[] }
+    }
+
     /// The script. It carries the join token, which only registers a worker:
     /// anyone who can read the instance's user data could join one, nothing more.
     pub fn script(&self) -> String {
@@ -62,5 +70,16 @@ impl Boot<'_> {
             join = quote(&self.link.join),
             id = self.id,
         )
+    }
+}
+
+/// The SHA-256 of the plane's `tuneline` binary, hashed once, on a cloud's first launch.
+#[derive(Default)]
+pub struct BinaryHash(OnceCell<String>);
+
+impl BinaryHash {
+    /// The hash of `link`'s binary, as `provider`'s error if it cannot be read.
+    pub async fn of(&self, link: &PlaneLink, provider: &str) -> Result<&str, ProviderError> {
+        self.0.get_or_try_init(|| sha256_of(&link.binary)).await.map(String::as_str).map_err(|e| ProviderError::new(provider, e))
     }
 }

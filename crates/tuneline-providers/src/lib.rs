@@ -3,6 +3,8 @@
 //!
 //! - [`local`]: `tuneline worker` processes on this machine;
 //! - [`aws`]: workers on EC2 instances, spot or on-demand;
+//! - [`runpod`], [`vast`], [`lambda`]: workers on the GPU marketplaces'
+//!   instances, through their APIs ([`json_api`]), with what they share in [`market`];
 //! - [`boot`]: the script a cloud instance boots with, which starts its worker;
 //! - [`process`]: children tied to their parent, and signals to them;
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
@@ -14,12 +16,17 @@
 
 pub mod aws;
 pub mod boot;
+pub mod json_api;
+pub mod lambda;
 pub mod local;
+pub mod market;
 pub mod process;
 pub mod remote;
+pub mod runpod;
 pub mod slurm;
 pub mod spot;
 pub mod ssh;
+pub mod vast;
 
 use serde::Serialize;
 

@@ -38,9 +38,20 @@ impl PlaneLink {
         format!("{}-{}-", self.tag, class.as_str())
     }
 
-    /// The name of an instance of `class` launched at `launched_at` (seconds since the epoch), unique to the millisecond.
+    /// The name of an instance of `class` launched at `launched_at` (seconds
+    /// since the epoch, in milliseconds); two launched in the same millisecond
+    /// get the next free one, so that names stay unique.
     pub fn instance_id(&self, class: tuneline_api::WorkerClass, launched_at: f64) -> String {
-        format!("{}{}", self.prefix(class), (launched_at * 1000.0) as u64)
+        static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let wanted = (launched_at * 1000.0) as u64;
+        let previous = LAST.fetch_max(wanted, std::sync::atomic::Ordering::SeqCst);
+        let ms = if previous < wanted { wanted } else { LAST.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 };
+        format!("{}{ms}", self.prefix(class))
+    }
+
+    /// When instance `name` of `class` was launched: the milliseconds its [`Self::instance_id`] ends with (0 for another's name).
+    pub fn launched_at(&self, class: tuneline_api::WorkerClass, name: &str) -> f64 {
+        name.strip_prefix(&self.prefix(class)).and_then(|ms| ms.parse::<u64>().ok()).map_or(0.0, |ms| ms as f64 / 1000.0)
     }
 }
 

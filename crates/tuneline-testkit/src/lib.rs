@@ -2,10 +2,12 @@
 //! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
 //! Garage S3 server, a real OCI registry and moto's EC2 on loopback, separate test
 //! hosts (network and mount namespaces with their own sshd), and a cloud
-//! stand-in that boots moto's instances on such hosts. A missing dependency fails the test loudly
+//! stand-in that boots moto's instances on such hosts, and recorded contracts
+//! of the vendors' APIs that cannot run here ([`Contract`]). A missing dependency fails the test loudly
 //! with the command that installs it; nothing is ever skipped.
 
 mod cloud;
+mod contract;
 mod deps;
 mod garage;
 mod hosts;
@@ -14,6 +16,7 @@ mod process;
 mod registry;
 
 pub use cloud::{Cloud, CloudInstance};
+pub use contract::Contract;
 pub use deps::{
     cache_dir, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python,
 };

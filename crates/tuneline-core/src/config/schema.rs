@@ -493,10 +493,18 @@ pub struct ProviderConfig {
     pub sbatch_args: Vec<String>,
     /// Slurm: `user@login-node[:port]`, to run sbatch over ssh when this machine is not a Slurm client.
     pub login: Option<String>,
-    /// AWS: the AMI to launch.
+    /// AWS: the AMI to launch; RunPod and Vast.ai: the container image.
     pub image: Option<String>,
-    /// AWS: an EC2-compatible endpoint instead of AWS's, such as `http://127.0.0.1:5000`.
+    /// Cloud providers: an API endpoint instead of the vendor's, such as `http://127.0.0.1:5000` (moto, a recorded contract).
     pub endpoint: Option<String>,
+    /// RunPod and Vast.ai spot: the bid per hour (RunPod's per GPU) [default: the market's minimum].
+    pub bid_per_hour: Option<f64>,
+    /// RunPod and Vast.ai: the container's disk, in GB.
+    pub disk_gb: u32,
+    /// RunPod: `SECURE` or `COMMUNITY` cloud.
+    pub cloud_type: String,
+    /// Lambda: the name of the account's SSH key that every launch must name.
+    pub ssh_key_name: Option<String>,
     /// AWS: the instance profile instances launch with (their store credentials).
     pub instance_profile: Option<String>,
     /// Cloud providers: where instances download the `tuneline` binary (its SHA-256 is checked against this build).
@@ -530,6 +538,10 @@ impl Default for ProviderConfig {
             login: None,
             image: None,
             endpoint: None,
+            bid_per_hour: None,
+            disk_gb: 40,
+            cloud_type: "SECURE".into(),
+            ssh_key_name: None,
             instance_profile: None,
             binary_url: None,
         }

@@ -89,6 +89,12 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
                 v.check(&format!("providers.{name}.{field}"), price, ">= 0", price >= 0.0);
             }
         }
+        if let Some(bid) = p.bid_per_hour {
+            v.check(&format!("providers.{name}.bid_per_hour"), bid, "> 0", bid > 0.0 && bid.is_finite());
+        }
+        if !matches!(p.cloud_type.as_str(), "SECURE" | "COMMUNITY") {
+            v.fail(&format!("providers.{name}.cloud_type"), &format!("is \"{}\"; RunPod's clouds are \"SECURE\" and \"COMMUNITY\"", p.cloud_type));
+        }
         for (i, host) in p.hosts.iter().enumerate() {
             if let Err(e) = super::SshHost::parse(host) {
                 v.fail(&format!("providers.{name}.hosts[{i}]"), &e);

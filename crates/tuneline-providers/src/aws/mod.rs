@@ -20,16 +20,14 @@ pub mod ec2;
 pub mod imds;
 pub mod self_stop;
 
-use tokio::sync::OnceCell;
-
 use aws_credential_types::Credentials;
 use ec2::{Ec2, Ec2Instance, RunRequest};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
 use tuneline_core::config::ProviderConfig;
 
-use super::boot::{Boot, BOOT_DIR};
-use super::remote::{sha256_of, PlaneLink};
+use super::boot::{BinaryHash, Boot};
+use super::remote::PlaneLink;
 use super::{Instance, Offer, Provider, ProviderError};
 
 /// The tag naming the plane an instance belongs to.
@@ -109,7 +107,7 @@ pub fn credentials(var: impl Fn(&str) -> Option<String>) -> Result<Credentials, 
 pub struct AwsProvider {
     settings: AwsSettings,
     ec2: Ec2,
-    binary_sha: OnceCell<String>,
+    binary_sha: BinaryHash,
 }
 
 impl AwsProvider {
@@ -121,7 +119,7 @@ impl AwsProvider {
     /// A provider signing with `credentials`.
     pub fn new(settings: AwsSettings, credentials: Credentials) -> Result<Self, ProviderError> {
         let ec2 = Ec2::new(&settings.region, settings.endpoint.as_deref(), credentials).map_err(|e| ProviderError::new("aws", e))?;
-        Ok(Self { settings, ec2, binary_sha: OnceCell::new() })
+        Ok(Self { settings, ec2, binary_sha: BinaryHash::default() })
     }
 
     fn error(&self, call: &str, e: ec2::Ec2Error) -> ProviderError {
@@ -166,25 +164,13 @@ impl Provider for AwsProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
-        let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| ProviderError::new("aws", e))?;
+        let sha = self.binary_sha.of(&s.link, "aws").await?;
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
         // What the worker's self-stop calls: this region, and this endpoint if it is not AWS's.
         let mut env = vec![("AWS_REGION", s.region.clone())];
         env.extend(s.endpoint.clone().map(|e| ("AWS_ENDPOINT_URL_EC2", e)));
-        let boot = Boot {
-            link: &s.link,
-            binary_url: &s.binary_url,
-            binary_sha: sha,
-            provider: "aws",
-            id: &id,
-            offer,
-            class: s.class,
-            dir: BOOT_DIR,
-            spot_notice: offer.spot.then_some("aws"),
-            self_stop: Some("aws"),
-            env: &env,
-        };
+        let boot = Boot { spot_notice: offer.spot.then_some("aws"), self_stop: Some("aws"), env: &env, ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class) };
         let script = boot.script();
         let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
         let run = RunRequest {

@@ -1,0 +1,124 @@
+//! What the GPU marketplaces' providers share: their settings from a
+//! `[providers.<name>]` table, the API key from the environment, and the
+//! boot script every launch passes.
+//!
+//! Their instances carry no tags, so each is named with this plane's prefix
+//! ([`PlaneLink::prefix`]): `list` sees only names with it, and nothing else
+//! is ever terminated.
+
+use tuneline_api::WorkerClass;
+use tuneline_core::config::ProviderConfig;
+
+use super::boot::{BinaryHash, Boot};
+use super::remote::PlaneLink;
+use super::{Offer, ProviderError};
+
+/// A marketplace pool's settings.
+#[derive(Debug, Clone)]
+pub struct MarketSettings {
+    /// The API's base URL: the vendor's, or `endpoint` (a recorded contract in the tests).
+    pub endpoint: String,
+    /// The API key.
+    pub api_key: String,
+    /// The container image (RunPod, Vast.ai).
+    pub image: Option<String>,
+    /// The region to launch in (Lambda) [default: the first with capacity].
+    pub region: Option<String>,
+    /// The bid per hour on a spot offer [default: the market's minimum].
+    pub bid_per_hour: Option<f64>,
+    /// The container's disk, in GB.
+    pub disk_gb: u32,
+    /// RunPod's `SECURE` or `COMMUNITY` cloud.
+    pub cloud_type: String,
+    /// The account's SSH key that a Lambda launch names.
+    pub ssh_key_name: Option<String>,
+    /// Where instances download the `tuneline` binary.
+    pub binary_url: String,
+    /// The plane its workers join.
+    pub link: PlaneLink,
+    /// What it launches: `instance_type` is the GPU (or instance) type; a price of 0 takes the market's.
+    pub offer: Offer,
+    /// The jobs its workers take.
+    pub class: WorkerClass,
+}
+
+/// A marketplace: its name, its API's home, and the variable holding its key.
+#[derive(Debug, Clone, Copy)]
+pub struct Market {
+    /// The provider's name, as in `[providers.<name>]`.
+    pub name: &'static str,
+    /// The API's base URL.
+    pub endpoint: &'static str,
+    /// The environment variable with the API key.
+    pub key_var: &'static str,
+    /// An example of what `instance_type` names there.
+    pub example_type: &'static str,
+}
+
+impl MarketSettings {
+    /// The settings of `[providers.<market>]` for a pool of `class` launching `offer`,
+    /// with the key from `var` (the environment).
+    pub fn from_config(
+        market: Market,
+        p: &ProviderConfig,
+        link: &PlaneLink,
+        class: WorkerClass,
+        offer: &Offer,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, String> {
+        let name = market.name;
+        let (key, named) = match class {
+            WorkerClass::Gpu => ("instance_type", &p.instance_type),
+            WorkerClass::Cpu => ("delivery_instance_type", &p.delivery_instance_type),
+        };
+        if named.is_none() {
+            return Err(format!("[providers.{name}] {key}: missing; name what to launch, such as \"{}\"", market.example_type));
+        }
+        let binary_url = p.binary_url.clone().ok_or_else(|| {
+            format!("[providers.{name}] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)")
+        })?;
+        let api_key = api_key(market, var).map_err(|e| e.message)?;
+        Ok(Self {
+            endpoint: p.endpoint.clone().unwrap_or_else(|| market.endpoint.to_string()),
+            api_key,
+            image: p.image.clone(),
+            region: p.region.clone(),
+            bid_per_hour: p.bid_per_hour,
+            disk_gb: p.disk_gb,
+            cloud_type: p.cloud_type.clone(),
+            ssh_key_name: p.ssh_key_name.clone(),
+            binary_url,
+            link: link.clone(),
+            offer: offer.clone(),
+            class,
+        })
+    }
+
+    /// The boot script of instance `id`, launched as `offer`.
+    pub async fn boot_script(&self, name: &str, hash: &BinaryHash, id: &str, offer: &Offer) -> Result<String, ProviderError> {
+        let sha = hash.of(&self.link, name).await?;
+        Ok(Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class).script())
+    }
+
+    /// Whether `name` is one of this pool's instances.
+    pub fn owns(&self, name: &str) -> bool {
+        name.starts_with(&self.link.prefix(self.class))
+    }
+}
+
+/// The API key of `market` in `var` (the environment), never read from a file.
+pub fn api_key(market: Market, var: impl Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
+    var(market.key_var)
+        .filter(|k| !k.trim().is_empty())
+        .ok_or_else(|| ProviderError::new(market.name, format!("no credentials: set {} to an API key of the account", market.key_var)))
+}
+
+/// The hint for an API's refusal of the key (HTTP 401 or 403).
+pub fn key_hint(market: Market) -> String {
+    format!("; check {}: the API refused the key", market.key_var)
+}
+
+/// The time now, RFC 3339: when a price the provider reported was current.
+pub fn as_of_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

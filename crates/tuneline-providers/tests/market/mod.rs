@@ -1,0 +1,42 @@
+//! The marketplaces' suites: a pool's settings against a recorded contract.
+
+use std::path::{Path, PathBuf};
+
+use tuneline_api::WorkerClass;
+use tuneline_providers::market::MarketSettings;
+use tuneline_providers::Offer;
+use tuneline_testkit::Contract;
+
+use super::remote::link;
+
+/// The recorded contract `name` of this crate's `tests/contracts`.
+pub fn contract(name: &str) -> Contract {
+    Contract::serve(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contracts").join(format!("{name}.json")))
+}
+
+/// A GPU pool launching `instance_type` through the API at `endpoint`, with `key`.
+pub fn settings(dir: &Path, endpoint: &str, key: &str, instance_type: &str, spot: bool) -> MarketSettings {
+    let binary = dir.join("tuneline");
+    std::fs::write(&binary, "#!/bin/sh\n").unwrap();
+    MarketSettings {
+        endpoint: endpoint.to_string(),
+        api_key: key.into(),
+        image: None,
+        region: None,
+        bid_per_hour: None,
+        disk_gb: 40,
+        cloud_type: "SECURE".into(),
+        ssh_key_name: None,
+        binary_url: "https://example.invalid/tuneline".into(),
+        link: link("10.0.0.1", dir, "tlmarket", PathBuf::from(binary)),
+        offer: Offer { instance_type: instance_type.into(), price_per_hour: 0.0, spot, price_as_of: None },
+        class: WorkerClass::Gpu,
+    }
+}
+
+/// Asserts that `script` (perhaps quoted once more, as a start command) is the boot script of worker `name` of `provider`.
+pub fn is_boot_script_of(script: &str, provider: &str, name: &str) {
+    let unquoted = script.replace(['\'', '\\'], "");
+    assert!(script.contains("sha256sum -c") && script.contains("curl -fsSL"), "it fetches and checks the binary: {script}");
+    assert!(unquoted.contains(&format!("bin/tuneline worker --server https://10.0.0.1:8470 --provider {provider} --instance {name} ")), "it starts worker {name}: {script}");
+}
