@@ -1,6 +1,7 @@
 //! Starting the control plane from a config: the API server over the state
 //! directory, and the autoscalers over `[workers] provider` (`local`, spot-
-//! simulated when `[providers.local]` asks, or `manual`: workers started by
+//! simulated when `[providers.local]` asks, `ssh`, `slurm`, `aws`, the
+//! marketplaces `runpod`, `vast` and `lambda`, or `manual`: workers started by
 //! hand with `tuneline worker`), one per pool: training and delivery. `tuneline server` and `tuneline run` share it.
 
 use std::path::{Path, PathBuf};
@@ -147,10 +148,10 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
     let settings = config.providers.get(name).cloned().unwrap_or_default();
     let kind = match name {
         "manual" => return Ok(Vec::new()),
-        "local" | "ssh" | "slurm" | "aws" => name,
+        "local" | "ssh" | "slurm" | "aws" | "runpod" | "vast" | "lambda" => name,
         other => {
             return Err(Failure::input(format!(
-                "[workers] provider = \"{other}\": this build launches `local`, `ssh`, `slurm` and `aws` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
+                "[workers] provider = \"{other}\": this build launches `local`, `ssh`, `slurm`, `aws`, `runpod`, `vast` and `lambda` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
             )))
         }
     };
@@ -199,6 +200,10 @@ fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint
             ("aws", Some(link)) => Arc::new(
                 AwsProvider::from_env(AwsSettings::from_config(&settings, link, class, offer).map_err(remote)?).map_err(|e| Failure::input(e.to_string()))?,
             ),
+            (market, Some(link)) if market != "local" => match tuneline_providers::market::provider(market, &settings, link, class, offer) {
+                Some(made) => made.map_err(remote)?,
+                None => local(class, offer),
+            },
             _ => local(class, offer),
         })
     };

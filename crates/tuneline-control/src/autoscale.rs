@@ -11,7 +11,12 @@
 //! instance was preempted cools down for the pool's cooldown, so the next
 //! launch goes elsewhere (SkyPilot #10021), unless every offer is cooling.
 //! Each choice and its reason is an event in the log of the job it is for.
+//!
+//! A provider may bill an instance at another price than the offer's (it
+//! reports it at launch: RunPod's `costPerHr`); the ledger keeps the
+//! reported one, set on the instance's worker once it registers.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +65,8 @@ pub struct Autoscaler {
     provider: Arc<dyn Provider>,
     pool: Pool,
     cooling: Mutex<Cooling>,
+    /// Launched instances whose worker has not registered yet: the price their provider reported.
+    reported: Mutex<HashMap<String, Offer>>,
 }
 
 /// Offers cooling down after a preemption.
@@ -75,7 +82,7 @@ impl Autoscaler {
     /// An autoscaler for `pool`.
     pub fn new(shared: Arc<Shared>, provider: Arc<dyn Provider>, pool: Pool) -> Self {
         let cooling = Mutex::new(Cooling { until: Vec::new(), seen: now() });
-        Self { shared, provider, pool, cooling }
+        Self { shared, provider, pool, cooling, reported: Mutex::default() }
     }
 
     /// Runs passes every `every` until the task is dropped.
@@ -108,6 +115,7 @@ impl Autoscaler {
         let mine: Vec<_> =
             workers.iter().filter(|w| w.info.provider == self.provider.name() && w.info.class == self.pool.class && w.info.instance.is_some()).collect();
         let alive = |id: &str| instances.iter().any(|i| i.id == id);
+        self.keep_reported_prices(&mine, &alive);
         for worker in mine.iter().filter(|w| !alive(w.info.instance.as_deref().unwrap_or_default())) {
             let requeued = self.shared.db().end_worker(worker.id, true);
             if let Ok(Some(job)) = requeued {
@@ -154,6 +162,20 @@ impl Autoscaler {
             }
         }
         pass
+    }
+
+    /// Sets each newly registered worker's price to what its provider
+    /// reported at launch; forgets the instances that are gone.
+    fn keep_reported_prices(&self, mine: &[&tuneline_api::Worker], alive: &dyn Fn(&str) -> bool) {
+        let mut reported = self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        reported.retain(|id, offer| {
+            let Some(worker) = mine.iter().find(|w| w.info.instance.as_deref() == Some(id.as_str())) else { return alive(id) };
+            if worker.info.price_per_hour != offer.price_per_hour {
+                tracing::info!("worker {} ({id}) bills at ${}/h, as {} reported at launch", worker.id, offer.price_per_hour, self.provider.name());
+                let _ = self.shared.db().set_price(worker.id, offer.price_per_hour, offer.price_as_of.as_deref());
+            }
+            false
+        });
     }
 
     /// Cools down the offers of instances preempted since the last look.
@@ -207,9 +229,10 @@ impl Autoscaler {
                         why.push("it is cooling down after a preemption, but every other offer is too or is full".into());
                     }
                     let why = if why.is_empty() { "the pool's first choice".to_string() } else { why.join("; ") };
-                    let text = format!("tuneline: launched {} as {} ({why})", describe(offer), instance.id);
+                    let text = format!("tuneline: launched {} as {} ({why})", describe(&instance.offer), instance.id);
                     tracing::info!("{text}");
                     let _ = self.shared.db().note(self.pool.class, &text);
+                    self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(instance.id.clone(), instance.offer);
                     return Ok(instance.id);
                 }
                 Err(e) if e.full && rank + 1 < order.len() => {

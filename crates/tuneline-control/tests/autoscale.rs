@@ -29,6 +29,8 @@ struct Recorder {
     refuse: Mutex<Option<ProviderError>>,
     /// Launches of these instance types find no capacity.
     full: Mutex<Vec<String>>,
+    /// The price launched instances are billed at, as a provider reports it, when not the offer's.
+    billed: Mutex<Option<f64>>,
 }
 
 #[async_trait::async_trait]
@@ -47,7 +49,12 @@ impl Provider for Recorder {
             return Err(ProviderError { provider: "local".into(), message: "InsufficientInstanceCapacity".into(), full: true });
         }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let instance = Instance { id: format!("i-{serial}"), offer: offer.clone(), launched_at: now() };
+        let mut offer = offer.clone();
+        if let Some(price) = *self.billed.lock().unwrap() {
+            offer.price_per_hour = price;
+            offer.price_as_of = Some("2026-12-02T03:00:00Z".into());
+        }
+        let instance = Instance { id: format!("i-{serial}"), offer, launched_at: now() };
         self.instances.lock().unwrap().push(instance.clone());
         Ok(instance)
     }
@@ -285,4 +292,23 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
         pass.launched.is_empty() && pass.failed.iter().any(|f| f.contains("cannot launch gpu-big") && f.contains("InsufficientInstanceCapacity")),
         "{pass:?}"
     );
+}
+
+#[tokio::test]
+async fn a_worker_bills_at_the_price_its_provider_reported_at_launch_not_the_offers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    *provider.billed.lock().unwrap() = Some(0.69);
+    let job = shared.db().submit(&command(), 3).unwrap();
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    assert!(log_of(&shared, job.id).contains("launched gpu-small spot at $0.690/h as i-0"), "{}", log_of(&shared, job.id));
+    // Its worker registers with the offer's price, from its boot script.
+    let worker = register(&shared, "i-0");
+    autoscaler.pass().await;
+    let info = shared.db().worker(worker).unwrap().info;
+    assert_eq!((info.price_per_hour, info.price_as_of.as_deref()), (0.69, Some("2026-12-02T03:00:00Z")), "the ledger keeps the billed price");
+    // Once set, it is not set again: a report never re-prices.
+    shared.db().set_price(worker, 0.5, None).unwrap();
+    autoscaler.pass().await;
+    assert_eq!(shared.db().worker(worker).unwrap().info.price_per_hour, 0.5);
 }

@@ -6,12 +6,36 @@
 //! ([`PlaneLink::prefix`]): `list` sees only names with it, and nothing else
 //! is ever terminated.
 
+use std::sync::Arc;
+
 use tuneline_api::WorkerClass;
 use tuneline_core::config::ProviderConfig;
 
 use super::boot::{BinaryHash, Boot};
+use super::lambda::{LambdaProvider, LAMBDA, LAUNCH_INTERVAL};
 use super::remote::PlaneLink;
-use super::{Offer, ProviderError};
+use super::runpod::{RunPodProvider, RUNPOD};
+use super::vast::{VastProvider, VAST};
+use super::{Offer, Provider, ProviderError};
+
+/// The marketplaces, by `[workers] provider` name.
+pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
+
+/// The provider of marketplace `name` for a pool of `class` launching
+/// `offer`, from `[providers.<name>]` and the API key in the environment;
+/// `None` when `name` is no marketplace.
+pub fn provider(name: &str, p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Option<Result<Arc<dyn Provider>, String>> {
+    let market = MARKETS.into_iter().find(|m| m.name == name)?;
+    let made = MarketSettings::from_config(market, p, link, class, offer, |k| std::env::var(k).ok()).and_then(|s| {
+        let provider: Result<Arc<dyn Provider>, ProviderError> = match market.name {
+            "runpod" => RunPodProvider::new(s).map(|p| Arc::new(p) as _),
+            "vast" => VastProvider::new(s).map(|p| Arc::new(p) as _),
+            _ => LambdaProvider::new(s, LAUNCH_INTERVAL).map(|p| Arc::new(p) as _),
+        };
+        provider.map_err(|e| e.to_string())
+    });
+    Some(made)
+}
 
 /// A marketplace pool's settings.
 #[derive(Debug, Clone)]

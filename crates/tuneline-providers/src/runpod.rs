@@ -3,8 +3,9 @@
 //!
 //! - **offers**: `gpuTypes` for the GPU type: the on-demand price, or the bid
 //!   (the configured one, else the market's minimum), refused below the minimum;
-//! - **launch**: `podFindAndDeployOnDemand` or `podRentInterruptable`, the boot
-//!   script as the container's start command; the pod's `costPerHr` is the price;
+//! - **launch**: priced as above now, then `podFindAndDeployOnDemand` or
+//!   `podRentInterruptable`, the boot script as the container's start command;
+//!   the pod's `costPerHr` is the price the ledger keeps;
 //! - **list**: `myself { pods }`, by this plane's name prefix; a pod of ours
 //!   that has stopped (an interruptible one outbid) is terminated, since its disk still bills;
 //! - **terminate**: `podTerminate`, then `pod` to check it is gone.
@@ -116,36 +117,11 @@ impl RunPodProvider {
             _ => Ok(()),
         }
     }
-}
 
-/// RunPod's "there are no longer any instances available" and its kin: no one's fault.
-fn is_capacity(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("no longer any instances available") || m.contains("no instances available") || m.contains("not enough free gpus")
-}
-
-/// What to do about RunPod's `message`.
-fn hint(message: &str) -> &'static str {
-    let m = message.to_ascii_lowercase();
-    if m.contains("bid") {
-        "; raise [providers.runpod] bid_per_hour to at least the market's minimum"
-    } else if m.contains("gpu type") || m.contains("gputypeid") {
-        "; check [providers.runpod] instance_type, which must be one of RunPod's gpuTypes ids"
-    } else if m.contains("unauthorized") || m.contains("api key") {
-        "; check RUNPOD_API_KEY"
-    } else {
-        ""
-    }
-}
-
-#[async_trait::async_trait]
-impl Provider for RunPodProvider {
-    fn name(&self) -> &str {
-        RUNPOD.name
-    }
-
-    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
-        let mut offer = self.settings.offer.clone();
+    /// `offer` at the market's price now: the on-demand price, or the bid
+    /// (the configured one, else the minimum), refused below the minimum.
+    async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
+        let mut offer = offer.clone();
         let variables = json!({
             "input": { "id": offer.instance_type },
             "lowest": { "gpuCount": 1, "secureCloud": self.settings.cloud_type == "SECURE" },
@@ -176,11 +152,43 @@ impl Provider for RunPodProvider {
             _ => market,
         };
         offer.price_as_of = Some(as_of_now());
-        Ok(vec![offer])
+        Ok(offer)
+    }
+}
+
+/// RunPod's "there are no longer any instances available" and its kin: no one's fault.
+fn is_capacity(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("no longer any instances available") || m.contains("no instances available") || m.contains("not enough free gpus")
+}
+
+/// What to do about RunPod's `message`.
+fn hint(message: &str) -> &'static str {
+    let m = message.to_ascii_lowercase();
+    if m.contains("bid") {
+        "; raise [providers.runpod] bid_per_hour to at least the market's minimum"
+    } else if m.contains("gpu type") || m.contains("gputypeid") {
+        "; check [providers.runpod] instance_type, which must be one of RunPod's gpuTypes ids"
+    } else if m.contains("unauthorized") || m.contains("api key") {
+        "; check RUNPOD_API_KEY"
+    } else {
+        ""
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for RunPodProvider {
+    fn name(&self) -> &str {
+        RUNPOD.name
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        Ok(vec![self.priced(&self.settings.offer).await?])
     }
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
+        let offer = &self.priced(offer).await?;
         let image = s.image.as_deref().ok_or_else(|| {
             ProviderError::new(RUNPOD.name, "[providers.runpod] image: missing; name a container image with sh and curl, such as a runpod/pytorch one".into())
         })?;

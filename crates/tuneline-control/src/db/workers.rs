@@ -38,6 +38,16 @@ impl Db {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Sets worker `id`'s price to what its provider reported it bills, at
+    /// launch (RunPod's `costPerHr`): every segment of it bills at that price.
+    pub fn set_price(&self, id: i64, price_per_hour: f64, as_of: Option<&str>) -> Result<(), DbError> {
+        let mut info = self.worker(id)?.info;
+        info.price_per_hour = price_per_hour;
+        info.price_as_of = as_of.map(str::to_string);
+        self.conn.execute("UPDATE workers SET info = ?1 WHERE id = ?2", params![serde_json::to_string(&info).expect("serializable"), id])?;
+        Ok(())
+    }
+
     /// The live worker whose token has the SHA-256 `token_digest`: none once it ended, which revokes the token.
     pub fn worker_of_token(&self, token_digest: &str) -> Result<Option<i64>, DbError> {
         let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE token_digest = ?1 AND state IN ('idle', 'busy')")?;

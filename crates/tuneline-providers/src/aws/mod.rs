@@ -136,6 +136,18 @@ impl AwsProvider {
         error
     }
 
+    /// `offer`, a spot one with no configured price at the market's latest.
+    async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
+        let mut offer = offer.clone();
+        if offer.spot && offer.price_per_hour == 0.0 {
+            if let Some((price, at)) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
+                offer.price_per_hour = price;
+                offer.price_as_of = Some(at);
+            }
+        }
+        Ok(offer)
+    }
+
     /// This pool's instances that may still bill, by name.
     async fn alive(&self) -> Result<Vec<(String, Ec2Instance)>, ProviderError> {
         let tagged = self.ec2.describe_tagged(PLANE_TAG, &self.settings.link.tag, &ALIVE).await.map_err(|e| self.error("DescribeInstances", e))?;
@@ -151,19 +163,12 @@ impl Provider for AwsProvider {
     }
 
     async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
-        let mut offer = self.settings.offer.clone();
-        // A spot offer with no configured price takes the market's.
-        if offer.spot && offer.price_per_hour == 0.0 {
-            if let Some((price, at)) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
-                offer.price_per_hour = price;
-                offer.price_as_of = Some(at);
-            }
-        }
-        Ok(vec![offer])
+        Ok(vec![self.priced(&self.settings.offer).await?])
     }
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
+        let offer = &self.priced(offer).await?;
         let sha = self.binary_sha.of(&s.link, "aws").await?;
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
