@@ -20,12 +20,12 @@ impl TestContext {
         self.dir.path().join(rel)
     }
 
-    /// `tuneline ARGS` in the project directory, with no store credentials
-    /// from the caller's environment.
+    /// `tuneline ARGS` in the project directory, with no store or cloud
+    /// credentials from the caller's environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("tuneline").unwrap();
         cmd.current_dir(self.dir.path()).args(args);
-        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "TUNELINE_TOKEN", "RUST_LOG"] {
+        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "TUNELINE_TOKEN", "RUST_LOG", "RUNPOD_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY"] {
             cmd.env_remove(var);
         }
         cmd

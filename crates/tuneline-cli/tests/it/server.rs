@@ -6,7 +6,7 @@
 //! config that does not parse: the server answers 422 for those, which is
 //! the one status added to what schemathesis counts as accepting.
 
-use crate::common::{server, snapshot, TestContext};
+use crate::common::{output, server, snapshot, TestContext};
 
 #[test]
 fn the_api_is_what_its_openapi_document_says() {
@@ -37,4 +37,27 @@ fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
     assert_eq!(code, 1);
     let pid = regex::Regex::new(r"pid \d+").unwrap();
     snapshot(&ctx, "server_second", &pid.replace(&err, "pid [PID]"));
+}
+
+#[test]
+fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
+    let ctx = TestContext::new();
+    let config = |provider: &str, table: &str| format!("[workers]\nprovider = \"{provider}\"\n[providers.{provider}]\n{table}");
+    let serve = |ctx: &TestContext| ctx.run(&["server", "--listen", "127.0.0.1:0"]);
+    ctx.write("tuneline.toml", config("runpod", "instance_type = \"NVIDIA GeForce RTX 4090\"\nbinary_url = \"https://example.invalid/tuneline\"\n"));
+    let (code, _, err) = serve(&ctx);
+    assert_eq!((code, err.trim_end().lines().last()), (2, Some("error: no credentials: set RUNPOD_API_KEY to an API key of the account")), "{err}");
+    ctx.write("tuneline.toml", config("lambda", "instance_type = \"gpu_1x_a10\"\n"));
+    let (code, _, err) = output({
+        let mut cmd = ctx.cmd(&["server", "--listen", "127.0.0.1:0"]);
+        cmd.env("LAMBDA_API_KEY", "secret-lambda-key");
+        cmd
+    });
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[providers.lambda] binary_url: missing; give a URL the instances can download"), "{err}");
+    assert!(!err.contains("secret-lambda-key"), "the key is never printed: {err}");
+    ctx.write("tuneline.toml", config("vast", "instance_type = \"RTX 4090\"\ncloud_type = \"CHEAP\"\n"));
+    let (code, _, err) = serve(&ctx);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("providers.vast.cloud_type") && err.contains("is \"CHEAP\"; RunPod's clouds are \"SECURE\" and \"COMMUNITY\""), "{err}");
 }
