@@ -17,6 +17,9 @@
 //! moves IMDS for AWS's SDKs, since 169.254.169.254 cannot be given to
 //! each fleet of parallel tests. It also serves files, such as the
 //! `tuneline` binary for the boot script to download ([`Cloud::serve_file`]).
+//!
+//! Its EC2 endpoint is a front to moto that can run out of capacity for an
+//! instance type ([`Cloud::out_of_capacity`]), which moto never does.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +45,8 @@ pub struct CloudInstance {
     pub id: String,
     /// Its state: `pending`, `running`, `shutting-down`, `terminated`...
     pub state: String,
+    /// Its type, such as `g5.xlarge`.
+    pub instance_type: String,
     /// Its tags.
     pub tags: Vec<(String, String)>,
 }
@@ -76,6 +81,7 @@ struct State {
 
 struct Inner {
     moto: String,
+    front: crate::ec2_front::Ec2Front,
     region: String,
     imds: String,
     key: (String, String),
@@ -104,8 +110,10 @@ impl Cloud {
         let server = tiny_http::Server::http(format!("{}:0", fleet.gateway)).unwrap_or_else(|e| panic!("the metadata service: {e}"));
         let imds = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
         let moto = crate::moto::start_on(&fleet.gateway).unwrap_or_else(|e| panic!("{e}"));
+        let front = crate::ec2_front::Ec2Front::start(&fleet.gateway, &moto);
         let inner = Arc::new(Inner {
             moto,
+            front,
             region: region.to_string(),
             imds,
             key: (fleet.garage.key_id.clone(), fleet.garage.secret.clone()),
@@ -125,9 +133,15 @@ impl Cloud {
         Self { inner, watcher: Some(watcher), fleet }
     }
 
-    /// Its EC2 endpoint (moto), as `[providers.aws] endpoint` takes it.
+    /// Its EC2 endpoint (moto, behind a front that can run out of capacity), as `[providers.aws] endpoint` takes it.
     pub fn endpoint(&self) -> &str {
-        &self.inner.moto
+        self.inner.front.url()
+    }
+
+    /// From now, RunInstances of `instance_type` fails with EC2's
+    /// `InsufficientInstanceCapacity` (`out` true), or succeeds again.
+    pub fn out_of_capacity(&self, instance_type: &str, out: bool) {
+        self.inner.front.out_of_capacity(instance_type, out);
     }
 
     /// The metadata service, as `AWS_EC2_METADATA_SERVICE_ENDPOINT` takes it.
@@ -365,7 +379,7 @@ fn instances(xml: &str) -> Vec<CloudInstance> {
             Ok(Event::Start(e)) => {
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
                 if name == "item" && path.last().is_some_and(|p| p == "instancesSet") {
-                    found.push(CloudInstance { id: String::new(), state: String::new(), tags: Vec::new() });
+                    found.push(CloudInstance { id: String::new(), state: String::new(), instance_type: String::new(), tags: Vec::new() });
                 }
                 path.push(name);
             }
@@ -383,6 +397,7 @@ fn instances(xml: &str) -> Vec<CloudInstance> {
                 let tail: Vec<&str> = path.iter().rev().take(3).map(String::as_str).collect();
                 match tail.as_slice() {
                     ["instanceId", "item", "instancesSet"] => i.id = text,
+                    ["instanceType", "item", "instancesSet"] => i.instance_type = text,
                     ["name", "instanceState" | "currentState", "item"] => i.state = text,
                     ["key", "item", "tagSet"] => tag.0 = text,
                     ["value", "item", "tagSet"] => tag.1 = text,

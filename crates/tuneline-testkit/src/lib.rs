@@ -9,6 +9,7 @@
 mod cloud;
 mod contract;
 mod deps;
+mod ec2_front;
 mod garage;
 mod hosts;
 mod moto;

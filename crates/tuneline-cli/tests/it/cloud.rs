@@ -3,6 +3,8 @@
 //! (a namespace host that shares nothing with the server but Garage, moto,
 //! the metadata service and the API over its link):
 //!
+//! - no capacity for the first instance type: the first trainer launches on
+//!   the fallback type, at its catalog price;
 //! - a spot interruption notice from the instance's metadata service: the
 //!   worker checkpoints and releases the job as preempted, the cloud then
 //!   terminates the instance, and the job resumes on a new instance;
@@ -54,7 +56,7 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
         format!(
             "{project}[workers]\nprovider = \"aws\"\nmax_workers = 1\nlease_timeout = \"4s\"\norphan_timeout = \"6s\"\n\
              [providers.aws]\nregion = \"us-east-1\"\nendpoint = \"{}\"\nimage = \"ami-12c6146b\"\nbinary_url = \"{binary}\"\n\
-             instance_type = \"g5.xlarge\"\nspot = true\nprice_per_hour = 0.45\n\
+             instance_type = \"g5.xlarge\"\nspot = true\nprice_per_hour = 0.45\nfallback_instance_types = [\"g6.xlarge\"]\n\
              delivery_instance_type = \"c6i.2xlarge\"\ndelivery_price_per_hour = 0.34\n[server]\nlisten = \"{}:0\"\n",
             cloud.endpoint(),
             cloud.fleet.gateway
@@ -62,9 +64,22 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     );
     // The plane signs EC2 calls with the environment's credentials (moto takes any): the store's key here.
     let keys = [("AWS_ACCESS_KEY_ID", garage.key_id.as_str()), ("AWS_SECRET_ACCESS_KEY", garage.secret.as_str())];
+    // EC2 has no g5.xlarge for now: the first trainer is the fallback's.
+    cloud.out_of_capacity("g5.xlarge", true);
     let mut first = start_run(&ctx, "first", &keys);
     wait("step 3", &ctx, (&mut first, "first"), || step(&ctx) >= 3);
+    cloud.out_of_capacity("g5.xlarge", false);
     let noticed = trainer(&cloud, &ctx).expect("a training instance runs");
+    let kind = |id: &str| cloud.instances().into_iter().find(|i| i.id == id).map(|i| i.instance_type).unwrap_or_default();
+    assert_eq!(kind(&noticed), "g6.xlarge", "no capacity for g5.xlarge: its fallback");
+    let events: Vec<String> = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().logs(1, 0, 1000).unwrap().into_iter().map(|l| l.text).collect();
+    let events = events.join("\n");
+    assert!(
+        events.contains("g5.xlarge spot at $0.450/h has no capacity (RunInstances in us-east-1 at ")
+            && events.contains("InsufficientInstanceCapacity: We currently do not have sufficient g5.xlarge capacity")
+            && events.contains("launched g6.xlarge spot at $0.350/h as "),
+        "the fallback and its reason are in the job's events:\n{events}"
+    );
     cloud.notice(&noticed);
     let segments = || Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
     wait("the job released as preempted", &ctx, (&mut first, "first"), || segments().first().and_then(|s| s.outcome.clone()).as_deref() == Some("preempted"));
@@ -74,6 +89,7 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     let resumed = || step(&ctx) > at_notice + 1 && trainer(&cloud, &ctx).is_some_and(|i| i != noticed);
     wait("progress on a new instance", &ctx, (&mut first, "first"), resumed);
     let orphan = trainer(&cloud, &ctx).expect("the second training instance");
+    assert_eq!(kind(&orphan), "g5.xlarge", "capacity is back, and the preempted g6.xlarge cools down");
 
     // The control plane dies: nothing but the worker itself can stop its instance now.
     drop(first);
@@ -107,9 +123,16 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     assert_eq!(state_of(&cloud, &foreign), "running", "someone else's instance is still left alone");
 
     let all = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(None).unwrap();
-    for s in &all {
-        let price = if s.job == 1 { 0.45 } else { 0.34 };
-        assert!(s.provider == "aws" && s.price_per_hour == price && s.spot == (s.job == 1), "each segment is billed at its launch price: {s:?}");
+    for (i, s) in all.iter().enumerate() {
+        let (kind, price, as_of) = match (s.job, i) {
+            (1, 0) => ("g6.xlarge", 0.35, Some("2025-06-01")),
+            (1, _) => ("g5.xlarge", 0.45, None),
+            _ => ("c6i.2xlarge", 0.34, None),
+        };
+        assert!(
+            s.provider == "aws" && s.instance_type.as_deref() == Some(kind) && s.price_per_hour == price && s.price_as_of.as_deref() == as_of && s.spot == (s.job == 1),
+            "each segment is billed at its launch price: {s:?}"
+        );
     }
     let report = run_ok(&ctx, &["cost", "report"]);
     assert!(report.contains("aws") && report.contains("$0.45/h"), "{report}");
