@@ -101,13 +101,22 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
 }
 
 #[tokio::test]
-async fn bad_credentials_and_a_malformed_endpoint_are_named_with_what_to_do() {
+async fn bad_credentials_an_unknown_instance_type_and_a_malformed_endpoint_are_named_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = settings(dir.path(), &tag(), false);
     // Nothing listens here: the error names the call, the region and the endpoint.
     s.endpoint = Some(format!("http://127.0.0.1:{}", tuneline_testkit::free_port()));
     let e = AwsProvider::new(s, credentials()).unwrap().list().await.unwrap_err().to_string();
     assert!(e.starts_with("provider aws: DescribeInstances in us-east-1 at http://127.0.0.1:"), "{e}");
+    // moto knows EC2's instance types, as EC2 does.
+    let mut s = settings(dir.path(), &tag(), false);
+    s.offer.instance_type = "g5.huge".into();
+    let unknown = AwsProvider::new(s, credentials()).unwrap();
+    let e = unknown.launch(&unknown.offers().await.unwrap()[0]).await.unwrap_err();
+    assert!(!e.full, "a wrong type is the config's fault, not the market's: {e}");
+    assert!(e.message.starts_with("RunInstances in us-east-1 at http://127.0.0.1:") && e.message.contains("g5.huge"), "{e}");
+    assert!(e.message.ends_with("; check [providers.aws] instance_type, fallback_instance_types and delivery_instance_type: each must be an EC2 instance type, such as \"g5.xlarge\""), "{e}");
+    assert!(unknown.list().await.unwrap().is_empty(), "nothing was launched");
     let e = credentials_from(|_| None).unwrap_err().to_string();
     assert_eq!(e, "provider aws: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)");
     assert!(credentials_from(|k| Some(format!("{k}-value"))).is_ok());

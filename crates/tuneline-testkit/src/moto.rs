@@ -1,6 +1,7 @@
 //! moto's server (from PyPI, installed by the setup script): a real EC2
 //! Query API on loopback, started once per test binary. It accepts any
-//! credentials, AMI and instance type; tests tell their instances apart by tag.
+//! credentials and AMI, but only EC2's real instance types; tests tell their
+//! instances apart by tag.
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -22,6 +23,7 @@ pub(crate) fn start_on(host: &str) -> Result<String, String> {
     let log = std::fs::File::create(dir.join("moto.log")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&bin);
     cmd.args(["-H", host, "-p", &port.to_string()]).stdout(log.try_clone().unwrap()).stderr(log);
+    cmd.env("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true");
     spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     let addr = format!("{host}:{port}");
     if !listening_within(&addr, Duration::from_secs(60)) {

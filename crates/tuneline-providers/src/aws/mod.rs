@@ -34,6 +34,9 @@ use super::{Instance, Offer, Provider, ProviderError};
 pub const PLANE_TAG: &str = "tuneline-plane";
 /// The tag naming the instance as its worker registers it.
 pub const INSTANCE_TAG: &str = "tuneline-instance";
+/// What to do about an instance type EC2 does not know.
+const TYPE_HINT: &str =
+    "; check [providers.aws] instance_type, fallback_instance_types and delivery_instance_type: each must be an EC2 instance type, such as \"g5.xlarge\"";
 /// The states of an instance that may still bill.
 const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
@@ -128,7 +131,8 @@ impl AwsProvider {
                 "; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and that they may call it"
             }
             "InvalidAMIID.NotFound" | "InvalidAMIID.Malformed" => "; check [providers.aws] image, which must exist in the region",
-            "InvalidParameterValue" if e.message.contains("instance type") => "; check [providers.aws] instance_type",
+            "InvalidInstanceType" | "InvalidInstanceType.NotFound" => TYPE_HINT,
+            "InvalidParameterValue" if e.message.contains("InstanceType") || e.message.contains("instance type") => TYPE_HINT,
             _ => "",
         };
         let mut error = ProviderError::new("aws", format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint()));
