@@ -104,8 +104,7 @@ impl LambdaProvider {
     /// The region to launch `instance_type` in, and its price per hour.
     async fn choose(&self, instance_type: &str) -> Result<(String, f64), ProviderError> {
         let answer = self.call("instance-types", Method::GET, "/instance-types", None).await?;
-        let mut types: std::collections::BTreeMap<String, TypeEntry> =
-            decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
+        let mut types: std::collections::BTreeMap<String, TypeEntry> = decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
         let Some(entry) = types.remove(instance_type) else {
             let known: Vec<_> = types.keys().take(8).cloned().collect();
             return Err(ProviderError::new(
@@ -122,7 +121,8 @@ impl LambdaProvider {
         let Some(region) = region else {
             let place = self.settings.region.as_deref().map_or("any region".to_string(), |r| format!("region {r}"));
             let elsewhere = if regions.is_empty() { String::new() } else { format!(" (it has in {})", regions.join(", ")) };
-            let mut e = ProviderError::new(LAMBDA.name, format!("no capacity for {instance_type} in {place} now{elsewhere}; try later or another type or region"));
+            let mut e =
+                ProviderError::new(LAMBDA.name, format!("no capacity for {instance_type} in {place} now{elsewhere}; try later or another type or region"));
             e.full = true;
             return Err(e);
         };
@@ -183,8 +183,7 @@ impl Provider for LambdaProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let ids: Vec<String> =
-            self.instances().await?.into_iter().filter(|i| i.name.as_deref() == Some(id) && !ended(&i.status)).map(|i| i.id).collect();
+        let ids: Vec<String> = self.instances().await?.into_iter().filter(|i| i.name.as_deref() == Some(id) && !ended(&i.status)).map(|i| i.id).collect();
         if ids.is_empty() {
             return Ok(());
         }

@@ -131,13 +131,19 @@ impl RunPodProvider {
         let Some(gpu) = types.into_iter().find(|t| t.id == offer.instance_type) else {
             return Err(ProviderError::new(
                 RUNPOD.name,
-                format!("unknown GPU type \"{}\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"{}\"", offer.instance_type, RUNPOD.example_type),
+                format!(
+                    "unknown GPU type \"{}\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"{}\"",
+                    offer.instance_type, RUNPOD.example_type
+                ),
             ));
         };
         let lowest = gpu.lowest_price.unwrap_or(LowestPrice { minimum_bid_price: None, uninterruptable_price: None });
         let market = if offer.spot { lowest.minimum_bid_price } else { lowest.uninterruptable_price };
         let Some(market) = market else {
-            let mut e = ProviderError::new(RUNPOD.name, format!("no {} {} available in the {} cloud now", if offer.spot { "interruptible" } else { "on-demand" }, gpu.id, self.settings.cloud_type));
+            let mut e = ProviderError::new(
+                RUNPOD.name,
+                format!("no {} {} available in the {} cloud now", if offer.spot { "interruptible" } else { "on-demand" }, gpu.id, self.settings.cloud_type),
+            );
             e.full = true;
             return Err(e);
         };

@@ -57,7 +57,12 @@ async fn runpods_refusals_name_the_provider_and_what_to_do() {
     let p = |gpu: &str, spot: bool, bid: Option<f64>, key: &str| provider(dir.path(), api.url(), key, gpu, spot, bid);
     // The recording expects the right key: the refusal is the API's 401, which names the variable, not the key.
     let e = p(GPU, false, None, "rp-test-key").list().await.unwrap_err().to_string();
-    assert!(e.starts_with("provider runpod: myself.pods at http://127.0.0.1:") && e.contains("HTTP 401") && e.ends_with("check RUNPOD_API_KEY: the API refused the key"), "{e}");
+    assert!(
+        e.starts_with("provider runpod: myself.pods at http://127.0.0.1:")
+            && e.contains("HTTP 401")
+            && e.ends_with("check RUNPOD_API_KEY: the API refused the key"),
+        "{e}"
+    );
     assert!(!e.contains("rp-test-key"), "the key is never printed: {e}");
     let e = p("RTX 4090", false, None, "rp-test-key").offers().await.unwrap_err().to_string();
     assert_eq!(e, "provider runpod: unknown GPU type \"RTX 4090\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"NVIDIA GeForce RTX 4090\"");

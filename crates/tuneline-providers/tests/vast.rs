@@ -55,11 +55,17 @@ async fn vasts_refusals_name_the_provider_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let api = contract("vast-refusals");
     let e = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err().to_string();
-    assert!(e.starts_with("provider vast: instances at http://127.0.0.1:") && e.contains("HTTP 401") && e.ends_with("check VAST_API_KEY: the API refused the key"), "{e}");
+    assert!(
+        e.starts_with("provider vast: instances at http://127.0.0.1:") && e.contains("HTTP 401") && e.ends_with("check VAST_API_KEY: the API refused the key"),
+        "{e}"
+    );
     assert!(!e.contains("vast-test-key"), "the key is never printed: {e}");
     let e = provider(dir.path(), api.url(), "RTX_4090", false, None).offers().await.unwrap_err();
     assert!(e.full);
-    assert_eq!(e.message, "no rentable on-demand offer of one \"RTX_4090\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"RTX 4090\") or try later");
+    assert_eq!(
+        e.message,
+        "no rentable on-demand offer of one \"RTX_4090\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"RTX 4090\") or try later"
+    );
     let e = provider(dir.path(), api.url(), "RTX 4090", true, Some(0.1)).offers().await.unwrap_err().to_string();
     assert_eq!(e, "provider vast: bid $0.100/h is below the market's minimum $0.180/h (offer 8120033); raise [providers.vast] bid_per_hour");
     let e = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err().to_string();

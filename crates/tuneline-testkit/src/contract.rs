@@ -156,7 +156,8 @@ fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, rep
     if auth.as_deref() != Some(authorization) {
         wrong.push(format!("Authorization is {auth:?}, recorded {authorization:?}"));
     }
-    let body = if text.is_empty() { None } else { serde_json::from_str::<Value>(&text).map_err(|e| wrong.push(format!("body is not JSON ({e}): {text}"))).ok() };
+    let body =
+        if text.is_empty() { None } else { serde_json::from_str::<Value>(&text).map_err(|e| wrong.push(format!("body is not JSON ({e}): {text}"))).ok() };
     match (&exchange.request.body, &body) {
         (Some(expected), Some(actual)) => {
             if let Err(e) = matches(expected, actual, "body", &mut replay.bound) {

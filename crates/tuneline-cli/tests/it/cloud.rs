@@ -130,7 +130,11 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
             _ => ("c6i.2xlarge", 0.34, None),
         };
         assert!(
-            s.provider == "aws" && s.instance_type.as_deref() == Some(kind) && s.price_per_hour == price && s.price_as_of.as_deref() == as_of && s.spot == (s.job == 1),
+            s.provider == "aws"
+                && s.instance_type.as_deref() == Some(kind)
+                && s.price_per_hour == price
+                && s.price_as_of.as_deref() == as_of
+                && s.spot == (s.job == 1),
             "each segment is billed at its launch price: {s:?}"
         );
     }

@@ -179,7 +179,12 @@ impl Provider for AwsProvider {
         // What the worker's self-stop calls: this region, and this endpoint if it is not AWS's.
         let mut env = vec![("AWS_REGION", s.region.clone())];
         env.extend(s.endpoint.clone().map(|e| ("AWS_ENDPOINT_URL_EC2", e)));
-        let boot = Boot { spot_notice: offer.spot.then_some("aws"), self_stop: Some("aws"), env: &env, ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class) };
+        let boot = Boot {
+            spot_notice: offer.spot.then_some("aws"),
+            self_stop: Some("aws"),
+            env: &env,
+            ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class)
+        };
         let script = boot.script();
         let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
         let run = RunRequest {

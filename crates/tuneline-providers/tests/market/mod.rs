@@ -1,6 +1,6 @@
 //! The marketplaces' suites: a pool's settings against a recorded contract.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tuneline_api::WorkerClass;
 use tuneline_providers::market::MarketSettings;
@@ -28,7 +28,7 @@ pub fn settings(dir: &Path, endpoint: &str, key: &str, instance_type: &str, spot
         cloud_type: "SECURE".into(),
         ssh_key_name: None,
         binary_url: "https://example.invalid/tuneline".into(),
-        link: link("10.0.0.1", dir, "tlmarket", PathBuf::from(binary)),
+        link: link("10.0.0.1", dir, "tlmarket", binary),
         offer: Offer { instance_type: instance_type.into(), price_per_hour: 0.0, spot, price_as_of: None },
         class: WorkerClass::Gpu,
     }
@@ -38,5 +38,8 @@ pub fn settings(dir: &Path, endpoint: &str, key: &str, instance_type: &str, spot
 pub fn is_boot_script_of(script: &str, provider: &str, name: &str) {
     let unquoted = script.replace(['\'', '\\'], "");
     assert!(script.contains("sha256sum -c") && script.contains("curl -fsSL"), "it fetches and checks the binary: {script}");
-    assert!(unquoted.contains(&format!("bin/tuneline worker --server https://10.0.0.1:8470 --provider {provider} --instance {name} ")), "it starts worker {name}: {script}");
+    assert!(
+        unquoted.contains(&format!("bin/tuneline worker --server https://10.0.0.1:8470 --provider {provider} --instance {name} ")),
+        "it starts worker {name}: {script}"
+    );
 }
