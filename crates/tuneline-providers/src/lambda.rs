@@ -72,7 +72,7 @@ impl LambdaProvider {
         if settings.offer.spot {
             return Err(ProviderError::new(LAMBDA.name, "Lambda sells no spot instances; set [providers.lambda] spot = false".into()));
         }
-        let api = JsonApi::new(&settings.endpoint, settings.api_key.clone()).map_err(|e| ProviderError::new(LAMBDA.name, e))?;
+        let api = settings.api(LAMBDA)?;
         Ok(Self { settings, api, hash: BinaryHash::default(), interval, last_launch: Mutex::new(None) })
     }
 

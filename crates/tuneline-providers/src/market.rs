@@ -12,6 +12,7 @@ use tuneline_api::WorkerClass;
 use tuneline_core::config::ProviderConfig;
 
 use super::boot::{BinaryHash, Boot};
+use super::json_api::JsonApi;
 use super::lambda::{LambdaProvider, LAMBDA, LAUNCH_INTERVAL};
 use super::remote::PlaneLink;
 use super::runpod::{RunPodProvider, RUNPOD};
@@ -122,6 +123,21 @@ impl MarketSettings {
     pub async fn boot_script(&self, name: &str, hash: &BinaryHash, id: &str, offer: &Offer) -> Result<String, ProviderError> {
         let sha = hash.of(&self.link, name).await?;
         Ok(Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class).script())
+    }
+
+    /// A client of `market`'s API at this pool's endpoint, with its key.
+    pub fn api(&self, market: Market) -> Result<JsonApi, ProviderError> {
+        JsonApi::new(&self.endpoint, self.api_key.clone()).map_err(|e| ProviderError::new(market.name, e))
+    }
+
+    /// The container image (RunPod, Vast.ai), or what to set.
+    pub fn image(&self, market: Market, example: &str) -> Result<&str, ProviderError> {
+        self.image.as_deref().ok_or_else(|| {
+            ProviderError::new(
+                market.name,
+                format!("[providers.{}] image: missing; name a container image with sh and curl, such as \"{example}\"", market.name),
+            )
+        })
     }
 
     /// Whether `name` is one of this pool's instances.

@@ -77,7 +77,7 @@ pub struct RunPodProvider {
 impl RunPodProvider {
     /// A provider with `settings`.
     pub fn new(settings: MarketSettings) -> Result<Self, ProviderError> {
-        let api = JsonApi::new(&settings.endpoint, settings.api_key.clone()).map_err(|e| ProviderError::new(RUNPOD.name, e))?;
+        let api = settings.api(RUNPOD)?;
         Ok(Self { settings, api, hash: BinaryHash::default() })
     }
 
@@ -194,10 +194,8 @@ impl Provider for RunPodProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
+        let image = s.image(RUNPOD, "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04")?;
         let offer = &self.priced(offer).await?;
-        let image = s.image.as_deref().ok_or_else(|| {
-            ProviderError::new(RUNPOD.name, "[providers.runpod] image: missing; name a container image with sh and curl, such as a runpod/pytorch one".into())
-        })?;
         let launched_at = now();
         let id = s.link.instance_id(s.class, launched_at);
         let script = s.boot_script(RUNPOD.name, &self.hash, &id, offer).await?;

@@ -88,7 +88,7 @@ pub struct VastProvider {
 impl VastProvider {
     /// A provider with `settings`.
     pub fn new(settings: MarketSettings) -> Result<Self, ProviderError> {
-        let api = JsonApi::new(&settings.endpoint, settings.api_key.clone()).map_err(|e| ProviderError::new(VAST.name, e))?;
+        let api = settings.api(VAST)?;
         Ok(Self { settings, api, hash: BinaryHash::default() })
     }
 
@@ -177,9 +177,7 @@ impl Provider for VastProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
-        let image = s.image.as_deref().ok_or_else(|| {
-            ProviderError::new(VAST.name, "[providers.vast] image: missing; name a container image with sh and curl, such as \"pytorch/pytorch\"".into())
-        })?;
+        let image = s.image(VAST, "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel")?;
         let ask = self.search(offer).await?.swap_remove(0);
         let price = self.price(&ask, offer.spot)?;
         let launched = Offer { price_per_hour: price, price_as_of: Some(as_of_now()), ..offer.clone() };

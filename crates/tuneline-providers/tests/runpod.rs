@@ -83,3 +83,16 @@ fn no_key_in_the_environment_is_named() {
     let e = tuneline_providers::market::api_key(tuneline_providers::runpod::RUNPOD, |_| None).unwrap_err().to_string();
     assert_eq!(e, "provider runpod: no credentials: set RUNPOD_API_KEY to an API key of the account");
 }
+
+#[tokio::test]
+async fn a_launch_without_an_image_is_refused_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path(), "http://127.0.0.1:1/graphql", "rp-test-key", GPU, false);
+    s.image = None;
+    let offer = s.offer.clone();
+    let e = RunPodProvider::new(s).unwrap().launch(&offer).await.unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "provider runpod: [providers.runpod] image: missing; name a container image with sh and curl, such as \"runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04\""
+    );
+}

@@ -139,5 +139,6 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
         );
     }
     let report = run_ok(&ctx, &["cost", "report"]);
+    eprintln!("cost report of the run on EC2:\n{report}");
     assert!(report.contains("aws") && report.contains("$0.45/h"), "{report}");
 }
