@@ -402,6 +402,9 @@ pub struct PlanArgs {
     /// Offers shown
     #[arg(long, default_value_t = 12)]
     pub top: usize,
+    /// First read current prices from each configured cloud's API ([providers.aws|runpod|vast|lambda]) into .tuneline/prices/<date>.toml
+    #[arg(long)]
+    pub refresh: bool,
 }
 
 /// `tuneline simulate`.

@@ -85,9 +85,14 @@ fn data_home(config: &Config) -> Option<DataHome> {
     }
 }
 
-/// The shipped catalog with `[cost] catalog` merged over it.
+/// The shipped catalog with `[cost] catalog` merged over it, and the newest
+/// refreshed prices ([`crate::prices::PRICES_DIR`]) over that.
 pub fn catalog(config: &Config) -> Result<Catalog, String> {
-    Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())
+    let mut catalog = Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())?;
+    if let Some((_, prices)) = crate::prices::newest(Path::new(crate::prices::PRICES_DIR))? {
+        catalog.apply(&prices);
+    }
+    Ok(catalog)
 }
 
 /// `[cost] max_catalog_age` in days: older prices are flagged.

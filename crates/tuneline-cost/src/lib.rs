@@ -2,6 +2,7 @@
 //! and what a run will cost, before any money is spent.
 //!
 //! - [`catalog`]: the offers one can rent, shipped and user-extended.
+//! - [`prices`]: prices read from the providers' APIs, laid over the catalog.
 //! - [`gpus`] and [`models`]: the hardware and model shapes the estimates need.
 //! - [`memory`]: peak memory of a LoRA / QLoRA job, and whether it fits.
 //! - [`throughput`]: tokens per second of a job on an offer.
@@ -21,6 +22,7 @@ pub mod gpus;
 pub mod memory;
 pub mod models;
 pub mod plan;
+pub mod prices;
 pub mod simulate;
 pub mod throughput;
 pub mod trace;

@@ -80,40 +80,13 @@ impl LambdaProvider {
         self.api.call(method, path, body).await.map_err(|e| self.error(call, &e))
     }
 
-    /// Lambda's `{"error": {code, message, suggestion}}`, with what to do.
     fn error(&self, call: &str, e: &ApiError) -> ProviderError {
-        let said = e.body.as_ref().and_then(|b| b.get("error"));
-        let field = |k: &str| said.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
-        let code = field("code");
-        let mut message = match said {
-            Some(_) => format!("{call} at {}: {code}: {}", self.api.base(), field("message")),
-            None => format!("{call} at {}: {}", self.api.base(), e.message),
-        };
-        let suggestion = field("suggestion");
-        if !suggestion.is_empty() {
-            message.push_str(&format!(" ({suggestion})"));
-        }
-        if matches!(e.status, 401 | 403) {
-            message.push_str(&key_hint(LAMBDA));
-        }
-        let mut error = ProviderError::new(LAMBDA.name, message);
-        error.full = code.ends_with("insufficient-capacity");
-        error
+        error(&self.api, call, e)
     }
 
     /// The region to launch `instance_type` in, and its price per hour.
     async fn choose(&self, instance_type: &str) -> Result<(String, f64), ProviderError> {
-        let answer = self.call("instance-types", Method::GET, "/instance-types", None).await?;
-        let mut types: std::collections::BTreeMap<String, TypeEntry> = decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
-        let Some(entry) = types.remove(instance_type) else {
-            let known: Vec<_> = types.keys().take(8).cloned().collect();
-            return Err(ProviderError::new(
-                LAMBDA.name,
-                format!("unknown instance type \"{instance_type}\": set [providers.lambda] instance_type to one Lambda offers, such as {}", known.join(", ")),
-            ));
-        };
-        let price = entry.instance_type.price_cents_per_hour / 100.0;
-        let regions: Vec<String> = entry.regions_with_capacity_available.into_iter().map(|r| r.name).collect();
+        let (price, regions) = type_prices(&self.api, instance_type).await?;
         let region = match &self.settings.region {
             Some(wanted) => regions.iter().find(|r| *r == wanted).cloned(),
             None => regions.first().cloned(),
@@ -142,6 +115,42 @@ impl LambdaProvider {
         }
         *last = Some(Instant::now());
     }
+}
+
+/// Lambda's `{"error": {code, message, suggestion}}`, with what to do.
+fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
+    let said = e.body.as_ref().and_then(|b| b.get("error"));
+    let field = |k: &str| said.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+    let code = field("code");
+    let mut message = match said {
+        Some(_) => format!("{call} at {}: {code}: {}", api.base(), field("message")),
+        None => format!("{call} at {}: {}", api.base(), e.message),
+    };
+    let suggestion = field("suggestion");
+    if !suggestion.is_empty() {
+        message.push_str(&format!(" ({suggestion})"));
+    }
+    if matches!(e.status, 401 | 403) {
+        message.push_str(&key_hint(LAMBDA));
+    }
+    let mut error = ProviderError::new(LAMBDA.name, message);
+    error.full = code.ends_with("insufficient-capacity");
+    error
+}
+
+/// Instance type `name` at `api`: its price per hour and the regions with capacity for it now.
+pub async fn type_prices(api: &JsonApi, name: &str) -> Result<(f64, Vec<String>), ProviderError> {
+    let answer = api.call(Method::GET, "/instance-types", None).await.map_err(|e| error(api, "instance-types", &e))?;
+    let mut types: std::collections::BTreeMap<String, TypeEntry> = decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
+    let Some(entry) = types.remove(name) else {
+        let known: Vec<_> = types.keys().take(8).cloned().collect();
+        return Err(ProviderError::new(
+            LAMBDA.name,
+            format!("unknown instance type \"{name}\": set [providers.lambda] instance_type to one Lambda offers, such as {}", known.join(", ")),
+        ));
+    };
+    let regions = entry.regions_with_capacity_available.into_iter().map(|r| r.name).collect();
+    Ok((entry.instance_type.price_cents_per_hour / 100.0, regions))
 }
 
 #[async_trait::async_trait]

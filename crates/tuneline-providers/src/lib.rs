@@ -5,6 +5,7 @@
 //! - [`aws`]: workers on EC2 instances, spot or on-demand;
 //! - [`runpod`], [`vast`], [`lambda`]: workers on the GPU marketplaces'
 //!   instances, through their APIs ([`json_api`]), with what they share in [`market`];
+//! - [`refresh`]: current prices from the clouds' APIs, for `tuneline plan --refresh`;
 //! - [`boot`]: the script a cloud instance boots with, which starts its worker;
 //! - [`process`]: children tied to their parent, and signals to them;
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
@@ -21,6 +22,7 @@ pub mod lambda;
 pub mod local;
 pub mod market;
 pub mod process;
+pub mod refresh;
 pub mod remote;
 pub mod runpod;
 pub mod slurm;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::boot::BinaryHash;
-use super::json_api::{decode, ApiError, JsonApi};
+use super::json_api::{decode, JsonApi};
 use super::market::{as_of_now, key_hint, Market, MarketSettings};
 use super::remote::quote;
 use super::{Instance, Offer, Provider, ProviderError};
@@ -81,23 +81,8 @@ impl RunPodProvider {
         Ok(Self { settings, api, hash: BinaryHash::default() })
     }
 
-    /// One GraphQL call named `call`: its `data`, or its first error.
     async fn graphql(&self, call: &str, query: &str, variables: Value) -> Result<Value, ProviderError> {
-        let answer = self.api.call(reqwest::Method::POST, "", Some(&json!({ "query": query, "variables": variables }))).await;
-        let answer = answer.map_err(|e| self.error(call, &e))?;
-        if let Some(message) = answer.pointer("/errors/0/message").and_then(Value::as_str) {
-            let mut error = ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
-            error.full = is_capacity(message);
-            return Err(error);
-        }
-        answer.get("data").cloned().filter(|d| !d.is_null()).ok_or_else(|| {
-            ProviderError::new(RUNPOD.name, format!("{call}: malformed answer (no data and no errors): {answer}; the API may have changed, so report this"))
-        })
-    }
-
-    fn error(&self, call: &str, e: &ApiError) -> ProviderError {
-        let hint = if matches!(e.status, 401 | 403) { key_hint(RUNPOD) } else { String::new() };
-        ProviderError::new(RUNPOD.name, format!("{call} at {}: {}{hint}", self.api.base(), e.message))
+        graphql(&self.api, call, query, variables).await
     }
 
     /// Every pod of this account.
@@ -122,27 +107,17 @@ impl RunPodProvider {
     /// (the configured one, else the minimum), refused below the minimum.
     async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
         let mut offer = offer.clone();
-        let variables = json!({
-            "input": { "id": offer.instance_type },
-            "lowest": { "gpuCount": 1, "secureCloud": self.settings.cloud_type == "SECURE" },
-        });
-        let data = self.graphql("gpuTypes", GPU_TYPES, variables).await?;
-        let types: Vec<GpuType> = decode(RUNPOD.name, "gpuTypes", data.get("gpuTypes").cloned().unwrap_or_default())?;
-        let Some(gpu) = types.into_iter().find(|t| t.id == offer.instance_type) else {
-            return Err(ProviderError::new(
-                RUNPOD.name,
-                format!(
-                    "unknown GPU type \"{}\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"{}\"",
-                    offer.instance_type, RUNPOD.example_type
-                ),
-            ));
-        };
-        let lowest = gpu.lowest_price.unwrap_or(LowestPrice { minimum_bid_price: None, uninterruptable_price: None });
-        let market = if offer.spot { lowest.minimum_bid_price } else { lowest.uninterruptable_price };
+        let (on_demand, minimum_bid) = gpu_prices(&self.api, &offer.instance_type, self.settings.cloud_type == "SECURE").await?;
+        let market = if offer.spot { minimum_bid } else { on_demand };
         let Some(market) = market else {
             let mut e = ProviderError::new(
                 RUNPOD.name,
-                format!("no {} {} available in the {} cloud now", if offer.spot { "interruptible" } else { "on-demand" }, gpu.id, self.settings.cloud_type),
+                format!(
+                    "no {} {} available in the {} cloud now",
+                    if offer.spot { "interruptible" } else { "on-demand" },
+                    offer.instance_type,
+                    self.settings.cloud_type
+                ),
             );
             e.full = true;
             return Err(e);
@@ -151,7 +126,7 @@ impl RunPodProvider {
             (true, Some(bid)) if bid < market => {
                 return Err(ProviderError::new(
                     RUNPOD.name,
-                    format!("bid ${bid:.3}/h for {} is below the market's minimum ${market:.3}/h; raise [providers.runpod] bid_per_hour", gpu.id),
+                    format!("bid ${bid:.3}/h for {} is below the market's minimum ${market:.3}/h; raise [providers.runpod] bid_per_hour", offer.instance_type),
                 ))
             }
             (true, Some(bid)) => bid,
@@ -160,6 +135,39 @@ impl RunPodProvider {
         offer.price_as_of = Some(as_of_now());
         Ok(offer)
     }
+}
+
+/// One GraphQL call named `call` to RunPod at `api`: its `data`, or its first error.
+async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Result<Value, ProviderError> {
+    let answer = api.call(reqwest::Method::POST, "", Some(&json!({ "query": query, "variables": variables }))).await;
+    let answer = answer.map_err(|e| {
+        let hint = if matches!(e.status, 401 | 403) { key_hint(RUNPOD) } else { String::new() };
+        ProviderError::new(RUNPOD.name, format!("{call} at {}: {}{hint}", api.base(), e.message))
+    })?;
+    if let Some(message) = answer.pointer("/errors/0/message").and_then(Value::as_str) {
+        let mut error = ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
+        error.full = is_capacity(message);
+        return Err(error);
+    }
+    answer.get("data").cloned().filter(|d| !d.is_null()).ok_or_else(|| {
+        ProviderError::new(RUNPOD.name, format!("{call}: malformed answer (no data and no errors): {answer}; the API may have changed, so report this"))
+    })
+}
+
+/// What one GPU of type `gpu` costs now in RunPod's secure (or community)
+/// cloud: on demand, and the minimum bid; `None` where none is available.
+pub async fn gpu_prices(api: &JsonApi, gpu: &str, secure: bool) -> Result<(Option<f64>, Option<f64>), ProviderError> {
+    let variables = json!({ "input": { "id": gpu }, "lowest": { "gpuCount": 1, "secureCloud": secure } });
+    let data = graphql(api, "gpuTypes", GPU_TYPES, variables).await?;
+    let types: Vec<GpuType> = decode(RUNPOD.name, "gpuTypes", data.get("gpuTypes").cloned().unwrap_or_default())?;
+    let Some(found) = types.into_iter().find(|t| t.id == gpu) else {
+        return Err(ProviderError::new(
+            RUNPOD.name,
+            format!("unknown GPU type \"{gpu}\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"{}\"", RUNPOD.example_type),
+        ));
+    };
+    let lowest = found.lowest_price.unwrap_or(LowestPrice { minimum_bid_price: None, uninterruptable_price: None });
+    Ok((lowest.uninterruptable_price, lowest.minimum_bid_price))
 }
 
 /// RunPod's "there are no longer any instances available" and its kin: no one's fault.

@@ -28,12 +28,16 @@ pub const VAST: Market = Market { name: "vast", endpoint: "https://console.vast.
 /// How many offers a search returns.
 const SEARCH_LIMIT: u32 = 5;
 
+/// An offer a search found.
 #[derive(Debug, Deserialize)]
-struct Ask {
-    id: u64,
-    dph_total: f64,
+pub struct Ask {
+    /// Its id, which a create rents.
+    pub id: u64,
+    /// Its on-demand price per hour, everything included.
+    pub dph_total: f64,
+    /// The least bid it takes, interruptible.
     #[serde(default)]
-    min_bid: Option<f64>,
+    pub min_bid: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -97,36 +101,11 @@ impl VastProvider {
     }
 
     fn error(&self, call: &str, e: &ApiError) -> ProviderError {
-        let hint = if matches!(e.status, 401 | 403) { key_hint(VAST) } else { String::new() };
-        ProviderError::new(VAST.name, format!("{call} at {}: {}{hint}", self.api.base(), e.message))
+        error(&self.api, call, e)
     }
 
-    /// The rentable offers of one GPU of `offer`'s type, cheapest first.
     async fn search(&self, offer: &Offer) -> Result<Vec<Ask>, ProviderError> {
-        let query = json!({
-            "gpu_name": { "eq": offer.instance_type },
-            "num_gpus": { "eq": 1 },
-            "rentable": { "eq": true },
-            "verified": { "eq": true },
-            "type": if offer.spot { "bid" } else { "on-demand" },
-            "order": [["dph_total", "asc"]],
-            "limit": SEARCH_LIMIT,
-        });
-        let found: Bundles = decode(VAST.name, "bundles", self.call("bundles", Method::POST, "/bundles/", Some(&query)).await?)?;
-        if found.offers.is_empty() {
-            let mut e = ProviderError::new(
-                VAST.name,
-                format!(
-                    "no rentable {} offer of one \"{}\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"{}\") or try later",
-                    if offer.spot { "interruptible" } else { "on-demand" },
-                    offer.instance_type,
-                    VAST.example_type
-                ),
-            );
-            e.full = true;
-            return Err(e);
-        }
-        Ok(found.offers)
+        search(&self.api, &offer.instance_type, offer.spot).await
     }
 
     /// The price of `ask`: the on-demand price, or the bid, refused below the ask's minimum.
@@ -159,6 +138,41 @@ impl VastProvider {
             None => Ok(()),
         }
     }
+}
+
+/// Vast.ai's refusal of `call` at `api`, with what to do.
+fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
+    let hint = if matches!(e.status, 401 | 403) { key_hint(VAST) } else { String::new() };
+    ProviderError::new(VAST.name, format!("{call} at {}: {}{hint}", api.base(), e.message))
+}
+
+/// The rentable offers of one `gpu` (Vast's `gpu_name`) at `api`, on demand
+/// or interruptible, cheapest first; none is a capacity error.
+pub async fn search(api: &JsonApi, gpu: &str, spot: bool) -> Result<Vec<Ask>, ProviderError> {
+    let query = json!({
+        "gpu_name": { "eq": gpu },
+        "num_gpus": { "eq": 1 },
+        "rentable": { "eq": true },
+        "verified": { "eq": true },
+        "type": if spot { "bid" } else { "on-demand" },
+        "order": [["dph_total", "asc"]],
+        "limit": SEARCH_LIMIT,
+    });
+    let answer = api.call(Method::POST, "/bundles/", Some(&query)).await.map_err(|e| error(api, "bundles", &e))?;
+    let found: Bundles = decode(VAST.name, "bundles", answer)?;
+    if found.offers.is_empty() {
+        let mut e = ProviderError::new(
+            VAST.name,
+            format!(
+                "no rentable {} offer of one \"{gpu}\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"{}\") or try later",
+                if spot { "interruptible" } else { "on-demand" },
+                VAST.example_type
+            ),
+        );
+        e.full = true;
+        return Err(e);
+    }
+    Ok(found.offers)
 }
 
 #[async_trait::async_trait]

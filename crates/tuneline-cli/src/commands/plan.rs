@@ -27,6 +27,9 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
         let store = open_store(global, &config)?;
         localize_model(global, &store, &mut config, Path::new(".tuneline/cache")).await?;
     }
+    if args.refresh {
+        refresh(&config).await?;
+    }
     let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
@@ -42,6 +45,36 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     print!("{}", render(&job, &memory, &plan, args.top, max_age));
     if let Some(b) = &buy {
         println!("{}", render_buy(b));
+    }
+    Ok(())
+}
+
+/// `--refresh`: reads the clouds' prices into today's prices file and says what changed.
+async fn refresh(config: &Config) -> CliResult {
+    let today = chrono::Utc::now().date_naive();
+    let listed = config_job::catalog(config).map_err(Failure::input)?;
+    let read = tuneline_providers::refresh::read(config, &listed, today, &|k| std::env::var(k).ok()).await;
+    if read.asked == 0 {
+        return Err(Failure::input("--refresh: no cloud to ask; configure [providers.aws], [providers.runpod], [providers.vast] or [providers.lambda]"));
+    }
+    for note in &read.notes {
+        eprintln!("warning: {note}");
+    }
+    if read.failed == read.asked {
+        return Err(Failure::input(format!("--refresh: no cloud answered ({} asked); see the warnings above", read.asked)));
+    }
+    let path = tuneline_cost::prices::write(Path::new(tuneline_cost::prices::PRICES_DIR), today, &read.prices).map_err(Failure::failed)?;
+    eprintln!("refreshed {} price(s) into {}:", read.prices.len(), path.display());
+    for price in &read.prices {
+        let was = listed.offers.iter().find(|o| o.id == price.id);
+        let show = |now: Option<f64>, before: Option<f64>| match (now, before) {
+            (Some(now), Some(before)) => format!("${now:.4}/h (was ${before:.4}/h)"),
+            (Some(now), None) => format!("${now:.4}/h"),
+            (None, _) => "not offered".to_string(),
+        };
+        let on_demand = price.on_demand_per_hour.map(|p| format!(" on demand {}", show(Some(p), was.map(|o| o.on_demand_per_hour)))).unwrap_or_default();
+        let spot = show(price.spot_per_hour, was.and_then(|o| o.spot_per_hour));
+        eprintln!("  {}:{on_demand} spot {spot} ({})", price.id, price.source);
     }
     Ok(())
 }

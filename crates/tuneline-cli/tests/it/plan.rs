@@ -138,3 +138,53 @@ fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() 
     // SmolLM2 on a V100 finishes 3 steps long before a preemption is due: one checkpoint, at the end.
     assert!(err.contains("save_steps = \"auto\": every 3 steps (Young/Daly for aws/p3.2xlarge/us-east-1 spot"), "{err}");
 }
+
+/// `plan --refresh` reads EC2's spot prices from moto and Lambda's from a
+/// recorded contract of its API (Lambda cannot run here).
+#[test]
+fn refresh_reads_each_clouds_prices_into_a_dated_file_that_the_plan_then_uses() {
+    let ctx = TestContext::new();
+    let lambda =
+        tuneline_testkit::Contract::serve(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuneline-providers/tests/contracts/lambda-prices.json"));
+    ctx.write(
+        "tuneline.toml",
+        format!(
+            "[providers.aws]\nregion = \"us-east-1\"\nendpoint = \"{}\"\ninstance_type = \"g5.xlarge\"\nfallback_instance_types = [\"g6.xlarge\"]\nspot = true\n\
+             [providers.lambda]\nendpoint = \"{}\"\ninstance_type = \"gpu_1x_a10\"\n",
+            tuneline_testkit::moto(),
+            lambda.url()
+        ),
+    );
+    // One sequence per micro-batch: the 24 GB cards hold the job.
+    let mut cmd = ctx.cmd(&[&GUIDE[..], &["--batch", "1", "--refresh", "--json"]].concat());
+    cmd.env("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST").env("AWS_SECRET_ACCESS_KEY", "moto-takes-any").env("LAMBDA_API_KEY", "lambda-test-key");
+    let (code, out, err) = crate::common::output(cmd);
+    assert_eq!(code, 0, "{err}");
+    lambda.finish();
+    let today = chrono::Utc::now().date_naive().to_string();
+    let file = format!(".tuneline/prices/{today}.toml");
+    assert!(err.contains(&format!("refreshed 3 price(s) into {file}:")), "{err}");
+    assert!(err.contains("lambda/gpu_1x_a10/us-east-1: on demand $0.7500/h (was $"), "{err}");
+    assert!(err.contains("aws/g5.xlarge/us-east-1: spot $") && err.contains("(EC2 DescribeSpotPriceHistory, "), "{err}");
+    let prices: toml::Value = toml::from_str(&std::fs::read_to_string(ctx.path(&file)).unwrap()).unwrap();
+    let prices = prices["price"].as_array().unwrap();
+    let price = |id: &str| prices.iter().find(|p| p["id"].as_str() == Some(id)).unwrap_or_else(|| panic!("{id} in {prices:?}")).clone();
+    let g5 = price("aws/g5.xlarge/us-east-1");
+    let spot = g5["spot_per_hour"].as_float().unwrap();
+    assert!(spot > 0.0 && g5.get("on_demand_per_hour").is_none(), "EC2 gives spot prices only: {g5}");
+    assert_eq!(price("lambda/gpu_1x_a10/us-east-1")["on_demand_per_hour"].as_float(), Some(0.75));
+    // The plan that follows prices the offers at what was read, dated today (not stale).
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    let all: Vec<&Value> = plan["plan"]["ranked"].as_array().unwrap().iter().collect();
+    let a10 = all.iter().find(|e| e["offer"] == "lambda/gpu_1x_a10/us-east-1").map(|e| (e["price_per_hour"].as_f64(), e["stale_days"].is_null()));
+    assert_eq!(a10, Some((Some(0.75), true)), "{all:?}");
+    let g5 = all.iter().find(|e| e["offer"] == "aws/g5.xlarge/us-east-1" && e["market"] == "spot").map(|e| e["price_per_hour"].as_f64());
+    assert_eq!(g5, Some(Some(spot)));
+    // Without a cloud to ask, refresh says what to configure.
+    ctx.write("tuneline.toml", "");
+    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--refresh"]].concat());
+    assert_eq!(
+        (code, err.trim_end()),
+        (2, "error: --refresh: no cloud to ask; configure [providers.aws], [providers.runpod], [providers.vast] or [providers.lambda]")
+    );
+}
