@@ -332,8 +332,8 @@ pub struct WorkerArgs {
     /// Stop, checkpointing any job, when the server has not answered for this long ("30m")
     #[arg(long, env = "TUNELINE_ORPHAN_TIMEOUT", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub orphan_timeout: Option<std::time::Duration>,
-    /// On exit (shut down by the server, orphaned, or failed), terminate this machine's instance through its cloud's API (aws)
-    #[arg(long, env = "TUNELINE_SELF_STOP", value_name = "CLOUD", value_parser = ["aws"])]
+    /// On exit (shut down by the server, orphaned, or failed), terminate this machine's instance through its cloud's API (aws, runpod, vast)
+    #[arg(long, env = "TUNELINE_SELF_STOP", value_name = "CLOUD", value_parser = tuneline_providers::self_stop::CLOUDS)]
     pub self_stop: Option<String>,
     /// The jobs it takes: gpu (training) or cpu (delivery)
     #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]

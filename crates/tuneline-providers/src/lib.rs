@@ -7,6 +7,7 @@
 //!   instances, through their APIs ([`json_api`]), with what they share in [`market`];
 //! - [`refresh`]: current prices from the clouds' APIs, for `tuneline plan --refresh`;
 //! - [`boot`]: the script a cloud instance boots with, which starts its worker;
+//! - [`self_stop`]: a worker terminating its own instance;
 //! - [`process`]: children tied to their parent, and signals to them;
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
 //! - [`slurm`]: workers as Slurm batch jobs (`sbatch`, `squeue`, `scancel`);
@@ -25,6 +26,7 @@ pub mod process;
 pub mod refresh;
 pub mod remote;
 pub mod runpod;
+pub mod self_stop;
 pub mod slurm;
 pub mod spot;
 pub mod ssh;

@@ -45,6 +45,8 @@ pub struct MarketSettings {
     pub endpoint: String,
     /// The API key.
     pub api_key: String,
+    /// `endpoint`, when the config moved the API from the vendor's: the instances' self-stop calls it too.
+    pub custom_endpoint: Option<String>,
     /// The container image (RunPod, Vast.ai).
     pub image: Option<String>,
     /// The region to launch in (Lambda) [default: the first with capacity].
@@ -106,6 +108,7 @@ impl MarketSettings {
         Ok(Self {
             endpoint: p.endpoint.clone().unwrap_or_else(|| market.endpoint.to_string()),
             api_key,
+            custom_endpoint: p.endpoint.clone(),
             image: p.image.clone(),
             region: p.region.clone(),
             bid_per_hour: p.bid_per_hour,
@@ -120,9 +123,15 @@ impl MarketSettings {
     }
 
     /// The boot script of instance `id`, launched as `offer`.
+    ///
+    /// Where the cloud lets a worker stop its own instance (RunPod, Vast.ai), it does so
+    /// when it ends, and past the orphan timeout; the API's endpoint goes with it when it is not the vendor's.
     pub async fn boot_script(&self, name: &str, hash: &BinaryHash, id: &str, offer: &Offer) -> Result<String, ProviderError> {
         let sha = hash.of(&self.link, name).await?;
-        Ok(Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class).script())
+        let self_stop = super::self_stop::CLOUDS.into_iter().find(|c| *c == name);
+        let endpoint = self.custom_endpoint.iter().filter(|_| self_stop.is_some());
+        let env: Vec<(&str, String)> = endpoint.map(|e| (super::self_stop::CLOUD_ENDPOINT, e.clone())).collect();
+        Ok(Boot { self_stop, env: &env, ..Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class) }.script())
     }
 
     /// A client of `market`'s API at this pool's endpoint, with its key.

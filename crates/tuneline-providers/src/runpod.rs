@@ -91,18 +91,6 @@ impl RunPodProvider {
         Ok(decode::<Myself>(RUNPOD.name, "myself.pods", data.get("myself").cloned().unwrap_or_default())?.pods)
     }
 
-    /// Terminates pod `id` and checks that it is gone.
-    async fn terminate_pod(&self, pod: &str, name: &str) -> Result<(), ProviderError> {
-        self.graphql("podTerminate", TERMINATE, json!({ "input": { "podId": pod } })).await?;
-        let data = self.graphql("pod", POD, json!({ "input": { "podId": pod } })).await?;
-        match data.get("pod").filter(|p| !p.is_null()) {
-            Some(left) if left.get("desiredStatus").and_then(Value::as_str) != Some("TERMINATED") => {
-                Err(ProviderError::new(RUNPOD.name, format!("pod {pod} ({name}) is still there after podTerminate: {left}; terminate it by hand")))
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// `offer` at the market's price now: the on-demand price, or the bid
     /// (the configured one, else the minimum), refused below the minimum.
     async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
@@ -152,6 +140,18 @@ async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Re
     answer.get("data").cloned().filter(|d| !d.is_null()).ok_or_else(|| {
         ProviderError::new(RUNPOD.name, format!("{call}: malformed answer (no data and no errors): {answer}; the API may have changed, so report this"))
     })
+}
+
+/// Terminates pod `pod` (named `name`) at `api` and checks that it is gone.
+pub async fn terminate_pod(api: &JsonApi, pod: &str, name: &str) -> Result<(), ProviderError> {
+    graphql(api, "podTerminate", TERMINATE, json!({ "input": { "podId": pod } })).await?;
+    let data = graphql(api, "pod", POD, json!({ "input": { "podId": pod } })).await?;
+    match data.get("pod").filter(|p| !p.is_null()) {
+        Some(left) if left.get("desiredStatus").and_then(Value::as_str) != Some("TERMINATED") => {
+            Err(ProviderError::new(RUNPOD.name, format!("pod {pod} ({name}) is still there after podTerminate: {left}; terminate it by hand")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What one GPU of type `gpu` costs now in RunPod's secure (or community)
@@ -239,7 +239,7 @@ impl Provider for RunPodProvider {
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
         for pod in self.pods().await?.into_iter().filter(|p| p.name == id && p.desired_status != "TERMINATED") {
-            self.terminate_pod(&pod.id, id).await?;
+            terminate_pod(&self.api, &pod.id, id).await?;
         }
         Ok(())
     }
@@ -250,7 +250,7 @@ impl Provider for RunPodProvider {
             if !RUNNING.contains(&pod.desired_status.as_str()) {
                 // Stopped (an interruptible pod outbid, or its container exited): its disk still bills.
                 tracing::warn!("RunPod pod {} ({}) is {}; terminating it", pod.id, pod.name, pod.desired_status);
-                self.terminate_pod(&pod.id, &pod.name).await?;
+                terminate_pod(&self.api, &pod.id, &pod.name).await?;
                 continue;
             }
             let mut offer = self.settings.offer.clone();

@@ -4,6 +4,7 @@
 //! requests tuneline sends.
 
 use tuneline_providers::runpod::RunPodProvider;
+use tuneline_providers::self_stop::terminate_self;
 use tuneline_providers::Provider;
 
 mod common;
@@ -95,4 +96,22 @@ async fn a_launch_without_an_image_is_refused_before_any_call() {
         e,
         "provider runpod: [providers.runpod] image: missing; name a container image with sh and curl, such as \"runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04\""
     );
+}
+
+#[tokio::test]
+async fn a_worker_terminates_its_own_pod_with_the_key_runpod_puts_in_it() {
+    let api = contract("runpod-self-stop");
+    let url = format!("{}/graphql", api.url());
+    let env = |k: &str| match k {
+        "RUNPOD_POD_ID" => Some("pod0a1b2c3d".to_string()),
+        "RUNPOD_API_KEY" => Some("pod-scoped-key".to_string()),
+        "TUNELINE_CLOUD_ENDPOINT" => Some(url.clone()),
+        _ => None,
+    };
+    assert_eq!(terminate_self("runpod", env).await.unwrap(), "pod0a1b2c3d");
+    api.finish();
+    let e = terminate_self("runpod", |_| None).await.unwrap_err().to_string();
+    assert_eq!(e, "provider runpod: cannot terminate this instance: RUNPOD_POD_ID is not set; is this a runpod instance?");
+    let e = terminate_self("lambda", |_| None).await.unwrap_err().to_string();
+    assert_eq!(e, "provider lambda: cannot terminate this instance: lambda workers cannot stop their own; its plane must");
 }

@@ -72,3 +72,16 @@ async fn vasts_refusals_name_the_provider_and_what_to_do() {
     assert!(e.starts_with("provider vast: instances: malformed answer (missing field `id`"), "{e}");
     api.finish();
 }
+
+#[tokio::test]
+async fn a_worker_destroys_its_own_instance_with_the_key_vast_puts_in_it() {
+    let api = contract("vast-self-stop");
+    let env = |k: &str| match k {
+        "CONTAINER_ID" => Some("9100001".to_string()),
+        "CONTAINER_API_KEY" => Some("instance-scoped-key".to_string()),
+        "TUNELINE_CLOUD_ENDPOINT" => Some(api.url().to_string()),
+        _ => None,
+    };
+    assert_eq!(tuneline_providers::self_stop::terminate_self("vast", env).await.unwrap(), "9100001");
+    api.finish();
+}

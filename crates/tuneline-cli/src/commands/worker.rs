@@ -66,8 +66,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
         Err(_) => {}
     }
     // A signal is the cloud's own notice or a person's: anything else leaves the instance with no worker, billing.
-    if args.self_stop.is_some() && !matches!(served, Ok(Exit::Signalled)) {
-        match tuneline_providers::aws::self_stop::terminate_self().await {
+    if let Some(cloud) = args.self_stop.as_deref().filter(|_| !matches!(served, Ok(Exit::Signalled))) {
+        match tuneline_providers::self_stop::terminate_self(cloud, |k| std::env::var(k).ok()).await {
             Ok(id) => eprintln!("worker: terminated this instance, {id}"),
             Err(e) => eprintln!("worker: {e}"),
         }

@@ -21,6 +21,7 @@ pub fn settings(dir: &Path, endpoint: &str, key: &str, instance_type: &str, spot
     MarketSettings {
         endpoint: endpoint.to_string(),
         api_key: key.into(),
+        custom_endpoint: Some(endpoint.to_string()),
         image: None,
         region: None,
         bid_per_hour: None,
@@ -42,4 +43,7 @@ pub fn is_boot_script_of(script: &str, provider: &str, name: &str) {
         unquoted.contains(&format!("bin/tuneline worker --server https://10.0.0.1:8470 --provider {provider} --instance {name} ")),
         "it starts worker {name}: {script}"
     );
+    let stops = unquoted.contains(&format!("--self-stop {provider} --orphan-timeout 1800s"));
+    assert_eq!(stops, provider != "lambda", "RunPod and Vast.ai workers stop their own instance; Lambda's cannot: {script}");
+    assert_eq!(unquoted.contains("TUNELINE_CLOUD_ENDPOINT=http://127.0.0.1:"), stops, "the self-stop calls the configured endpoint: {script}");
 }
