@@ -145,7 +145,12 @@ async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Re
 /// Terminates pod `pod` (named `name`) at `api` and checks that it is gone.
 pub async fn terminate_pod(api: &JsonApi, pod: &str, name: &str) -> Result<(), ProviderError> {
     graphql(api, "podTerminate", TERMINATE, json!({ "input": { "podId": pod } })).await?;
-    let data = graphql(api, "pod", POD, json!({ "input": { "podId": pod } })).await?;
+    let data = match graphql(api, "pod", POD, json!({ "input": { "podId": pod } })).await {
+        Ok(data) => data,
+        // Gone: RunPod no longer knows it.
+        Err(e) if e.message.to_ascii_lowercase().contains("not found") => return Ok(()),
+        Err(e) => return Err(e),
+    };
     match data.get("pod").filter(|p| !p.is_null()) {
         Some(left) if left.get("desiredStatus").and_then(Value::as_str) != Some("TERMINATED") => {
             Err(ProviderError::new(RUNPOD.name, format!("pod {pod} ({name}) is still there after podTerminate: {left}; terminate it by hand")))

@@ -132,7 +132,12 @@ impl VastProvider {
     async fn destroy(&self, id: u64, name: &str) -> Result<(), ProviderError> {
         let path = format!("/instances/{id}/");
         self.call("destroy instance", Method::DELETE, &path, None).await?;
-        let left = self.call("show instance", Method::GET, &path, None).await?;
+        let left = match self.api.call(Method::GET, &path, None).await {
+            Ok(left) => left,
+            // Gone: Vast.ai no longer knows it.
+            Err(ApiError { status: 404, .. }) => return Ok(()),
+            Err(e) => return Err(self.error("show instance", &e)),
+        };
         match left.get("instances").filter(|i| !i.is_null() && i.as_object().is_none_or(|o| !o.is_empty())) {
             Some(left) => Err(ProviderError::new(VAST.name, format!("instance {id} ({name}) is still there after its destroy: {left}; destroy it by hand"))),
             None => Ok(()),
