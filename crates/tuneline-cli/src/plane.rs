@@ -2,7 +2,8 @@
 //! directory, and the autoscalers over `[workers] provider` (`local`, spot-
 //! simulated when `[providers.local]` asks, `ssh`, `slurm`, `aws`, the
 //! marketplaces `runpod`, `vast` and `lambda`, or `manual`: workers started by
-//! hand with `tuneline worker`), one per pool: training and delivery. `tuneline server` and `tuneline run` share it.
+//! hand with `tuneline worker`) or the ranked pool of `[workers] providers`,
+//! one per class: training and delivery. `tuneline server` and `tuneline run` share it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,18 +13,18 @@ use tokio::task::JoinHandle;
 use tuneline_api::trust::check_transport;
 use tuneline_api::{Client, Fingerprint, Trust, WorkerClass};
 use tuneline_control::api::Timing;
-use tuneline_control::autoscale::{Autoscaler, Pool};
+use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{public_url, Endpoint, Server};
 use tuneline_core::config::{Config, ProviderConfig, WorkersConfig};
+use tuneline_cost::config_job::{self, Overrides, PoolOffer};
+use tuneline_cost::plan::{Job, Market};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
-use tuneline_providers::aws::{AwsProvider, AwsSettings};
+use tuneline_providers::build::{self, REMOTE};
 use tuneline_providers::local::{LocalProvider, LocalSettings};
 use tuneline_providers::remote::PlaneLink;
-use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
-use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
 
 use crate::exit::{CliResult, Failure};
@@ -80,16 +81,15 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Starts the server on `endpoint` over `state_dir`, and the autoscalers.
-    pub async fn start(config: &Config, state_dir: &Path, endpoint: &Endpoint) -> CliResult<Self> {
+    /// With `[workers] providers`, the training pool is ranked for `job` ([`ranking_job`]).
+    pub async fn start(config: &Config, state_dir: &Path, endpoint: &Endpoint, job: Option<&Job>) -> CliResult<Self> {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
-        let autoscalers: Vec<_> = pools(config, state_dir, &server, endpoint)?
-            .into_iter()
-            .map(|(provider, pool)| Arc::new(Autoscaler::new(server.shared.clone(), provider, pool)))
-            .collect();
+        let autoscalers: Vec<_> =
+            pools(config, state_dir, &server, endpoint, job)?.into_iter().map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool))).collect();
         if autoscalers.is_empty() {
             return Ok(Self { server, autoscalers, scaling: None });
         }
@@ -139,97 +139,199 @@ impl ControlPlane {
     }
 }
 
-/// The pools of the provider `[workers] provider` names: training on its
-/// offer (spot-simulated when `[providers.local]` asks), delivery on its
-/// `delivery_instance_type`, never preempted; none for `manual`.
-fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint) -> CliResult<Vec<(Arc<dyn Provider>, Pool)>> {
+/// The pools of the providers the config names: one provider's
+/// (`[workers] provider`) in the order its table writes them, or the ranked
+/// pool of several (`[workers] providers`); none for `manual`.
+fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint, job: Option<&Job>) -> CliResult<Vec<Pool>> {
     let w = &config.workers;
-    let name = w.provider.as_str();
-    let settings = config.providers.get(name).cloned().unwrap_or_default();
-    let kind = match name {
-        "manual" => return Ok(Vec::new()),
-        "local" | "ssh" | "slurm" | "aws" | "runpod" | "vast" | "lambda" => name,
-        other => {
-            return Err(Failure::input(format!(
-                "[workers] provider = \"{other}\": this build launches `local`, `ssh`, `slurm`, `aws`, `runpod`, `vast` and `lambda` workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine"
-            )))
-        }
+    let launching = w.launching();
+    if launching == ["manual"] {
+        return Ok(Vec::new());
+    }
+    if let Some(other) = launching.iter().find(|n| **n != "local" && !REMOTE.contains(n)) {
+        return Err(Failure::input(format!(
+            "[workers] provider = \"{other}\": this build launches `local`, {} workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine",
+            REMOTE.map(|k| format!("`{k}`")).join(", ")
+        )));
+    }
+    let plane = Plane { config, state_dir, server, endpoint, grace: config.training.sigterm_grace.0 + Duration::from_secs(5) };
+    let (training, delivery) = match job {
+        Some(job) if !w.providers.is_empty() => plane.ranked(job)?,
+        _ => plane.single()?,
     };
-    let default_type = match kind {
-        "ssh" => "ssh-host",
-        "slurm" => "slurm-allocation",
-        _ => "local-cpu",
-    };
-    let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
-    let training = Offer {
-        instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()),
-        price_per_hour: price,
-        spot: settings.spot,
-        price_as_of: None,
-    };
-    let fallbacks = fallback_offers(config, name, &settings)?;
-    let delivery = Offer {
-        instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
-        price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
-        spot: false,
-        price_as_of: None,
-    };
-    let exe = std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?;
-    let grace = config.training.sigterm_grace.0 + Duration::from_secs(5);
-    let local = |class: WorkerClass, offer: &Offer| {
-        Arc::new(LocalProvider::new(LocalSettings {
-            exe: exe.clone(),
-            server: server.url(),
-            join: server.join.to_string(),
-            env: local_worker_env(config),
-            dir: state_dir.join("workers"),
-            offer: offer.clone(),
-            class,
-            grace,
-        }))
-    };
-    let link = match kind {
-        "local" => None,
-        _ => Some(plane_link(&settings, &config.workers, state_dir, (public_url(&config.server, endpoint, &server.addr.to_string()), server), &exe)?),
-    };
-    let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
-        let remote = |e: String| Failure::input(e);
-        Ok(match (kind, &link) {
-            ("ssh", Some(link)) => Arc::new(SshProvider::new(SshSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
-            ("slurm", Some(link)) => Arc::new(SlurmProvider::new(SlurmSettings::from_config(&settings, link, class, offer, grace).map_err(remote)?)),
-            ("aws", Some(link)) => Arc::new(
-                AwsProvider::from_env(AwsSettings::from_config(&settings, link, class, offer).map_err(remote)?).map_err(|e| Failure::input(e.to_string()))?,
-            ),
-            (market, Some(link)) if market != "local" => match tuneline_providers::market::provider(market, &settings, link, class, offer) {
-                Some(made) => made.map_err(remote)?,
-                None => local(class, offer),
-            },
-            _ => local(class, offer),
-        })
-    };
-    let source = match (&settings.spot_trace, settings.spot_mtbf) {
-        (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
-        (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
-        (None, None) => None,
-    };
-    let trainers: Arc<dyn Provider> = match source {
-        // Simulated spot preempts local workers; a real fleet's machines are what they are.
-        Some(source) if settings.spot && kind == "local" => {
-            let spot = SpotSettings { source, speedup: settings.spot_trace_speedup, notice: settings.spot_notice.0, seed: settings.spot_seed };
-            Arc::new(SpotProvider::new(local(WorkerClass::Gpu, &training), spot))
-        }
-        _ => make(WorkerClass::Gpu, &training)?,
-    };
-    let pool = |class, offers| Pool {
+    let pool = |class, choices| Pool {
         class,
-        offers,
+        choices,
         max_workers: w.max_workers,
         idle_timeout: w.idle_timeout.0,
         boot_grace: Duration::from_secs(60),
         cooldown: COOLDOWN,
     };
-    let training_offers = std::iter::once(training).chain(fallbacks).collect();
-    Ok(vec![(trainers, pool(WorkerClass::Gpu, training_offers)), (make(WorkerClass::Cpu, &delivery)?, pool(WorkerClass::Cpu, vec![delivery]))])
+    Ok(vec![pool(WorkerClass::Gpu, training), pool(WorkerClass::Cpu, delivery)])
+}
+
+/// The job the training pool of `[workers] providers` is ranked for: the
+/// config's (its model read from `[model] path`, which must be on this
+/// machine), `steps` long when given; `None` for one provider, whose order the config writes.
+pub fn ranking_job(config: &Config, steps: Option<u64>) -> CliResult<Option<Job>> {
+    if config.workers.providers.is_empty() {
+        return Ok(None);
+    }
+    let shape = tuneline_train::setup::model_shape(&config.model.path)
+        .map_err(|e| Failure::input(format!("[workers] providers ranks offers by what the config's job costs on them: {e}")))?;
+    let overrides = Overrides { steps, ..Overrides::default() };
+    let job = config_job::job(config, shape, &overrides).map_err(|e| Failure::input(format!("[workers] providers ranks offers by the job's cost: {e}")))?;
+    Ok(Some(job))
+}
+
+/// What building a plane's providers needs.
+struct Plane<'a> {
+    config: &'a Config,
+    state_dir: &'a Path,
+    server: &'a Server,
+    endpoint: &'a Endpoint,
+    /// A worker's SIGTERM grace, and time to report.
+    grace: Duration,
+}
+
+impl Plane<'_> {
+    /// `[workers] provider`'s pools: training on its offer (spot-simulated
+    /// when `[providers.local]` asks) then its `fallback_instance_types`,
+    /// delivery on its `delivery_instance_type`, never preempted.
+    fn single(&self) -> CliResult<(Vec<Choice>, Vec<Choice>)> {
+        let config = self.config;
+        let name = config.workers.provider.as_str();
+        let settings = config.providers.get(name).cloned().unwrap_or_default();
+        let default_type = match name {
+            "ssh" => "ssh-host",
+            "slurm" => "slurm-allocation",
+            _ => "local-cpu",
+        };
+        let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
+        let training = Offer {
+            instance_type: settings.instance_type.clone().unwrap_or_else(|| default_type.into()),
+            price_per_hour: price,
+            spot: settings.spot,
+            price_as_of: None,
+        };
+        let fallbacks = fallback_offers(config, name, &settings)?;
+        let delivery = Offer {
+            instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
+            price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
+            spot: false,
+            price_as_of: None,
+        };
+        let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
+            if name == "local" {
+                return self.local(class, offer);
+            }
+            build::remote(name, &settings, &self.link(&settings)?, class, offer, self.grace).map_err(Failure::input)
+        };
+        let source = match (&settings.spot_trace, settings.spot_mtbf) {
+            (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
+            (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
+            (None, None) => None,
+        };
+        let trainers: Arc<dyn Provider> = match source {
+            // Simulated spot preempts local workers; a real fleet's machines are what they are.
+            Some(source) if settings.spot && name == "local" => {
+                let spot = SpotSettings { source, speedup: settings.spot_trace_speedup, notice: settings.spot_notice.0, seed: settings.spot_seed };
+                Arc::new(SpotProvider::new(self.local_process(WorkerClass::Gpu, &training)?, spot))
+            }
+            _ => make(WorkerClass::Gpu, &training)?,
+        };
+        let choice = |provider: &Arc<dyn Provider>, offer: Offer| Choice { provider: provider.clone(), offer, rank: None };
+        let training = std::iter::once(training).chain(fallbacks).map(|o| choice(&trainers, o)).collect();
+        let deliverers = make(WorkerClass::Cpu, &delivery)?;
+        Ok((training, vec![choice(&deliverers, delivery)]))
+    }
+
+    /// `[workers] providers`' pools: training on every listed offer, ranked
+    /// for `job` by expected cost (the offers the plan leaves out are named),
+    /// delivery on the listed tables' `delivery_instance_type`, in list order.
+    fn ranked(&self, job: &Job) -> CliResult<(Vec<Choice>, Vec<Choice>)> {
+        let config = self.config;
+        let (ranked, excluded) = config_job::training_pool(config, job).map_err(Failure::input)?;
+        let left_out: Vec<String> = excluded.iter().map(|e| format!("{} ({}): {}", e.offer, market(e.market == Market::Spot), e.reason)).collect();
+        for why in &left_out {
+            eprintln!("warning: [workers] providers: {why}; left out of the training pool");
+        }
+        if ranked.is_empty() {
+            return Err(Failure::input(format!(
+                "[workers] providers: no listed offer can run this job ({}); list another provider or instance type, or see `tuneline plan`",
+                left_out.join("; ")
+            )));
+        }
+        let mut training = Vec::new();
+        let mut delivery = Vec::new();
+        for name in &config.workers.providers {
+            let table = &config.providers[name];
+            let link = self.link(table)?;
+            let offers: Vec<_> = ranked.iter().enumerate().filter(|(_, r)| &r.provider == name).collect();
+            if let Some((_, first)) = offers.first() {
+                let offer = |r: &PoolOffer| Offer {
+                    instance_type: r.instance_type.clone(),
+                    price_per_hour: r.estimate.price_per_hour,
+                    spot: r.estimate.market == Market::Spot,
+                    price_as_of: Some(r.as_of.to_string()),
+                };
+                let provider = build::remote(name, table, &link, WorkerClass::Gpu, &offer(first), self.grace).map_err(Failure::input)?;
+                training.extend(offers.iter().map(|(rank, r)| (*rank, Choice { provider: provider.clone(), offer: offer(r), rank: Some(r.why()) })));
+            }
+            if let Some(instance) = &table.delivery_instance_type {
+                let offer = Offer { instance_type: instance.clone(), price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0), spot: false, price_as_of: None };
+                let provider = build::remote(name, table, &link, WorkerClass::Cpu, &offer, self.grace).map_err(Failure::input)?;
+                delivery.push(Choice { provider, offer, rank: None });
+            }
+        }
+        if delivery.is_empty() {
+            return Err(Failure::input(format!(
+                "[workers] providers: none of {} names a delivery_instance_type; name a CPU machine in one of their tables, so that no GPU bills while a model is delivered",
+                config.workers.providers.join(", ")
+            )));
+        }
+        training.sort_by_key(|(rank, _)| *rank);
+        Ok((training.into_iter().map(|(_, c)| c).collect(), delivery))
+    }
+
+    /// A local worker process provider of `class` launching `offer`.
+    fn local_process(&self, class: WorkerClass, offer: &Offer) -> CliResult<Arc<LocalProvider>> {
+        Ok(Arc::new(LocalProvider::new(LocalSettings {
+            exe: this_binary()?,
+            server: self.server.url(),
+            join: self.server.join.to_string(),
+            env: local_worker_env(self.config),
+            dir: self.state_dir.join("workers"),
+            offer: offer.clone(),
+            class,
+            grace: self.grace,
+        })))
+    }
+
+    /// [`Self::local_process`] as a provider.
+    fn local(&self, class: WorkerClass, offer: &Offer) -> CliResult<Arc<dyn Provider>> {
+        Ok(self.local_process(class, offer)?)
+    }
+
+    /// The link a remote provider's workers join this plane by, with its table's `binary`.
+    fn link(&self, table: &ProviderConfig) -> CliResult<PlaneLink> {
+        let url = public_url(&self.config.server, self.endpoint, &self.server.addr.to_string());
+        plane_link(table, &self.config.workers, self.state_dir, (url, self.server))
+    }
+}
+
+/// The `tuneline` binary running now, which local workers run and remote hosts get by default.
+fn this_binary() -> CliResult<PathBuf> {
+    std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))
+}
+
+/// A market as the plan names it.
+fn market(spot: bool) -> &'static str {
+    if spot {
+        "spot"
+    } else {
+        "on-demand"
+    }
 }
 
 /// `[providers.NAME] fallback_instance_types` as offers, priced by the
@@ -270,10 +372,13 @@ fn local_worker_env(config: &Config) -> Vec<(String, String)> {
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(p: &ProviderConfig, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server), exe: &Path) -> CliResult<PlaneLink> {
+fn plane_link(p: &ProviderConfig, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server)) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
-    let binary = p.binary.as_ref().map_or_else(|| exe.to_path_buf(), PathBuf::from);
+    let binary = match &p.binary {
+        Some(path) => PathBuf::from(path),
+        None => this_binary()?,
+    };
     Ok(PlaneLink {
         server: server_url,
         join: server.join.to_string(),

@@ -14,13 +14,17 @@ use tuneline_api::{now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClas
 use tuneline_control::api::credentials::Secrets;
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
-use tuneline_control::autoscale::{Autoscaler, Pool};
+use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::db::Db;
 use tuneline_providers::{Instance, Offer, Provider, ProviderError};
 
 /// Records launches and terminations; `stuck` instances refuse to terminate.
 #[derive(Default)]
 struct Recorder {
+    /// Its provider name [default: `local`].
+    name: Option<&'static str>,
+    /// Listing fails.
+    unreachable: std::sync::atomic::AtomicBool,
     instances: Mutex<Vec<Instance>>,
     terminated: Mutex<Vec<String>>,
     stuck: Mutex<Vec<String>>,
@@ -36,7 +40,7 @@ struct Recorder {
 #[async_trait::async_trait]
 impl Provider for Recorder {
     fn name(&self) -> &str {
-        "local"
+        self.name.unwrap_or("local")
     }
     async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
         Ok(vec![offer()])
@@ -67,6 +71,9 @@ impl Provider for Recorder {
         Ok(())
     }
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        if self.unreachable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ProviderError::new(self.name(), "connection refused".into()));
+        }
         Ok(self.instances.lock().unwrap().clone())
     }
 }
@@ -88,9 +95,14 @@ fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) ->
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
     let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
-    let pool = Pool { class: WorkerClass::Gpu, offers: vec![offer()], max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
-    let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
+    let pool = Pool { class: WorkerClass::Gpu, choices: choices(&provider, [offer()]), max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
+    let autoscaler = Autoscaler::new(shared.clone(), pool);
     (shared, provider, autoscaler)
+}
+
+/// `offers` on `provider`, in the config's order.
+fn choices<const N: usize>(provider: &Arc<Recorder>, offers: [Offer; N]) -> Vec<Choice> {
+    offers.into_iter().map(|offer| Choice { provider: provider.clone(), offer, rank: None }).collect()
 }
 
 fn register(shared: &Shared, instance: &str) -> i64 {
@@ -121,13 +133,13 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false, price_as_of: None };
     let pool = Pool {
         class: WorkerClass::Cpu,
-        offers: vec![cpu_offer],
+        choices: choices(&cpus, [cpu_offer]),
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
         boot_grace: Duration::from_secs(60),
         cooldown: Duration::from_secs(900),
     };
-    let delivery = Autoscaler::new(shared.clone(), cpus.clone(), pool);
+    let delivery = Autoscaler::new(shared.clone(), pool);
     let deliver = JobSpec::Deliver(DeliverSpec { config: "[project]\n".into(), run: "r".into(), checkpoint: None });
     let job = shared.db().submit(&deliver, 3).unwrap();
     assert!(training.pass().await.launched.is_empty(), "no GPU for a delivery");
@@ -235,20 +247,19 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
     let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, spot: true, price_as_of: None };
-    let offers = vec![big.clone(), offer()];
     let pool = Pool {
         class: WorkerClass::Gpu,
-        offers,
+        choices: choices(&provider, [big.clone(), offer()]),
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
         boot_grace: Duration::from_secs(60),
         cooldown: Duration::from_secs(900),
     };
-    let autoscaler = Autoscaler::new(shared.clone(), provider.clone(), pool);
+    let autoscaler = Autoscaler::new(shared.clone(), pool);
 
     let first = shared.db().submit(&command(), 3).unwrap().id;
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
-    assert!(log_of(&shared, first).contains("launched gpu-big spot at $0.800/h as i-0 (the pool's first choice)"), "{}", log_of(&shared, first));
+    assert!(log_of(&shared, first).contains("launched gpu-big spot at $0.800/h on local as i-0 (the pool's first choice)"), "{}", log_of(&shared, first));
 
     // Its instance is preempted: the worker releases the job, and the cloud takes the instance.
     let info = WorkerRegister {
@@ -270,8 +281,8 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     assert_eq!(pass.launched, ["i-1"]);
     assert_eq!(provider.list().await.unwrap()[0].offer.instance_type, "gpu-small", "not back into the offer just preempted");
     let log = log_of(&shared, first);
-    assert!(log.contains("gpu-big spot at $0.800/h was preempted: it cools down for 900s"), "{log}");
-    assert!(log.contains("launched gpu-small spot at $0.400/h as i-1 (gpu-big spot at $0.800/h is cooling down after a preemption)"), "{log}");
+    assert!(log.contains("gpu-big spot at $0.800/h on local was preempted: it cools down for 900s"), "{log}");
+    assert!(log.contains("launched gpu-small spot at $0.400/h on local as i-1 (gpu-big spot at $0.800/h on local is cooling down after a preemption)"), "{log}");
 
     // A second job: the cool offer has no capacity, so the cooling one is all there is.
     provider.full.lock().unwrap().push("gpu-small".into());
@@ -279,8 +290,8 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     assert_eq!(autoscaler.pass().await.launched, ["i-2"]);
     // The events go to the oldest queued job, which the launch is for: the first is queued still.
     let log = log_of(&shared, first);
-    assert!(log.contains("gpu-small spot at $0.400/h has no capacity (InsufficientInstanceCapacity); trying the next offer"), "{log}");
-    assert!(log.contains("launched gpu-big spot at $0.800/h as i-2") && log.contains("every other offer is too or is full"), "{log}");
+    assert!(log.contains("gpu-small spot at $0.400/h on local has no capacity (InsufficientInstanceCapacity); trying the next offer"), "{log}");
+    assert!(log.contains("launched gpu-big spot at $0.800/h on local as i-2") && log.contains("every other offer is too or is full"), "{log}");
     assert!(shared.db().segments(Some(second)).unwrap().is_empty(), "no capacity is no one's fault: no attempt is charged");
 
     // Nothing has room: the pass says so, and still charges no one.
@@ -301,7 +312,7 @@ async fn a_worker_bills_at_the_price_its_provider_reported_at_launch_not_the_off
     *provider.billed.lock().unwrap() = Some(0.69);
     let job = shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
-    assert!(log_of(&shared, job.id).contains("launched gpu-small spot at $0.690/h as i-0"), "{}", log_of(&shared, job.id));
+    assert!(log_of(&shared, job.id).contains("launched gpu-small spot at $0.690/h on local as i-0"), "{}", log_of(&shared, job.id));
     // Its worker registers with the offer's price, from its boot script.
     let worker = register(&shared, "i-0");
     autoscaler.pass().await;
@@ -311,4 +322,85 @@ async fn a_worker_bills_at_the_price_its_provider_reported_at_launch_not_the_off
     shared.db().set_price(worker, 0.5, None).unwrap();
     autoscaler.pass().await;
     assert_eq!(shared.db().worker(worker).unwrap().info.price_per_hour, 0.5);
+}
+
+/// A worker of `provider`'s instance `instance` (of `instance_type`, spot) registers.
+fn register_on(shared: &Shared, provider: &str, instance: &str, instance_type: &str) -> i64 {
+    let info = WorkerRegister {
+        instance: Some(instance.into()),
+        provider: provider.into(),
+        instance_type: Some(instance_type.into()),
+        spot: true,
+        price_per_hour: 0.4,
+        cpus: 2,
+        pid: 1,
+        ..Default::default()
+    };
+    shared.db().register(&info, "").unwrap()
+}
+
+#[tokio::test]
+async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer_only_on_the_provider_that_lost_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
+    let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
+    let aws = Arc::new(Recorder { name: Some("aws"), ..Default::default() });
+    let lambda = Arc::new(Recorder { name: Some("lambda"), ..Default::default() });
+    let gpu = |price| Offer { instance_type: "gpu".into(), price_per_hour: price, spot: true, price_as_of: Some("2025-06-01".into()) };
+    let ranked = |provider: &Arc<Recorder>, price, why: &str| Choice { provider: provider.clone(), offer: gpu(price), rank: Some(why.into()) };
+    // The same instance type on two providers: cooling one must not cool the other.
+    let pool = Pool {
+        class: WorkerClass::Gpu,
+        choices: vec![ranked(&aws, 0.4, "expected $1.00 and 2.0 h for the job"), ranked(&lambda, 0.5, "expected $1.25 and 2.0 h for the job")],
+        max_workers: 2,
+        idle_timeout: Duration::from_secs(1800),
+        boot_grace: Duration::from_secs(60),
+        cooldown: Duration::from_secs(900),
+    };
+    let autoscaler = Autoscaler::new(shared.clone(), pool);
+
+    // The best offer's provider has no capacity: the next provider's offer launches.
+    aws.full.lock().unwrap().push("gpu".into());
+    let first = shared.db().submit(&command(), 3).unwrap().id;
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    assert_eq!(lambda.list().await.unwrap().len(), 1, "launched on lambda");
+    let log = log_of(&shared, first);
+    assert!(log.contains("gpu spot at $0.400/h on aws has no capacity (InsufficientInstanceCapacity); trying the next offer"), "{log}");
+    assert!(log.contains("launched gpu spot at $0.500/h on lambda as i-0 (gpu spot at $0.400/h on aws has no capacity"), "{log}");
+    assert!(log.contains("ranked 2 of 2: expected $1.25 and 2.0 h for the job)"), "{log}");
+    assert_eq!(shared.db().get(first).unwrap().attempts_used, 0, "no capacity charges no one");
+
+    // Capacity is back; a second job goes to the best offer.
+    aws.full.lock().unwrap().clear();
+    let lambda_worker = register_on(&shared, "lambda", "i-0", "gpu");
+    shared.db().lease(lambda_worker).unwrap().unwrap();
+    shared.db().start(first, lambda_worker, 0).unwrap();
+    let second = shared.db().submit(&command(), 3).unwrap().id;
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"], "aws numbers its own instances");
+    assert!(log_of(&shared, second).contains("launched gpu spot at $0.400/h on aws as i-0 (the pool's first choice; ranked 1 of 2: expected $1.00"));
+
+    // aws reclaims it: that offer cools down on aws only, and lambda's same type takes the job.
+    let aws_worker = register_on(&shared, "aws", "i-0", "gpu");
+    shared.db().lease(aws_worker).unwrap().unwrap();
+    shared.db().start(second, aws_worker, 0).unwrap();
+    shared.db().release(second, aws_worker, tuneline_api::Outcome::Preempted, None, &Default::default()).unwrap();
+    aws.instances.lock().unwrap().clear();
+    let pass = autoscaler.pass().await;
+    assert_eq!((pass.vanished.as_slice(), pass.launched.as_slice()), ([aws_worker].as_slice(), ["i-1".to_string()].as_slice()), "{pass:?}");
+    assert_eq!(lambda.list().await.unwrap().len(), 2, "the replacement is lambda's");
+    let log = log_of(&shared, second);
+    assert!(log.contains("gpu spot at $0.400/h on aws was preempted: it cools down for 900s"), "{log}");
+    assert!(log.contains("launched gpu spot at $0.500/h on lambda as i-1 (gpu spot at $0.400/h on aws is cooling down after a preemption; ranked 2 of 2"), "{log}");
+
+    // lambda's API goes away: its worker is not declared lost, and nothing more launches in its place.
+    lambda.unreachable.store(true, std::sync::atomic::Ordering::SeqCst);
+    let pass = autoscaler.pass().await;
+    assert!(pass.failed.iter().any(|f| f.contains("cannot list instances") && f.contains("lambda")), "{pass:?}");
+    assert!(pass.vanished.is_empty() && pass.launched.is_empty(), "both lambda instances count as alive: {pass:?}");
+    assert_eq!(shared.db().worker(lambda_worker).unwrap().state, WorkerState::Busy);
+
+    // Once it answers, the pool's end terminates the instances of both providers.
+    lambda.unreachable.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(autoscaler.shutdown().await.is_empty());
+    assert!(aws.list().await.unwrap().is_empty() && lambda.list().await.unwrap().is_empty());
 }

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use tuneline_core::config::Config;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Offer};
 use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
 use crate::models::ModelShape;
-use crate::plan::{estimate_offer, DataHome, Job, Market, Overheads, Phase};
+use crate::plan::{best_first, estimate_offer, judge, DataHome, Estimate, Excluded, Job, Market, Overheads, Phase};
 use crate::GIB;
 
 /// What a command line may change in the config's job; `None` keeps the config's value.
@@ -138,23 +138,93 @@ pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), Str
     ))
 }
 
-/// `save_steps = "auto"`: the Young/Daly interval for the spot offer that
-/// `[workers] provider`'s table names, in steps, with why; `Err` says why there is none.
-pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), String> {
-    let name = &config.workers.provider;
-    let table = config.providers.get(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
-    let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
-        return Err(format!("[providers.{name}] names no instance_type and region"));
-    };
-    let id = format!("{name}/{instance}/{region}");
+/// One offer of the training pool that `[workers] providers` ranks: a
+/// listed provider's instance type, on the market its table asks for, with
+/// what the job is expected to cost there.
+#[derive(Debug, Clone)]
+pub struct PoolOffer {
+    /// The provider, as `[providers.<name>]` names it.
+    pub provider: String,
+    /// The instance type it launches.
+    pub instance_type: String,
+    /// The job on it (`offer` is the catalog id): total $, wall hours, ETH, $ per million tokens.
+    pub estimate: Estimate,
+    /// When the catalog's price was current.
+    pub as_of: chrono::NaiveDate,
+}
+
+impl PoolOffer {
+    /// Why it ranks where it does, as the job's events say it.
+    pub fn why(&self) -> String {
+        let e = &self.estimate;
+        format!(
+            "expected ${:.2} and {:.1} h for the job, ETH ${:.2}, ${:.3} per million tokens (catalog {}, prices as of {})",
+            e.total_cost, e.wall_h, e.eth, e.usd_per_m_tokens, e.offer, self.as_of
+        )
+    }
+}
+
+/// The training pool of `[workers] providers`: each listed provider's
+/// `instance_type` and `fallback_instance_types` in its region, on the market
+/// its table asks for (`spot`), ranked for `job` as `tuneline plan` ranks
+/// (expected total cost, so the phase, memory fit, deadline and the data's
+/// region all count), with the offers left out and why. `Err` names the
+/// setting at fault: a provider without a table, a type the catalog lacks.
+pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<Excluded>), String> {
     let catalog = catalog(config)?;
-    let offer = catalog.offers.iter().find(|o| o.id == id).ok_or_else(|| format!("the catalog has no offer {id}"))?;
-    if !table.spot {
+    let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(config));
+    let (mut ranked, mut excluded) = (Vec::new(), Vec::new());
+    for name in &config.workers.providers {
+        let table = config.providers.get(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
+        let first = table.instance_type.as_ref().ok_or_else(|| format!("providers.{name}.instance_type: missing; the training pool ranks the types each listed provider names"))?;
+        for instance in std::iter::once(first).chain(&table.fallback_instance_types) {
+            let offer = catalog_entry(&catalog, name, instance, table.region.as_deref())?;
+            let market = if table.spot { Market::Spot } else { Market::OnDemand };
+            if table.spot && offer.spot_per_hour.is_none() {
+                return Err(format!("providers.{name}: the catalog has no spot price for {}; add one to [cost] catalog, or set spot = false", offer.id));
+            }
+            match judge(job, offer, market, &catalog, today, max_age) {
+                Ok(estimate) => ranked.push(PoolOffer { provider: name.clone(), instance_type: instance.clone(), estimate, as_of: offer.as_of }),
+                Err(out) => excluded.push(out),
+            }
+        }
+    }
+    ranked.sort_by(|a, b| best_first(&a.estimate, &b.estimate));
+    Ok((ranked, excluded))
+}
+
+/// The catalog's entry for `instance` of provider `name`, in `region` when the table names one.
+fn catalog_entry<'c>(catalog: &'c Catalog, name: &str, instance: &str, region: Option<&str>) -> Result<&'c Offer, String> {
+    let found = catalog.offers.iter().find(|o| o.provider == name && o.instance == instance && region.is_none_or(|r| o.region == r));
+    found.ok_or_else(|| {
+        let id = format!("{name}/{instance}/{}", region.unwrap_or("<region>"));
+        format!("providers.{name}: the catalog has no {id}; add it with its prices to [cost] catalog (an [[offer]] with provider, region, instance and on_demand_per_hour)")
+    })
+}
+
+/// `save_steps = "auto"`: the Young/Daly interval for the spot offer training
+/// launches first (the ranked pool's first with `[workers] providers`, else
+/// `[workers] provider`'s table), in steps, with why; `Err` says why there is none.
+pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), String> {
+    let job = job(config, model, &Overrides::default())?;
+    let e = if config.workers.providers.is_empty() {
+        let name = &config.workers.provider;
+        let table = config.providers.get(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
+        let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
+            return Err(format!("[providers.{name}] names no instance_type and region"));
+        };
+        let catalog = catalog(config)?;
+        let offer = catalog_entry(&catalog, name, instance, Some(region))?;
+        let market = if table.spot { Market::Spot } else { Market::OnDemand };
+        estimate_offer(&job, offer, market, &catalog, chrono::Utc::now().date_naive(), max_age_days(config))
+    } else {
+        let (pool, _) = training_pool(config, &job)?;
+        pool.into_iter().next().ok_or("workers.providers: no listed offer can run this job (see `tuneline plan`)")?.estimate
+    };
+    let id = &e.offer;
+    if e.market != Market::Spot {
         return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
     }
-    let job = job(config, model, &Overrides::default())?;
-    let today = chrono::Utc::now().date_naive();
-    let e = estimate_offer(&job, offer, Market::Spot, &catalog, today, max_age_days(config));
     let steps = e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
     let why = format!(
         "Young/Daly for {id} spot: a preemption every {:.1} h, {:.0} s per checkpoint, every {:.0} min of work",

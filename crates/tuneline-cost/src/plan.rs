@@ -207,23 +207,36 @@ pub fn plan(job: &Job, catalog: &Catalog, only_gpu: Option<&Gpu>, today: NaiveDa
             if market == Market::Spot && offer.spot_per_hour.is_none() {
                 continue;
             }
-            let out = |reason: String, cause| Excluded { offer: offer.id.clone(), market, reason, cause };
-            if let Some(reason) = phase_forbids(job.phase, offer, market) {
-                excluded.push(out(reason, Cause::Phase));
-                continue;
-            }
-            let estimate = estimate_offer(job, offer, market, catalog, today, max_age_days);
-            if estimate.fit == Fit::NoFit {
-                excluded.push(out(format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib), Cause::Memory));
-            } else if estimate.wall_h > job.deadline_h {
-                excluded.push(out(format!("takes {:.1} h, past the {:.0} h deadline", estimate.wall_h, job.deadline_h), Cause::Deadline));
-            } else {
-                ranked.push(estimate);
+            match judge(job, offer, market, catalog, today, max_age_days) {
+                Ok(estimate) => ranked.push(estimate),
+                Err(out) => excluded.push(out),
             }
         }
     }
-    ranked.sort_by(|a, b| a.total_cost.total_cmp(&b.total_cost).then(a.wall_h.total_cmp(&b.wall_h)));
+    ranked.sort_by(best_first);
     Plan { ranked, excluded }
+}
+
+/// `offer` on `market` for `job`: its estimate, or why a plan leaves it out
+/// (the phase does not rent it, the job does not fit it, or it would miss the deadline).
+pub fn judge(job: &Job, offer: &Offer, market: Market, catalog: &Catalog, today: NaiveDate, max_age_days: i64) -> Result<Estimate, Excluded> {
+    let out = |reason: String, cause| Excluded { offer: offer.id.clone(), market, reason, cause };
+    if let Some(reason) = phase_forbids(job.phase, offer, market) {
+        return Err(out(reason, Cause::Phase));
+    }
+    let estimate = estimate_offer(job, offer, market, catalog, today, max_age_days);
+    if estimate.fit == Fit::NoFit {
+        Err(out(format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib), Cause::Memory))
+    } else if estimate.wall_h > job.deadline_h {
+        Err(out(format!("takes {:.1} h, past the {:.0} h deadline", estimate.wall_h, job.deadline_h), Cause::Deadline))
+    } else {
+        Ok(estimate)
+    }
+}
+
+/// The plan's order: the lower expected total cost first, then the shorter wall time.
+pub fn best_first(a: &Estimate, b: &Estimate) -> std::cmp::Ordering {
+    a.total_cost.total_cmp(&b.total_cost).then(a.wall_h.total_cmp(&b.wall_h))
 }
 
 fn phase_forbids(phase: Phase, offer: &Offer, market: Market) -> Option<String> {

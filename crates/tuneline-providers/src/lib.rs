@@ -6,6 +6,7 @@
 //! - [`runpod`], [`vast`], [`lambda`]: workers on the GPU marketplaces'
 //!   instances, through their APIs ([`json_api`]), with what they share in [`market`];
 //! - [`refresh`]: current prices from the clouds' APIs, for `tuneline plan --refresh`;
+//! - [`build`]: a remote provider from its `[providers.<name>]` table;
 //! - [`boot`]: the script a cloud instance boots with, which starts its worker;
 //! - [`self_stop`]: a worker terminating its own instance;
 //! - [`process`]: children tied to their parent, and signals to them;
@@ -18,6 +19,7 @@
 
 pub mod aws;
 pub mod boot;
+pub mod build;
 pub mod json_api;
 pub mod lambda;
 pub mod local;

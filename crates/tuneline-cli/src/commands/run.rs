@@ -26,7 +26,7 @@ use crate::cost_report::print_report;
 use crate::dataset::prepare;
 use crate::delivery::delivered;
 use crate::exit::{CliResult, Failure};
-use crate::plane::{ControlPlane, STATE_DIR};
+use crate::plane::{ranking_job, ControlPlane, STATE_DIR};
 use crate::progress::Shown;
 
 /// Runs `tuneline run`.
@@ -58,9 +58,10 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     // Local workers reach the server on loopback (plain HTTP unless [server] tls = "on");
     // another provider's machines reach it at [server] listen.
-    let listen = if config.workers.provider == "local" { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
+    let listen = if config.workers.launching() == ["local"] { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
     let endpoint = Endpoint::from_config(&config.server, &listen, false);
-    let mut plane = ControlPlane::start(config, &state_dir, &endpoint).await?;
+    let ranking = ranking_job(config, Some(max_steps))?;
+    let mut plane = ControlPlane::start(config, &state_dir, &endpoint, ranking.as_ref()).await?;
     let client = plane.client();
     let trained = train_then_deliver(&client, &plane, global, (&text, &dataset, &run), args.max_attempts, max_steps).await;
     for failure in plane.shutdown().await {

@@ -2,18 +2,19 @@
 //! `tuneline server join-token`: the command that joins a worker to it.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tuneline_control::serve::{join_command, join_token, public_url, Endpoint};
+use tuneline_core::layout;
 
 use crate::cli::{Global, ServerArgs, ServerCommand};
-use crate::context::load_config;
+use crate::context::{load_config, localize_model, open_store};
 use crate::exit::{CliResult, Failure};
-use crate::plane::{ControlPlane, STATE_DIR};
+use crate::plane::{ranking_job, ControlPlane, STATE_DIR};
 
 /// Runs `tuneline server`.
 pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
-    let config = load_config(global, true)?.config;
+    let mut config = load_config(global, true)?.config;
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     let listen = args.listen.clone().unwrap_or_else(|| config.server.listen.clone());
     let endpoint = Endpoint::from_config(&config.server, &listen, args.insecure_http);
@@ -22,7 +23,13 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
         println!("{}", join_command(&public_url(&config.server, &endpoint, &listen), &join));
         return Ok(());
     }
-    let mut plane = ControlPlane::start(&config, &state_dir, &endpoint).await?;
+    // A ranked pool prices the config's job on each offer: a `store:` base is pulled to read its shape.
+    if !config.workers.providers.is_empty() && layout::store_ref(&config.model.path).is_some() {
+        let store = open_store(global, &config)?;
+        localize_model(global, &store, &mut config, Path::new(".tuneline/cache")).await?;
+    }
+    let ranking = ranking_job(&config, None)?;
+    let mut plane = ControlPlane::start(&config, &state_dir, &endpoint, ranking.as_ref()).await?;
     let fingerprint = plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
     eprintln!(
         "tuneline server: {} (OpenAPI at /openapi.json){fingerprint}, state in {}, admin token in {}",

@@ -414,6 +414,11 @@ impl Default for EvalConfig {
 pub struct WorkersConfig {
     /// Provider backend name; `[providers.<name>]` configures it.
     pub provider: String,
+    /// Several providers instead of `provider`: the training pool ranks every
+    /// listed table's `instance_type` and `fallback_instance_types` by the
+    /// job's expected cost (as `tuneline plan` does) and launches best first;
+    /// delivery takes the listed tables' `delivery_instance_type`, in this order.
+    pub providers: Vec<String>,
     /// Most workers alive at once.
     pub max_workers: u32,
     /// An idle worker is terminated after this long.
@@ -429,10 +434,22 @@ pub struct WorkersConfig {
     pub cache_size: Option<MemorySize>,
 }
 
+impl WorkersConfig {
+    /// The providers this plane launches on: `providers` when it lists any, else `provider`.
+    pub fn launching(&self) -> Vec<&str> {
+        if self.providers.is_empty() {
+            vec![self.provider.as_str()]
+        } else {
+            self.providers.iter().map(String::as_str).collect()
+        }
+    }
+}
+
 impl Default for WorkersConfig {
     fn default() -> Self {
         Self {
             provider: "local".into(),
+            providers: Vec::new(),
             max_workers: 2,
             idle_timeout: HumanDuration::from_secs(30 * 60),
             lease_timeout: HumanDuration::from_secs(30),

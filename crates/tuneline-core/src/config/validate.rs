@@ -83,6 +83,16 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.fail("server.tls", "is \"off\" but tls_cert is set; remove one");
     }
     v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
+    for (i, name) in c.workers.providers.iter().enumerate() {
+        let field = format!("workers.providers[{i}]");
+        if matches!(name.as_str(), "local" | "manual") {
+            v.fail(&field, &format!("is \"{name}\"; the ranked pool rents machines (ssh, slurm, aws, runpod, vast, lambda): use provider = \"{name}\" instead"));
+        } else if !c.providers.contains_key(name) {
+            v.fail(&field, &format!("is \"{name}\", which has no [providers.{name}] table; add one naming its instance_type and region"));
+        } else if c.workers.providers[..i].contains(name) {
+            v.fail(&field, &format!("lists \"{name}\" twice"));
+        }
+    }
     for (name, p) in &c.providers {
         for (field, price) in [("price_per_hour", p.price_per_hour), ("delivery_price_per_hour", p.delivery_price_per_hour)] {
             if let Some(price) = price {
