@@ -101,3 +101,14 @@ fn bad_names_are_rejected() {
     let msg = problems("[project]\nname = \"../escape\"\n");
     assert!(msg.contains("project.name") && msg.contains("not a valid name"), "{msg}");
 }
+
+#[test]
+fn a_ranked_pool_lists_rented_providers_each_once_each_with_its_table() {
+    let msg = problems("[workers]\nproviders = [\"aws\", \"local\", \"lambda\", \"aws\"]\n[providers.aws]\nregion = \"us-east-1\"\n");
+    assert!(msg.contains("tuneline.toml:2: workers.providers[1]: is \"local\"; the ranked pool rents machines"), "{msg}");
+    assert!(msg.contains("workers.providers[2]: is \"lambda\", which has no [providers.lambda] table; add one naming its instance_type and region"), "{msg}");
+    assert!(msg.contains("workers.providers[3]: lists \"aws\" twice"), "{msg}");
+    let c = Config::parse("[workers]\nproviders = [\"aws\"]\n[providers.aws]\ninstance_type = \"g5.xlarge\"\n", "tuneline.toml", no_env).unwrap().config;
+    assert_eq!(c.workers.launching(), ["aws"], "the list replaces provider");
+    assert_eq!(Config::parse("", "tuneline.toml", no_env).unwrap().config.workers.launching(), ["local"]);
+}

@@ -168,12 +168,18 @@ fn collect_keys(value: &Value, table: &mut Vec<String>, out: &mut Vec<(String, S
     }
 }
 
-/// The 1-based line where the key at `path` is written, if it is.
+/// The 1-based line where the key at `path` is written, if it is; a
+/// segment `name[i]` is the array's element `i`, on its own line when written so.
 fn line_of_key(text: &str, spans: &DeTable, path: &[&str]) -> Option<usize> {
     let (first, rest) = path.split_first()?;
-    let (key, value) = spans.iter().find(|(k, _)| k.get_ref() == first)?;
-    let nested = match value.get_ref() {
-        DeValue::Table(t) if !rest.is_empty() => line_of_key(text, t, rest),
+    let (name, index) = match first.strip_suffix(']').and_then(|s| s.split_once('[')) {
+        Some((name, i)) => (name, i.parse::<usize>().ok()),
+        None => (*first, None),
+    };
+    let (key, value) = spans.iter().find(|(k, _)| k.get_ref() == name)?;
+    let nested = match (value.get_ref(), index) {
+        (DeValue::Table(t), None) if !rest.is_empty() => line_of_key(text, t, rest),
+        (DeValue::Array(items), Some(i)) => items.get(i).map(|item| line_at(text, item.span().start)),
         _ => None,
     };
     nested.or_else(|| Some(line_at(text, key.span().start)))
