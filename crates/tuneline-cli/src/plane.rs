@@ -228,7 +228,9 @@ impl Plane<'_> {
             build::remote(name, &settings, &self.link(&settings)?, class, offer, self.grace).map_err(Failure::input)
         };
         let source = match (&settings.spot_trace, settings.spot_mtbf) {
-            (Some(path), _) => Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?)),
+            (Some(path), _) => {
+                Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?))
+            }
             (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
             (None, None) => None,
         };
@@ -279,7 +281,8 @@ impl Plane<'_> {
                 training.extend(offers.iter().map(|(rank, r)| (*rank, Choice { provider: provider.clone(), offer: offer(r), rank: Some(r.why()) })));
             }
             if let Some(instance) = &table.delivery_instance_type {
-                let offer = Offer { instance_type: instance.clone(), price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0), spot: false, price_as_of: None };
+                let offer =
+                    Offer { instance_type: instance.clone(), price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0), spot: false, price_as_of: None };
                 let provider = build::remote(name, table, &link, WorkerClass::Cpu, &offer, self.grace).map_err(Failure::input)?;
                 delivery.push(Choice { provider, offer, rank: None });
             }

@@ -95,7 +95,8 @@ fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) ->
     let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
     let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
     let provider = Arc::new(Recorder::default());
-    let pool = Pool { class: WorkerClass::Gpu, choices: choices(&provider, [offer()]), max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
+    let pool =
+        Pool { class: WorkerClass::Gpu, choices: choices(&provider, [offer()]), max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
     (shared, provider, autoscaler)
 }
@@ -282,7 +283,10 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     assert_eq!(provider.list().await.unwrap()[0].offer.instance_type, "gpu-small", "not back into the offer just preempted");
     let log = log_of(&shared, first);
     assert!(log.contains("gpu-big spot at $0.800/h on local was preempted: it cools down for 900s"), "{log}");
-    assert!(log.contains("launched gpu-small spot at $0.400/h on local as i-1 (gpu-big spot at $0.800/h on local is cooling down after a preemption)"), "{log}");
+    assert!(
+        log.contains("launched gpu-small spot at $0.400/h on local as i-1 (gpu-big spot at $0.800/h on local is cooling down after a preemption)"),
+        "{log}"
+    );
 
     // A second job: the cool offer has no capacity, so the cooling one is all there is.
     provider.full.lock().unwrap().push("gpu-small".into());
@@ -390,7 +394,10 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     assert_eq!(lambda.list().await.unwrap().len(), 2, "the replacement is lambda's");
     let log = log_of(&shared, second);
     assert!(log.contains("gpu spot at $0.400/h on aws was preempted: it cools down for 900s"), "{log}");
-    assert!(log.contains("launched gpu spot at $0.500/h on lambda as i-1 (gpu spot at $0.400/h on aws is cooling down after a preemption; ranked 2 of 2"), "{log}");
+    assert!(
+        log.contains("launched gpu spot at $0.500/h on lambda as i-1 (gpu spot at $0.400/h on aws is cooling down after a preemption; ranked 2 of 2"),
+        "{log}"
+    );
 
     // lambda's API goes away: its worker is not declared lost, and nothing more launches in its place.
     lambda.unreachable.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -175,8 +175,12 @@ pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<
     let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(config));
     let (mut ranked, mut excluded) = (Vec::new(), Vec::new());
     for name in &config.workers.providers {
-        let table = config.providers.get(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
-        let first = table.instance_type.as_ref().ok_or_else(|| format!("providers.{name}.instance_type: missing; the training pool ranks the types each listed provider names"))?;
+        let table =
+            config.providers.get(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
+        let first = table
+            .instance_type
+            .as_ref()
+            .ok_or_else(|| format!("providers.{name}.instance_type: missing; the training pool ranks the types each listed provider names"))?;
         for instance in std::iter::once(first).chain(&table.fallback_instance_types) {
             let offer = catalog_entry(&catalog, name, instance, table.region.as_deref())?;
             let market = if table.spot { Market::Spot } else { Market::OnDemand };

@@ -284,25 +284,12 @@ impl Inner {
     }
 
     fn describe(&self) -> Result<Vec<CloudInstance>, String> {
-        Ok(instances(&self.call(&[("Action", "DescribeInstances")])?))
+        crate::moto::instances(&self.moto, &self.region)
     }
 
-    /// One EC2 Query API call to moto (which needs no signature), with curl; the answer's body.
+    /// One EC2 Query API call to this cloud's moto.
     fn call(&self, params: &[(&str, &str)]) -> Result<String, String> {
-        let mut cmd = Command::new("curl");
-        // moto reads the region from the credential scope and checks no signature.
-        let scope = format!("Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/{}/ec2/aws4_request", self.region);
-        cmd.args(["-sS", "--fail-with-body", "-m", "20", "-H", &scope, "--data-urlencode", "Version=2016-11-15"]);
-        for (k, v) in params {
-            cmd.args(["--data-urlencode", &format!("{k}={v}")]);
-        }
-        let out = cmd.arg(format!("{}/", self.moto)).output().map_err(|e| format!("curl: {e}"))?;
-        let body = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() {
-            Ok(body)
-        } else {
-            Err(format!("moto {params:?}: {body}{}", String::from_utf8_lossy(&out.stderr)))
-        }
+        crate::moto::call(&self.moto, &self.region, params)
     }
 
     /// Answers one metadata (or file) request.
@@ -370,7 +357,7 @@ fn time_in(secs: i64) -> String {
 }
 
 /// The instances in a DescribeInstances, RunInstances or TerminateInstances answer.
-fn instances(xml: &str) -> Vec<CloudInstance> {
+pub(crate) fn instances(xml: &str) -> Vec<CloudInstance> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let (mut path, mut found, mut tag) = (Vec::<String>::new(), Vec::<CloudInstance>::new(), (String::new(), String::new()));

@@ -33,15 +33,18 @@ struct Recording {
     exchanges: VecDeque<Exchange>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Exchange {
     #[serde(default)]
     note: String,
+    /// Served any number of times, until the next exchange's request comes.
+    #[serde(default)]
+    repeat: bool,
     request: Expected,
     response: Reply,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Expected {
     method: String,
     path: String,
@@ -49,7 +52,7 @@ struct Expected {
     body: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Reply {
     #[serde(default = "ok")]
     status: u16,
@@ -118,10 +121,11 @@ impl Contract {
         self.replay.lock().unwrap().served.clone()
     }
 
-    /// Asserts that every request matched its recording and every recorded exchange was used.
+    /// Asserts that every request matched its recording and every recorded exchange (but those that repeat) was used.
     pub fn finish(&self) {
         let replay = self.replay.lock().unwrap();
-        let left: Vec<String> = self.left.lock().unwrap().iter().map(|e| format!("{} {} ({})", e.request.method, e.request.path, e.note)).collect();
+        let left: Vec<String> =
+            self.left.lock().unwrap().iter().filter(|e| !e.repeat).map(|e| format!("{} {} ({})", e.request.method, e.request.path, e.note)).collect();
         assert!(replay.mismatches.is_empty(), "{} ({}): requests that broke the recorded contract:\n{}", self.vendor, self.file, replay.mismatches.join("\n"));
         assert!(left.is_empty(), "{} ({}): recorded requests never sent:\n{}", self.vendor, self.file, left.join("\n"));
     }
@@ -144,7 +148,16 @@ fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, rep
     let auth = request.headers().iter().find(|h| h.field.equiv("Authorization")).map(|h| h.value.to_string());
     let mut replay = replay.lock().unwrap();
     replay.served.push((Instant::now(), format!("{method} {path}")));
-    let Some(exchange) = left.lock().unwrap().pop_front() else {
+    let mut left = left.lock().unwrap();
+    while left.front().is_some_and(|e| e.repeat && (e.request.method != method || e.request.path != path)) && left.len() > 1 {
+        left.pop_front();
+    }
+    let next = match left.front() {
+        Some(e) if e.repeat => Some(e.clone()),
+        _ => left.pop_front(),
+    };
+    drop(left);
+    let Some(exchange) = next else {
         replay.mismatches.push(format!("{method} {path}: not in the recording (every exchange was used); body {text}"));
         return respond(request, 500, &BTreeMap::new(), "{\"error\":\"not in the recorded contract\"}".into());
     };

@@ -23,6 +23,8 @@ pub use deps::{
 };
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};
+/// moto's instances at an endpoint.
+pub use moto::instances as moto_instances;
 pub use moto::moto;
 pub use process::free_port;
 pub use registry::{registry, Registry};

@@ -33,3 +33,26 @@ pub(crate) fn start_on(host: &str) -> Result<String, String> {
     remove_at_exit(dir);
     Ok(format!("http://{addr}"))
 }
+
+/// Every instance moto at `endpoint` holds in `region`, as DescribeInstances answers.
+pub fn instances(endpoint: &str, region: &str) -> Result<Vec<crate::CloudInstance>, String> {
+    Ok(crate::cloud::instances(&call(endpoint, region, &[("Action", "DescribeInstances")])?))
+}
+
+/// One EC2 Query API call to moto at `endpoint` (which needs no signature), with curl; the answer's body.
+pub(crate) fn call(endpoint: &str, region: &str, params: &[(&str, &str)]) -> Result<String, String> {
+    let mut cmd = Command::new("curl");
+    // moto reads the region from the credential scope and checks no signature.
+    let scope = format!("Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/{region}/ec2/aws4_request");
+    cmd.args(["-sS", "--fail-with-body", "-m", "20", "-H", &scope, "--data-urlencode", "Version=2016-11-15"]);
+    for (k, v) in params {
+        cmd.args(["--data-urlencode", &format!("{k}={v}")]);
+    }
+    let out = cmd.arg(format!("{endpoint}/")).output().map_err(|e| format!("curl: {e}"))?;
+    let body = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(body)
+    } else {
+        Err(format!("moto {params:?}: {body}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}

@@ -75,9 +75,9 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     let events: Vec<String> = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().logs(1, 0, 1000).unwrap().into_iter().map(|l| l.text).collect();
     let events = events.join("\n");
     assert!(
-        events.contains("g5.xlarge spot at $0.450/h has no capacity (RunInstances in us-east-1 at ")
+        events.contains("g5.xlarge spot at $0.450/h on aws has no capacity (RunInstances in us-east-1 at ")
             && events.contains("InsufficientInstanceCapacity: We currently do not have sufficient g5.xlarge capacity")
-            && events.contains("launched g6.xlarge spot at $0.350/h as "),
+            && events.contains("launched g6.xlarge spot at $0.350/h on aws as "),
         "the fallback and its reason are in the job's events:\n{events}"
     );
     cloud.notice(&noticed);

@@ -85,10 +85,16 @@ impl Drop for Killed {
 /// A real `tuneline server` on a free loopback port in the project, logging
 /// to `server.log`; returns it and its URL.
 pub fn server(ctx: &TestContext) -> (Killed, String) {
+    server_with(ctx, &[])
+}
+
+/// [`server`], with `env` added to its environment (a cloud's credentials).
+pub fn server_with(ctx: &TestContext, env: &[(&str, &str)]) -> (Killed, String) {
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
         .args(["server", "--listen", "127.0.0.1:0"])
         .current_dir(ctx.path(""))
         .env_remove("TUNELINE_TOKEN")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(ctx.path("server.log")).unwrap())
         .spawn()

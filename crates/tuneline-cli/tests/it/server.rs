@@ -6,7 +6,10 @@
 //! config that does not parse: the server answers 422 for those, which is
 //! the one status added to what schemathesis counts as accepting.
 
-use crate::common::{output, server, snapshot, TestContext};
+use std::time::{Duration, Instant};
+
+use crate::common::{output, server, server_with, snapshot, TestContext};
+use crate::jobs::jobs;
 
 #[test]
 fn the_api_is_what_its_openapi_document_says() {
@@ -60,4 +63,106 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
     let (code, _, err) = serve(&ctx);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("providers.vast.cloud_type") && err.contains("is \"CHEAP\"; RunPod's clouds are \"SECURE\" and \"COMMUNITY\""), "{err}");
+}
+
+/// `[workers] providers` on two clouds: aws on moto's EC2, Lambda on a
+/// recorded contract (its list polled every tick, then a launch refused for
+/// capacity). The plan ranks Lambda's A10 first for the config's job; with
+/// no capacity there, the plane falls back to aws, and the job's events say
+/// why, with each offer's expected cost. SIGTERM ends the plane and its instance.
+#[test]
+fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_across_clouds_with_the_reasons() {
+    let ctx = TestContext::new();
+    let contracts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuneline-providers/tests/contracts");
+    let lambda = tuneline_testkit::Contract::serve(contracts.join("lambda-full-in-a-ranked-pool.json"));
+    let moto = tuneline_testkit::moto();
+    ctx.write(
+        "tuneline.toml",
+        format!(
+            "[model]\npath = \"{}\"\n[training]\nmax_steps = 40\n\
+             [workers]\nproviders = [\"aws\", \"lambda\"]\nmax_workers = 1\n\
+             [providers.aws]\nregion = \"us-east-1\"\ninstance_type = \"g5.xlarge\"\nimage = \"ami-03cf127a\"\nendpoint = \"{moto}\"\n\
+             binary_url = \"https://example.invalid/tuneline\"\ndelivery_instance_type = \"c6i.2xlarge\"\n\
+             [providers.lambda]\nregion = \"us-east-1\"\ninstance_type = \"gpu_1x_a10\"\nssh_key_name = \"tuneline\"\nendpoint = \"{}\"\n\
+             binary_url = \"https://example.invalid/tuneline\"\n",
+            tuneline_testkit::smollm2_gguf().display(),
+            lambda.url()
+        ),
+    );
+    let env = [("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST"), ("AWS_SECRET_ACCESS_KEY", "moto-takes-any"), ("LAMBDA_API_KEY", "lambda-test-key")];
+    let (mut plane, url) = server_with(&ctx, &env);
+    let (code, out, err) = jobs(&ctx, &url, &["submit", "--run", "r", "--store", "store", "--", "python3", "-c", "pass"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let started = Instant::now();
+    let log = loop {
+        let (_, log, _) = jobs(&ctx, &url, &["logs", "1"]);
+        if log.contains("launched g5.xlarge") {
+            break log;
+        }
+        let server = std::fs::read_to_string(ctx.path("server.log")).unwrap_or_default();
+        assert!(started.elapsed() < Duration::from_secs(60), "nothing launched:\n{log}\n{server}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(log.contains("gpu_1x_a10 at $0.750/h on lambda has no capacity (") && log.contains("insufficient-capacity"), "{log}");
+    let launched = log.lines().find(|l| l.contains("launched g5.xlarge")).unwrap();
+    assert!(launched.contains("launched g5.xlarge at $1.006/h on aws as tl"), "the catalog's on-demand price: {launched}");
+    assert!(launched.contains("ranked 2 of 2: expected $") && launched.contains("catalog aws/g5.xlarge/us-east-1, prices as of 2025-"), "{launched}");
+    let id = launched.split(" as ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    let state = |name: &str| {
+        let instances = tuneline_testkit::moto_instances(moto, "us-east-1").unwrap();
+        instances.into_iter().find(|i| i.tag("tuneline-instance") == Some(name)).map(|i| (i.state, i.instance_type))
+    };
+    let (running, kind) = state(&id).expect("the instance is in EC2");
+    assert!(["pending", "running"].contains(&running.as_str()) && kind == "g5.xlarge", "{running} {kind}");
+
+    // SIGTERM, as a service manager stops it: the plane terminates what it launched.
+    let status = std::process::Command::new("kill").args(["-TERM", &plane.0.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let ended = Instant::now();
+    while plane.0.try_wait().unwrap().is_none() {
+        assert!(ended.elapsed() < Duration::from_secs(30), "the plane did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (after, _) = state(&id).unwrap();
+    assert!(["shutting-down", "terminated"].contains(&after.as_str()), "{id} is {after}");
+    lambda.finish();
+}
+
+#[test]
+fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to_fix_before_anything_launches() {
+    let ctx = TestContext::new();
+    let config = |aws: &str| {
+        format!(
+            "[model]\npath = \"{}\"\n[training]\nmax_steps = 40\n[workers]\nproviders = [\"aws\"]\n\
+             [providers.aws]\nregion = \"us-east-1\"\nimage = \"ami-03cf127a\"\nendpoint = \"http://127.0.0.1:9\"\n\
+             binary_url = \"https://example.invalid/tuneline\"\n{aws}",
+            tuneline_testkit::smollm2_gguf().display()
+        )
+    };
+    let serve = |ctx: &TestContext| {
+        let mut cmd = ctx.cmd(&["server", "--listen", "127.0.0.1:0"]);
+        cmd.env("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST").env("AWS_SECRET_ACCESS_KEY", "never-used");
+        output(cmd)
+    };
+    ctx.write("tuneline.toml", config("instance_type = \"g9.huge\"\n"));
+    let (code, _, err) = serve(&ctx);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("providers.aws: the catalog has no aws/g9.huge/us-east-1; add it with its prices to [cost] catalog"), "{err}");
+
+    ctx.write("tuneline.toml", config("instance_type = \"g5.xlarge\"\n"));
+    let (code, _, err) = serve(&ctx);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[workers] providers: none of aws names a delivery_instance_type"), "{err}");
+
+    // Validation rents only on-demand GPUs: a spot-only pool has nothing left, and says why.
+    ctx.write(
+        "tuneline.toml",
+        config("instance_type = \"g5.xlarge\"\nspot = true\ndelivery_instance_type = \"c6i.2xlarge\"\n")
+            .replace("[workers]\n", "[workers]\nphase = \"validation\"\n"),
+    );
+    let (code, _, err) = serve(&ctx);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("warning: [workers] providers: aws/g5.xlarge/us-east-1 (spot): validation runs on-demand; left out of the training pool"), "{err}");
+    assert!(err.contains("[workers] providers: no listed offer can run this job (aws/g5.xlarge/us-east-1 (spot): validation runs on-demand)"), "{err}");
 }

@@ -86,7 +86,10 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     for (i, name) in c.workers.providers.iter().enumerate() {
         let field = format!("workers.providers[{i}]");
         if matches!(name.as_str(), "local" | "manual") {
-            v.fail(&field, &format!("is \"{name}\"; the ranked pool rents machines (ssh, slurm, aws, runpod, vast, lambda): use provider = \"{name}\" instead"));
+            v.fail(
+                &field,
+                &format!("is \"{name}\"; the ranked pool rents machines (ssh, slurm, aws, runpod, vast, lambda): use provider = \"{name}\" instead"),
+            );
         } else if !c.providers.contains_key(name) {
             v.fail(&field, &format!("is \"{name}\", which has no [providers.{name}] table; add one naming its instance_type and region"));
         } else if c.workers.providers[..i].contains(name) {
