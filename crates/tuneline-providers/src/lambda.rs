@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::boot::BinaryHash;
 use super::json_api::{decode, ApiError, JsonApi};
-use super::market::{as_of_now, key_hint, Market, MarketSettings};
+use super::market::{as_of_now, refusal, Market, MarketSettings};
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
@@ -123,17 +123,14 @@ fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
     let field = |k: &str| said.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
     let code = field("code");
     let mut message = match said {
-        Some(_) => format!("{call} at {}: {code}: {}", api.base(), field("message")),
-        None => format!("{call} at {}: {}", api.base(), e.message),
+        Some(_) => format!("{code}: {}", field("message")),
+        None => e.message.clone(),
     };
     let suggestion = field("suggestion");
     if !suggestion.is_empty() {
         message.push_str(&format!(" ({suggestion})"));
     }
-    if matches!(e.status, 401 | 403) {
-        message.push_str(&key_hint(LAMBDA));
-    }
-    let mut error = ProviderError::new(LAMBDA.name, message);
+    let mut error = refusal(LAMBDA, api, call, &message, e.status);
     error.full = code.ends_with("insufficient-capacity");
     error
 }

@@ -162,9 +162,11 @@ pub fn api_key(market: Market, var: impl Fn(&str) -> Option<String>) -> Result<S
         .ok_or_else(|| ProviderError::new(market.name, format!("no credentials: set {} to an API key of the account", market.key_var)))
 }
 
-/// The hint for an API's refusal of the key (HTTP 401 or 403).
-pub fn key_hint(market: Market) -> String {
-    format!("; check {}: the API refused the key", market.key_var)
+/// `market`'s refusal (HTTP `status`) of `call` at `api`, as it `said` it;
+/// for a refused key (401 or 403), which variable to check.
+pub fn refusal(market: Market, api: &JsonApi, call: &str, said: &str, status: u16) -> ProviderError {
+    let hint = if matches!(status, 401 | 403) { format!("; check {}: the API refused the key", market.key_var) } else { String::new() };
+    ProviderError::new(market.name, format!("{call} at {}: {said}{hint}", api.base()))
 }
 
 /// The time now, RFC 3339: when a price the provider reported was current.

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::boot::BinaryHash;
 use super::json_api::{decode, JsonApi};
-use super::market::{as_of_now, key_hint, Market, MarketSettings};
+use super::market::{as_of_now, refusal, Market, MarketSettings};
 use super::remote::quote;
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
@@ -128,10 +128,7 @@ impl RunPodProvider {
 /// One GraphQL call named `call` to RunPod at `api`: its `data`, or its first error.
 async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Result<Value, ProviderError> {
     let answer = api.call(reqwest::Method::POST, "", Some(&json!({ "query": query, "variables": variables }))).await;
-    let answer = answer.map_err(|e| {
-        let hint = if matches!(e.status, 401 | 403) { key_hint(RUNPOD) } else { String::new() };
-        ProviderError::new(RUNPOD.name, format!("{call} at {}: {}{hint}", api.base(), e.message))
-    })?;
+    let answer = answer.map_err(|e| refusal(RUNPOD, api, call, &e.message, e.status))?;
     if let Some(message) = answer.pointer("/errors/0/message").and_then(Value::as_str) {
         let mut error = ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
         error.full = is_capacity(message);

@@ -12,8 +12,6 @@
 //! for a configured `endpoint`. Lambda puts no key in its instances, so a
 //! Lambda worker cannot stop its own.
 
-use serde_json::json;
-
 use super::json_api::JsonApi;
 use super::market::Market;
 use super::runpod::RUNPOD;
@@ -48,11 +46,6 @@ async fn terminate(market: Market, api: &JsonApi, id: &str) -> Result<(), Provid
     if market.name == RUNPOD.name {
         super::runpod::terminate_pod(api, id, id).await
     } else {
-        let answer = api.call(reqwest::Method::DELETE, &format!("/instances/{id}/"), None).await;
-        let answer = answer.map_err(|e| ProviderError::new(VAST.name, format!("destroy instance {id} at {}: {}", api.base(), e.message)))?;
-        match answer.get("success").and_then(serde_json::Value::as_bool) {
-            Some(true) => Ok(()),
-            _ => Err(ProviderError::new(VAST.name, format!("destroy instance {id}: {}", json!(answer)))),
-        }
+        super::vast::destroy(api, id).await
     }
 }

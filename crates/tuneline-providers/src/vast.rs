@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::boot::BinaryHash;
 use super::json_api::{decode, ApiError, JsonApi};
-use super::market::{as_of_now, key_hint, Market, MarketSettings};
+use super::market::{as_of_now, refusal, Market, MarketSettings};
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
@@ -130,8 +130,8 @@ impl VastProvider {
 
     /// Destroys contract `id` and checks that it is gone.
     async fn destroy(&self, id: u64, name: &str) -> Result<(), ProviderError> {
+        destroy(&self.api, &id.to_string()).await?;
         let path = format!("/instances/{id}/");
-        self.call("destroy instance", Method::DELETE, &path, None).await?;
         let left = match self.api.call(Method::GET, &path, None).await {
             Ok(left) => left,
             // Gone: Vast.ai no longer knows it.
@@ -147,8 +147,17 @@ impl VastProvider {
 
 /// Vast.ai's refusal of `call` at `api`, with what to do.
 fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
-    let hint = if matches!(e.status, 401 | 403) { key_hint(VAST) } else { String::new() };
-    ProviderError::new(VAST.name, format!("{call} at {}: {}{hint}", api.base(), e.message))
+    refusal(VAST, api, call, &e.message, e.status)
+}
+
+/// Destroys instance (contract) `id` at `api`: the provider's terminate, and
+/// a worker's self-stop with the key Vast.ai put in its instance.
+pub async fn destroy(api: &JsonApi, id: &str) -> Result<(), ProviderError> {
+    let answer = api.call(Method::DELETE, &format!("/instances/{id}/"), None).await.map_err(|e| error(api, &format!("destroy instance {id}"), &e))?;
+    match answer.get("success").and_then(Value::as_bool) {
+        Some(true) => Ok(()),
+        _ => Err(ProviderError::new(VAST.name, format!("destroy instance {id}: {answer}"))),
+    }
 }
 
 /// The rentable offers of one `gpu` (Vast's `gpu_name`) at `api`, on demand
