@@ -17,6 +17,8 @@
 #                          rouge-score, for metric parity, and schemathesis,
 #                          for fuzzing the API against its OpenAPI document
 #   moto/                  moto[server] 5.2.5: a real EC2 Query API on loopback for the aws provider
+#   npm/                   GitHub's own workflow parser (@actions/workflow-parser, npm), which checks
+#                          examples/github-actions against the Actions workflow schema
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -165,3 +167,14 @@ if ! "$moto/bin/python" -c "import importlib.metadata as m; assert m.version('mo
   "$moto/bin/pip" install --quiet "moto[server]==5.2.5"
 fi
 echo "setup: moto 5.2.5"
+
+# GitHub's workflow parser and schema (the one its editor tooling uses), for
+# the example workflow's schema test; run with the machine's node.
+parser_version=0.3.61
+parser="$cache/npm/node_modules/@actions/workflow-parser"
+if ! grep -q "\"version\": \"$parser_version\"" "$parser/package.json" 2>/dev/null; then
+  echo "setup: installing @actions/workflow-parser@$parser_version into $cache/npm"
+  command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+  npm install --silent --no-audit --no-fund --prefix "$cache/npm" "@actions/workflow-parser@$parser_version"
+fi
+echo "setup: @actions/workflow-parser $parser_version (node $(node --version))"

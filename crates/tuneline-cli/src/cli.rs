@@ -209,22 +209,28 @@ pub struct JobsArgs {
 pub enum JobsCommand {
     /// List jobs
     Ls,
-    /// Queue an external trainer command (such as examples/peft/train_lora.py); workers run it with TUNELINE_* variables
+    /// Queue the config's training job (--train), or an external trainer command (such as examples/peft/train_lora.py) that workers run with TUNELINE_* variables
     Submit {
+        /// Queue the training job the config describes: its base model and dataset committed to the store first (as `tuneline run` does)
+        #[arg(long, conflicts_with_all = ["run", "store", "dataset", "argv"])]
+        train: bool,
         /// The run's name: its checkpoints go to runs/NAME/checkpoints in the store
-        #[arg(long, value_name = "NAME")]
-        run: String,
+        #[arg(long, value_name = "NAME", required_unless_present = "train")]
+        run: Option<String>,
         /// The store its checkpoints are committed to (s3://bucket/prefix or a directory)
-        #[arg(long, value_name = "URL")]
-        store: String,
+        #[arg(long, value_name = "URL", required_unless_present = "train")]
+        store: Option<String>,
         /// A committed dataset version prefetched into TUNELINE_DATA_DIR
         #[arg(long, value_name = "PREFIX")]
         dataset: Option<String>,
         /// Attempts before the job fails
         #[arg(long, default_value_t = 5, value_name = "N")]
         max_attempts: u32,
+        /// Wait for the job to end, and exit with its status: 0 when it succeeded, 1 when it failed or was cancelled
+        #[arg(long)]
+        wait: bool,
         /// The trainer command
-        #[arg(last = true, required = true, value_name = "ARGV")]
+        #[arg(last = true, value_name = "ARGV", required_unless_present = "train")]
         argv: Vec<String>,
     },
     /// Cancel a job; a running one's worker stops it

@@ -7,8 +7,10 @@ mod cost_report;
 mod dataset;
 mod delivery;
 mod exit;
+mod follow;
 mod plane;
 mod progress;
+mod train_job;
 
 use std::process::ExitCode;
 

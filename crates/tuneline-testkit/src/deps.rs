@@ -86,6 +86,14 @@ pub fn moto_server() -> PathBuf {
     path
 }
 
+/// GitHub's workflow parser (`@actions/workflow-parser` from npm), installed by
+/// the setup script under `<cache>/npm`: its package directory. Panics, saying how to get it, when absent.
+pub fn workflow_parser() -> PathBuf {
+    let path = cache_dir().join("npm/node_modules/@actions/workflow-parser");
+    assert!(path.join("dist/index.js").is_file(), "@actions/workflow-parser not found at {}: {SETUP}", path.display());
+    path
+}
+
 /// Debian's docker-registry (CNCF distribution), an OCI registry, unpacked
 /// by the setup script into `<cache>/docker-registry`. Panics, saying how to get it, when absent.
 pub fn docker_registry() -> PathBuf {

@@ -20,6 +20,7 @@ pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
 pub use deps::{
     cache_dir, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python,
+    workflow_parser,
 };
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};

@@ -1,14 +1,18 @@
 //! `tuneline jobs ls | submit | cancel | logs`: a server's jobs, through its
-//! API with the bearer token.
+//! API with the bearer token. `submit --train` queues the config's training
+//! job; `--wait` follows a job to its end and exits with its status, so that
+//! a CI step fails when training fails.
 
 use std::time::Duration;
 
-use tuneline_api::{ClientError, CommandSpec, Job, JobSpec, JobSubmit};
+use tuneline_api::{ClientError, CommandSpec, Job, JobSpec, JobSubmit, State};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
-use crate::context::load_config;
+use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
+use crate::follow::follow;
 use crate::plane::{client, token};
+use crate::train_job::train_job;
 
 /// Runs a `tuneline jobs` command.
 pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
@@ -40,11 +44,26 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 }
             }
         }
-        JobsCommand::Submit { run, store, dataset, max_attempts, argv } => {
-            let spec = CommandSpec { dataset: dataset.clone(), ..CommandSpec::new(argv, run, store) };
-            let job = JobSubmit::new(JobSpec::Command(spec), Some(*max_attempts));
-            let queued = client.submit(&job).await.map_err(|e| Failure::input(e.to_string()))?;
+        JobsCommand::Submit { train, run, store, dataset, max_attempts, wait, argv } => {
+            let (spec, steps) = if *train {
+                let mut config = config;
+                let store = open_store(global, &config)?;
+                let job = train_job(global, &store, &mut config).await?;
+                (job.spec(), job.max_steps)
+            } else {
+                let (run, store) = (run.as_deref().unwrap_or_default(), store.as_deref().unwrap_or_default());
+                (JobSpec::Command(CommandSpec { dataset: dataset.clone(), ..CommandSpec::new(argv, run, store) }), 0)
+            };
+            let queued = client.submit(&JobSubmit::new(spec, Some(*max_attempts))).await.map_err(|e| Failure::input(e.to_string()))?;
             show(global, &queued, "queued");
+            if *wait {
+                let ended = follow(&client, queued.id, (queued.spec.kind().as_str(), steps), global, stopped_waiting).await?;
+                show(global, &ended, "ended");
+                if ended.state != State::Succeeded {
+                    let why = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                    return Err(Failure::failed(format!("job {} {}{why}", ended.id, ended.state.as_str())));
+                }
+            }
         }
         JobsCommand::Cancel { id } => show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested"),
         JobsCommand::Logs { id, follow } => {
@@ -62,6 +81,11 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Ctrl-C while waiting: the job goes on on the server.
+fn stopped_waiting() -> Failure {
+    Failure::failed("stopped waiting; the job goes on on the server: `tuneline jobs logs ID --follow` follows it")
 }
 
 fn show(global: &Global, job: &Job, what: &str) {

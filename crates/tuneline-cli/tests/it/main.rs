@@ -2,6 +2,7 @@
 //! server, and assertions on what a user sees. One module per command.
 
 mod chaos;
+mod ci_workflow;
 mod cloud;
 mod command_job;
 mod common;
