@@ -17,6 +17,7 @@
 #                          rouge-score, for metric parity, and schemathesis,
 #                          for fuzzing the API against its OpenAPI document
 #   moto/                  moto[server] 5.2.5: a real EC2 Query API on loopback for the aws provider
+#   mlflow/                MLflow 3.1.4, a real tracking server for the [tracking] mirror's tests
 #   npm/                   GitHub's own workflow parser (@actions/workflow-parser, npm), which checks
 #                          examples/github-actions against the Actions workflow schema
 set -euo pipefail
@@ -167,6 +168,16 @@ if ! "$moto/bin/python" -c "import importlib.metadata as m; assert m.version('mo
   "$moto/bin/pip" install --quiet "moto[server]==5.2.5"
 fi
 echo "setup: moto 5.2.5"
+
+# MLflow's tracking server, for the [tracking] mirror's tests, in a venv of its
+# own. Its SQL store needs SQLAlchemy 2.0 (2.1 removed a pool it imports).
+mlflow="$cache/mlflow"
+if ! "$mlflow/bin/python" -c "import importlib.metadata as m; assert m.version('mlflow') == '3.1.4' and m.version('sqlalchemy') == '2.0.44'" 2>/dev/null; then
+  echo "setup: installing mlflow==3.1.4 into $mlflow"
+  python3 -m venv "$mlflow"
+  "$mlflow/bin/pip" install --quiet "mlflow==3.1.4" "sqlalchemy==2.0.44"
+fi
+echo "setup: mlflow 3.1.4"
 
 # GitHub's workflow parser and schema (the one its editor tooling uses), for
 # the example workflow's schema test; run with the machine's node.

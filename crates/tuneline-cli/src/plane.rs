@@ -16,6 +16,7 @@ use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{public_url, Endpoint, Server};
+use tuneline_control::tracking::{Mirror, Mlflow};
 use tuneline_core::config::{Config, ProviderConfig, WorkersConfig};
 use tuneline_cost::config_job::{self, Overrides, PoolOffer};
 use tuneline_cost::plan::{Job, Market};
@@ -77,6 +78,8 @@ pub struct ControlPlane {
     /// One autoscaler per pool: training (`gpu`), then delivery (`cpu`); none when workers are manual.
     pub autoscalers: Vec<Arc<Autoscaler>>,
     scaling: Option<JoinHandle<()>>,
+    /// The mirror to `[tracking] mlflow`, and its task.
+    tracking: Option<(Arc<Mirror>, JoinHandle<()>)>,
 }
 
 impl ControlPlane {
@@ -90,8 +93,18 @@ impl ControlPlane {
         let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
         let autoscalers: Vec<_> =
             pools(config, state_dir, &server, endpoint, job)?.into_iter().map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool))).collect();
+        let tracking = config.tracking.mlflow.as_ref().map(|url| {
+            let experiment = config.tracking.experiment.clone().unwrap_or_else(|| config.project.name.clone());
+            let token = config.tracking.token.as_ref().map(|t| t.expose().to_string());
+            let mirror = Arc::new(Mirror::new(server.shared.clone(), Mlflow::new(url, &experiment, token), &config.store.url));
+            let task = tokio::spawn({
+                let mirror = mirror.clone();
+                async move { mirror.run(Duration::from_secs(2)).await }
+            });
+            (mirror, task)
+        });
         if autoscalers.is_empty() {
-            return Ok(Self { server, autoscalers, scaling: None });
+            return Ok(Self { server, autoscalers, scaling: None, tracking });
         }
         let scaling = tokio::spawn({
             let autoscalers = autoscalers.clone();
@@ -107,7 +120,7 @@ impl ControlPlane {
                 }
             }
         });
-        Ok(Self { server, autoscalers, scaling: Some(scaling) })
+        Ok(Self { server, autoscalers, scaling: Some(scaling), tracking })
     }
 
     /// An admin client of this server, pinned to its certificate.
@@ -126,12 +139,17 @@ impl ControlPlane {
         failed
     }
 
-    /// Stops scaling and terminates every instance; returns those that could not be.
+    /// Stops scaling and terminates every instance; returns those that could
+    /// not be, and a tracker that could not take the last of the runs.
     pub async fn shutdown(&mut self) -> Vec<String> {
         if let Some(scaling) = self.scaling.take() {
             scaling.abort();
         }
         let mut failed = Vec::new();
+        if let Some((mirror, task)) = self.tracking.take() {
+            task.abort();
+            failed.extend(mirror.pass().await.err().map(|e| format!("tracking: {e}")));
+        }
         for autoscaler in &self.autoscalers {
             failed.extend(autoscaler.shutdown().await);
         }

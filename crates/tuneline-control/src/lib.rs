@@ -12,6 +12,7 @@
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
 //! - [`report`]: the cost report (ETH) from the ledger;
 //! - [`machines`]: each machine's bill, until its worker ended;
+//! - [`tracking`]: runs mirrored to an MLflow tracking server;
 //! - [`tls`]: the server's certificate, from config or made once;
 //! - [`lock`], [`token`]: one server per database, and its secrets' files.
 
@@ -26,3 +27,4 @@ pub mod report;
 pub mod serve;
 pub mod tls;
 pub mod token;
+pub mod tracking;

@@ -86,6 +86,13 @@ pub fn moto_server() -> PathBuf {
     path
 }
 
+/// The Python of the venv the setup script installs MLflow into (`<cache>/mlflow`). Panics, saying how to get it, when absent.
+pub fn mlflow_python() -> PathBuf {
+    let venv = cache_dir().join("mlflow");
+    assert!(venv.join("bin/mlflow").is_file(), "mlflow not found in {}: {SETUP}", venv.display());
+    venv.join("bin/python")
+}
+
 /// GitHub's workflow parser (`@actions/workflow-parser` from npm), installed by
 /// the setup script under `<cache>/npm`: its package directory. Panics, saying how to get it, when absent.
 pub fn workflow_parser() -> PathBuf {

@@ -1,6 +1,6 @@
 //! Test harness shared by tuneline's crates: where the test dependencies live
 //! (`.ci/run` and `scripts/setup-test-deps.sh` put them there) and a real
-//! Garage S3 server, a real OCI registry and moto's EC2 on loopback, separate test
+//! Garage S3 server, a real OCI registry, moto's EC2 and an MLflow tracking server on loopback, separate test
 //! hosts (network and mount namespaces with their own sshd), and a cloud
 //! stand-in that boots moto's instances on such hosts, and recorded contracts
 //! of the vendors' APIs that cannot run here ([`Contract`]). A missing dependency fails the test loudly
@@ -12,6 +12,7 @@ mod deps;
 mod ec2_front;
 mod garage;
 mod hosts;
+mod mlflow;
 mod moto;
 mod process;
 mod registry;
@@ -24,6 +25,7 @@ pub use deps::{
 };
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};
+pub use mlflow::{mlflow, mlflow_get};
 /// moto's instances at an endpoint.
 pub use moto::instances as moto_instances;
 pub use moto::moto;

@@ -24,5 +24,6 @@ mod simulate;
 mod spot_notice;
 mod store;
 mod store_s3;
+mod tracking;
 mod train;
 mod worker;

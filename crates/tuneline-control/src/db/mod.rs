@@ -6,11 +6,15 @@
 //! - this file: opening, the schema, jobs;
 //! - [`workers`]: registration, heartbeats, leases and their release;
 //! - [`ledger`]: the billed segments;
-//! - [`logs`]: jobs' log and metric lines.
+//! - [`logs`]: jobs' log and metric lines;
+//! - [`tracking`]: what has been mirrored to an experiment tracker.
 
 mod ledger;
 mod logs;
+mod tracking;
 mod workers;
+
+pub use tracking::Mirrored;
 
 use std::path::Path;
 
@@ -127,6 +131,7 @@ impl Db {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(tracking::SCHEMA)?;
         // Databases from before attempts kept their own errors.
         if conn.prepare("SELECT error FROM segments LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE segments ADD COLUMN error TEXT")?;

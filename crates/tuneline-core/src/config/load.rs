@@ -12,8 +12,12 @@ use super::secret::Secret;
 use super::validate::validate;
 
 /// The environment variables a secret may come from, and the field each fills.
-pub const SECRET_ENV: [(&str, &str); 3] =
-    [("AWS_ACCESS_KEY_ID", "store.access_key_id"), ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"), ("TUNELINE_TOKEN", "server.token")];
+pub const SECRET_ENV: [(&str, &str); 4] = [
+    ("AWS_ACCESS_KEY_ID", "store.access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "store.secret_access_key"),
+    ("TUNELINE_TOKEN", "server.token"),
+    ("MLFLOW_TRACKING_TOKEN", "tracking.token"),
+];
 
 /// `text` (a valid config) as a job carries it to machines that are not
 /// this one: without the secrets a file may hold (each machine reads its own
@@ -91,6 +95,7 @@ fn with_env_secrets(mut config: Config, env: impl Fn(&str) -> Option<String>) ->
         let slot = match field {
             "store.access_key_id" => &mut config.store.access_key_id,
             "store.secret_access_key" => &mut config.store.secret_access_key,
+            "tracking.token" => &mut config.tracking.token,
             _ => &mut config.server.token,
         };
         match env(var).filter(|v| !v.is_empty()) {

@@ -35,6 +35,21 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[cost]`: prices and the offer catalog.
     pub cost: CostConfig,
+    /// `[tracking]`: experiment trackers runs are mirrored to.
+    pub tracking: TrackingConfig,
+}
+
+/// `[tracking]`: where the control plane mirrors each run's params, metrics
+/// and artifacts' store paths, besides its own state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrackingConfig {
+    /// An MLflow tracking server's URL, such as `http://mlflow:5000`.
+    pub mlflow: Option<String>,
+    /// The MLflow experiment runs go to [default: the project's name].
+    pub experiment: Option<String>,
+    /// A bearer token for the tracking server; `MLFLOW_TRACKING_TOKEN` overrides it.
+    pub token: Option<Secret>,
 }
 
 /// `[project]`.

@@ -119,6 +119,11 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         let speedup = p.spot_trace_speedup;
         v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
     }
+    if let Some(url) = &c.tracking.mlflow {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            v.fail("tracking.mlflow", &format!("is \"{url}\"; write the tracking server's URL, like \"http://mlflow:5000\""));
+        }
+    }
     if let Some(price) = c.cost.gpu_price_per_hour {
         v.check("cost.gpu_price_per_hour", price, ">= 0", price >= 0.0);
     }
