@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::error::ApiError;
 use crate::jobs::{Job, JobSubmit};
 use crate::leases::{Heartbeat, Lease, LeaseRequest, Orders, Release, Start};
-use crate::ledger::{LogLine, Segment};
+use crate::ledger::{LogLine, Segment, Series};
 use crate::trust::Trust;
 use crate::workers::{Registered, Worker, WorkerRegister};
 
@@ -194,6 +194,11 @@ impl Client {
     /// A job's lines after `after`.
     pub async fn logs(&self, id: i64, after: i64) -> Result<Vec<LogLine>, ClientError> {
         self.get(&format!("/jobs/{id}/logs?after={after}")).await
+    }
+
+    /// Job `id`'s loss and eval loss curves, at most `max_points` points each (the server's default when `None`).
+    pub async fn series(&self, id: i64, max_points: Option<u64>) -> Result<Series, ClientError> {
+        self.get(&format!("/jobs/{id}/series{}", max_points.map_or(String::new(), |n| format!("?max_points={n}")))).await
     }
 
     /// The ledger's segments, of one job or all.

@@ -82,3 +82,29 @@ pub struct LogLine {
     /// The line.
     pub text: String,
 }
+
+/// A job's curves (loss and eval loss against step and time), downsampled
+/// so that a page can draw a run of any length: every `stride`-th logged
+/// step and the last; `stride` 1 is one point per logged step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Series {
+    /// Steps the job logged, in all.
+    pub logged: u64,
+    /// Steps between two points of `loss`.
+    pub stride: u64,
+    /// The training loss at its steps.
+    pub loss: Vec<SeriesPoint>,
+    /// The eval loss at the steps that evaluated (downsampled alike).
+    pub eval_loss: Vec<SeriesPoint>,
+}
+
+/// One point of a [`Series`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SeriesPoint {
+    /// The step.
+    pub step: u64,
+    /// When the server received it (seconds since the epoch).
+    pub at: f64,
+    /// The value.
+    pub value: f64,
+}

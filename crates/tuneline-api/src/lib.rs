@@ -27,7 +27,7 @@ pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
 pub use jobs::{CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};
 pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start};
-pub use ledger::{LogLine, Segment};
+pub use ledger::{LogLine, Segment, Series, SeriesPoint};
 pub use trust::{Fingerprint, JoinToken, Trust};
 pub use tuneline_core::clock::now;
 pub use workers::{Registered, Worker, WorkerClass, WorkerRegister, WorkerState};

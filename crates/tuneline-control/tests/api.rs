@@ -79,7 +79,7 @@ async fn the_served_document_declares_every_parameter_and_error_and_bad_ids_get_
     let served: serde_json::Value = http.get(format!("{}/openapi.json", server.url())).send().await.unwrap().json().await.unwrap();
     assert_eq!(served, serde_json::to_value(tuneline_control::api::openapi::generated()).unwrap(), "the server serves the generated document");
     let ops = operations(&served);
-    assert_eq!(ops.len(), 13, "every route is documented: {:?}", ops.iter().map(|(p, m, _)| format!("{m} {p}")).collect::<Vec<_>>());
+    assert_eq!(ops.len(), 14, "every route is documented: {:?}", ops.iter().map(|(p, m, _)| format!("{m} {p}")).collect::<Vec<_>>());
     for (path, method, op) in &ops {
         let declared: Vec<&str> =
             op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
@@ -274,4 +274,60 @@ async fn a_worker_idle_past_the_idle_timeout_is_told_to_shut_down() {
     assert!(lease.job.is_none() && lease.orders.shutdown);
     client.exit(id).await.unwrap();
     assert_eq!(client.workers(true).await.unwrap()[0].state, WorkerState::Gone);
+}
+
+/// `n` logged steps, an eval every `eval_every`, as a trainer's heartbeat carries them.
+fn steps(n: u64, eval_every: u64) -> Vec<tuneline_api::StepLog> {
+    (1..=n)
+        .map(|step| tuneline_api::StepLog {
+            step,
+            loss: 3.0 / step as f64,
+            learning_rate: 1e-3,
+            grad_norm: 1.0,
+            tokens: 64,
+            tokens_per_second: 100.0,
+            eval_loss: (step % eval_every == 0).then(|| 4.0 / step as f64),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_runs_curves_have_a_point_per_step_and_a_long_run_is_downsampled_in_the_database_never_loaded_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = server(dir.path(), Duration::from_secs(30)).await;
+    let worker = client.register(&worker(1.0)).await.unwrap().worker;
+    let job = client.submit(&command_job("curves")).await.unwrap();
+    assert_eq!(client.series(job.id, None).await.unwrap().logged, 0, "no steps yet is an empty curve, not an error");
+    client.lease(worker, Duration::ZERO).await.unwrap();
+    client.start(job.id, &Start { worker, resumed_from: 0 }).await.unwrap();
+    client.heartbeat(worker, &Heartbeat { job: Some(job.id), step: Some(20), metrics: steps(20, 5), ..Default::default() }).await.unwrap();
+
+    let short = client.series(job.id, None).await.unwrap();
+    assert_eq!((short.logged, short.stride), (20, 1));
+    assert_eq!(short.loss.iter().map(|p| p.step).collect::<Vec<_>>(), (1..=20).collect::<Vec<_>>(), "one point per logged step");
+    assert_eq!(short.loss[3].value, 0.75);
+    assert_eq!(short.eval_loss.iter().map(|p| (p.step, p.value)).collect::<Vec<_>>(), [(5, 0.8), (10, 0.4), (15, 4.0 / 15.0), (20, 0.2)]);
+
+    // 100,000 steps more: drawn with at most the points asked for, the first and the last kept.
+    let long: Vec<_> = steps(100_000, 100)
+        .into_iter()
+        .map(|mut s| {
+            s.step += 20;
+            s
+        })
+        .collect();
+    for beat in long.chunks(5000) {
+        client.heartbeat(worker, &Heartbeat { job: Some(job.id), step: Some(beat[0].step), metrics: beat.to_vec(), ..Default::default() }).await.unwrap();
+    }
+    let drawn = client.series(job.id, Some(1000)).await.unwrap();
+    assert_eq!(drawn.logged, 100_020);
+    assert!(drawn.loss.len() <= 1000 && drawn.loss.len() > 900, "{} points", drawn.loss.len());
+    assert_eq!((drawn.loss.first().unwrap().step, drawn.loss.last().unwrap().step), (1, 100_020));
+    assert!(drawn.loss.windows(2).all(|w| w[1].step - w[0].step <= drawn.stride), "evenly spaced");
+    assert!(drawn.eval_loss.len() <= 1000 && drawn.eval_loss.last().unwrap().step == 100_020);
+    // Ten million points asked for: the server draws at most 10,000.
+    let capped = client.series(job.id, Some(10_000_000)).await.unwrap();
+    assert!(capped.loss.len() <= 10_000, "{}", capped.loss.len());
+    let e = client.series(job.id, Some(1)).await.unwrap_err();
+    assert!(e.to_string().contains("max_points"), "{e}");
 }

@@ -11,7 +11,7 @@ use utoipa::IntoParams;
 use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
 use tuneline_api::State as JobState;
-use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, WireSubmit};
+use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit};
 
 /// Attempts a job gets when the submitter does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -75,6 +75,28 @@ pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(
         n => n.unwrap_or(1000).min(10_000) as u32,
     };
     Ok(Json(shared.db().logs(id, q.after, limit)?))
+}
+
+/// How finely to draw a job's curves.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SeriesQuery {
+    /// At most this many points per curve (default 2,000, at most 10,000).
+    #[param(minimum = 2)]
+    max_points: Option<i64>,
+}
+
+/// Most points a curve is drawn with, whatever was asked.
+const MAX_POINTS: i64 = 10_000;
+
+/// A job's loss and eval loss against step and time, downsampled for drawing.
+#[utoipa::path(get, path = "/v1/jobs/{id}/series", params(("id" = i64, Path, description = "the job's id"), SeriesQuery), responses((status = 200, body = Series), (status = 404, body = ApiError)))]
+pub async fn series(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(q): Params<SeriesQuery>) -> Result<Json<Series>, Failure> {
+    let max_points = match q.max_points {
+        Some(n) if n < 2 => return Err(Failure::bad("max_points", "max_points: must be at least 2")),
+        n => n.unwrap_or(2000).min(MAX_POINTS) as u64,
+    };
+    Ok(Json(shared.db().series(id, max_points)?))
 }
 
 /// Which segments to read.

@@ -2,7 +2,7 @@
 //! a bearer token; `/openapi.json` describes the API to anyone.
 //!
 //! - [`credentials`]: the admin token, the join secret and workers' own tokens, and their rights;
-//! - [`jobs`]: submit, list, get, cancel, logs, ledger;
+//! - [`jobs`]: submit, list, get, cancel, logs, curves, ledger;
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
@@ -85,6 +85,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/jobs/{id}", get(jobs::get))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/logs", get(jobs::logs))
+        .route("/jobs/{id}/series", get(jobs::series))
         .route("/ledger", get(jobs::ledger))
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{id}/heartbeat", post(workers::heartbeat))

@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{kinds_of, Db, DbError};
-use tuneline_api::{now, LogLine, WorkerClass};
+use tuneline_api::{now, LogLine, Series, SeriesPoint, WorkerClass};
 
 impl Db {
     /// Up to `limit` lines of job `job` after line `after`.
@@ -12,6 +12,35 @@ impl Db {
         let mut stmt = self.conn.prepare_cached("SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
         let rows = stmt.query_map(params![job, after, limit], |r| Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? }))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Job `job`'s loss and eval loss curves, each at most `max_points` (at
+    /// least 2) points: SQLite picks every n-th metric line (and the last), so only
+    /// what is returned is ever read into memory, whatever the run's length.
+    pub fn series(&self, job: i64, max_points: u64) -> Result<Series, DbError> {
+        self.get(job)?;
+        let (loss, logged, stride) = self.curve(job, "$.loss", max_points)?;
+        let (eval_loss, _, _) = self.curve(job, "$.eval_loss", max_points)?;
+        Ok(Series { logged, stride, loss, eval_loss })
+    }
+
+    /// The points of the metric at JSON path `field` in job `job`'s metric
+    /// lines that have it, every stride-th and the last; with how many there are and the stride.
+    fn curve(&self, job: i64, field: &str, max_points: u64) -> Result<(Vec<SeriesPoint>, u64, u64), DbError> {
+        let count: u64 = self.conn.query_row(
+            "SELECT count(*) FROM logs WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL",
+            params![job, field],
+            |r| r.get(0),
+        )?;
+        // Points 1, 1 + stride, ... and the last: at most `max_points` of them.
+        let stride = if count <= max_points { 1 } else { (count - 1).div_ceil(max_points.saturating_sub(2).max(1)) };
+        let mut stmt = self.conn.prepare_cached(
+            "WITH m AS (SELECT at, text, row_number() OVER (ORDER BY seq) AS n FROM logs
+                        WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL)
+             SELECT json_extract(text, '$.step'), at, json_extract(text, ?2) FROM m WHERE (n - 1) % ?3 = 0 OR n = ?4 ORDER BY n",
+        )?;
+        let rows = stmt.query_map(params![job, field, stride, count], |r| Ok(SeriesPoint { step: r.get(0)?, at: r.get(1)?, value: r.get(2)? }))?;
+        Ok((rows.collect::<Result<_, _>>()?, count, stride))
     }
 
     /// Adds `text` to the log of the oldest queued job that workers of
