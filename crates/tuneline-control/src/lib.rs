@@ -7,6 +7,7 @@
 //! - [`job`]: the job state machine and its retry policy;
 //! - [`db`]: its SQLite (WAL) state: jobs, workers, segments (attempts), logs;
 //! - [`api`]: the axum HTTP API and its OpenAPI document;
+//! - [`dashboard`]: the dashboard pages, embedded, over that API;
 //! - [`check`]: the submit-time check of a job's config, dataset and model;
 //! - [`serve`]: starting the server and reaping silent workers;
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
@@ -19,6 +20,7 @@
 pub mod api;
 pub mod autoscale;
 pub mod check;
+pub mod dashboard;
 pub mod db;
 pub mod job;
 pub mod lock;

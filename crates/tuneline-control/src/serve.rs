@@ -166,7 +166,7 @@ impl Server {
         let listener = std::net::TcpListener::bind(listen).map_err(io(format!("listening on {listen}")))?;
         listener.set_nonblocking(true).map_err(io(format!("listening on {listen}")))?;
         let addr = listener.local_addr().map_err(io(format!("listening on {listen}")))?;
-        let app = router(shared.clone());
+        let app = router(shared.clone(), identity.is_some());
         let serving = match identity {
             None => {
                 let listener = tokio::net::TcpListener::from_std(listener).map_err(io(format!("listening on {listen}")))?;

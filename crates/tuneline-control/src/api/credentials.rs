@@ -60,10 +60,20 @@ pub fn digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Resolves the bearer token into a [`Caller`] and lets through only what it may do: 401 for no or a revoked token, 403 past its rights.
+/// Resolves the bearer token (or a dashboard session's cookie, which acts
+/// as the admin and must carry its CSRF token on anything but a GET) into a
+/// [`Caller`] and lets through only what it may do: 401 for no or a revoked
+/// token, 403 past its rights.
 pub async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Result<Response, Failure> {
     let presented = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    let Some(token) = presented else { return Err(unauthorized("missing bearer token")) };
+    let Some(token) = presented else {
+        let Some((_, session)) = shared.sessions.of(request.headers()) else { return Err(unauthorized("missing bearer token")) };
+        if request.method() != Method::GET && !super::session::carries_csrf(request.headers(), &session) {
+            return Err(Failure::new(StatusCode::FORBIDDEN, "a dashboard change needs the page's CSRF token in X-CSRF-Token; reload the page"));
+        }
+        request.extensions_mut().insert(Caller::Admin);
+        return Ok(next.run(request).await);
+    };
     let caller = if same(token.as_bytes(), shared.secrets.admin.as_bytes()) {
         Caller::Admin
     } else if same(token.as_bytes(), shared.secrets.join.as_bytes()) {
@@ -106,7 +116,7 @@ fn unauthorized(why: &str) -> Failure {
 
 /// Compares in time independent of where the bytes differ (a short loop
 /// rather than a crate for one comparison).
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -6,6 +6,7 @@
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
+//! - [`session`]: the dashboard's browser sessions and their CSRF tokens;
 //! - [`error`]: error bodies and the field-naming JSON extractor.
 
 pub mod credentials;
@@ -13,6 +14,7 @@ pub mod error;
 mod jobs;
 mod leases;
 pub mod openapi;
+pub mod session;
 mod workers;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,18 +55,25 @@ pub struct Shared {
     check: Box<dyn JobCheck>,
     /// Woken whenever a job becomes leasable.
     queued: Notify,
+    /// The dashboard's logged-in browsers.
+    pub sessions: session::Sessions,
 }
 
 impl Shared {
     /// The server's state over `db`, guarded by `secrets`.
     pub fn new(db: Db, secrets: Secrets, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
-        Arc::new(Self { db: Mutex::new(db), secrets, timing, check, queued: Notify::new() })
+        Arc::new(Self { db: Mutex::new(db), secrets, timing, check, queued: Notify::new(), sessions: session::Sessions::default() })
     }
 
     /// The state database. Calls are short (indexed SQLite statements), so a
     /// plain mutex serves every handler.
     pub fn db(&self) -> MutexGuard<'_, Db> {
         self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The server's secrets.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 
     /// The timing in force.
@@ -78,8 +87,8 @@ impl Shared {
     }
 }
 
-/// The API's routes over `shared`.
-pub fn router(shared: Arc<Shared>) -> Router {
+/// The API's routes over `shared`, and the dashboard's (its cookies `Secure` when `https`).
+pub fn router(shared: Arc<Shared>, https: bool) -> Router {
     let v1 = Router::new()
         .route("/jobs", post(jobs::submit).get(jobs::list))
         .route("/jobs/{id}", get(jobs::get))
@@ -94,5 +103,5 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/leases/{job}/start", post(leases::start))
         .route("/leases/{job}/release", post(leases::release))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), credentials::authorize));
-    Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).with_state(shared)
+    Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).merge(crate::dashboard::routes(https)).with_state(shared)
 }
