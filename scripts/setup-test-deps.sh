@@ -19,7 +19,9 @@
 #   moto/                  moto[server] 5.2.5: a real EC2 Query API on loopback for the aws provider
 #   mlflow/                MLflow 3.1.4, a real tracking server for the [tracking] mirror's tests
 #   npm/                   GitHub's own workflow parser (@actions/workflow-parser, npm), which checks
-#                          examples/github-actions against the Actions workflow schema
+#                          examples/github-actions against the Actions workflow schema, and
+#                          playwright-core, which drives the dashboard's browser tests
+#   (system)               Debian's chromium, the browser those tests drive headless
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -189,3 +191,16 @@ if ! grep -q "\"version\": \"$parser_version\"" "$parser/package.json" 2>/dev/nu
   npm install --silent --no-audit --no-fund --prefix "$cache/npm" "@actions/workflow-parser@$parser_version"
 fi
 echo "setup: @actions/workflow-parser $parser_version (node $(node --version))"
+
+# The dashboard's browser tests: Debian's Chromium, driven by playwright-core
+# from npm (which fetches no browser of its own).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+playwright_version=1.65.1
+if ! grep -q "\"version\": \"$playwright_version\"" "$cache/npm/node_modules/playwright-core/package.json" 2>/dev/null; then
+  echo "setup: installing playwright-core@$playwright_version into $cache/npm"
+  npm install --silent --no-audit --no-fund --prefix "$cache/npm" "@actions/workflow-parser@$parser_version" "playwright-core@$playwright_version"
+fi
+echo "setup: $(/usr/bin/chromium --version 2>/dev/null), playwright-core $playwright_version"

@@ -93,6 +93,21 @@ pub fn mlflow_python() -> PathBuf {
     venv.join("bin/python")
 }
 
+/// playwright-core (from npm, installed by the setup script under `<cache>/npm`):
+/// its package directory, to drive a browser from node. Panics, saying how to get it, when absent.
+pub fn playwright() -> PathBuf {
+    let path = cache_dir().join("npm/node_modules/playwright-core");
+    assert!(path.join("index.mjs").is_file(), "playwright-core not found at {}: {SETUP}", path.display());
+    path
+}
+
+/// Debian's Chromium, installed by the setup script. Panics, saying how to get it, when absent.
+pub fn chromium() -> PathBuf {
+    let path = PathBuf::from("/usr/bin/chromium");
+    assert!(path.is_file(), "chromium not found at {}: {SETUP}", path.display());
+    path
+}
+
 /// GitHub's workflow parser (`@actions/workflow-parser` from npm), installed by
 /// the setup script under `<cache>/npm`: its package directory. Panics, saying how to get it, when absent.
 pub fn workflow_parser() -> PathBuf {

@@ -8,6 +8,7 @@ mod command_job;
 mod common;
 mod config;
 mod cost;
+mod dashboard;
 mod data;
 mod deliver;
 mod fleet;

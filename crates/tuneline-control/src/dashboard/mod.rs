@@ -83,7 +83,8 @@ struct Login {
 
 async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<Login>, https: bool) -> Response {
     if !same(form.token.trim().as_bytes(), shared.secrets().admin.as_bytes()) {
-        return page(StatusCode::UNAUTHORIZED, &login_page("That is not this server's admin token (its token file, .tuneline/control/token)."));
+        // The form again, as a page (200: a browser logs any other status as an error), with no session.
+        return page(StatusCode::OK, &login_page("That is not this server's admin token (its token file, .tuneline/control/token)."));
     }
     redirect("/", Some(set_cookie(&shared.sessions.open(), https)))
 }
