@@ -1,22 +1,19 @@
 //! The cost report as a user reads it: a table of every component of ETH
 //! and delivery's CPU hours beside them, or JSON with `--json`. `tuneline cost report` and `tuneline run` print it.
 
-use tuneline_api::Job;
-use tuneline_control::machines::Machine;
-use tuneline_control::report::CostReport;
+use tuneline_control::report::Bill;
 
 use crate::cli::Global;
 
-/// Prints the report over `jobs` (those of one run) and the machines they ran on: a table, or JSON with `--json`.
-pub fn print_report(global: &Global, jobs: &[&Job], r: &CostReport, machines: &[Machine]) {
-    let run = jobs.first().map_or("", |j| j.spec.run());
+/// Prints a run's bill: a table, or JSON with `--json` (as the API's `/v1/report` answers).
+pub fn print_report(global: &Global, bill: &Bill) {
     if global.json {
-        let jobs: Vec<_> = jobs.iter().map(|j| serde_json::json!({"id": j.id, "kind": j.spec.kind().as_str(), "state": j.state.as_str()})).collect();
-        println!("{}", serde_json::json!({"run": run, "jobs": jobs, "cost": r, "machines": machines}));
+        println!("{}", serde_json::to_string(bill).expect("a bill serializes"));
         return;
     }
+    let (run, r, machines) = (&bill.run, &bill.cost, &bill.machines);
     let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| format!("${e:.4} per effective training hour"));
-    let named: Vec<_> = jobs.iter().map(|j| format!("job {} {} {}", j.id, j.spec.kind().as_str(), j.state.as_str())).collect();
+    let named: Vec<_> = bill.jobs.iter().map(|j| format!("job {} {} {}", j.id, j.kind, j.state)).collect();
     println!("cost report for run {run} ({})", named.join(", "));
     println!("  segments            {} ({} preempted or lost)", r.segments, r.preemptions);
     println!("  wall hours          {:.4} h billed training (GPU pool)", r.wall_hours);

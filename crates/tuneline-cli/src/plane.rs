@@ -15,6 +15,7 @@ use tuneline_api::{Client, Fingerprint, Trust, WorkerClass};
 use tuneline_control::api::Timing;
 use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::check::StoreCheck;
+use tuneline_control::report::Prices;
 use tuneline_control::serve::{public_url, Endpoint, Server};
 use tuneline_control::tracking::{Mirror, Mlflow};
 use tuneline_core::config::{Config, ProviderConfig, WorkersConfig};
@@ -91,6 +92,7 @@ impl ControlPlane {
         let timing =
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
+        server.shared.set_prices(Prices::of(config));
         let autoscalers: Vec<_> =
             pools(config, state_dir, &server, endpoint, job)?.into_iter().map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool))).collect();
         let tracking = config.tracking.mlflow.as_ref().map(|url| {

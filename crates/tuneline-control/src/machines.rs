@@ -9,7 +9,7 @@ use serde::Serialize;
 use tuneline_api::{Segment, Worker, WorkerState};
 
 /// One machine's bill.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Machine {
     /// The worker that ran there.
     pub worker: i64,

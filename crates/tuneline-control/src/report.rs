@@ -13,11 +13,13 @@
 
 use serde::Serialize;
 use tuneline_cost::eth::eth;
+use utoipa::ToSchema;
 
-use tuneline_api::{Segment, WorkerClass};
+use crate::machines::{machines, Machine};
+use tuneline_api::{Job, Segment, Worker, WorkerClass};
 
 /// What storage and transfer cost.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Prices {
     /// Dollars per GB-month stored.
     pub storage_per_gb_month: f64,
@@ -32,8 +34,45 @@ impl Prices {
     }
 }
 
+/// A run's bill, as `tuneline cost report --json` prints it and the
+/// dashboard shows it: its jobs, the cost report, and each machine.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Bill {
+    /// The run.
+    pub run: String,
+    /// Its jobs billed.
+    pub jobs: Vec<BilledJob>,
+    /// Every component of ETH.
+    pub cost: CostReport,
+    /// The machines its jobs ran on.
+    pub machines: Vec<Machine>,
+}
+
+/// A job of a [`Bill`].
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct BilledJob {
+    /// Its id.
+    pub id: i64,
+    /// `train`, `command` or `deliver`.
+    pub kind: String,
+    /// Its state.
+    pub state: String,
+}
+
+impl Bill {
+    /// The bill of `jobs` (of one run) over their `segments`, with the machines of `workers` they ran on, open segments billed until `now`.
+    pub fn of(jobs: &[&Job], segments: &[Segment], workers: &[Worker], prices: Prices, now: f64) -> Self {
+        Self {
+            run: jobs.first().map_or(String::new(), |j| j.spec.run().to_string()),
+            jobs: jobs.iter().map(|j| BilledJob { id: j.id, kind: j.spec.kind().as_str().into(), state: j.state.as_str().into() }).collect(),
+            cost: report(segments, prices, now),
+            machines: machines(workers, segments, now),
+        }
+    }
+}
+
 /// Every component of ETH.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct CostReport {
     /// Worker segments billed.
     pub segments: usize,

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use tuneline_api::{now, Job};
 use tuneline_control::db::Db;
-use tuneline_control::machines::machines;
-use tuneline_control::report::{report, Prices};
+use tuneline_control::report::{Bill, Prices};
 
 use crate::cli::{CostCommand, Global};
 use crate::context::load_config;
@@ -36,7 +35,7 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
         segments.extend(db.segments(Some(job.id)).map_err(Failure::failed)?);
     }
     let workers = db.workers(true).map_err(Failure::failed)?;
-    print_report(global, &billed, &report(&segments, Prices::of(&config), now()), &machines(&workers, &segments, now()));
+    print_report(global, &Bill::of(&billed, &segments, &workers, Prices::of(&config), now()));
     Ok(())
 }
 

@@ -11,8 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, WorkerClass};
-use tuneline_control::machines::machines;
-use tuneline_control::report::{report, Prices};
+use tuneline_control::report::{Bill, Prices};
 use tuneline_control::serve::Endpoint;
 
 use crate::cli::{Global, RunArgs};
@@ -48,18 +47,18 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     if let Some(deliver) = &deliver {
         segments.extend(client.ledger(Some(deliver.id)).await.map_err(Failure::failed)?);
     }
-    let cost = report(&segments, Prices::of(config), now());
-    let machines = machines(&client.workers(true).await.map_err(Failure::failed)?, &segments, now());
     let jobs: Vec<&Job> = [Some(&train), deliver.as_ref()].into_iter().flatten().collect();
+    let workers = client.workers(true).await.map_err(Failure::failed)?;
+    let bill = Bill::of(&jobs, &segments, &workers, Prices::of(config), now());
     if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
-        print_report(global, &jobs, &cost, &machines);
+        print_report(global, &bill);
         let why = job.error.clone().unwrap_or_default();
         let after = if job.spec.kind() == JobKind::Deliver { "; the trained checkpoints are kept: `tuneline deliver` retries" } else { "" };
         return Err(Failure::failed(format!("job {} ({}) {}: {why}{after}", job.id, job.spec.kind().as_str(), job.state.as_str())));
     }
     let out = Path::new("out").join(&job.run);
     let summary = delivered(global, &store, config, &job.run, &out).await?;
-    print_report(global, &jobs, &cost, &machines);
+    print_report(global, &bill);
     println!("{summary}");
     Ok(())
 }

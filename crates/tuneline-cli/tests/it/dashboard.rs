@@ -2,7 +2,8 @@
 //! playwright-core, against a real `tuneline server` whose local worker
 //! really trained. A wrong token gets the login page back; the job's page
 //! draws one point per logged step; cancel moves a running job to
-//! cancelled; the pages log no console error and ask nothing of any host
+//! cancelled; the page's ETH and total are `tuneline cost report --json`'s;
+//! the pages log no console error and ask nothing of any host
 //! but this server. Screenshots of each page are kept for a person to look at.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ fn screenshots() -> PathBuf {
 fn the_dashboard_in_chromium_logs_in_draws_every_step_and_cancels_a_job_with_no_errors_and_nothing_off_this_server() {
     let ctx = crate::train::project_with(3, 3, "gradient_accumulation_steps = 1\n");
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
-    ctx.write("tuneline.toml", format!("{config}[workers]\nprovider = \"local\"\nmax_workers = 1\n"));
+    ctx.write("tuneline.toml", format!("{config}[workers]\nprovider = \"local\"\nmax_workers = 1\n[providers.local]\nprice_per_hour = 0.5\n"));
     let (_plane, url) = server(&ctx);
     let (code, out, err) = ctx.run(&["jobs", "--server", &url, "submit", "--train", "--wait"]);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -61,6 +62,12 @@ fn the_dashboard_in_chromium_logs_in_draws_every_step_and_cancels_a_job_with_no_
     assert_eq!(seen["pathCommands"], 3, "{seen}");
     assert!(seen["runText"].as_str().unwrap().contains("3 steps logged, 3 drawn"), "{seen}");
     assert_eq!(seen["cancelState"], "cancelled", "{seen}");
+    // The page's bill is `tuneline cost report --json`'s, to the cent and beyond.
+    let (code, report, err) = ctx.run(&["cost", "report", "1", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(seen["eth"].as_f64(), report["cost"]["eth_usd"].as_f64(), "{seen}\n{report}");
+    assert_eq!(seen["total"].as_f64(), report["cost"]["total_usd"].as_f64(), "{seen}\n{report}");
     assert_eq!(seen["consoleErrors"], serde_json::json!([]), "no console errors");
     let host = url.trim_start_matches("http://");
     let elsewhere: Vec<&str> = seen["requests"].as_array().unwrap().iter().filter_map(|r| r.as_str()).filter(|r| !r.contains(host)).collect();

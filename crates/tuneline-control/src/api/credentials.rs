@@ -103,7 +103,7 @@ fn allowed(caller: Caller, method: &Method, route: &str) -> bool {
         Caller::Admin => true,
         Caller::Joiner => method == Method::POST && route == "/workers",
         Caller::Worker(_) => match *method {
-            Method::GET => matches!(route, "/jobs" | "/jobs/{id}" | "/jobs/{id}/logs" | "/jobs/{id}/series" | "/ledger"),
+            Method::GET => matches!(route, "/jobs" | "/jobs/{id}" | "/jobs/{id}/logs" | "/jobs/{id}/series" | "/ledger" | "/report"),
             Method::POST => matches!(route, "/workers/{id}/heartbeat" | "/workers/{id}/exit" | "/leases" | "/leases/{job}/start" | "/leases/{job}/release"),
             _ => false,
         },

@@ -10,6 +10,7 @@ use utoipa::IntoParams;
 
 use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
+use crate::report::Bill;
 use tuneline_api::State as JobState;
 use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit};
 
@@ -111,4 +112,28 @@ pub struct LedgerQuery {
 #[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>)))]
 pub async fn ledger(State(shared): State<Arc<Shared>>, Params(q): Params<LedgerQuery>) -> Result<Json<Vec<Segment>>, Failure> {
     Ok(Json(shared.db().segments(q.job)?))
+}
+
+/// Whose bill.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BillQuery {
+    /// The run (every job of it: training and delivery).
+    run: String,
+}
+
+/// A run's bill, as `tuneline cost report --json` prints it: ETH and each of its components, and each machine.
+#[utoipa::path(get, path = "/v1/report", params(BillQuery), responses((status = 200, body = Bill), (status = 404, body = ApiError)))]
+pub async fn bill(State(shared): State<Arc<Shared>>, Params(q): Params<BillQuery>) -> Result<Json<Bill>, Failure> {
+    let db = shared.db();
+    let jobs = db.list(None)?;
+    let of_run: Vec<&Job> = jobs.iter().filter(|j| j.spec.run() == q.run).collect();
+    if of_run.is_empty() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("no job of run `{}`", q.run)));
+    }
+    let mut segments = Vec::new();
+    for job in &of_run {
+        segments.extend(db.segments(Some(job.id))?);
+    }
+    Ok(Json(Bill::of(&of_run, &segments, &db.workers(true)?, shared.prices(), tuneline_api::now())))
 }

@@ -2,7 +2,7 @@
 //! a bearer token; `/openapi.json` describes the API to anyone.
 //!
 //! - [`credentials`]: the admin token, the join secret and workers' own tokens, and their rights;
-//! - [`jobs`]: submit, list, get, cancel, logs, curves, ledger;
+//! - [`jobs`]: submit, list, get, cancel, logs, curves, ledger, a run's bill;
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
@@ -25,9 +25,11 @@ use axum::Router;
 use tokio::sync::Notify;
 
 use crate::db::Db;
+use crate::report::Prices;
 use credentials::Secrets;
 use error::Failure;
 use tuneline_api::JobSubmit;
+use tuneline_core::config::Config;
 
 /// Checks a submitted job against the world: its dataset version and model exist.
 #[async_trait::async_trait]
@@ -57,18 +59,38 @@ pub struct Shared {
     queued: Notify,
     /// The dashboard's logged-in browsers.
     pub sessions: session::Sessions,
+    /// What storage and egress cost, for bills.
+    prices: Mutex<Prices>,
 }
 
 impl Shared {
     /// The server's state over `db`, guarded by `secrets`.
     pub fn new(db: Db, secrets: Secrets, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
-        Arc::new(Self { db: Mutex::new(db), secrets, timing, check, queued: Notify::new(), sessions: session::Sessions::default() })
+        Arc::new(Self {
+            db: Mutex::new(db),
+            secrets,
+            timing,
+            check,
+            queued: Notify::new(),
+            sessions: session::Sessions::default(),
+            prices: Mutex::new(Prices::of(&Config::default())),
+        })
     }
 
     /// The state database. Calls are short (indexed SQLite statements), so a
     /// plain mutex serves every handler.
     pub fn db(&self) -> MutexGuard<'_, Db> {
         self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Bills price storage and egress at `prices` (`[cost]`'s) from now on.
+    pub fn set_prices(&self, prices: Prices) {
+        *self.prices.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = prices;
+    }
+
+    /// What storage and egress cost, for bills.
+    pub fn prices(&self) -> Prices {
+        *self.prices.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The server's secrets.
@@ -96,6 +118,7 @@ pub fn router(shared: Arc<Shared>, https: bool) -> Router {
         .route("/jobs/{id}/logs", get(jobs::logs))
         .route("/jobs/{id}/series", get(jobs::series))
         .route("/ledger", get(jobs::ledger))
+        .route("/report", get(jobs::bill))
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{id}/heartbeat", post(workers::heartbeat))
         .route("/workers/{id}/exit", post(workers::exit))

@@ -94,8 +94,26 @@ function curve(series) {
   return svg;
 }
 
+/** A run's bill, as `tuneline cost report` prints it: ETH and what it is made of. */
+function billPanel(bill) {
+  const c = bill.cost;
+  const figure = (id, label, value, text) => [label, el("span", { id, "data-value": String(value) }, text)];
+  return table(["", ""], [
+    figure("eth", "ETH", c.eth_usd ?? "", c.eth_usd == null ? "n/a (no step kept yet)" : money(c.eth_usd) + " per effective training hour"),
+    figure("total", "total", c.total_usd, money(c.total_usd)),
+    figure("compute", "compute (training)", c.compute_usd, `${money(c.compute_usd)} for ${c.wall_hours.toFixed(4)} h billed`),
+    figure("effective", "effective hours", c.effective_hours, `${c.effective_hours.toFixed(4)} h computing kept steps`),
+    figure("utilization", "utilization", c.utilization, (c.utilization * 100).toFixed(1) + "%"),
+    figure("lost", "lost to preemption", c.steps_lost, `${c.steps_lost} steps in ${c.preemptions} preemptions or losses`),
+    figure("delivery", "delivery (CPU, not in ETH)", c.delivery_usd, `${money(c.delivery_usd)} for ${c.delivery_hours.toFixed(4)} h`),
+    figure("storage", "storage", c.storage_usd, money(c.storage_usd)),
+    figure("egress", "egress", c.egress_usd, money(c.egress_usd)),
+  ]);
+}
+
 async function job(view, id) {
   const [job, series] = await Promise.all([api("/jobs/" + id), api("/jobs/" + id + "/series")]);
+  const bill = await api("/report?run=" + encodeURIComponent(job.spec.run));
   const final = ["succeeded", "failed", "cancelled"].includes(job.state);
   const cancel = el("button", { class: "danger", type: "button", id: "cancel", onclick: async () => {
     cancel.disabled = true;
@@ -109,6 +127,8 @@ async function job(view, id) {
     el("h2", {}, "Loss"),
     series.logged === 0 ? el("p", { class: "empty" }, "no steps yet")
       : el("div", {}, curve(series), el("p", { class: "empty" }, `${series.logged} steps logged, ${series.loss.length} drawn`)),
+    el("h2", {}, "Bill of run " + job.spec.run),
+    billPanel(bill),
     el("h2", {}, "Attempts"),
     job.attempts.length === 0 ? el("p", { class: "empty" }, "no attempts yet") : table(
       ["worker", "provider", "from", "hours", "outcome", "steps kept", "steps lost"],
