@@ -142,22 +142,22 @@ impl Mirror {
     async fn mirror(&self, job: &Job, mut mirrored: Mirrored) -> Result<(), String> {
         let run = job.spec.run().to_string();
         let known = self.shared.db().tracker_run(&run).map_err(|e| e.to_string())?;
-        let (run_id, fresh) = match known {
-            Some(id) => (id, false),
+        let run_id = match known {
+            Some(id) => id,
             None => {
                 let start = job.attempts.first().map_or_else(tuneline_api::now, |a| a.started_at);
                 let id = self.mlflow.create_run(&run, (start * 1000.0) as i64).await?;
+                // Params are written once per MLflow run, by the first job of the run seen, and
+                // before the run is recorded: a failed write makes a new run next time, never one without them.
+                self.mlflow.log(&id, &[], &params(&job.spec), &[]).await?;
                 self.shared.db().set_tracker_run(&run, &id).map_err(|e| e.to_string())?;
-                (id, true)
+                id
             }
         };
-        // Params are written once per MLflow run, and only one job of a run names them: the first seen.
-        let params = if fresh { params(&job.spec) } else { Vec::new() };
         let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX).map_err(|e| e.to_string())?;
-        let metrics = metrics(&lines);
         let ended = job.state.is_final();
         let tags = if ended { self.end_tags(job) } else { Vec::new() };
-        self.mlflow.log(&run_id, &metrics, &params, &tags).await?;
+        self.mlflow.log(&run_id, &metrics(&lines), &[], &tags).await?;
         if ended {
             let status = match job.state {
                 State::Succeeded => "FINISHED",
