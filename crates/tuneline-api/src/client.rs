@@ -14,6 +14,9 @@ use crate::ledger::{LogLine, Segment, Series};
 use crate::trust::Trust;
 use crate::workers::{Registered, Worker, WorkerRegister};
 
+/// Jobs per page the server lists at most (`GET /v1/jobs?limit=`), and [`Client::jobs`] asks for.
+pub const JOBS_PAGE: usize = 1000;
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -176,9 +179,18 @@ impl Client {
         self.post("/jobs", job).await
     }
 
-    /// Every job.
+    /// Every job, oldest first, read a page at a time.
     pub async fn jobs(&self) -> Result<Vec<Job>, ClientError> {
-        self.get("/jobs").await
+        let mut all: Vec<Job> = Vec::new();
+        loop {
+            let after = all.last().map_or(String::new(), |j| format!("&after={}", j.id));
+            let page: Vec<Job> = self.get(&format!("/jobs?limit={JOBS_PAGE}{after}")).await?;
+            let last = page.len() < JOBS_PAGE;
+            all.extend(page);
+            if last {
+                return Ok(all);
+            }
+        }
     }
 
     /// One job.

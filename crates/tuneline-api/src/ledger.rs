@@ -27,6 +27,10 @@ pub struct Segment {
     pub price_as_of: Option<String>,
     /// When the worker took the lease.
     pub started_at: f64,
+    /// When its trainer started, after the worker's prefetch of the model,
+    /// dataset and checkpoint; none if it never started.
+    #[serde(default)]
+    pub trainer_at: Option<f64>,
     /// When the attempt ended (now, while it runs).
     pub ended_at: Option<f64>,
     /// The committed step it started from.

@@ -22,7 +22,7 @@ pub mod ledger;
 pub mod trust;
 pub mod workers;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, JOBS_PAGE};
 pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
 pub use jobs::{CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};

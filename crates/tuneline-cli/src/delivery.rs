@@ -86,10 +86,10 @@ pub async fn evaluate(global: &Global, store: &ArtifactStore, config: &Config, c
     let dir = checkpoint.cache.join(&prefix);
     if store.is_committed(&prefix).await? {
         store.pull(&prefix, &dir, &tuneline_core::progress::NoProgress).await?;
-        let file = dir.join("metrics.json");
+        let file = dir.join(layout::EVAL_METRICS);
         let text = std::fs::read(&file).map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
         let report = serde_json::from_slice(&text).map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
-        return Ok((report, dir.join("spot_check.html")));
+        return Ok((report, dir.join(layout::SPOT_CHECK_SHEET)));
     }
     let (dataset, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
     if rows.is_empty() {
@@ -110,7 +110,7 @@ pub async fn evaluate(global: &Global, store: &ArtifactStore, config: &Config, c
         Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    Ok((report, dir.join("spot_check.html")))
+    Ok((report, dir.join(layout::SPOT_CHECK_SHEET)))
 }
 
 /// What an export wrote.
@@ -219,7 +219,7 @@ pub async fn push(
         serde_json::from_slice(&store.read_committed(&prefix, ORIGIN_FILE).await?).map_err(|e| Failure::input(format!("{prefix}/{ORIGIN_FILE}: {e}")))?;
     let eval_prefix = layout::eval(&run, step);
     let eval: Option<EvalReport> = match store.is_committed(&eval_prefix).await? {
-        true => serde_json::from_slice(&store.read_committed(&eval_prefix, "metrics.json").await?).ok(),
+        true => serde_json::from_slice(&store.read_committed(&eval_prefix, layout::EVAL_METRICS).await?).ok(),
         false => None,
     };
     let bill = bill(config, &run, ledger).await?;

@@ -10,6 +10,7 @@ mod exit;
 mod follow;
 mod plane;
 mod progress;
+mod server_planner;
 mod train_job;
 
 use std::process::ExitCode;

@@ -30,6 +30,7 @@ use tuneline_providers::spot::{SpotProvider, SpotSettings};
 use tuneline_providers::{Offer, Provider};
 
 use crate::exit::{CliResult, Failure};
+use crate::server_planner::ServerPlanner;
 
 /// The default state directory: `state.db`, `token`, workers' logs and caches.
 pub const STATE_DIR: &str = ".tuneline/control";
@@ -93,6 +94,8 @@ impl ControlPlane {
             Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
         let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
         server.shared.set_prices(Prices::of(config));
+        let stores = StoreCheck::with_credentials(&config.store);
+        server.shared.set_planner(Arc::new(ServerPlanner { stores, cache: state_dir.join("plan-cache") }));
         let autoscalers: Vec<_> =
             pools(config, state_dir, &server, endpoint, job)?.into_iter().map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool))).collect();
         let tracking = config.tracking.mlflow.as_ref().map(|url| {

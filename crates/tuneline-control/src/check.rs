@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use tuneline_api::{JobSpec, JobSubmit};
+use tuneline_api::{DeliverSpec, JobSpec, JobSubmit, TrainSpec};
 use tuneline_core::config::{Config, Secret, StoreConfig};
 use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
@@ -36,16 +36,22 @@ impl StoreCheck {
         Self { access_key_id: own.access_key_id.clone(), secret_access_key: own.secret_access_key.clone() }
     }
 
-    fn config_and_store(&self, text: &str) -> Result<(Config, ArtifactStore), Failure> {
-        let mut config =
-            Config::parse(text, "spec.config", |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable("spec.config", e.to_string()))?.config;
+    /// The store a command job names, opened with the server's credentials.
+    fn command_store(&self, url: &str) -> Result<ArtifactStore, Failure> {
+        let own = StoreConfig { access_key_id: self.access_key_id.clone(), secret_access_key: self.secret_access_key.clone(), ..Default::default() };
+        ArtifactStore::open(url, &own).map_err(|e| Failure::unprocessable("spec.store", format!("spec.store: {e}")))
+    }
+
+    /// The config in `text` (the request's field `field`) and its store, opened with the
+    /// server's credentials where the config has none; `Err` (422) names what does not fit.
+    pub fn config_and_store(&self, text: &str, field: &str) -> Result<(Config, ArtifactStore), Failure> {
+        let mut config = Config::parse(text, field, |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable(field, e.to_string()))?.config;
         let store = &mut config.store;
         if store.access_key_id.is_none() && store.secret_access_key.is_none() {
             store.access_key_id.clone_from(&self.access_key_id);
             store.secret_access_key.clone_from(&self.secret_access_key);
         }
-        let store = ArtifactStore::open(&config.store.url, &config.store)
-            .map_err(|e| Failure::unprocessable("spec.config", format!("spec.config: [store] url: {e}")))?;
+        let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::unprocessable(field, format!("{field}: [store] url: {e}")))?;
         Ok((config, store))
     }
 }
@@ -55,12 +61,12 @@ impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         match &job.spec {
             JobSpec::Train(spec) => {
-                let (config, store) = self.config_and_store(&spec.config)?;
+                let (config, store) = self.config_and_store(&spec.config, "spec.config")?;
                 committed(&store, &spec.dataset).await?;
                 model_exists(&config, &store).await?;
             }
             JobSpec::Deliver(spec) => {
-                let (config, store) = self.config_and_store(&spec.config)?;
+                let (config, store) = self.config_and_store(&spec.config, "spec.config")?;
                 model_exists(&config, &store).await?;
                 let found = match spec.checkpoint {
                     Some(step) => store.is_committed(&layout::checkpoint(&spec.run, step)).await.map(|c| c.then_some(step)),
@@ -79,14 +85,20 @@ impl JobCheck for StoreCheck {
                 }
             }
             JobSpec::Command(spec) => {
-                let store =
-                    ArtifactStore::open(&spec.store, &Default::default()).map_err(|e| Failure::unprocessable("spec.store", format!("spec.store: {e}")))?;
+                let store = self.command_store(&spec.store)?;
                 if let Some(dataset) = &spec.dataset {
                     committed(&store, dataset).await?;
                 }
             }
         }
         Ok(())
+    }
+
+    fn store(&self, spec: &JobSpec) -> Result<ArtifactStore, Failure> {
+        match spec {
+            JobSpec::Train(TrainSpec { config, .. }) | JobSpec::Deliver(DeliverSpec { config, .. }) => Ok(self.config_and_store(config, "spec.config")?.1),
+            JobSpec::Command(c) => self.command_store(&c.store),
+        }
     }
 }
 

@@ -13,6 +13,8 @@
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
 //! - [`report`]: the cost report (ETH) from the ledger;
 //! - [`machines`]: each machine's bill, until its worker ended;
+//! - [`spend`]: spend today and this week, and the share of GPU time that trained;
+//! - [`runs`]: a run's checkpoints and evaluations in its store, and runs' configs compared;
 //! - [`tracking`]: runs mirrored to an MLflow tracking server;
 //! - [`tls`]: the server's certificate, from config or made once;
 //! - [`lock`], [`token`]: one server per database, and its secrets' files.
@@ -26,7 +28,9 @@ pub mod job;
 pub mod lock;
 pub mod machines;
 pub mod report;
+pub mod runs;
 pub mod serve;
+pub mod spend;
 pub mod tls;
 pub mod token;
 pub mod tracking;

@@ -87,6 +87,7 @@ mod tests {
             spot: false,
             price_as_of: None,
             started_at: 1000.0,
+            trainer_at: None,
             ended_at: None,
             start_step: None,
             max_step: None,

@@ -94,6 +94,8 @@ pub struct CostReport {
     pub max_lost_per_preemption: u64,
     /// Dollars for training instances: price x wall.
     pub compute_usd: f64,
+    /// What `compute_usd` paid for, in four parts that add up to it.
+    pub breakdown: Breakdown,
     /// Billed CPU-pool hours delivering: evaluate, merge, export, push.
     pub delivery_hours: f64,
     /// Dollars for them.
@@ -112,6 +114,62 @@ pub struct CostReport {
     pub bytes_down: u64,
 }
 
+/// Training dollars by what the instance was doing while billed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, ToSchema)]
+pub struct Breakdown {
+    /// Computing steps a checkpoint kept.
+    pub effective_usd: f64,
+    /// Computing steps a preemption lost (paid, then redone).
+    pub lost_usd: f64,
+    /// From the lease to the trainer's start: the worker's prefetch of the
+    /// base model, dataset and checkpoint, and loading them.
+    pub startup_usd: f64,
+    /// The rest: checkpoint uploads, evaluation, waiting.
+    pub idle_usd: f64,
+}
+
+impl Breakdown {
+    /// The parts of training segment `s`'s bill, its open end at `now`.
+    fn of(s: &Segment, now: f64) -> Self {
+        let end = s.ended_at.unwrap_or(now);
+        let wall = (end - s.started_at).max(0.0);
+        let startup = (s.trainer_at.unwrap_or(end) - s.started_at).clamp(0.0, wall);
+        let computing = s.compute_s.clamp(0.0, wall - startup);
+        let effective = computing * kept_share(s);
+        let dollars = |seconds: f64| s.price_per_hour * seconds / 3600.0;
+        Self {
+            effective_usd: dollars(effective),
+            lost_usd: dollars(computing - effective),
+            startup_usd: dollars(startup),
+            idle_usd: dollars(wall - startup - computing),
+        }
+    }
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            effective_usd: self.effective_usd + other.effective_usd,
+            lost_usd: self.lost_usd + other.lost_usd,
+            startup_usd: self.startup_usd + other.startup_usd,
+            idle_usd: self.idle_usd + other.idle_usd,
+        }
+    }
+}
+
+/// The share of segment `s`'s computed steps that a checkpoint kept (none
+/// when it finished none: its computing went into a step the next attempt redid).
+fn kept_share(s: &Segment) -> f64 {
+    if s.steps_computed() == 0 {
+        0.0
+    } else {
+        s.steps_committed() as f64 / s.steps_computed() as f64
+    }
+}
+
+/// Seconds segment `s` spent computing steps a checkpoint kept.
+pub fn effective_s(s: &Segment) -> f64 {
+    s.compute_s * kept_share(s)
+}
+
 const GB: f64 = 1e9;
 const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 
@@ -122,8 +180,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0000".
     let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b);
     let wall_s = total(&training, &wall);
-    let effective_s: f64 =
-        segments.iter().map(|s| if s.steps_computed() == 0 { 0.0 } else { s.compute_s * s.steps_committed() as f64 / s.steps_computed() as f64 }).sum();
+    let effective_s: f64 = segments.iter().map(|s| effective_s(s)).sum();
     let sampled: Vec<_> = training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
     let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };
@@ -148,6 +205,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         steps_lost: segments.iter().map(|s| s.lost_steps).sum(),
         max_lost_per_preemption: segments.iter().filter(preempted).map(|s| s.lost_steps).max().unwrap_or(0),
         compute_usd,
+        breakdown: training.iter().fold(Breakdown::default(), |sum, s| sum.add(Breakdown::of(s, now))),
         delivery_hours: total(&delivery, &wall) / 3600.0,
         delivery_usd,
         storage_usd,
@@ -186,6 +244,7 @@ mod tests {
             bytes_up: 2_000_000_000,
             bytes_down: 1_000_000_000,
             error: None,
+            trainer_at: Some(start + 60.0),
         }
     }
 
@@ -199,6 +258,21 @@ mod tests {
         assert!((r.wall_hours - 2.0).abs() < 1e-9 && (r.effective_hours - 1.5).abs() < 1e-9);
         assert!((r.egress_usd - 0.18).abs() < 1e-9 && (r.total_usd - 4.18).abs() < 1e-9);
         assert!((r.eth_usd.unwrap() - 4.18 / (1.5 * 0.5)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_breakdown_adds_up_to_compute_and_splits_kept_lost_startup_and_idle() {
+        // An hour at $2/h: 60 s from the lease to the trainer, 1800 s computing 10 steps of which 5 were lost.
+        let preempted = segment(0.0, 3600.0, (0, 10), 5, 1800.0, "preempted");
+        // An attempt preempted during its prefetch: all of it startup.
+        let early = Segment { trainer_at: None, ..segment(3600.0, 3960.0, (5, 5), 0, 0.0, "preempted") };
+        let r = report(&[preempted, early], Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0 }, 3960.0);
+        let b = r.breakdown;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(b.effective_usd, 0.5) && close(b.lost_usd, 0.5), "{b:?}");
+        assert!(close(b.startup_usd, 2.0 * 60.0 / 3600.0 + 2.0 * 360.0 / 3600.0), "{b:?}");
+        assert!(close(b.idle_usd, 2.0 * (3600.0 - 60.0 - 1800.0) / 3600.0), "{b:?}");
+        assert!(close(b.effective_usd + b.lost_usd + b.startup_usd + b.idle_usd, r.compute_usd), "{b:?} against {}", r.compute_usd);
     }
 
     #[test]

@@ -85,6 +85,10 @@ impl JobCheck for Accept {
     async fn check(&self, _: &JobSubmit) -> Result<(), Failure> {
         Ok(())
     }
+
+    fn store(&self, _: &tuneline_api::JobSpec) -> Result<tuneline_store::ArtifactStore, Failure> {
+        Err(Failure::new(axum::http::StatusCode::NOT_IMPLEMENTED, "the autoscaler's tests read no store"))
+    }
 }
 
 fn offer() -> Offer {

@@ -36,10 +36,21 @@ pub fn metrics(run: &str) -> String {
     format!("runs/{run}/metrics.jsonl")
 }
 
+/// Where run `run`'s evaluations live.
+pub fn evals(run: &str) -> String {
+    format!("runs/{run}/eval")
+}
+
 /// Run `run`'s evaluation of its checkpoint at `step`.
 pub fn eval(run: &str, step: u64) -> String {
-    format!("runs/{run}/eval/{step}")
+    format!("{}/{step}", evals(run))
 }
+
+/// An evaluation's scores, base against tuned, in its prefix.
+pub const EVAL_METRICS: &str = "metrics.json";
+
+/// An evaluation's spot-check sheet for a person, in its prefix.
+pub const SPOT_CHECK_SHEET: &str = "spot_check.html";
 
 /// What the delivery of run `run`'s checkpoint at `step` made.
 pub fn delivery(run: &str, step: u64) -> String {

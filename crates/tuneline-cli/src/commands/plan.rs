@@ -30,23 +30,28 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     if args.refresh {
         refresh(&config).await?;
     }
-    let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
-    let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(&config));
-    let plan = rank(&job, &catalog, only_gpu, today, max_age);
-    let buy = config.cost.buy.as_ref().map(|b| buy_section(b, &catalog)).transpose()?;
-    let memory = estimate(&job.memory);
+    let report = report(&config, job, only_gpu)?;
     if global.json {
-        let report = Report { job: &job, gpu_memory: memory, plan: &plan, buy: buy.as_ref() };
         println!("{}", serde_json::to_string_pretty(&report).expect("plan serializes"));
         return Ok(());
     }
-    print!("{}", render(&job, &memory, &plan, args.top, max_age));
-    if let Some(b) = &buy {
+    print!("{}", render(&report.job, &report.gpu_memory, &report.plan, args.top, config_job::max_age_days(&config)));
+    if let Some(b) = &report.buy {
         println!("{}", render_buy(b));
     }
     Ok(())
+}
+
+/// `job` (of `config`) ranked on the catalog's offers (of `only_gpu`'s, when
+/// given), with its memory and the `[cost.buy]` verdict: what `--json` prints.
+pub fn report(config: &Config, job: Job, only_gpu: Option<&Gpu>) -> CliResult<Report> {
+    let catalog = config_job::catalog(config).map_err(Failure::input)?;
+    let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(config));
+    let plan = rank(&job, &catalog, only_gpu, today, max_age);
+    let buy = config.cost.buy.as_ref().map(|b| buy_section(b, &catalog)).transpose()?;
+    Ok(Report { gpu_memory: estimate(&job.memory), job, plan, buy })
 }
 
 /// `--refresh`: reads the clouds' prices into today's prices file and says what changed.
@@ -79,12 +84,13 @@ async fn refresh(config: &Config) -> CliResult {
     Ok(())
 }
 
+/// A config's plan, as `tuneline plan --json` prints it.
 #[derive(Serialize)]
-struct Report<'a> {
-    job: &'a Job,
+pub struct Report {
+    job: Job,
     gpu_memory: MemoryEstimate,
-    plan: &'a Plan,
-    buy: Option<&'a BuySection>,
+    plan: Plan,
+    buy: Option<BuySection>,
 }
 
 /// The job the config describes, with the command line's overrides.

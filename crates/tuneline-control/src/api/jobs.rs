@@ -10,9 +10,10 @@ use utoipa::IntoParams;
 
 use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
+use crate::db::{Db, Page};
 use crate::report::Bill;
 use tuneline_api::State as JobState;
-use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit};
+use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE};
 
 /// Attempts a job gets when the submitter does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -30,18 +31,33 @@ pub async fn submit(State(shared): State<Arc<Shared>>, Body(wire): Body<WireSubm
     Ok((StatusCode::CREATED, Json(queued)))
 }
 
-/// Which jobs to list.
+/// Which jobs to list, a page at a time.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only jobs in this state.
     state: Option<JobState>,
+    /// Only jobs of this run.
+    run: Option<String>,
+    /// Only jobs past this id in the listing's order: the last id of the previous page.
+    after: Option<i64>,
+    /// At most this many jobs (default and most 1000); a shorter page is the last.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<i64>,
+    /// Newest first (default oldest first).
+    #[serde(default)]
+    newest_first: bool,
 }
 
-/// List jobs, oldest first.
+/// List jobs, a page at a time: oldest first, or newest first.
 #[utoipa::path(get, path = "/v1/jobs", params(ListQuery), responses((status = 200, body = Vec<Job>), (status = 400, body = ApiError)))]
 pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
-    Ok(Json(shared.db().list(q.state)?))
+    let limit = match q.limit {
+        Some(n) if !(1..=JOBS_PAGE as i64).contains(&n) => return Err(Failure::bad("limit", format!("limit: {n} is not between 1 and {JOBS_PAGE}"))),
+        n => n.unwrap_or(JOBS_PAGE as i64) as u32,
+    };
+    let page = Page { state: q.state, run: q.run, after: q.after, limit: Some(limit), newest_first: q.newest_first };
+    Ok(Json(shared.db().page(&page)?))
 }
 
 /// One job.
@@ -126,14 +142,16 @@ pub struct BillQuery {
 #[utoipa::path(get, path = "/v1/report", params(BillQuery), responses((status = 200, body = Bill), (status = 404, body = ApiError)))]
 pub async fn bill(State(shared): State<Arc<Shared>>, Params(q): Params<BillQuery>) -> Result<Json<Bill>, Failure> {
     let db = shared.db();
-    let jobs = db.list(None)?;
-    let of_run: Vec<&Job> = jobs.iter().filter(|j| j.spec.run() == q.run).collect();
-    if of_run.is_empty() {
-        return Err(Failure::new(StatusCode::NOT_FOUND, format!("no job of run `{}`", q.run)));
+    let jobs = of_run(&db, &q.run)?;
+    let segments: Vec<Segment> = jobs.iter().flat_map(|j| j.attempts.iter().cloned()).collect();
+    Ok(Json(Bill::of(&jobs.iter().collect::<Vec<_>>(), &segments, &db.workers(true)?, shared.prices(), tuneline_api::now())))
+}
+
+/// Every job of run `run`, oldest first; 404 when it has none.
+pub(super) fn of_run(db: &Db, run: &str) -> Result<Vec<Job>, Failure> {
+    let jobs = db.page(&Page { run: Some(run.to_string()), ..Page::default() })?;
+    if jobs.is_empty() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("no job of run `{run}`; `tuneline jobs ls` lists runs")));
     }
-    let mut segments = Vec::new();
-    for job in &of_run {
-        segments.extend(db.segments(Some(job.id))?);
-    }
-    Ok(Json(Bill::of(&of_run, &segments, &db.workers(true)?, shared.prices(), tuneline_api::now())))
+    Ok(jobs)
 }

@@ -3,6 +3,7 @@
 //!
 //! - [`credentials`]: the admin token, the join secret and workers' own tokens, and their rights;
 //! - [`jobs`]: submit, list, get, cancel, logs, curves, ledger, a run's bill;
+//! - [`runs`]: a run's artifacts and spot-check sheet, runs compared, spend, a config's plan;
 //! - [`workers`]: register, heartbeat, exit;
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
@@ -14,6 +15,7 @@ pub mod error;
 mod jobs;
 mod leases;
 pub mod openapi;
+mod runs;
 pub mod session;
 mod workers;
 
@@ -28,14 +30,26 @@ use crate::db::Db;
 use crate::report::Prices;
 use credentials::Secrets;
 use error::Failure;
-use tuneline_api::JobSubmit;
+use tuneline_api::{JobSpec, JobSubmit};
 use tuneline_core::config::Config;
+use tuneline_store::ArtifactStore;
 
-/// Checks a submitted job against the world: its dataset version and model exist.
+/// Checks a submitted job against the world (its dataset version and model
+/// exist), and opens the store a job writes to.
 #[async_trait::async_trait]
 pub trait JobCheck: Send + Sync {
     /// `Err` names the field at fault and what to do.
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure>;
+
+    /// The store `spec`'s run writes to, with the server's credentials.
+    fn store(&self, spec: &JobSpec) -> Result<ArtifactStore, Failure>;
+}
+
+/// Ranks a config's job on the catalog, for the dashboard's plan page.
+#[async_trait::async_trait]
+pub trait Planner: Send + Sync {
+    /// The plan of the `tuneline.toml` text `config`, as `tuneline plan --json` prints it; `Err` names what does not fit.
+    async fn plan(&self, config: &str) -> Result<serde_json::Value, Failure>;
 }
 
 /// The timing the server hands to workers and enforces.
@@ -61,6 +75,8 @@ pub struct Shared {
     pub sessions: session::Sessions,
     /// What storage and egress cost, for bills.
     prices: Mutex<Prices>,
+    /// Plans configs, when the server was given a planner.
+    planner: Mutex<Option<Arc<dyn Planner>>>,
 }
 
 impl Shared {
@@ -74,6 +90,7 @@ impl Shared {
             queued: Notify::new(),
             sessions: session::Sessions::default(),
             prices: Mutex::new(Prices::of(&Config::default())),
+            planner: Mutex::new(None),
         })
     }
 
@@ -91,6 +108,16 @@ impl Shared {
     /// What storage and egress cost, for bills.
     pub fn prices(&self) -> Prices {
         *self.prices.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Plans configs with `planner` from now on.
+    pub fn set_planner(&self, planner: Arc<dyn Planner>) {
+        *self.planner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(planner);
+    }
+
+    /// The planner, if the server has one.
+    fn planner(&self) -> Option<Arc<dyn Planner>> {
+        self.planner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
     /// The server's secrets.
@@ -119,6 +146,11 @@ pub fn router(shared: Arc<Shared>, https: bool) -> Router {
         .route("/jobs/{id}/series", get(jobs::series))
         .route("/ledger", get(jobs::ledger))
         .route("/report", get(jobs::bill))
+        .route("/artifacts", get(runs::artifacts))
+        .route("/spot-check", get(runs::spot_check))
+        .route("/compare", get(runs::compare))
+        .route("/spend", get(runs::spend))
+        .route("/plan", post(runs::plan))
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{id}/heartbeat", post(workers::heartbeat))
         .route("/workers/{id}/exit", post(workers::exit))

@@ -12,6 +12,7 @@ use tuneline_api as wire;
     info(title = "tuneline control plane", description = "Jobs, workers, leases and the cost ledger. Every /v1 path needs `Authorization: Bearer <token>`."),
     paths(
         super::jobs::submit, super::jobs::list, super::jobs::get, super::jobs::cancel, super::jobs::logs, super::jobs::series, super::jobs::ledger, super::jobs::bill,
+        super::runs::artifacts, super::runs::spot_check, super::runs::compare, super::runs::spend, super::runs::plan,
         super::workers::register, super::workers::list, super::workers::heartbeat, super::workers::exit,
         super::leases::lease, super::leases::start, super::leases::release,
     ),

@@ -1,13 +1,15 @@
 //! The ledger's rows: one segment per worker attempt at a job, with its
 //! worker's provider and price.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection, Row};
 
 use super::{Db, DbError};
 use tuneline_api::{Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
-    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error
+    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at
     FROM segments s JOIN workers w ON w.id = s.worker";
 
 fn segment(row: &Row) -> rusqlite::Result<Segment> {
@@ -36,6 +38,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         bytes_up: row.get(13)?,
         bytes_down: row.get(14)?,
         error: row.get(15)?,
+        trainer_at: row.get(16)?,
     })
 }
 
@@ -45,12 +48,30 @@ impl Db {
         segments(&self.conn, job)
     }
 
+    /// The segments running at some time after `since`: still open, or ended after it.
+    pub fn segments_since(&self, since: f64) -> Result<Vec<Segment>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE s.ended_at IS NULL OR s.ended_at > ?1 ORDER BY s.id"))?;
+        let rows = stmt.query_map([since], segment)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The segments on `provider`'s workers that ended preempted after `since` (seconds since the epoch), oldest first.
     pub fn preempted_since(&self, provider: &str, since: f64) -> Result<Vec<Segment>, DbError> {
         let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE s.outcome = 'preempted' AND s.ended_at > ?1 AND w.provider = ?2 ORDER BY s.id"))?;
         let rows = stmt.query_map(params![since, provider], segment)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// The segments of jobs `low..=high`, by job, oldest first: a page of jobs' attempts in one query.
+pub(super) fn segments_between(conn: &Connection, low: i64, high: i64) -> Result<HashMap<i64, Vec<Segment>>, DbError> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE s.job BETWEEN ?1 AND ?2 ORDER BY s.id"))?;
+    let mut by_job: HashMap<i64, Vec<Segment>> = HashMap::new();
+    for segment in stmt.query_map(params![low, high], segment)? {
+        let segment = segment?;
+        by_job.entry(segment.job).or_default().push(segment);
+    }
+    Ok(by_job)
 }
 
 /// [`Db::segments`] on `conn`, inside a transaction too.

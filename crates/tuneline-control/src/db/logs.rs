@@ -15,8 +15,9 @@ impl Db {
     }
 
     /// Job `job`'s loss and eval loss curves, each at most `max_points` (at
-    /// least 2) points: SQLite picks every n-th metric line (and the last), so only
+    /// least 2) points: SQLite picks every n-th logged step (and the last), so only
     /// what is returned is ever read into memory, whatever the run's length.
+    /// A step logged again (redone after a preemption lost it) is drawn as last logged.
     pub fn series(&self, job: i64, max_points: u64) -> Result<Series, DbError> {
         self.get(job)?;
         let (loss, logged, stride) = self.curve(job, "$.loss", max_points)?;
@@ -25,20 +26,18 @@ impl Db {
     }
 
     /// The points of the metric at JSON path `field` in job `job`'s metric
-    /// lines that have it, every stride-th and the last; with how many there are and the stride.
+    /// lines that have it, one per step, every stride-th step and the last;
+    /// with how many steps there are and the stride.
     fn curve(&self, job: i64, field: &str, max_points: u64) -> Result<(Vec<SeriesPoint>, u64, u64), DbError> {
-        let count: u64 = self.conn.query_row(
-            "SELECT count(*) FROM logs WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL",
-            params![job, field],
-            |r| r.get(0),
-        )?;
+        const KEPT: &str = "SELECT max(seq) AS seq FROM logs WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL
+                            GROUP BY json_extract(text, '$.step')";
+        let count: u64 = self.conn.query_row(&format!("SELECT count(*) FROM ({KEPT})"), params![job, field], |r| r.get(0))?;
         // Points 1, 1 + stride, ... and the last: at most `max_points` of them.
         let stride = if count <= max_points { 1 } else { (count - 1).div_ceil(max_points.saturating_sub(2).max(1)) };
-        let mut stmt = self.conn.prepare_cached(
-            "WITH m AS (SELECT at, text, row_number() OVER (ORDER BY seq) AS n FROM logs
-                        WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL)
-             SELECT json_extract(text, '$.step'), at, json_extract(text, ?2) FROM m WHERE (n - 1) % ?3 = 0 OR n = ?4 ORDER BY n",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "WITH m AS (SELECT at, text, row_number() OVER (ORDER BY json_extract(text, '$.step')) AS n FROM logs JOIN ({KEPT}) USING (seq))
+             SELECT json_extract(text, '$.step'), at, json_extract(text, ?2) FROM m WHERE (n - 1) % ?3 = 0 OR n = ?4 ORDER BY n"
+        ))?;
         let rows = stmt.query_map(params![job, field, stride, count], |r| Ok(SeriesPoint { step: r.get(0)?, at: r.get(1)?, value: r.get(2)? }))?;
         Ok((rows.collect::<Result<_, _>>()?, count, stride))
     }

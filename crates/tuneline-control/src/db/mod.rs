@@ -108,7 +108,8 @@ CREATE TABLE IF NOT EXISTS segments (
     tokens INTEGER NOT NULL DEFAULT 0,
     bytes_up INTEGER NOT NULL DEFAULT 0,
     bytes_down INTEGER NOT NULL DEFAULT 0,
-    error TEXT
+    error TEXT,
+    trainer_at REAL
 );
 CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
 CREATE TABLE IF NOT EXISTS logs (
@@ -136,6 +137,10 @@ impl Db {
         if conn.prepare("SELECT error FROM segments LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE segments ADD COLUMN error TEXT")?;
         }
+        // Databases from before attempts kept when their trainer started.
+        if conn.prepare("SELECT trainer_at FROM segments LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE segments ADD COLUMN trainer_at REAL")?;
+        }
         // Databases from before workers had tokens of their own.
         if conn.prepare("SELECT token_digest FROM workers LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE workers ADD COLUMN token_digest TEXT")?;
@@ -161,9 +166,29 @@ impl Db {
 
     /// Jobs, oldest first, optionally only those in `state`.
     pub fn list(&self, state: Option<State>) -> Result<Vec<Job>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR state = ?1 ORDER BY id"))?;
-        let rows = stmt.query_map([state.map(State::as_str)], |row| Ok(raw(row)))?.collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter().map(|r| decode(&self.conn, r?)).collect()
+        self.page(&Page { state, ..Page::default() })
+    }
+
+    /// The jobs `page` selects, with their attempts read in one query.
+    pub fn page(&self, page: &Page) -> Result<Vec<Job>, DbError> {
+        let order = if page.newest_first { "DESC" } else { "ASC" };
+        let beyond = if page.newest_first { "id < ?3" } else { "id > ?3" };
+        let sql = format!(
+            "{SELECT} WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR json_extract(spec, '$.run') = ?2) AND (?3 IS NULL OR {beyond})
+             ORDER BY id {order} LIMIT ?4"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let limit = page.limit.map_or(-1, |n| n as i64);
+        let rows = stmt.query_map(params![page.state.map(State::as_str), page.run, page.after, limit], |row| Ok(raw(row)))?;
+        let rows = rows.collect::<Result<Vec<_>, _>>()?.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let (low, high) = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| (lo.min(r.0), hi.max(r.0)));
+        let mut attempts = ledger::segments_between(&self.conn, low, high)?;
+        rows.into_iter()
+            .map(|r| {
+                let of_job = attempts.remove(&r.0).unwrap_or_default();
+                decode(r, of_job)
+            })
+            .collect()
     }
 
     /// Jobs that need a worker of `class`: queued, leased or running.
@@ -180,6 +205,21 @@ impl Db {
         tx.commit()?;
         Ok(job)
     }
+}
+
+/// Which jobs [`Db::page`] lists.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// Only jobs in this state.
+    pub state: Option<State>,
+    /// Only jobs of this run.
+    pub run: Option<String>,
+    /// Only jobs beyond this id, in the listing's order (the last id of the previous page).
+    pub after: Option<i64>,
+    /// At most this many (all when `None`).
+    pub limit: Option<u32>,
+    /// Newest first, instead of oldest first.
+    pub newest_first: bool,
 }
 
 /// The kinds `class` takes, as an SQL list (`'train', 'command'`): fixed names, never user input.
@@ -223,17 +263,16 @@ fn raw(row: &Row) -> Result<RawJob, DbError> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?, row.get(8)?))
 }
 
-fn decode(conn: &Connection, (id, kind, spec, state, max_attempts, worker, error, step, loss): RawJob) -> Result<Job, DbError> {
+fn decode((id, kind, spec, state, max_attempts, worker, error, step, loss): RawJob, attempts: Vec<tuneline_api::Segment>) -> Result<Job, DbError> {
     let state = State::parse(&state).ok_or_else(|| DbError::Corrupt(id, format!("unknown state `{state}`")))?;
     let kind = JobKind::parse(&kind).ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
     let spec = serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
     let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
-    let attempts = ledger::segments(conn, Some(id))?;
     let attempts_used = attempts.iter().filter(|a| a.outcome.as_deref().is_some_and(|o| POLICY.counts(o))).count() as u32;
     Ok(Job { id, spec, state, attempts, attempts_used, max_attempts, retry: POLICY, worker, error, step, loss })
 }
 
 fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
     let raw = conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
-    decode(conn, raw.ok_or(DbError::NoJob(id))??)
+    decode(raw.ok_or(DbError::NoJob(id))??, ledger::segments(conn, Some(id))?)
 }

@@ -66,6 +66,13 @@ impl Db {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Workers billing at some time after `since`: still running, or ended after it.
+    pub fn workers_since(&self, since: f64) -> Result<Vec<Worker>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ended_at IS NULL OR ended_at > ?1 ORDER BY id"))?;
+        let rows = stmt.query_map([since], worker)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Records a heartbeat: the worker is alive and its job has got this far.
     pub fn heartbeat(&mut self, id: i64, beat: &Heartbeat) -> Result<Orders, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -119,8 +126,8 @@ impl Db {
         holder(&get(&tx, job)?, worker)?;
         let started = transition(&tx, job, &Event::Started)?;
         tx.execute(
-            "UPDATE segments SET start_step = ?3, max_step = ?3 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
-            params![job, worker, resumed_from],
+            "UPDATE segments SET start_step = ?3, max_step = ?3, trainer_at = ?4 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            params![job, worker, resumed_from, now()],
         )?;
         tx.execute(
             "UPDATE segments SET lost_steps = max(0, coalesce(max_step, 0) - ?2), max_step = max(coalesce(max_step, 0), ?2)

@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use super::{EvalReport, Prediction};
 use crate::atomic;
 use crate::error::DeliverError;
+use tuneline_core::layout;
 
 /// The sheet, rendered with autoescaping (every text is the model's or the data's).
 const SHEET: &str = r#"<!doctype html>
@@ -50,7 +51,7 @@ pub fn write(report: &EvalReport, title: &str, n: usize, seed: u64, dir: &Path) 
     let lines = |items: &[&Prediction]| items.iter().map(|p| serde_json::to_string(p).expect("serializable") + "\n").collect::<String>();
     let all: Vec<&Prediction> = report.predictions.iter().collect();
     let shown = spot_check(&report.predictions, n, seed);
-    atomic::write(&dir.join("metrics.json"), serde_json::to_string_pretty(report).expect("serializable").as_bytes())?;
+    atomic::write(&dir.join(layout::EVAL_METRICS), serde_json::to_string_pretty(report).expect("serializable").as_bytes())?;
     atomic::write(&dir.join("predictions.jsonl"), lines(&all).as_bytes())?;
     atomic::write(&dir.join("spot_check.jsonl"), lines(&shown).as_bytes())?;
     let (b, t) = (&report.base, &report.tuned);
@@ -68,6 +69,6 @@ pub fn write(report: &EvalReport, title: &str, n: usize, seed: u64, dir: &Path) 
         .expect("added")
         .render(minijinja::context! { title, report, shown, metrics, seed })
         .map_err(|e| DeliverError::Failed(format!("spot_check.html: {e}")))?;
-    atomic::write(&dir.join("spot_check.html"), html.as_bytes())?;
+    atomic::write(&dir.join(layout::SPOT_CHECK_SHEET), html.as_bytes())?;
     Ok(())
 }
