@@ -114,7 +114,7 @@ pub struct Differs {
 
 /// The settings of a run's job, as dotted keys: a `train` or `deliver`
 /// job's resolved config (defaults filled in, secrets masked) and dataset;
-/// a `command` job's spec.
+/// a `command` job's spec but its run's name.
 pub fn settings(spec: &JobSpec) -> BTreeMap<String, String> {
     let value = match spec {
         JobSpec::Train(t) => {
@@ -123,7 +123,12 @@ pub fn settings(spec: &JobSpec) -> BTreeMap<String, String> {
             value
         }
         JobSpec::Deliver(d) => resolved(&d.config),
-        JobSpec::Command(c) => serde_json::json!({ "command": c }),
+        JobSpec::Command(c) => {
+            let mut command = serde_json::json!({ "command": c });
+            // The run's own name is what is compared, not a setting.
+            command["command"].as_object_mut().map(|c| c.remove("run"));
+            command
+        }
     };
     let mut flat = BTreeMap::new();
     flatten(&value, String::new(), &mut flat);

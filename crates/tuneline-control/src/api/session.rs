@@ -27,19 +27,32 @@ pub struct Session {
     expires: u64,
 }
 
-/// The open sessions, by id.
-#[derive(Default)]
-pub struct Sessions(Mutex<HashMap<String, Session>>);
+/// The open sessions, by id, and how long a new one lasts.
+pub struct Sessions {
+    open: Mutex<HashMap<String, Session>>,
+    lifetime_s: f64,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self::lasting(LIFETIME_S)
+    }
+}
 
 impl Sessions {
+    /// Sessions that last `lifetime_s` seconds each.
+    pub fn lasting(lifetime_s: f64) -> Self {
+        Self { open: Mutex::default(), lifetime_s }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Opens a session; returns its id.
     pub fn open(&self) -> String {
         let id = new_token();
-        let session = Session { csrf: new_token(), expires: (now() + LIFETIME_S) as u64 };
+        let session = Session { csrf: new_token(), expires: (now() + self.lifetime_s) as u64 };
         let mut sessions = self.lock();
         let at = now() as u64;
         sessions.retain(|_, s| s.expires > at);
@@ -85,4 +98,25 @@ pub fn set_cookie(id: &str, secure: bool) -> String {
 /// The `Set-Cookie` value that ends a browser's session.
 pub fn clear_cookie(secure: bool) -> String {
     format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}", if secure { "; Secure" } else { "" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_cookie(id: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(axum::http::header::COOKIE, format!("other=1; {COOKIE}={id}").parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn an_expired_session_is_no_session() {
+        let live = Sessions::default();
+        let id = live.open();
+        assert!(live.of(&with_cookie(&id)).is_some(), "a fresh session is found by its cookie");
+        let expired = Sessions::lasting(0.0);
+        let id = expired.open();
+        assert_eq!(expired.of(&with_cookie(&id)), None, "past its lifetime, the cookie opens nothing: the login page");
+    }
 }

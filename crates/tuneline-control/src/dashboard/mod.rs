@@ -6,11 +6,11 @@
 //! - `GET /`: the dashboard, or a redirect to the login page without a session;
 //! - `GET /login`, `POST /login`: the admin token, once, for a session;
 //! - `POST /logout`: the session ends (its CSRF token required);
-//! - `GET /assets/...`: the script and the style sheet.
+//! - `GET /assets/...`: the scripts (ES modules) and the style sheet.
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -23,8 +23,19 @@ use crate::api::Shared;
 
 const INDEX: &str = include_str!("assets/index.html");
 const LOGIN: &str = include_str!("assets/login.html");
-const APP_JS: &str = include_str!("assets/app.js");
-const STYLE: &str = include_str!("assets/style.css");
+
+/// The scripts (ES modules, `app.js` importing the rest) and the style sheet: name, type, text.
+const ASSETS: [(&str, &str, &str); 8] = [
+    ("app.js", JS, include_str!("assets/app.js")),
+    ("api.js", JS, include_str!("assets/api.js")),
+    ("charts.js", JS, include_str!("assets/charts.js")),
+    ("overview.js", JS, include_str!("assets/overview.js")),
+    ("run.js", JS, include_str!("assets/run.js")),
+    ("compare.js", JS, include_str!("assets/compare.js")),
+    ("plan.js", JS, include_str!("assets/plan.js")),
+    ("style.css", "text/css; charset=utf-8", include_str!("assets/style.css")),
+];
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// Only this server's own script, style and API: nothing leaves it.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -35,8 +46,7 @@ pub fn routes(https: bool) -> Router<Arc<Shared>> {
         .route("/", get(index))
         .route("/login", get(|| async { page(StatusCode::OK, &login_page("")) }).post(move |state, form| login(state, form, https)))
         .route("/logout", post(move |state, headers| logout(state, headers, https)))
-        .route("/assets/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/assets/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route("/assets/{name}", get(asset))
 }
 
 /// An HTML page, never cached, under the content security policy.
@@ -50,8 +60,11 @@ fn page(status: StatusCode, html: &str) -> Response {
     (status, headers, html.to_string()).into_response()
 }
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], body).into_response()
+async fn asset(Path(name): Path<String>) -> Response {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, body)) => ([(header::CONTENT_TYPE, *content_type), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], *body).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such asset").into_response(),
+    }
 }
 
 fn redirect(to: &'static str, cookie: Option<String>) -> Response {
