@@ -83,20 +83,37 @@ pub struct Comparison {
     pub differing: Vec<Differs>,
 }
 
+/// Which runs to compare, as `?run=a&run=b` (read by hand: a form query's repeated key is no sequence to serde).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CompareQuery {
+    /// The runs, two or more.
+    #[param(min_items = 2)]
+    run: Vec<String>,
+}
+
+impl CompareQuery {
+    /// The runs a query names; `Err` (400) for another parameter or fewer than two runs.
+    fn parse(query: Option<String>) -> Result<Self, Failure> {
+        let mut run = Vec::new();
+        for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            match key.as_ref() {
+                "run" => run.push(value.into_owned()),
+                other => return Err(Failure::bad(other, format!("{other}: unknown parameter; name runs as ?run=a&run=b"))),
+            }
+        }
+        if run.len() < 2 {
+            return Err(Failure::bad("run", "run: compare needs two or more runs, as ?run=a&run=b"));
+        }
+        Ok(Self { run })
+    }
+}
+
 /// The settings that differ between two or more runs (`?run=a&run=b`): each run's newest job's resolved config and dataset, or command.
-#[utoipa::path(get, path = "/v1/compare", params(("run" = Vec<String>, Query, description = "a run; two or more")),
+#[utoipa::path(get, path = "/v1/compare", params(CompareQuery),
     responses((status = 200, body = Comparison), (status = 404, body = ApiError)))]
 pub async fn compare(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Result<Json<Comparison>, Failure> {
-    let mut runs = Vec::new();
-    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        match key.as_ref() {
-            "run" => runs.push(value.into_owned()),
-            other => return Err(Failure::bad(other, format!("{other}: unknown parameter; name runs as ?run=a&run=b"))),
-        }
-    }
-    if runs.len() < 2 {
-        return Err(Failure::bad("run", "run: compare needs two or more runs, as ?run=a&run=b"));
-    }
+    let runs = CompareQuery::parse(query)?.run;
     let mut each = Vec::new();
     for run in &runs {
         let jobs = of_run(&shared.db(), run)?;

@@ -58,26 +58,24 @@ export function curve(curves, axis = "step") {
  */
 export function timeline(attempts, now) {
   const lane = 30;
-  const height = PAD + lane * attempts.length + 10;
+  const height = PAD / 2 + lane * attempts.length + 10;
   const [svg, add] = canvas("timeline", height);
   const end = (a) => a.ended_at ?? now;
   const [t0, t1] = [Math.min(...attempts.map((a) => a.started_at)), Math.max(...attempts.map(end))];
-  const x = (t) => 170 + (t - t0) / ((t1 - t0) || 1) * (W - 180);
-  add("text", { x: 170, y: 14 }, new Date(t0 * 1000).toISOString().slice(11, 19) + " UTC");
+  const x = (t) => 230 + (t - t0) / ((t1 - t0) || 1) * (W - 240);
+  add("text", { x: 230, y: 14 }, new Date(t0 * 1000).toISOString().slice(11, 19) + " UTC");
   add("text", { x: W - 10, y: 14, "text-anchor": "end" }, `+${((t1 - t0) / 60).toFixed(1)} min`);
   attempts.forEach((a, i) => {
     const top = PAD / 2 + i * lane;
     const outcome = a.outcome ?? "running";
     const computed = a.max_step == null ? 0 : a.max_step - (a.start_step ?? 0);
-    add("text", { x: 4, y: top + 16 }, `worker ${a.worker}: ${outcome}`);
+    add("text", { class: "steps", x: 4, y: top + 16 }, `worker ${a.worker}: ${outcome}, ${computed - a.lost_steps} kept, ${a.lost_steps} lost`);
     const rect = add("rect", { class: `attempt outcome-${outcome}`, x: x(a.started_at), y: top + 4, width: Math.max(2, x(end(a)) - x(a.started_at)), height: lane - 10, "data-outcome": outcome });
     rect.append(Object.assign(document.createElementNS(NS, "title"), { textContent: `${outcome}: ${computed - a.lost_steps} steps kept, ${a.lost_steps} lost` }));
     if (a.trainer_at != null || a.ended_at != null) {
       const started = Math.min(a.trainer_at ?? end(a), end(a));
       add("rect", { class: "startup", x: x(a.started_at), y: top + 4, width: Math.max(0, x(started) - x(a.started_at)), height: lane - 10 });
     }
-    add("text", { class: "steps", x: Math.min(x(end(a)) + 4, W - 4), y: top + 18, "text-anchor": x(end(a)) > W - 120 ? "end" : "start" },
-      `${computed - a.lost_steps} kept, ${a.lost_steps} lost`);
   });
   return svg;
 }
