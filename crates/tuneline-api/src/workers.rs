@@ -3,6 +3,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// The most dollars per hour a worker may bill: far above any machine rented,
+/// low enough that no sum of bills overflows.
+pub const MAX_PRICE_PER_HOUR: f64 = 100_000.0;
+
 /// What a worker says about itself when it starts.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -15,8 +19,8 @@ pub struct WorkerRegister {
     /// The instance type, as the provider names it.
     #[serde(default)]
     pub instance_type: Option<String>,
-    /// What the instance costs per hour, in dollars.
-    #[schema(minimum = 0)]
+    /// What the instance costs per hour, in dollars (at most [`MAX_PRICE_PER_HOUR`]).
+    #[schema(minimum = 0, maximum = 100000)]
     pub price_per_hour: f64,
     /// Spot (preemptible) or on-demand.
     #[serde(default)]

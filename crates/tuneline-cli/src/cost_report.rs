@@ -23,7 +23,11 @@ pub fn print_report(global: &Global, bill: &Bill) {
         "  steps               {} computed, {} kept, {} lost (at most {} per preemption)",
         r.steps_computed, r.steps_committed, r.steps_lost, r.max_lost_per_preemption
     );
-    println!("  compute             ${:.4}", r.compute_usd);
+    let b = &r.breakdown;
+    println!(
+        "  compute             ${:.4} = kept ${:.4} + lost ${:.4} + boot and prefetch ${:.4} + idle ${:.4}",
+        r.compute_usd, b.effective_usd, b.lost_usd, b.startup_usd, b.idle_usd
+    );
     println!("  delivery            ${:.4} ({:.4} h on the CPU pool: eval, merge, export; not in ETH)", r.delivery_usd, r.delivery_hours);
     println!("  storage             ${:.6} ({} up)", r.storage_usd, indicatif::HumanBytes(r.bytes_up));
     println!("  egress              ${:.6} ({} down)", r.egress_usd, indicatif::HumanBytes(r.bytes_down));

@@ -18,7 +18,7 @@ use crate::runs::{artifacts as read_artifacts, differing, settings, Differs, Run
 use crate::spend::Spend;
 use tuneline_api::{now, ApiError, Job};
 use tuneline_core::layout;
-use tuneline_store::ArtifactStore;
+use tuneline_store::{ArtifactStore, StoreError};
 
 /// Whose artifacts.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -35,13 +35,16 @@ fn store_of(shared: &Shared, run: &str) -> Result<ArtifactStore, Failure> {
     shared.check.store(&newest.spec)
 }
 
-/// A store read that failed: the store is the server's upstream.
-fn unreachable(store: &ArtifactStore, e: impl std::fmt::Display) -> Failure {
-    Failure::new(StatusCode::BAD_GATEWAY, format!("reading {}: {e}", store.url()))
+/// A store read that failed: a run whose name is no store key (422), or the store, the server's upstream (502).
+fn unreachable(store: &ArtifactStore, e: StoreError) -> Failure {
+    match e {
+        StoreError::BadKey { .. } => Failure::unprocessable("run", format!("run: {e}")),
+        e => Failure::new(StatusCode::BAD_GATEWAY, format!("reading {}: {e}", store.url())),
+    }
 }
 
 /// A run's checkpoints (each marked committed or not) and evaluations, from its store.
-#[utoipa::path(get, path = "/v1/artifacts", params(RunQuery), responses((status = 200, body = RunArtifacts), (status = 404, body = ApiError), (status = 502, body = ApiError)))]
+#[utoipa::path(get, path = "/v1/artifacts", params(RunQuery), responses((status = 200, body = RunArtifacts), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
 pub async fn artifacts(State(shared): State<Arc<Shared>>, Params(q): Params<RunQuery>) -> Result<Json<RunArtifacts>, Failure> {
     let store = store_of(&shared, &q.run)?;
     read_artifacts(&store, &q.run).await.map(Json).map_err(|e| unreachable(&store, e))
@@ -58,7 +61,7 @@ pub struct SheetQuery {
 }
 
 /// The spot-check sheet of a run's evaluation, as the delivery plane wrote it (HTML, sandboxed: no script runs).
-#[utoipa::path(get, path = "/v1/spot-check", params(SheetQuery), responses((status = 200, content_type = "text/html", body = String), (status = 404, body = ApiError), (status = 502, body = ApiError)))]
+#[utoipa::path(get, path = "/v1/spot-check", params(SheetQuery), responses((status = 200, content_type = "text/html", body = String), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
 pub async fn spot_check(State(shared): State<Arc<Shared>>, Params(q): Params<SheetQuery>) -> Result<Response, Failure> {
     let store = store_of(&shared, &q.run)?;
     let prefix = layout::eval(&q.run, q.step);

@@ -12,13 +12,14 @@ use utoipa::IntoParams;
 use super::credentials::{digest, new_token, Caller};
 use super::error::{Body, Failure, Params, PathId};
 use super::Shared;
+use tuneline_api::workers::MAX_PRICE_PER_HOUR;
 use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
 
 /// Register a worker and its resources; the answer carries the worker's own token.
 #[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
 pub async fn register(State(shared): State<Arc<Shared>>, Body(info): Body<WorkerRegister>) -> Result<(StatusCode, Json<Registered>), Failure> {
-    if !info.price_per_hour.is_finite() || info.price_per_hour < 0.0 {
-        return Err(Failure::bad("price_per_hour", "price_per_hour: must be a non-negative number of dollars"));
+    if !(0.0..=MAX_PRICE_PER_HOUR).contains(&info.price_per_hour) {
+        return Err(Failure::bad("price_per_hour", format!("price_per_hour: must be dollars per hour, from 0 to {MAX_PRICE_PER_HOUR}")));
     }
     let token = new_token();
     let worker = shared.db().register(&info, &digest(&token))?;
