@@ -180,7 +180,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0000".
     let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b);
     let wall_s = total(&training, &wall);
-    let effective_s: f64 = segments.iter().map(|s| effective_s(s)).sum();
+    let effective_s: f64 = segments.iter().map(effective_s).sum();
     let sampled: Vec<_> = training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
     let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };
