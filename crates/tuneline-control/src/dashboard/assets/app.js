@@ -17,7 +17,7 @@ async function route() {
   try {
     if (page === "job" && /^\d+$/.test(args[0])) {
       const live = await job(view, args[0], route);
-      if (live && location.hash === hash) timer = setTimeout(route, 5000);
+      if (live && location.hash === hash) timer = setTimeout(redraw, 5000);
     } else if (page === "compare" && args.length >= 2) {
       await compare(view, args);
     } else if (page === "plan") {
@@ -28,6 +28,12 @@ async function route() {
   } catch (e) {
     view.replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
   }
+}
+
+/** Draws the page again, unless the user is typing in one of its forms (then 5 s later). */
+function redraw() {
+  if (document.activeElement?.closest("#view form")) timer = setTimeout(redraw, 5000);
+  else route();
 }
 
 document.getElementById("logout").addEventListener("click", logout);
