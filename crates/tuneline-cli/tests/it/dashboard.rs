@@ -87,6 +87,7 @@ fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and
     assert!(seen["parts"][1].as_f64().unwrap() > 0.0 || report["cost"]["steps_lost"] == 0, "lost steps cost something: {seen}");
     // Queued again from the stored config, then cancelled from its page.
     assert_eq!(seen["againHash"], "#job/3", "{seen}");
+    assert!(seen["againText"].as_str().unwrap().contains("no steps yet"), "a job with no metrics yet is no error page: {seen}");
     assert_eq!(seen["cancelState"], "cancelled", "{seen}");
     let (_, listed, _) = jobs(&ctx, &url, &["ls"]);
     assert!(listed.lines().any(|l| l.contains(" train ") && l.contains("again") && l.contains("cancelled")), "{listed}");
