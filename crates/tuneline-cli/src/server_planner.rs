@@ -47,9 +47,10 @@ impl Planner for ServerPlanner {
                     .map_err(|e| unfit(e.to_string()))?
                     .map_err(|e| unfit(e.to_string()))?;
         }
+        let catalog = config_job::catalog(&config).map_err(unfit)?;
         let shape = model_shape(&config.model.path).map_err(|e| unfit(e.to_string()))?;
         let job = config_job::job(&config, shape.clone(), &Overrides::default()).map_err(unfit)?;
-        let report = report(&config, job, None).map_err(|e| unfit(e.message))?;
+        let report = report(&config, &catalog, job, None).map_err(|e| unfit(e.message))?;
         let (save_steps, save_steps_why) = match config.training.save_steps {
             SaveSteps::Steps(n) => (Some(n), "[training] save_steps".to_string()),
             SaveSteps::Auto => match config_job::auto_save_steps(&config, shape) {

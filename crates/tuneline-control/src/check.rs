@@ -4,6 +4,7 @@
 //! ([`tuneline_api::JobSpec::parse`], 400); this checks what it names, and
 //! answers 422 naming the field when that does not fit:
 //!
+//! - every job: `spec.run` makes store paths (no `..`, no control character);
 //! - `train`: `spec.config` is a valid `tuneline.toml`, `spec.dataset` a
 //!   committed dataset version in its store, and its `[model] path` exists;
 //! - `command`: `spec.store` opens, and a `spec.dataset`, if given, is
@@ -59,6 +60,9 @@ impl StoreCheck {
 #[async_trait::async_trait]
 impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
+        // The run names its store paths: `runs/<run>/...`.
+        tuneline_store::check_key(&layout::checkpoints(job.spec.run()))
+            .map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}; name the run with letters, digits, `-` and `_`")))?;
         match &job.spec {
             JobSpec::Train(spec) => {
                 let (config, store) = self.config_and_store(&spec.config, "spec.config")?;

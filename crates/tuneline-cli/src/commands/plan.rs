@@ -30,9 +30,10 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     if args.refresh {
         refresh(&config).await?;
     }
+    let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
-    let report = report(&config, job, only_gpu)?;
+    let report = report(&config, &catalog, job, only_gpu)?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("plan serializes"));
         return Ok(());
@@ -44,13 +45,12 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     Ok(())
 }
 
-/// `job` (of `config`) ranked on the catalog's offers (of `only_gpu`'s, when
+/// `job` (of `config`) ranked on `catalog`'s offers (of `only_gpu`'s, when
 /// given), with its memory and the `[cost.buy]` verdict: what `--json` prints.
-pub fn report(config: &Config, job: Job, only_gpu: Option<&Gpu>) -> CliResult<Report> {
-    let catalog = config_job::catalog(config).map_err(Failure::input)?;
+pub fn report(config: &Config, catalog: &Catalog, job: Job, only_gpu: Option<&Gpu>) -> CliResult<Report> {
     let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(config));
-    let plan = rank(&job, &catalog, only_gpu, today, max_age);
-    let buy = config.cost.buy.as_ref().map(|b| buy_section(b, &catalog)).transpose()?;
+    let plan = rank(&job, catalog, only_gpu, today, max_age);
+    let buy = config.cost.buy.as_ref().map(|b| buy_section(b, catalog)).transpose()?;
     Ok(Report { gpu_memory: estimate(&job.memory), job, plan, buy })
 }
 

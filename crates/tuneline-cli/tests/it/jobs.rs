@@ -61,6 +61,9 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "r", "--store", "store", "--dataset", "datasets/chat/v9", "--", "python3", "train.py"]);
     assert_eq!(code, 2);
     snapshot(&ctx, "jobs_submit_missing_dataset", &err);
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("spec.run: bad store path `runs/../elsewhere/checkpoints`: `..` would escape the store prefix"), "{err}");
     let (code, _, err) = jobs(&ctx, &url, &["cancel", "7"]);
     assert_eq!(code, 1);
     snapshot(&ctx, "jobs_cancel_unknown", &err);
