@@ -22,6 +22,19 @@ fn screenshots() -> PathBuf {
     dir
 }
 
+/// Commits an evaluation of `run`'s checkpoint `step` where the delivery plane writes one: scores and a spot-check sheet.
+fn commit_evaluation(ctx: &crate::common::TestContext, run: &str, step: u64) {
+    let scores = |loss: f64, rouge_l: f64, bleu: f64| serde_json::json!({"loss": loss, "perplexity": loss.exp(), "exact_match": 0.0, "rouge_l": rouge_l, "bleu": bleu});
+    let metrics = serde_json::json!({"rows": 2, "samples": 2, "base": scores(2.9, 0.109, 1.5), "tuned": scores(1.2, 0.728, 59.4),
+        "generated_tokens": 64, "generation_seconds": 1.0});
+    ctx.write("eval/metrics.json", metrics.to_string());
+    ctx.write("eval/spot_check.html", "<!doctype html><title>spot check</title><h2>sample 0</h2><pre>How do I reset my password?</pre>");
+    let store = tuneline_store::ArtifactStore::open(ctx.path(".tuneline/store").to_str().unwrap(), &Default::default()).unwrap();
+    let prefix = tuneline_core::layout::eval(run, step);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(store.push_dir(&ctx.path("eval"), &prefix, &tuneline_core::progress::NoProgress)).unwrap();
+}
+
 #[test]
 fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and_cancels_with_no_errors_and_nothing_off_this_server() {
     let ctx = crate::train::project_with(8, 2, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
@@ -41,6 +54,9 @@ fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and
     let report: serde_json::Value = serde_json::from_str(&report).unwrap();
     let run = report["run"].as_str().unwrap().to_string();
     assert!(report["cost"]["preemptions"].as_u64().unwrap() >= 1, "the simulated spot market preempted the run: {report}");
+    // The evaluation of its last checkpoint, as the delivery plane commits it
+    // (the delivery itself is `deliver.rs`'s test; here the page only shows it).
+    commit_evaluation(&ctx, &run, 8);
     // A second run to compare with: a command job, whose settings are its command.
     let (code, out, err) = jobs(&ctx, &url, &["submit", "--run", "other", "--store", "store", "--max-attempts", "30", "--", "true"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -79,6 +95,9 @@ fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and
     assert_eq!(outcomes.len() as u64, report["cost"]["segments"].as_u64().unwrap(), "{seen}");
     assert!(outcomes.contains(&"preempted") && outcomes.last() == Some(&"succeeded"), "{outcomes:?}");
     assert!(seen["committed"].as_u64().unwrap() >= 1, "the final checkpoint is marked committed: {seen}");
+    assert_eq!(seen["evalRougeL"], serde_json::json!(["0.109", "0.728"]), "base against tuned: {seen}");
+    assert_eq!(seen["sheetStatus"], 200, "{seen}");
+    assert!(seen["sheetText"].as_str().unwrap().contains("How do I reset my password?"), "the spot-check sheet opens: {seen}");
     // The page's bill is `tuneline cost report --json`'s, to the cent and beyond, and its parts add up to compute.
     assert_eq!(seen["eth"].as_f64(), report["cost"]["eth_usd"].as_f64(), "{seen}\n{report}");
     assert_eq!(seen["total"].as_f64(), report["cost"]["total_usd"].as_f64(), "{seen}\n{report}");
@@ -104,7 +123,7 @@ fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and
     let host = url.trim_start_matches("http://");
     let elsewhere: Vec<&str> = seen["requests"].as_array().unwrap().iter().filter_map(|r| r.as_str()).filter(|r| !r.contains(host)).collect();
     assert!(elsewhere.is_empty(), "requests off this server: {elsewhere:?}");
-    for shot in ["login-refused", "overview", "run", "run-by-wall-time", "again", "cancelled", "compare", "plan"] {
+    for shot in ["login-refused", "overview", "run", "spot-check", "run-by-wall-time", "again", "cancelled", "compare", "plan"] {
         let path = out_dir.join(format!("{shot}.png"));
         assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{} is kept", path.display());
     }
