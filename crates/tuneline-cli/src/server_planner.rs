@@ -1,5 +1,5 @@
 //! The server's planner, for the dashboard's plan page: a config's job
-//! ranked as `tuneline plan --json` prints it ([`commands::plan::report`]),
+//! ranked as `tuneline plan --json` prints it ([`crate::commands::plan::report`]),
 //! with the `save_steps` its training would use.
 
 use std::path::PathBuf;

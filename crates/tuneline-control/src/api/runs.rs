@@ -28,7 +28,7 @@ pub struct RunQuery {
     run: String,
 }
 
-/// The store of run `run`'s newest job, and that job.
+/// The store that run `run`'s newest job writes to.
 fn store_of(shared: &Shared, run: &str) -> Result<ArtifactStore, Failure> {
     let jobs = of_run(&shared.db(), run)?;
     let newest: &Job = jobs.last().expect("of_run returns at least one job");
