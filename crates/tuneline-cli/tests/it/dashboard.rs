@@ -24,7 +24,8 @@ fn screenshots() -> PathBuf {
 
 /// Commits an evaluation of `run`'s checkpoint `step` where the delivery plane writes one: scores and a spot-check sheet.
 fn commit_evaluation(ctx: &crate::common::TestContext, run: &str, step: u64) {
-    let scores = |loss: f64, rouge_l: f64, bleu: f64| serde_json::json!({"loss": loss, "perplexity": loss.exp(), "exact_match": 0.0, "rouge_l": rouge_l, "bleu": bleu});
+    let scores =
+        |loss: f64, rouge_l: f64, bleu: f64| serde_json::json!({"loss": loss, "perplexity": loss.exp(), "exact_match": 0.0, "rouge_l": rouge_l, "bleu": bleu});
     let metrics = serde_json::json!({"rows": 2, "samples": 2, "base": scores(2.9, 0.109, 1.5), "tuned": scores(1.2, 0.728, 59.4),
         "generated_tokens": 64, "generation_seconds": 1.0});
     ctx.write("eval/metrics.json", metrics.to_string());
