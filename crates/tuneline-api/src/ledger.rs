@@ -59,6 +59,11 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// Seconds it was billed: from the lease to its end, or to `now` while it runs.
+    pub fn wall_s(&self, now: f64) -> f64 {
+        (self.ended_at.unwrap_or(now) - self.started_at).max(0.0)
+    }
+
     /// Steps it finished.
     pub fn steps_computed(&self) -> u64 {
         match (self.start_step, self.max_step) {

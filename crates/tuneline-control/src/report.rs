@@ -131,9 +131,8 @@ pub struct Breakdown {
 impl Breakdown {
     /// The parts of training segment `s`'s bill, its open end at `now`.
     fn of(s: &Segment, now: f64) -> Self {
-        let end = s.ended_at.unwrap_or(now);
-        let wall = (end - s.started_at).max(0.0);
-        let startup = (s.trainer_at.unwrap_or(end) - s.started_at).clamp(0.0, wall);
+        let wall = s.wall_s(now);
+        let startup = s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall);
         let computing = s.compute_s.clamp(0.0, wall - startup);
         let effective = computing * kept_share(s);
         let dollars = |seconds: f64| s.price_per_hour * seconds / 3600.0;
@@ -175,7 +174,7 @@ const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 
 /// The report over `segments`, an open segment billed until `now`.
 pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
-    let wall = |s: &Segment| (s.ended_at.unwrap_or(now) - s.started_at).max(0.0);
+    let wall = |s: &Segment| s.wall_s(now);
     let (training, delivery): (Vec<&Segment>, Vec<&Segment>) = segments.iter().partition(|s| s.class == WorkerClass::Gpu);
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0000".
     let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b);

@@ -54,12 +54,11 @@ impl Spend {
             .iter()
             .filter(|s| s.class == WorkerClass::Gpu)
             .map(|s| {
-                let end = s.ended_at.unwrap_or(now);
-                let wall = end - s.started_at;
-                if wall <= 0.0 {
+                let wall = s.wall_s(now);
+                if wall == 0.0 {
                     0.0
                 } else {
-                    effective_s(s) * overlap(s.started_at, end, week_ago, now) / wall
+                    effective_s(s) * overlap(s.started_at, s.started_at + wall, week_ago, now) / wall
                 }
             })
             .sum();

@@ -55,5 +55,11 @@ export const clock = (t) => new Date(t * 1000).toISOString().slice(0, 19).replac
 export const percent = (x) => (x * 100).toFixed(1) + "%";
 export const FINAL = ["succeeded", "failed", "cancelled"];
 
+/** The steps an attempt finished that a checkpoint kept. */
+export function keptSteps(attempt) {
+  const computed = attempt.max_step == null ? 0 : attempt.max_step - (attempt.start_step ?? 0);
+  return computed - attempt.lost_steps;
+}
+
 /** A job's state, coloured. */
 export const stateOf = (state, id) => el("span", { class: "state-" + state, id }, state);

@@ -1,6 +1,8 @@
 // The pictures, as SVG: loss curves (one or more runs overlaid, against
 // step or wall time) and a job's attempts on a timeline.
 
+import { keptSteps } from "./api.js";
+
 const NS = "http://www.w3.org/2000/svg";
 const [W, H, PAD] = [800, 260, 44];
 
@@ -68,10 +70,10 @@ export function timeline(attempts, now) {
   attempts.forEach((a, i) => {
     const top = PAD / 2 + i * lane;
     const outcome = a.outcome ?? "running";
-    const computed = a.max_step == null ? 0 : a.max_step - (a.start_step ?? 0);
-    add("text", { class: "steps", x: 4, y: top + 16 }, `worker ${a.worker}: ${outcome}, ${computed - a.lost_steps} kept, ${a.lost_steps} lost`);
+    const kept = keptSteps(a);
+    add("text", { class: "steps", x: 4, y: top + 16 }, `worker ${a.worker}: ${outcome}, ${kept} kept, ${a.lost_steps} lost`);
     const rect = add("rect", { class: `attempt outcome-${outcome}`, x: x(a.started_at), y: top + 4, width: Math.max(2, x(end(a)) - x(a.started_at)), height: lane - 10, "data-outcome": outcome });
-    rect.append(Object.assign(document.createElementNS(NS, "title"), { textContent: `${outcome}: ${computed - a.lost_steps} steps kept, ${a.lost_steps} lost` }));
+    rect.append(Object.assign(document.createElementNS(NS, "title"), { textContent: `${outcome}: ${kept} steps kept, ${a.lost_steps} lost` }));
     if (a.trainer_at != null || a.ended_at != null) {
       const started = Math.min(a.trainer_at ?? end(a), end(a));
       add("rect", { class: "startup", x: x(a.started_at), y: top + 4, width: Math.max(0, x(started) - x(a.started_at)), height: lane - 10 });

@@ -56,7 +56,7 @@ function spendPanel(s) {
 }
 
 /** Jobs as a table; with `pick`, a box per row picks its run for comparing. */
-export function jobTable(jobs, pick) {
+function jobTable(jobs, pick) {
   const head = ["job", "kind", "state", "run", "step", "loss", "attempts"];
   const rows = jobs.map((j) => [
     el("a", { href: "#job/" + j.id }, String(j.id)), j.kind, stateOf(j.state), j.spec.run,

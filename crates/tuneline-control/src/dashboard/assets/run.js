@@ -2,7 +2,7 @@
 // checkpoints marked committed, its attempts on a timeline, the run's ETH
 // bill broken down, the evaluation of base against tuned with its
 // spot-check sheet, cancel, and a new job from the same stored config.
-import { api, post, el, table, empty, money, clock, percent, stateOf, FINAL } from "./api.js";
+import { api, post, el, table, empty, money, clock, percent, stateOf, keptSteps, FINAL } from "./api.js";
 import { curve, timeline } from "./charts.js";
 
 /** How the curve's x axis is drawn, kept across the page's refreshes. */
@@ -43,16 +43,13 @@ export async function job(view, id, refresh) {
 function attempts(list) {
   return el("div", {}, timeline(list, Date.now() / 1000), table(
     ["worker", "provider", "from", "hours", "outcome", "steps kept", "steps lost"],
-    list.map((a) => {
-      const computed = a.max_step == null ? 0 : a.max_step - (a.start_step || 0);
-      return [String(a.worker), a.provider + (a.spot ? " (spot)" : ""), clock(a.started_at),
-        (((a.ended_at || Date.now() / 1000) - a.started_at) / 3600).toFixed(4), a.outcome || "running",
-        String(computed - a.lost_steps), String(a.lost_steps)];
-    }), [3, 5, 6]));
+    list.map((a) => [String(a.worker), a.provider + (a.spot ? " (spot)" : ""), clock(a.started_at),
+      (((a.ended_at || Date.now() / 1000) - a.started_at) / 3600).toFixed(4), a.outcome || "running",
+      String(keptSteps(a)), String(a.lost_steps)]), [3, 5, 6]));
 }
 
 /** A run's bill, as `tuneline cost report` prints it: ETH and what it is made of. */
-export function billPanel(c) {
+function billPanel(c) {
   const b = c.breakdown;
   const figure = (id, label, value, text) => [label, el("span", { id, "data-value": String(value) }, text)];
   const part = (id, label, usd) => figure(id, "  " + label, usd, `${money(usd)} (${c.compute_usd > 0 ? percent(usd / c.compute_usd) : "-"} of compute)`);
@@ -80,7 +77,7 @@ function checkpoints(list) {
 }
 
 /** Base against tuned, for each evaluated checkpoint, with its spot-check sheet. */
-export function evaluations(run, list) {
+function evaluations(run, list) {
   if (list.length === 0) return empty("not evaluated yet (the delivery job evaluates)");
   const metrics = [["loss", 4], ["perplexity", 2], ["exact_match", 3], ["rouge_l", 3], ["bleu", 1]];
   return el("div", {}, list.map((e) => el("div", { class: "evaluation" },
