@@ -193,6 +193,13 @@ impl Client {
         }
     }
 
+    /// The jobs of run `run`, oldest first (a run's few jobs: one page).
+    pub async fn run_jobs(&self, run: &str) -> Result<Vec<Job>, ClientError> {
+        let mut query = reqwest::Url::parse("http://query/").expect("a valid URL");
+        query.query_pairs_mut().append_pair("run", run);
+        self.get(&format!("/jobs?{}", query.query().unwrap_or_default())).await
+    }
+
     /// One job.
     pub async fn job(&self, id: i64) -> Result<Job, ClientError> {
         self.get(&format!("/jobs/{id}")).await

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use tuneline_api::{Client, Job, WorkerClass};
-use tuneline_control::db::Db;
+use tuneline_api::{Client, WorkerClass};
+use tuneline_control::db::{Db, Page};
 use tuneline_control::report::{report, Prices};
 use tuneline_core::config::Config;
 use tuneline_core::dataset::Row;
@@ -245,23 +245,19 @@ pub async fn push(
 
 /// The bill of the run's training (its `train` or `command` jobs) from the ledger, when it ran through a control plane.
 async fn bill(config: &Config, run: &str, ledger: &Ledger) -> CliResult<Option<Bill>> {
-    let training = |j: &Job| j.spec.run() == run && j.spec.kind().class() == WorkerClass::Gpu;
-    let segments = match ledger {
+    let jobs = match ledger {
         Ledger::StateDir(dir) => {
             let db_path = dir.join(tuneline_control::serve::STATE_DB);
             if !db_path.exists() {
                 return Ok(None);
             }
             let db = Db::open(&db_path).map_err(Failure::failed)?;
-            let Some(job) = db.list(None).map_err(Failure::failed)?.into_iter().rev().find(training) else { return Ok(None) };
-            db.segments(Some(job.id)).map_err(Failure::failed)?
+            db.page(&Page { run: Some(run.to_string()), ..Page::default() }).map_err(Failure::failed)?
         }
-        Ledger::Server(client) => {
-            let Some(job) = client.jobs().await.map_err(Failure::failed)?.into_iter().rev().find(training) else { return Ok(None) };
-            client.ledger(Some(job.id)).await.map_err(Failure::failed)?
-        }
+        Ledger::Server(client) => client.run_jobs(run).await.map_err(Failure::failed)?,
     };
-    let r = report(&segments, Prices::of(config), tuneline_api::now());
+    let Some(training) = jobs.into_iter().rev().find(|j| j.spec.kind().class() == WorkerClass::Gpu) else { return Ok(None) };
+    let r = report(&training.attempts, Prices::of(config), tuneline_api::now());
     Ok(Some(Bill { eth_usd: r.eth_usd, total_usd: r.total_usd, wall_hours: r.wall_hours }))
 }
 

@@ -60,8 +60,10 @@ pub struct BilledJob {
 }
 
 impl Bill {
-    /// The bill of `jobs` (of one run) over their `segments`, with the machines of `workers` they ran on, open segments billed until `now`.
-    pub fn of(jobs: &[&Job], segments: &[Segment], workers: &[Worker], prices: Prices, now: f64) -> Self {
+    /// The bill of `jobs` (of one run) over their attempts, with the machines of `workers` they ran on, open attempts billed until `now`.
+    pub fn of(jobs: &[&Job], workers: &[Worker], prices: Prices, now: f64) -> Self {
+        let segments: Vec<Segment> = jobs.iter().flat_map(|j| j.attempts.iter().cloned()).collect();
+        let segments = segments.as_slice();
         Self {
             run: jobs.first().map_or(String::new(), |j| j.spec.run().to_string()),
             jobs: jobs.iter().map(|j| BilledJob { id: j.id, kind: j.spec.kind().as_str().into(), state: j.state.as_str().into() }).collect(),

@@ -19,7 +19,7 @@ use tuneline_core::config::Config;
 use tuneline_core::layout;
 
 use crate::api::Shared;
-use crate::db::Mirrored;
+use crate::db::{Mirrored, Page};
 
 /// MLflow takes at most this many metrics in one `log-batch`.
 const BATCH: usize = 1000;
@@ -201,8 +201,8 @@ impl Mirror {
 
     /// The last step the run's training reached.
     fn trained_step(&self, run: &str) -> Option<u64> {
-        let jobs = self.shared.db().list(None).ok()?;
-        jobs.into_iter().filter(|j| j.spec.run() == run && matches!(j.spec, JobSpec::Train(_))).filter_map(|j| j.step).max()
+        let jobs = self.shared.db().page(&Page { run: Some(run.to_string()), ..Page::default() }).ok()?;
+        jobs.into_iter().filter(|j| matches!(j.spec, JobSpec::Train(_))).filter_map(|j| j.step).max()
     }
 }
 

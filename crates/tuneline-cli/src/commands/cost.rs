@@ -30,12 +30,8 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
         Some(wanted) if wanted == picked.id.to_string() => vec![picked],
         _ => jobs.iter().filter(|j| j.spec.run() == picked.spec.run()).collect(),
     };
-    let mut segments = Vec::new();
-    for job in &billed {
-        segments.extend(db.segments(Some(job.id)).map_err(Failure::failed)?);
-    }
     let workers = db.workers(true).map_err(Failure::failed)?;
-    print_report(global, &Bill::of(&billed, &segments, &workers, Prices::of(&config), now()));
+    print_report(global, &Bill::of(&billed, &workers, Prices::of(&config), now()));
     Ok(())
 }
 

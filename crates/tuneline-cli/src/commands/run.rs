@@ -43,13 +43,9 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         eprintln!("warning: {failure}");
     }
     let (train, deliver) = trained?;
-    let mut segments = client.ledger(Some(train.id)).await.map_err(Failure::failed)?;
-    if let Some(deliver) = &deliver {
-        segments.extend(client.ledger(Some(deliver.id)).await.map_err(Failure::failed)?);
-    }
     let jobs: Vec<&Job> = [Some(&train), deliver.as_ref()].into_iter().flatten().collect();
     let workers = client.workers(true).await.map_err(Failure::failed)?;
-    let bill = Bill::of(&jobs, &segments, &workers, Prices::of(config), now());
+    let bill = Bill::of(&jobs, &workers, Prices::of(config), now());
     if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
         print_report(global, &bill);
         let why = job.error.clone().unwrap_or_default();

@@ -143,8 +143,7 @@ pub struct BillQuery {
 pub async fn bill(State(shared): State<Arc<Shared>>, Params(q): Params<BillQuery>) -> Result<Json<Bill>, Failure> {
     let db = shared.db();
     let jobs = of_run(&db, &q.run)?;
-    let segments: Vec<Segment> = jobs.iter().flat_map(|j| j.attempts.iter().cloned()).collect();
-    Ok(Json(Bill::of(&jobs.iter().collect::<Vec<_>>(), &segments, &db.workers(true)?, shared.prices(), tuneline_api::now())))
+    Ok(Json(Bill::of(&jobs.iter().collect::<Vec<_>>(), &db.workers(true)?, shared.prices(), tuneline_api::now())))
 }
 
 /// Every job of run `run`, oldest first; 404 when it has none.
