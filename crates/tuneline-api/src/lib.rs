@@ -9,9 +9,11 @@
 //! - [`events`]: what the trainer tells its worker, one JSON line each;
 //! - [`exit`]: the exit codes of `tuneline` that a worker reads;
 //! - [`error`]: the error body of every non-2xx answer;
+//! - [`bounds`]: what a worker may send and read, and the heartbeat figures' check;
 //! - [`client`]: the HTTP client, one method per endpoint;
 //! - [`trust`]: join tokens, certificate pinning, and where plain HTTP is allowed.
 
+pub mod bounds;
 pub mod client;
 pub mod error;
 pub mod events;

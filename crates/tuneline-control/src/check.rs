@@ -60,9 +60,8 @@ impl StoreCheck {
 #[async_trait::async_trait]
 impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
-        // The run names its store paths: `runs/<run>/...`.
-        tuneline_store::check_key(&layout::checkpoints(job.spec.run()))
-            .map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}; name the run with letters, digits, `-` and `_`")))?;
+        // The run names its store paths, `runs/<run>/...`, and its worker's cache directories.
+        layout::check_run(job.spec.run()).map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}")))?;
         match &job.spec {
             JobSpec::Train(spec) => {
                 let (config, store) = self.config_and_store(&spec.config, "spec.config")?;

@@ -16,7 +16,7 @@ use crate::lock::{LockError, StateLock};
 use crate::tls::{identity, TlsSource};
 use tuneline_api::trust::check_transport;
 use tuneline_api::{now, Fingerprint, JoinToken};
-use tuneline_core::config::{ServerConfig, TlsMode};
+use tuneline_core::config::{Secret, ServerConfig, TlsMode};
 
 /// The state database in a state directory.
 pub const STATE_DB: &str = "state.db";
@@ -34,12 +34,14 @@ pub struct Endpoint {
     pub tls: Option<TlsSource>,
     /// Allows plain HTTP past loopback.
     pub insecure_http: bool,
+    /// The admin token `[server] token` (or `TUNELINE_TOKEN`) sets; `None` keeps the token file's.
+    pub token: Option<Secret>,
 }
 
 impl Endpoint {
     /// Plain HTTP on `listen` (loopback, as tests and `tuneline run` use).
     pub fn plain(listen: &str) -> Self {
-        Self { listen: listen.to_string(), tls: None, insecure_http: false }
+        Self { listen: listen.to_string(), tls: None, insecure_http: false, token: None }
     }
 
     /// The endpoint `[server]` describes, on `listen`: HTTPS unless `tls` is
@@ -54,11 +56,12 @@ impl Endpoint {
         let mut endpoint = if !https {
             Self::plain(listen)
         } else if let Some(files) = files {
-            Self { listen: listen.to_string(), tls: Some(files), insecure_http: false }
+            Self { listen: listen.to_string(), tls: Some(files), insecure_http: false, token: None }
         } else {
             Self::self_signed(listen)
         };
         endpoint.insecure_http = insecure_http;
+        endpoint.token.clone_from(&server.token);
         endpoint
     }
 
@@ -69,7 +72,7 @@ impl Endpoint {
         if !host.is_empty() && !names.iter().any(|n| n == host) && host.parse::<std::net::IpAddr>().map_or(true, |ip| !ip.is_unspecified()) {
             names.push(host.to_string());
         }
-        Self { listen: listen.to_string(), tls: Some(TlsSource::SelfSigned { names }), insecure_http: false }
+        Self { listen: listen.to_string(), tls: Some(TlsSource::SelfSigned { names }), insecure_http: false, token: None }
     }
 }
 
@@ -142,6 +145,25 @@ pub struct Server {
     _lock: StateLock,
 }
 
+/// Makes the state directory 0700 and its database (with SQLite's journal
+/// files, which take the database's mode) 0600: they hold every job's config
+/// and the hashes of workers' tokens.
+fn owner_only(state_dir: &Path, db_path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::create_dir_all(state_dir)?;
+    std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700))?;
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(db_path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db_path.as_os_str().to_os_string();
+        name.push(suffix);
+        match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Server {
     /// Locks `state_dir`'s database, binds `endpoint` and serves.
     pub async fn start(state_dir: &Path, endpoint: &Endpoint, timing: Timing, check: Box<dyn JobCheck>) -> Result<Self, ServeError> {
@@ -150,12 +172,15 @@ impl Server {
             check_transport(&format!("http://{listen}"), endpoint.insecure_http).map_err(ServeError::Endpoint)?;
         }
         let io = |what: String| move |source| ServeError::Io { what, source };
-        std::fs::create_dir_all(state_dir).map_err(io(format!("creating {}", state_dir.display())))?;
         let db_path: PathBuf = state_dir.join(STATE_DB);
+        owner_only(state_dir, &db_path).map_err(io(format!("making {} its owner's alone", state_dir.display())))?;
         let lock = StateLock::acquire(&db_path)?;
         let token_path = state_dir.join(TOKEN_FILE);
-        let token = std::env::var("TUNELINE_TOKEN")
-            .ok()
+        let token = endpoint
+            .token
+            .as_ref()
+            .map(|t| t.expose().to_string())
+            .or_else(|| std::env::var("TUNELINE_TOKEN").ok())
             .filter(|t| !t.is_empty())
             .map_or_else(|| crate::token::load_or_create(&token_path), Ok)
             .map_err(io(format!("token file {}", token_path.display())))?;
@@ -171,7 +196,7 @@ impl Server {
             None => {
                 let listener = tokio::net::TcpListener::from_std(listener).map_err(io(format!("listening on {listen}")))?;
                 tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, app).await {
+                    if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await {
                         tracing::error!("the API server stopped: {e}");
                     }
                 })
@@ -180,7 +205,7 @@ impl Server {
                 let config = axum_server::tls_rustls::RustlsConfig::from_config(identity.config);
                 let server = axum_server::from_tcp_rustls(listener, config).map_err(io(format!("listening on {listen}")))?;
                 tokio::spawn(async move {
-                    if let Err(e) = server.serve(app.into_make_service()).await {
+                    if let Err(e) = server.serve(app.into_make_service_with_connect_info::<SocketAddr>()).await {
                         tracing::error!("the API server stopped: {e}");
                     }
                 })

@@ -154,7 +154,7 @@ impl Mirror {
                 id
             }
         };
-        let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX).map_err(|e| e.to_string())?;
+        let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX, usize::MAX).map_err(|e| e.to_string())?;
         let ended = job.state.is_final();
         let tags = if ended { self.end_tags(job) } else { Vec::new() };
         self.mlflow.log(&run_id, &metrics(&lines), &[], &tags).await?;

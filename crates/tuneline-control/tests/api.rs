@@ -61,8 +61,21 @@ async fn requests_without_the_token_learn_nothing() {
         assert!(doc["paths"][path].is_object(), "{path} missing from /openapi.json");
     }
     assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
-    let token_mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join("token")).unwrap().permissions());
-    assert_eq!(token_mode & 0o777, 0o600);
+    let mode = |name: &str| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join(name)).unwrap().permissions()) & 0o777;
+    assert_eq!(mode("token"), 0o600);
+    // The state (jobs, the ledger, workers' token hashes) is its owner's alone.
+    assert_eq!((mode(""), mode("state.db")), (0o700, 0o600));
+}
+
+#[tokio::test]
+async fn the_configs_server_token_is_the_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = tuneline_core::config::Config::parse("[server]\ntoken = \"from-the-config\"\n", "t.toml", |_| None).unwrap().config;
+    let endpoint = Endpoint::from_config(&config.server, "127.0.0.1:0", false);
+    let server = Server::start(dir.path(), &endpoint, timing(Duration::from_secs(30)), Box::new(StoreCheck::default())).await.unwrap();
+    assert_eq!(server.token, "from-the-config");
+    Client::new(&server.url(), "from-the-config").jobs().await.unwrap();
+    assert!(!dir.path().join("token").exists(), "no other admin token was made");
 }
 
 /// Every operation of `/openapi.json`: (path, method, operation).

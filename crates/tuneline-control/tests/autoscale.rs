@@ -242,7 +242,7 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
 
 /// The lines of job `job`'s log.
 fn log_of(shared: &Shared, job: i64) -> String {
-    shared.db().logs(job, 0, 100).unwrap().into_iter().map(|l| l.text).collect::<Vec<_>>().join("\n")
+    shared.db().logs(job, 0, 100, usize::MAX).unwrap().into_iter().map(|l| l.text).collect::<Vec<_>>().join("\n")
 }
 
 #[tokio::test]

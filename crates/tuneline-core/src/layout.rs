@@ -11,6 +11,30 @@
 //! models/<name>/<version>/              delivery outputs
 //! ```
 
+/// The longest run name: `<project>-<12 hex>` for a project name of up to 115 characters.
+pub const RUN_NAME_MAX: usize = 128;
+
+/// Checks a name that becomes one segment of store paths (a project, dataset
+/// or run): ASCII letters, digits, `-`, `_` and `.`, not starting with `.`.
+/// With no `/`, no run's prefix can lie inside another's (`a/checkpoints/7` in `a`).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty() && !name.starts_with('.') && name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{}` is not a valid name; use letters, digits, `-`, `_` and `.`", name.escape_debug()))
+    }
+}
+
+/// Checks a run's name: [`check_name`]'s alphabet, at most [`RUN_NAME_MAX`] characters.
+pub fn check_run(run: &str) -> Result<(), String> {
+    check_name(run)?;
+    match run.len() {
+        n if n > RUN_NAME_MAX => Err(format!("a run's name is at most {RUN_NAME_MAX} characters; this one has {n}")),
+        _ => Ok(()),
+    }
+}
+
 /// Where every version of dataset `name` lives.
 pub fn datasets(name: &str) -> String {
     format!("datasets/{name}")

@@ -62,7 +62,10 @@ fn out_of_range_values_name_field_and_allowed_range() {
 #[test]
 fn wrong_type_names_field_and_line() {
     let msg = problems("[lora]\nlora_r = \"eight\"\n");
-    assert!(msg.starts_with("tuneline.toml:2: lora.lora_r: invalid type: string \"eight\", expected u32"), "{msg}");
+    assert!(msg.starts_with("tuneline.toml:2: lora.lora_r: invalid type: a string, expected u32"), "{msg}");
+    // A value in the wrong key may be a secret: it is never repeated.
+    let msg = problems("[training]\nlearning_rate = \"sk-live-\\\"quoted\\\"-secret\"\n");
+    assert!(msg.contains("training.learning_rate: invalid type: a string, expected f64") && !msg.contains("secret"), "{msg}");
     let msg = problems("[training]\nlr_scheduler_type = \"cosin\"\n");
     assert!(msg.contains("training.lr_scheduler_type") && msg.contains("`cosine`"), "{msg}");
     let msg = problems("[model]\ndevice = \"gpu\"\n");
@@ -75,6 +78,9 @@ fn wrong_type_names_field_and_line() {
 fn syntax_error_gives_line() {
     let msg = problems("[project]\nname = \n");
     assert!(msg.starts_with("tuneline.toml:2:"), "{msg}");
+    // The line is quoted by its key alone.
+    let msg = problems("[store]\nsecret_access_key = \"wJalrXUtnFEMI/K7MDENG\n");
+    assert!(msg.starts_with("tuneline.toml:2:") && msg.contains("`secret_access_key = …`") && !msg.contains("wJalr"), "{msg}");
 }
 
 #[test]

@@ -67,7 +67,8 @@ impl OllamaModel {
         let text = std::fs::read_to_string(&file)
             .map_err(|e| DeliverError::Input(format!("{}: {e}; `tuneline export` writes the Modelfile beside the GGUF", file.display())))?;
         let parsed = modelfile::parse(&text).map_err(|e| DeliverError::Input(format!("{}: {e}", file.display())))?;
-        let gguf = dir.join(parsed.from.trim_start_matches("./"));
+        let gguf = tuneline_core::confine::under(dir, parsed.from.trim_start_matches("./"))
+            .map_err(|e| DeliverError::Input(format!("{}: FROM must name the GGUF beside it: {e}", file.display())))?;
         let meta = GgufMetadata::read(&gguf)?;
         let file_type = meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
         let file_type = file_type.map_or_else(|| "unknown".to_string(), |q| q.name().to_ascii_uppercase());
@@ -264,5 +265,20 @@ mod tests {
         let e = Reference::parse("oci://host/bot").unwrap_err().to_string();
         assert!(e.contains("is incomplete; write oci://HOST[:PORT]/NAMESPACE/NAME[:TAG]"), "{e}");
         assert!(Reference::parse("docker://x/y/z").is_err());
+    }
+
+    #[test]
+    fn a_modelfile_cannot_push_a_file_from_outside_its_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("delivery");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(root.path().join("secret.gguf"), "not for the registry").unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret.gguf"), dir.join("linked.gguf")).unwrap();
+        for from in ["../secret.gguf", "/etc/hostname", "./linked.gguf"] {
+            std::fs::write(dir.join("Modelfile"), format!("FROM {from}\n")).unwrap();
+            let Err(e) = OllamaModel::from_dir(&dir) else { panic!("{from} was taken") };
+            let e = e.to_string();
+            assert!(e.contains("FROM must name the GGUF beside it: unsafe path"), "{from}: {e}");
+        }
     }
 }

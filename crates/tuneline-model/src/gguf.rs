@@ -12,21 +12,24 @@ use crate::error::ModelError;
 /// A GGUF file opened for its tensors, positioned anywhere.
 pub type GgufReader = BufReader<File>;
 
-/// Opens the GGUF file at `path` and reads its header (metadata and tensor
-/// table). The reads are buffered: the header is a hundred thousand small
+/// Opens the GGUF file at `path`, reads its header (metadata and tensor
+/// table) and checks that every tensor's data lies within the file. The reads are buffered: the header is a hundred thousand small
 /// strings (the vocabulary, the merges), one read syscall each unbuffered.
 pub fn open(path: &Path) -> Result<(GgufReader, Content), ModelError> {
     let file = File::open(path).map_err(|e| ModelError::new(path, format!("cannot open: {e}")))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let content = Content::read(&mut reader).map_err(|e| {
+        // candle appends a backtrace when one is captured: the first line says what is wrong.
         let e = e.to_string();
+        let e = e.lines().next().unwrap_or_default();
         if e.contains("unknown dtype") {
             // candle names only the type's number: an IQ or other newer llama.cpp type.
             ModelError::new(path, format!("holds a tensor type tuneline cannot read ({e}); it reads {SUPPORTED_NAMES}: {REQUANTIZE}"))
         } else {
-            ModelError::new(path, format!("bad GGUF header: {e}"))
+            ModelError::new(path, format!("bad GGUF header: {e}; the file may be truncated or damaged: download or copy it again"))
         }
     })?;
+    crate::verify::gguf(path, &content)?;
     Ok((reader, content))
 }
 

@@ -10,6 +10,7 @@ mod origin;
 mod source;
 mod special_tokens;
 mod tokenizer;
+mod verify;
 
 pub use chat_template::{ChatTemplate, Message};
 pub use error::ModelError;

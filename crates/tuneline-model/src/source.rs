@@ -14,13 +14,15 @@ pub enum ModelSource {
 }
 
 impl ModelSource {
-    /// Recognizes `path` as a GGUF file or a Hugging Face directory.
+    /// Recognizes `path` as a GGUF file or a Hugging Face directory, and checks
+    /// its files against their headers (a truncated file is named here).
     pub fn detect(path: &Path) -> Result<Self, ModelError> {
         let meta = std::fs::metadata(path).map_err(|e| ModelError::new(path, format!("{e}; set [model] path to a .gguf file or a Hugging Face directory")))?;
         if meta.is_dir() {
             if !path.join("tokenizer.json").is_file() {
                 return Err(ModelError::new(path, "is a directory without tokenizer.json; expected a Hugging Face model directory"));
             }
+            crate::verify::hf_dir(path)?;
             return Ok(Self::HfDir(path.to_path_buf()));
         }
         let mut magic = [0u8; 4];
@@ -29,6 +31,7 @@ impl ModelSource {
         if &magic != b"GGUF" {
             return Err(ModelError::new(path, "is not a GGUF file (no GGUF magic) nor a Hugging Face directory"));
         }
+        crate::gguf::open(path)?;
         Ok(Self::Gguf(path.to_path_buf()))
     }
 }

@@ -66,4 +66,14 @@ fn smollm2_as_a_hugging_face_directory_is_the_same_model() {
     let bf16 = Llama::load(&dir.path().join("bf16")).unwrap();
     let error = relative(&bf16.logits(&ids, None).unwrap(), &want);
     assert!(error < 2e-2, "bf16 shards give logits within rounding: {error}");
+
+    // An index naming a shard outside its directory is refused, whatever the trick.
+    let index = dir.path().join("bf16/model.safetensors.index.json");
+    let good = std::fs::read_to_string(&index).unwrap();
+    for shard in ["../f32/model.safetensors", "/etc/hostname", "C:/model.safetensors"] {
+        std::fs::write(&index, good.replacen("model-00002-of-00002.safetensors", shard, 1)).unwrap();
+        let Err(e) = Llama::load(&dir.path().join("bf16")) else { panic!("{shard} was loaded") };
+        let e = e.to_string();
+        assert!(e.contains("`weight_map`: unsafe path"), "{shard}: {e}");
+    }
 }

@@ -51,9 +51,7 @@ impl ArtifactStore {
         };
         let commit: Commit =
             serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt { key: location.to_string(), what: format!("unreadable manifest: {e}") })?;
-        for f in &commit.files {
-            key::check(&f.path).map_err(|e| StoreError::Corrupt { key: location.to_string(), what: e.to_string() })?;
-        }
+        commit.check().map_err(|what| StoreError::Corrupt { key: location.to_string(), what })?;
         Ok(commit)
     }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::{GetOptions, GetRange};
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -34,10 +34,12 @@ impl ArtifactStore {
     /// Downloads the committed artifact at `prefix` into `dir`.
     pub async fn pull(&self, prefix: &str, dir: &Path, progress: &dyn Progress) -> Result<TransferReport> {
         let commit = self.read_commit(prefix).await?;
+        // Every destination is proven to stay under `dir` before anything is written.
+        let dests: Vec<(PathBuf, &FileEntry)> =
+            commit.files.iter().map(|entry| Ok((confined(dir, &key::join(prefix, &entry.path), &entry.path)?, entry))).collect::<Result<_>>()?;
         progress.start("download", commit.total_size(), Unit::Bytes);
-        let moved: Vec<u64> = futures::stream::iter(&commit.files)
-            .map(|entry| {
-                let dest = dir.join(&entry.path);
+        let moved: Vec<u64> = futures::stream::iter(dests)
+            .map(|(dest, entry)| {
                 let key = key::join(prefix, &entry.path);
                 async move {
                     with_backoff(self.retries, &key, || async {
@@ -70,7 +72,9 @@ impl ArtifactStore {
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|e| StoreError::local(parent, e))?;
         }
-        if sha256.is_none() {
+        // A `.part` that is a link (planted, or left by anything but tuneline) is removed, never appended through.
+        let part_is_link = tokio::fs::symlink_metadata(&part).await.is_ok_and(|m| m.file_type().is_symlink());
+        if sha256.is_none() || part_is_link {
             let _ = tokio::fs::remove_file(&part).await;
         }
         // Resume: hash what an earlier attempt left, then fetch only the rest.
@@ -96,7 +100,13 @@ impl ArtifactStore {
         let mut out = tokio::fs::OpenOptions::new().create(true).append(true).open(&part).await.map_err(|e| StoreError::local(&part, e))?;
         let mut downloaded = 0u64;
         let streamed: Result<()> = async {
-            if have < size {
+            if size == 0 {
+                // Nothing to read, but the object must be there and empty: an entry alone makes no file.
+                let stored = self.inner.head(&key::path(key)?).await.map_err(|e| self.err(e))?.size;
+                if stored != 0 {
+                    return Err(StoreError::Corrupt { key: key.to_string(), what: format!("stored {stored} bytes, but the commit lists it as empty") });
+                }
+            } else if have < size {
                 let location = key::path(key)?;
                 let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
                 let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
@@ -126,6 +136,11 @@ impl ArtifactStore {
         tokio::fs::rename(&part, dest).await.map_err(|e| StoreError::local(dest, e))?;
         Ok(downloaded)
     }
+}
+
+/// `dir/name` for a file of `key`, proven to stay under `dir` ([`tuneline_core::confine::under`]).
+pub(crate) fn confined(dir: &Path, key: &str, name: &str) -> Result<PathBuf> {
+    tuneline_core::confine::under(dir, name).map_err(|reason| StoreError::Unconfined { key: key.to_string(), dir: dir.to_path_buf(), reason })
 }
 
 /// Whether `dest` already holds exactly the committed content.

@@ -79,6 +79,17 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
+    /// A name from the store (a `COMMIT.json` entry, an object's key) would
+    /// put a file outside the local directory it is meant for.
+    #[error("`{key}` cannot be written under {}: {reason}; nothing was pulled. Whoever can write to the store made this entry: check who did", dir.display())]
+    Unconfined {
+        /// The artifact or object that named the path.
+        key: String,
+        /// The local directory the pull writes into.
+        dir: PathBuf,
+        /// The rule the name breaks.
+        reason: tuneline_core::confine::Unconfined,
+    },
     /// Any other backend failure (usually transient, and retried).
     #[error("{0}")]
     Backend(object_store::Error),

@@ -48,6 +48,23 @@ impl Commit {
         }
     }
 
+    /// Checks what a reader relies on: every path is a normalized relative
+    /// path ([`tuneline_core::confine::check_relative`]) listed once, and
+    /// every sha256 is 64 lowercase hex digits. Says which entry breaks which rule.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, f) in self.files.iter().enumerate() {
+            tuneline_core::confine::check_relative(&f.path).map_err(|e| format!("files[{i}].path: {e}"))?;
+            if !seen.insert(f.path.as_str()) {
+                return Err(format!("files[{i}].path: `{}` is listed twice", f.path));
+            }
+            if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err(format!("files[{i}].sha256: `{}` is not 64 lowercase hex digits", f.sha256.escape_debug()));
+            }
+        }
+        Ok(())
+    }
+
     /// Total bytes of all files.
     pub fn total_size(&self) -> u64 {
         self.files.iter().map(|f| f.size).sum()

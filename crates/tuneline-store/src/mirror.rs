@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStoreExt};
 
+use crate::download::confined;
 use crate::error::{Result, StoreError};
 use crate::key;
 use crate::retry::with_backoff;
@@ -30,11 +31,17 @@ impl ArtifactStore {
             return Err(StoreError::NoObject { store: self.url.clone(), key: key.to_string() });
         }
         let parent = key.trim_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
-        progress.start("download", objects.iter().map(|o| o.size).sum(), Unit::Bytes);
-        let mut files: Vec<PathBuf> = futures::stream::iter(&objects)
+        let dests: Vec<(PathBuf, &ObjectMeta)> = objects
+            .iter()
             .map(|meta| {
                 let name = meta.location.as_ref();
-                let dest = dir.join(name.strip_prefix(parent).unwrap_or(name).trim_start_matches('/'));
+                Ok((confined(dir, name, name.strip_prefix(parent).unwrap_or(name).trim_start_matches('/'))?, meta))
+            })
+            .collect::<Result<_>>()?;
+        progress.start("download", objects.iter().map(|o| o.size).sum(), Unit::Bytes);
+        let mut files: Vec<PathBuf> = futures::stream::iter(dests)
+            .map(|(dest, meta)| {
+                let name = meta.location.as_ref();
                 async move {
                     with_backoff(self.retries, name, || async {
                         if is_current(&dest, meta) {

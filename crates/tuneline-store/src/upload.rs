@@ -64,12 +64,24 @@ impl ArtifactStore {
 
     /// Uploads every file under `dir` to `prefix` in parallel, then commits it.
     /// Refuses a prefix that is already committed: artifacts are immutable.
+    /// A symbolic link is followed only to what lies under `dir` itself; one
+    /// leading out of it (a trainer's checkpoint linking a key file) is refused.
     pub async fn push_dir(&self, dir: &Path, prefix: &str, progress: &dyn Progress) -> Result<Commit> {
+        self.push_tree(dir, prefix, Links::Inside, progress).await
+    }
+
+    /// [`Self::push_dir`] for a directory the user named and vouches for
+    /// (`tuneline store push`): its links are followed wherever they lead, as `cp -L` would.
+    pub async fn push_dir_following_links(&self, dir: &Path, prefix: &str, progress: &dyn Progress) -> Result<Commit> {
+        self.push_tree(dir, prefix, Links::Anywhere, progress).await
+    }
+
+    async fn push_tree(&self, dir: &Path, prefix: &str, links: Links, progress: &dyn Progress) -> Result<Commit> {
         key::check(prefix)?;
         if self.is_committed(prefix).await? {
             return Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() });
         }
-        let files = local_files(dir)?;
+        let files = local_files(dir, links)?;
         progress.start("upload", files.iter().map(|(_, _, size)| size).sum(), Unit::Bytes);
         let entries: Vec<FileEntry> = futures::stream::iter(files)
             .map(|(rel, abs, _)| async move {
@@ -92,15 +104,33 @@ impl ArtifactStore {
     }
 }
 
+/// Where a pushed directory's symbolic links may lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Links {
+    /// Only to what lies under the directory itself.
+    Inside,
+    /// Anywhere.
+    Anywhere,
+}
+
 /// `(relative path, absolute path, size)` of every regular file under `dir`, sorted.
-fn local_files(dir: &Path) -> Result<Vec<(String, PathBuf, u64)>> {
+fn local_files(dir: &Path, links: Links) -> Result<Vec<(String, PathBuf, u64)>> {
     let meta = std::fs::metadata(dir).map_err(|e| StoreError::local(dir, e))?;
     if !meta.is_dir() {
         return Err(StoreError::local(dir, std::io::Error::other("is not a directory")));
     }
+    let root = std::fs::canonicalize(dir).map_err(|e| StoreError::local(dir, e))?;
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(dir).follow_links(true).sort_by_file_name() {
         let entry = entry.map_err(|e| StoreError::local(dir, e.into()))?;
+        // A link out of `dir` (a key file, another run) would upload what was never put there.
+        if links == Links::Inside && entry.path_is_symlink() {
+            let target = std::fs::canonicalize(entry.path()).map_err(|e| StoreError::local(entry.path(), e))?;
+            if !target.starts_with(&root) {
+                let why = format!("is a symbolic link to {}, outside the directory pushed; copy the file in (`cp -L`) to push it", target.display());
+                return Err(StoreError::local(entry.path(), std::io::Error::other(why)));
+            }
+        }
         if !entry.file_type().is_file() {
             continue;
         }

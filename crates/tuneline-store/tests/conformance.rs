@@ -319,6 +319,32 @@ async fn keys_cannot_escape_the_store(b: Backend) {
     assert!(store.list_objects("").await.unwrap().is_empty(), "nothing was written");
 }
 
+async fn pulls_and_pushes_stay_inside_their_directory(b: Backend) {
+    let store = b.store(0);
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("credentials"), "secret").unwrap();
+    // A trainer's checkpoint linking a file outside it is not uploaded; a link inside it is.
+    let src = sample_dir();
+    std::os::unix::fs::symlink(outside.path().join("credentials"), src.path().join("nested/leak")).unwrap();
+    let err = store.push_dir(src.path(), "runs/l/checkpoints/1", &NoProgress).await.unwrap_err();
+    assert!(err.to_string().contains("is a symbolic link to") && err.to_string().contains("outside the directory pushed"), "{err}");
+    assert!(store.list_objects("runs/l").await.unwrap().is_empty(), "nothing of it was uploaded");
+    std::fs::remove_file(src.path().join("nested/leak")).unwrap();
+    std::os::unix::fs::symlink(src.path().join("small.txt"), src.path().join("nested/alias.txt")).unwrap();
+    store.push_dir(src.path(), "runs/l/checkpoints/1", &NoProgress).await.unwrap();
+    // A pull never writes through a link in its destination.
+    let dest = TempDir::new().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dest.path().join("nested")).unwrap();
+    let err = store.pull("runs/l/checkpoints/1", dest.path(), &NoProgress).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unconfined { .. }), "{err}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1, "nothing was written through the link");
+    assert!(!dest.path().join("small.txt").exists(), "every path is checked before any file is written");
+    // A raw object is mirrored only under its directory, by the same rule.
+    b.raw.put(&"raw/nested/x.jsonl".into(), "x\n".into()).await.unwrap();
+    let err = store.mirror("raw/nested", dest.path(), &NoProgress).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unconfined { .. }), "{err}");
+}
+
 async fn raw_objects_are_mirrored_and_kept_current(b: Backend) {
     let store = b.store(0);
     for (key, body) in [("raw/chat.jsonl", "one\n"), ("raw/set/a.jsonl", "a\n"), ("raw/set/sub/b.jsonl", "b\n")] {
@@ -365,5 +391,6 @@ conformance!(
     a_truncated_upload_never_commits_and_a_retry_does,
     gc_removes_leftovers_and_rotates_checkpoints,
     keys_cannot_escape_the_store,
+    pulls_and_pushes_stay_inside_their_directory,
     raw_objects_are_mirrored_and_kept_current,
 );

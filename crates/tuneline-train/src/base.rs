@@ -77,7 +77,8 @@ pub async fn localize(store: &ArtifactStore, config: &mut Config, cache: &Path, 
         )));
     }
     // Absolute: `[data]` paths are taken relative to the config's directory, this one is not.
-    let local = std::path::absolute(cache.join(&prefix)).map_err(|e| StoreError::Local { path: cache.to_path_buf(), source: e })?;
+    let local = tuneline_core::confine::under(cache, &prefix).map_err(|e| SetupError::Input(format!("[model] path `{}`: {e}", config.model.path)))?;
+    let local = std::path::absolute(local).map_err(|e| StoreError::Local { path: cache.to_path_buf(), source: e })?;
     store.pull(&prefix, &local, progress).await?;
     let gguf: Vec<PathBuf> = std::fs::read_dir(&local)
         .map_err(|e| StoreError::Local { path: local.clone(), source: e })?

@@ -104,11 +104,18 @@ pub async fn download(model: &HubModel, endpoint: &str, token: Option<&str>, dir
     let (mut bytes, mut resumed) = (0, 0);
     for file in &files {
         let url = format!("{endpoint}/{}/resolve/{}/{}", repo.repo, repo.revision, file.path);
-        let (fetched, from_partial) = fetch(&http, &url, token, file, &dir.join(&file.path), progress).await?;
+        let (fetched, from_partial) = fetch(&http, &url, token, file, &confined(model, dir, &file.path)?, progress).await?;
         bytes += fetched;
         resumed += usize::from(from_partial);
     }
     Ok(Downloaded { path, bytes, resumed })
+}
+
+/// `dir/path` for a file the Hub's tree names, proven to stay under `dir`.
+fn confined(model: &HubModel, dir: &Path, path: &str) -> Result<PathBuf, SetupError> {
+    tuneline_core::confine::under(dir, path).map_err(|e| {
+        SetupError::Input(format!("hf://{}@{}: the Hub's file tree names a file tuneline will not write: {e}", model.repo.repo, model.repo.revision))
+    })
 }
 
 /// The files to download, and what to commit: a GGUF file (the one named,
@@ -118,7 +125,7 @@ fn choose(model: &HubModel, tree: &[TreeEntry], dir: &Path) -> Result<(Vec<TreeE
     let name = format!("hf://{}@{}", model.repo.repo, model.repo.revision);
     if let Some(wanted) = &model.file {
         let file = files.iter().find(|f| &f.path == wanted).ok_or_else(|| SetupError::Input(format!("{name} has no file `{wanted}`")))?;
-        return Ok((vec![(*file).clone()], dir.join(wanted)));
+        return Ok((vec![(*file).clone()], confined(model, dir, wanted)?));
     }
     let ggufs: Vec<&&TreeEntry> = files.iter().filter(|f| f.path.ends_with(".gguf")).collect();
     let hf_dir = files.iter().any(|f| f.path == "config.json") && files.iter().any(|f| f.path.ends_with(".safetensors"));
@@ -129,7 +136,7 @@ fn choose(model: &HubModel, tree: &[TreeEntry], dir: &Path) -> Result<(Vec<TreeE
         return Ok((keep.map(|f| (*f).clone()).collect(), dir.to_path_buf()));
     }
     match ggufs.as_slice() {
-        [one] => Ok((vec![(**one).clone()], dir.join(&one.path))),
+        [one] => Ok((vec![(**one).clone()], confined(model, dir, &one.path)?)),
         [] => Err(SetupError::Input(format!("{name} holds neither a GGUF file nor a Hugging Face model (config.json and safetensors)"))),
         many => {
             let names: Vec<&str> = many.iter().map(|f| f.path.as_str()).collect();

@@ -13,13 +13,11 @@ use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
-use tuneline_api::{exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog, TrainerEvent};
+use tuneline_api::{bounds, exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog, TrainerEvent};
 use tuneline_providers::process::{signal, spawn_tied};
 
 /// Stderr lines kept to explain a failure.
 const TAIL: usize = 20;
-/// Log lines held between heartbeats; older ones are dropped past this.
-const MAX_PENDING_LOGS: usize = 5000;
 
 /// What the trainer has reported since the attempt began.
 #[derive(Default)]
@@ -31,7 +29,10 @@ struct Progress {
     compute_s: f64,
     bytes_up: u64,
     bytes_down: u64,
-    logs: Vec<String>,
+    /// Lines not yet sent, each cut to the server's limit, at most a heartbeat's worth of bytes.
+    logs: VecDeque<String>,
+    logs_bytes: usize,
+    logs_dropped: usize,
     metrics: Vec<StepLog>,
     tail: VecDeque<String>,
 }
@@ -60,14 +61,27 @@ impl Progress {
 
     /// A line of output to keep in the job's logs.
     fn log(&mut self, line: &str) {
-        if self.logs.len() >= MAX_PENDING_LOGS {
-            self.logs.remove(0);
+        let line = bounds::cap_log_line(line).into_owned();
+        self.logs_bytes += line.len();
+        self.logs.push_back(line.clone());
+        // Room is left for the line that counts what was dropped.
+        while self.logs_bytes > bounds::MAX_BEAT_LOG_BYTES - 256 {
+            let oldest = self.logs.pop_front().expect("over budget means a line is pending");
+            self.logs_bytes -= oldest.len();
+            self.logs_dropped += 1;
         }
-        self.logs.push(line.to_string());
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }
-        self.tail.push_back(line.to_string());
+        self.tail.push_back(line);
+    }
+
+    /// The lines not yet sent, after a line counting those dropped for want of room.
+    fn pending_logs(&mut self) -> Vec<String> {
+        let dropped = std::mem::take(&mut self.logs_dropped);
+        let note = (dropped > 0).then(|| format!("tuneline: {dropped} log lines dropped here: the trainer wrote faster than heartbeats carry"));
+        self.logs_bytes = 0;
+        note.into_iter().chain(std::mem::take(&mut self.logs)).collect()
     }
 
     /// A heartbeat with the figures so far and the lines not yet sent.
@@ -81,7 +95,7 @@ impl Progress {
             utilization: None,
             bytes_up: self.bytes_up,
             bytes_down: self.bytes_down,
-            logs: std::mem::take(&mut self.logs),
+            logs: self.pending_logs(),
             metrics: std::mem::take(&mut self.metrics),
         }
     }

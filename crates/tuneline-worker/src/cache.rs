@@ -39,7 +39,7 @@ impl<'a> Cache<'a> {
     /// evicting what the bound requires and checking the free space; returns
     /// the bytes downloaded. `Err` says what did not fit, before any download.
     pub(crate) async fn fetch(&self, store: &ArtifactStore, prefix: &str) -> Result<u64, String> {
-        let dir = self.root.join(prefix);
+        let dir = self.dir(prefix)?;
         let total: u64 = store.read_commit(prefix).await.map_err(|e| e.to_string())?.files.iter().map(|f| f.size).sum();
         let need = total.saturating_sub(size_of(&dir));
         if let Some(limit) = self.limit {
@@ -73,6 +73,11 @@ impl<'a> Cache<'a> {
         let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         std::fs::write(dir.join(USED), now.to_string()).map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(pulled)
+    }
+
+    /// Where the artifact `prefix` is cached: `<root>/<prefix>`, proven to stay under the root.
+    pub(crate) fn dir(&self, prefix: &str) -> Result<PathBuf, String> {
+        tuneline_core::confine::under(self.root, prefix.trim_matches('/')).map_err(|e| format!("the job's artifact {e}"))
     }
 
     /// Every cached artifact: each directory holding a use marker.

@@ -10,7 +10,7 @@
 //! - `deliver`: `tuneline deliver` with the job's config and run; it pulls
 //!   the checkpoint and the eval split itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tuneline_core::layout;
 
@@ -54,6 +54,11 @@ fn infra(e: impl std::fmt::Display) -> SetupError {
     SetupError::Infra(e.to_string())
 }
 
+/// `<cache>/runs/<run>/<what>`, proven to stay under the cache whatever the job names its run.
+fn run_dir(cache: &Path, run: &str, what: &str) -> Result<PathBuf, SetupError> {
+    tuneline_core::confine::under(cache, &format!("runs/{run}/{what}")).map_err(|e| SetupError::User(format!("spec.run: {e}")))
+}
+
 impl Setup {
     /// Sets job `job` up in `options.cache_dir`, prefetching what it needs.
     pub(crate) async fn prepare(job: &Job, options: &WorkerOptions) -> Result<Self, SetupError> {
@@ -75,7 +80,7 @@ impl Setup {
                     bytes_down += artifacts.fetch(&store, model).await.map_err(SetupError::Infra)?;
                 }
                 if let Some((prefix, _)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
-                    bytes_down += store.pull(&prefix, &cache.join("runs").join(&run).join("resume"), &NoProgress).await.map_err(infra)?.bytes_transferred;
+                    bytes_down += store.pull(&prefix, &run_dir(cache, &run, "resume")?, &NoProgress).await.map_err(infra)?.bytes_transferred;
                 }
                 let argv = [options.trainer.display().to_string(), "--json".into(), "-c".into(), file.display().to_string(), "train".into()]
                     .into_iter()
@@ -105,7 +110,7 @@ impl Setup {
             }
         };
         let store = ArtifactStore::open(&spec.store, &StoreConfig::default()).map_err(|e| SetupError::User(e.to_string()))?;
-        let output = cache.join("runs").join(&run).join("output");
+        let output = run_dir(cache, &run, "output")?;
         tokio::fs::create_dir_all(&output).await.map_err(infra)?;
         let mut env = vec![
             ("TUNELINE_JOB".to_string(), job.id.to_string()),
@@ -114,8 +119,9 @@ impl Setup {
         ];
         let mut bytes_down = 0;
         if let Some(dataset) = &spec.dataset {
-            let local = cache.join(dataset);
-            bytes_down += Cache::new(cache, options.cache_size).fetch(&store, dataset).await.map_err(SetupError::Infra)?;
+            let artifacts = Cache::new(cache, options.cache_size);
+            let local = artifacts.dir(dataset).map_err(SetupError::User)?;
+            bytes_down += artifacts.fetch(&store, dataset).await.map_err(SetupError::Infra)?;
             env.push(("TUNELINE_DATA_DIR".to_string(), local.display().to_string()));
         }
         env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));

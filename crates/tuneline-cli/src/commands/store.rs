@@ -17,7 +17,7 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
     match command {
         StoreCommand::Ls { prefix } => ls(global, &store, prefix).await,
         StoreCommand::Push { local_dir, prefix } => {
-            let (commit, secs) = with_progress(global, &format!("push {prefix}"), async |p| store.push_dir(local_dir, prefix, p).await).await?;
+            let (commit, secs) = with_progress(global, &format!("push {prefix}"), async |p| store.push_dir_following_links(local_dir, prefix, p).await).await?;
             if global.json {
                 print_json(&serde_json::json!({ "commit": commit, "seconds": secs }));
             } else {

@@ -20,6 +20,9 @@ use crate::progress::Shown;
 
 /// Runs `tuneline train`.
 pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
+    if let Some(run) = &args.run {
+        layout::check_run(run).map_err(|e| Failure::input(format!("--run: {e}")))?;
+    }
     let mut config = load_config(global, false)?.config;
     if let Some(steps) = args.max_steps {
         config.training.max_steps = Some(steps);
@@ -51,7 +54,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let spec = RunSpec {
         store: &store,
         run: run_id.clone(),
-        work: cache.join("runs").join(&run_id),
+        work: tuneline_core::confine::under(&cache, &format!("runs/{run_id}")).map_err(|e| Failure::input(format!("--run: {e}")))?,
         save_steps,
         eval_steps: t.eval_steps,
         save_total_limit: t.save_total_limit,

@@ -72,7 +72,8 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     let noticed = trainer(&cloud, &ctx).expect("a training instance runs");
     let kind = |id: &str| cloud.instances().into_iter().find(|i| i.id == id).map(|i| i.instance_type).unwrap_or_default();
     assert_eq!(kind(&noticed), "g6.xlarge", "no capacity for g5.xlarge: its fallback");
-    let events: Vec<String> = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().logs(1, 0, 1000).unwrap().into_iter().map(|l| l.text).collect();
+    let events: Vec<String> =
+        Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().logs(1, 0, 1000, usize::MAX).unwrap().into_iter().map(|l| l.text).collect();
     let events = events.join("\n");
     assert!(
         events.contains("g5.xlarge spot at $0.450/h on aws has no capacity (RunInstances in us-east-1 at ")

@@ -52,10 +52,16 @@ async fn tree(State(hub): State<Arc<Hub>>, Path((org, name, _rev)): Path<(String
     };
     // The corrupt repository lists a checksum its object does not have.
     let sha256 = if name == "corrupt" { "0".repeat(64) } else { hub.sha256.clone() };
+    // A hostile repository names its file outside the download directory.
+    let path = match name.as_str() {
+        "escape" => format!("../../../../../{GGUF}"),
+        "absolute" => format!("/tmp/tuneline-hub-absolute-{}.gguf", std::process::id()),
+        _ => GGUF.to_string(),
+    };
     let body = serde_json::json!([
         {"type": "file", "oid": blob, "size": attributes.len(), "path": ".gitattributes"},
         {"type": "file", "oid": "7e2b0c1f3a", "size": hub.model.len(),
-         "lfs": {"oid": sha256, "size": hub.model.len(), "pointerSize": 135}, "path": GGUF},
+         "lfs": {"oid": sha256, "size": hub.model.len(), "pointerSize": 135}, "path": path},
     ]);
     ([("content-type", "application/json")], body.to_string()).into_response()
 }
@@ -149,4 +155,19 @@ fn a_hub_model_is_downloaded_once_resuming_a_dropped_transfer_and_checked() {
     assert!(partials.iter().all(|f| !f.ends_with(".gguf") && !f.ends_with(".partial")), "the corrupted download is removed: {partials:?}");
     let (_, listing, _) = ctx.run(&["store", "ls", "models/base"]);
     assert!(!listing.contains("corrupt"), "nothing of it is committed: {listing}");
+}
+
+#[test]
+fn a_hub_tree_naming_files_outside_the_download_directory_is_refused() {
+    let ctx = TestContext::new();
+    let (endpoint, hub) = start_hub();
+    for name in ["escape", "absolute"] {
+        let (code, out, err) = add(&ctx, &endpoint, &format!("hf://acme/{name}"), None);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(err.contains("the Hub's file tree names a file tuneline will not write: unsafe path"), "{err}");
+    }
+    assert!(hub.ranges.lock().unwrap().is_empty(), "nothing was downloaded");
+    assert!(!std::path::Path::new(&format!("/tmp/tuneline-hub-absolute-{}.gguf", std::process::id())).exists());
+    let escaped: Vec<String> = crate::common::files_under(ctx.dir.path()).into_iter().filter(|f| f.ends_with(".gguf")).collect();
+    assert!(escaped.is_empty(), "{escaped:?}");
 }

@@ -63,7 +63,13 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     snapshot(&ctx, "jobs_submit_missing_dataset", &err);
     let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"]);
     assert_eq!(code, 2);
-    assert!(err.contains("spec.run: bad store path `runs/../elsewhere/checkpoints`: `..` would escape the store prefix"), "{err}");
+    assert!(err.contains("spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`"), "{err}");
+    // No run lies inside another's prefix, and a name stays short enough for every store's keys.
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"]);
+    assert!(code == 2 && err.contains("spec.run: `r/checkpoints/7` is not a valid name"), "{err}");
+    let long = "r".repeat(129);
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"]);
+    assert!(code == 2 && err.contains("spec.run: a run's name is at most 128 characters; this one has 129"), "{err}");
     let (code, _, err) = jobs(&ctx, &url, &["cancel", "7"]);
     assert_eq!(code, 1);
     snapshot(&ctx, "jobs_cancel_unknown", &err);

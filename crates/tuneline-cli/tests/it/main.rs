@@ -24,6 +24,7 @@ mod server;
 mod simulate;
 mod spot_notice;
 mod store;
+mod store_confine;
 mod store_s3;
 mod tracking;
 mod train;

@@ -50,3 +50,47 @@ fn a_model_in_the_store_serves_where_its_file_is_not() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no model committed at models/base/smollm2/0123") && err.contains("tuneline model add PATH"), "{err}");
 }
+
+#[test]
+fn a_truncated_model_is_refused_before_anything_is_committed_or_planned() {
+    let ctx = crate::train::project_with(2, 2, "");
+    let model = std::fs::read(tuneline_testkit::smollm2_gguf()).unwrap();
+    std::fs::remove_file(ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    // Cut in its tensor data (the header is whole), then in its header.
+    ctx.write("models/SmolLM2-135M-Instruct.Q4_1.gguf", &model[..50 << 20]);
+    for args in [&["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf"][..], &["plan", "--top", "1"], &["data", "prepare"]] {
+        let (code, out, err) = ctx.run(args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("SmolLM2-135M-Instruct.Q4_1.gguf: tensor `") && err.contains(&format!("but the file has {} bytes", 50 << 20)), "{args:?}: {err}");
+        assert!(err.contains("truncated or damaged"), "{err}");
+    }
+    let (_, listing, _) = ctx.run(&["store", "ls"]);
+    assert!(listing.contains("no committed artifacts"), "nothing was committed: {listing}");
+
+    ctx.write("models/SmolLM2-135M-Instruct.Q4_1.gguf", &model[..1 << 20]);
+    let mut add = ctx.cmd(&["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf"]);
+    add.env("RUST_BACKTRACE", "1");
+    let (code, _, err) = crate::common::output(add);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad GGUF header") && err.lines().count() <= 2, "one line, no backtrace: {err}");
+}
+
+#[test]
+fn a_hugging_face_directory_with_a_short_or_missing_shard_is_refused() {
+    let ctx = crate::common::TestContext::new();
+    let tensor = |bytes: usize| {
+        let header = serde_json::json!({"w": {"dtype": "F32", "shape": [bytes / 4], "data_offsets": [0, bytes]}}).to_string();
+        [&(header.len() as u64).to_le_bytes()[..], header.as_bytes(), &vec![0u8; bytes]].concat()
+    };
+    ctx.write("m/config.json", "{}");
+    ctx.write("m/tokenizer.json", "{}");
+    ctx.write("m/model-00001-of-00002.safetensors", tensor(64));
+    let index = serde_json::json!({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}});
+    ctx.write("m/model.safetensors.index.json", index.to_string());
+    let (code, _, err) = ctx.run(&["model", "add", "m"]);
+    assert!(code == 2 && err.contains("names the shard") && err.contains("model-00002-of-00002.safetensors which is not there"), "{err}");
+    let whole = tensor(64);
+    ctx.write("m/model-00002-of-00002.safetensors", &whole[..whole.len() - 10]);
+    let (code, _, err) = ctx.run(&["model", "add", "m"]);
+    assert!(code == 2 && err.contains("model-00002-of-00002.safetensors: its header declares") && err.contains("tensor `w` ends at data byte 64"), "{err}");
+}

@@ -65,6 +65,8 @@ pub fn digest(token: &str) -> String {
 /// [`Caller`] and lets through only what it may do: 401 for no or a revoked
 /// token, 403 past its rights.
 pub async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Result<Response, Failure> {
+    let source = source_of(&request);
+    shared.throttle.check(source).map_err(too_many)?;
     let presented = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let Some(token) = presented else {
         let Some((_, session)) = shared.sessions.of(request.headers()) else { return Err(unauthorized("missing bearer token")) };
@@ -81,7 +83,10 @@ pub async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, 
     } else {
         match shared.db().worker_of_token(&digest(token))? {
             Some(id) => Caller::Worker(id),
-            None => return Err(unauthorized("wrong or revoked bearer token (a worker's token ends with the worker)")),
+            None => {
+                shared.throttle.failed(source);
+                return Err(unauthorized("wrong or revoked bearer token (a worker's token ends with the worker)"));
+            }
         }
     };
     let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().trim_start_matches("/v1").to_string()).unwrap_or_default();
@@ -108,6 +113,16 @@ fn allowed(caller: Caller, method: &Method, route: &str) -> bool {
             _ => false,
         },
     }
+}
+
+/// The address a request came from, when the server was served with it.
+pub(crate) fn source_of(request: &Request) -> Option<std::net::IpAddr> {
+    request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// 429 for a source (or the join secret) past its budget, with when to try again.
+pub(crate) fn too_many(wait_s: u64) -> Failure {
+    Failure::new(StatusCode::TOO_MANY_REQUESTS, format!("too many tries; wait {wait_s} s and check the token"))
 }
 
 fn unauthorized(why: &str) -> Failure {

@@ -50,6 +50,7 @@ impl From<DbError> for Failure {
             DbError::NotHolder { .. } => StatusCode::FORBIDDEN,
             DbError::Transition { .. } => StatusCode::CONFLICT,
             DbError::Sqlite(_) | DbError::Corrupt(..) => StatusCode::INTERNAL_SERVER_ERROR,
+            DbError::Refused(body) => return Self { status: StatusCode::UNPROCESSABLE_ENTITY, body: body.clone() },
         };
         Self::new(status, e.to_string())
     }
@@ -66,7 +67,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes =
-            axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("unreadable request body: {e}")))?;
+            axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(e.status(), format!("unreadable request body: {}", e.body_text())))?;
         let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
         if !value.is_object() {
             // serde would take an array as a struct's fields in order.

@@ -13,7 +13,7 @@ use super::Shared;
 use crate::db::{Db, Page};
 use crate::report::Bill;
 use tuneline_api::State as JobState;
-use tuneline_api::{ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE};
+use tuneline_api::{bounds, ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE};
 
 /// Attempts a job gets when the submitter does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -82,6 +82,9 @@ pub struct LogsQuery {
     /// At most this many lines (default 1000, at most 10,000).
     #[param(minimum = 0)]
     limit: Option<i64>,
+    /// At most this many bytes of text, though always one line (default 1 MiB, at most 8 MiB).
+    #[param(minimum = 0)]
+    max_bytes: Option<i64>,
 }
 
 /// A job's log and metric lines, readable while it runs.
@@ -91,7 +94,11 @@ pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(
         Some(n) if n < 0 => return Err(Failure::bad("limit", "limit: must be at least 0")),
         n => n.unwrap_or(1000).min(10_000) as u32,
     };
-    Ok(Json(shared.db().logs(id, q.after, limit)?))
+    let max_bytes = match q.max_bytes {
+        Some(n) if n < 0 => return Err(Failure::bad("max_bytes", "max_bytes: must be at least 0")),
+        n => n.map_or(1 << 20, |n| n as usize).min(bounds::MAX_LOG_PAGE_BYTES),
+    };
+    Ok(Json(shared.db().logs(id, q.after, limit, max_bytes)?))
 }
 
 /// How finely to draw a job's curves.

@@ -8,6 +8,7 @@
 //! - [`leases`]: long-polled leases, start and release;
 //! - [`openapi`]: the OpenAPI document, generated from the types;
 //! - [`session`]: the dashboard's browser sessions and their CSRF tokens;
+//! - [`throttle`]: wrong credentials counted per source (429 past a budget), and the join secret's registrations;
 //! - [`error`]: error bodies and the field-naming JSON extractor.
 
 pub mod credentials;
@@ -17,11 +18,13 @@ mod leases;
 pub mod openapi;
 mod runs;
 pub mod session;
+pub mod throttle;
 mod workers;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::Notify;
@@ -73,6 +76,8 @@ pub struct Shared {
     queued: Notify,
     /// The dashboard's logged-in browsers.
     pub sessions: session::Sessions,
+    /// Failed credentials by source, and the join secret's registrations.
+    pub throttle: throttle::Throttle,
     /// What storage and egress cost, for bills.
     prices: Mutex<Prices>,
     /// Plans configs, when the server was given a planner.
@@ -89,6 +94,7 @@ impl Shared {
             check,
             queued: Notify::new(),
             sessions: session::Sessions::default(),
+            throttle: throttle::Throttle::default(),
             prices: Mutex::new(Prices::of(&Config::default())),
             planner: Mutex::new(None),
         })
@@ -136,6 +142,16 @@ impl Shared {
     }
 }
 
+/// The body limit of a worker's small requests (register, exit, lease, start).
+fn small() -> DefaultBodyLimit {
+    DefaultBodyLimit::max(tuneline_api::bounds::MAX_SMALL_BODY)
+}
+
+/// The body limit of a heartbeat or a release, which carry log lines and step records.
+fn beat() -> DefaultBodyLimit {
+    DefaultBodyLimit::max(tuneline_api::bounds::MAX_BEAT_BODY)
+}
+
 /// The API's routes over `shared`, and the dashboard's (its cookies `Secure` when `https`).
 pub fn router(shared: Arc<Shared>, https: bool) -> Router {
     let v1 = Router::new()
@@ -151,12 +167,12 @@ pub fn router(shared: Arc<Shared>, https: bool) -> Router {
         .route("/compare", get(runs::compare))
         .route("/spend", get(runs::spend))
         .route("/plan", post(runs::plan))
-        .route("/workers", post(workers::register).get(workers::list))
-        .route("/workers/{id}/heartbeat", post(workers::heartbeat))
-        .route("/workers/{id}/exit", post(workers::exit))
-        .route("/leases", post(leases::lease))
-        .route("/leases/{job}/start", post(leases::start))
-        .route("/leases/{job}/release", post(leases::release))
+        .route("/workers", post(workers::register).layer(small()).get(workers::list))
+        .route("/workers/{id}/heartbeat", post(workers::heartbeat).layer(beat()))
+        .route("/workers/{id}/exit", post(workers::exit).layer(small()))
+        .route("/leases", post(leases::lease).layer(small()))
+        .route("/leases/{job}/start", post(leases::start).layer(small()))
+        .route("/leases/{job}/release", post(leases::release).layer(beat()))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), credentials::authorize));
     Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).merge(crate::dashboard::routes(https)).with_state(shared)
 }

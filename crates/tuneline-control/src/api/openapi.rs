@@ -32,7 +32,7 @@ impl Modify for BearerAuth {
 }
 
 /// Documents the errors every handler can answer with, beside the ones
-/// each declares: 401 for every `/v1` path (the bearer token), 400 where a
+/// each declares: 401 and 429 for every `/v1` path (the bearer token and its throttle), 400 where a
 /// request carries parameters or a body, 404 where a path names an id.
 struct CommonErrors;
 
@@ -53,6 +53,7 @@ impl Modify for CommonErrors {
                     responses.entry(code.to_string()).or_insert_with(|| error(what).into());
                 };
                 add("401", "missing or wrong bearer token");
+                add("429", "too many wrong tokens from this address, or registrations through the join secret; wait and try again");
                 if op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty()) {
                     add("400", "a malformed request; names the field or parameter at fault");
                 }

@@ -17,7 +17,14 @@ use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegist
 
 /// Register a worker and its resources; the answer carries the worker's own token.
 #[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
-pub async fn register(State(shared): State<Arc<Shared>>, Body(info): Body<WorkerRegister>) -> Result<(StatusCode, Json<Registered>), Failure> {
+pub async fn register(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Body(info): Body<WorkerRegister>,
+) -> Result<(StatusCode, Json<Registered>), Failure> {
+    if caller == Caller::Joiner {
+        shared.throttle.join().map_err(super::credentials::too_many)?;
+    }
     if !(0.0..=MAX_PRICE_PER_HOUR).contains(&info.price_per_hour) {
         return Err(Failure::bad("price_per_hour", format!("price_per_hour: must be dollars per hour, from 0 to {MAX_PRICE_PER_HOUR}")));
     }

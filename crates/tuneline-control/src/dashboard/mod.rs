@@ -8,13 +8,14 @@
 //! - `POST /logout`: the session ends (its CSRF token required);
 //! - `GET /assets/...`: the scripts (ES modules) and the style sheet.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
+use axum::{Extension, Form, Router};
 use serde::Deserialize;
 
 use crate::api::credentials::same;
@@ -44,7 +45,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 pub fn routes(https: bool) -> Router<Arc<Shared>> {
     Router::new()
         .route("/", get(index))
-        .route("/login", get(|| async { page(StatusCode::OK, &login_page("")) }).post(move |state, form| login(state, form, https)))
+        .route("/login", get(|| async { page(StatusCode::OK, &login_page("")) }).post(move |state, connect, form| login(state, connect, form, https)))
         .route("/logout", post(move |state, headers| logout(state, headers, https)))
         .route("/assets/{name}", get(asset))
 }
@@ -94,8 +95,13 @@ struct Login {
     token: String,
 }
 
-async fn login(State(shared): State<Arc<Shared>>, Form(form): Form<Login>, https: bool) -> Response {
+async fn login(State(shared): State<Arc<Shared>>, connect: Option<Extension<ConnectInfo<SocketAddr>>>, Form(form): Form<Login>, https: bool) -> Response {
+    let source = connect.map(|c| c.0 .0.ip());
+    if let Err(wait) = shared.throttle.check(source) {
+        return page(StatusCode::TOO_MANY_REQUESTS, &login_page(&format!("Too many wrong tokens from this address; wait {wait} s.")));
+    }
     if !same(form.token.trim().as_bytes(), shared.secrets().admin.as_bytes()) {
+        shared.throttle.failed(source);
         // The form again, as a page (200: a browser logs any other status as an error), with no session.
         return page(StatusCode::OK, &login_page("That is not this server's admin token (its token file, .tuneline/control/token)."));
     }

@@ -3,15 +3,26 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{kinds_of, Db, DbError};
-use tuneline_api::{now, LogLine, Series, SeriesPoint, WorkerClass};
+use tuneline_api::{bounds, now, LogLine, Series, SeriesPoint, WorkerClass};
 
 impl Db {
-    /// Up to `limit` lines of job `job` after line `after`.
-    pub fn logs(&self, job: i64, after: i64, limit: u32) -> Result<Vec<LogLine>, DbError> {
+    /// Up to `limit` lines of job `job` after line `after`, and no more than
+    /// `max_bytes` of text (but at least one line).
+    pub fn logs(&self, job: i64, after: i64, limit: u32, max_bytes: usize) -> Result<Vec<LogLine>, DbError> {
         self.get(job)?;
         let mut stmt = self.conn.prepare_cached("SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
         let rows = stmt.query_map(params![job, after, limit], |r| Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? }))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut lines = Vec::new();
+        let mut bytes = 0;
+        for line in rows {
+            let line = line?;
+            bytes += line.text.len();
+            if bytes > max_bytes && !lines.is_empty() {
+                break;
+            }
+            lines.push(line);
+        }
+        Ok(lines)
     }
 
     /// Job `job`'s loss and eval loss curves, each at most `max_points` (at
@@ -51,3 +62,53 @@ impl Db {
         Ok(Some(job))
     }
 }
+
+/// Appends a heartbeat's log `lines` to job `job`'s log: each cut to
+/// [`bounds::MAX_LOG_LINE`], the newest within [`bounds::MAX_BEAT_LOG_BYTES`];
+/// then drops the job's oldest lines past [`bounds::MAX_JOB_LOG_BYTES`],
+/// counting them in one event line that says so.
+pub(super) fn append(tx: &rusqlite::Transaction, job: i64, lines: &[String]) -> Result<(), DbError> {
+    let (kept, over_budget) = bounds::newest_within_budget(lines);
+    let at = now();
+    let mut bytes = 0u64;
+    for line in &kept {
+        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
+        bytes += line.len() as u64;
+    }
+    let total: u64 = tx.query_row("UPDATE jobs SET log_bytes = log_bytes + ?2 WHERE id = ?1 RETURNING log_bytes", params![job, bytes], |r| r.get(0))?;
+    let mut dropped = over_budget as u64;
+    let mut freed = 0u64;
+    if total > bounds::MAX_JOB_LOG_BYTES {
+        // The oldest lines whose bytes cover the excess.
+        let excess = total - bounds::MAX_JOB_LOG_BYTES;
+        let mut stmt = tx.prepare_cached("SELECT seq, length(CAST(text AS BLOB)) FROM logs WHERE job = ?1 AND kind = 'log' ORDER BY seq")?;
+        let mut rows = stmt.query(params![job])?;
+        let mut cut = None;
+        while let Some(row) = rows.next()? {
+            freed += row.get::<_, u64>(1)?;
+            dropped += 1;
+            cut = Some(row.get::<_, i64>(0)?);
+            if freed >= excess {
+                break;
+            }
+        }
+        drop(rows);
+        if let Some(cut) = cut {
+            tx.execute("DELETE FROM logs WHERE job = ?1 AND kind = 'log' AND seq <= ?2", params![job, cut])?;
+        }
+    }
+    if dropped > 0 {
+        let count: u64 = tx.query_row(
+            "UPDATE jobs SET log_bytes = log_bytes - ?2, logs_dropped = logs_dropped + ?3 WHERE id = ?1 RETURNING logs_dropped",
+            params![job, freed, dropped],
+            |r| r.get(0),
+        )?;
+        tx.execute("DELETE FROM logs WHERE job = ?1 AND kind = 'event' AND text LIKE ?2", params![job, format!("{DROPPED_MARK}%")])?;
+        let note = format!("{DROPPED_MARK}: {count} in all; a job keeps at most {} MiB of log", bounds::MAX_JOB_LOG_BYTES >> 20);
+        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)", params![job, at, note])?;
+    }
+    Ok(())
+}
+
+/// How the event line that counts a job's dropped log lines begins.
+const DROPPED_MARK: &str = "tuneline: older log lines dropped";

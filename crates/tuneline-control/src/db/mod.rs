@@ -56,6 +56,9 @@ pub enum DbError {
     /// A row holds a value this version does not know.
     #[error("state database: job {0}: {1}")]
     Corrupt(i64, String),
+    /// A worker's figure no attempt could reach (422, naming the field).
+    #[error("{}", .0.error)]
+    Refused(tuneline_api::ApiError),
 }
 
 /// The state database.
@@ -75,7 +78,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     step INTEGER,
     loss REAL,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    log_bytes INTEGER NOT NULL DEFAULT 0,
+    logs_dropped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, id);
 CREATE TABLE IF NOT EXISTS workers (
@@ -140,6 +145,12 @@ impl Db {
         // Databases from before attempts kept when their trainer started.
         if conn.prepare("SELECT trainer_at FROM segments LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE segments ADD COLUMN trainer_at REAL")?;
+        }
+        // Databases from before a job's stored log was bounded.
+        if conn.prepare("SELECT log_bytes FROM jobs LIMIT 0").is_err() {
+            conn.execute_batch(
+                "ALTER TABLE jobs ADD COLUMN log_bytes INTEGER NOT NULL DEFAULT 0; ALTER TABLE jobs ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0",
+            )?;
         }
         // Databases from before workers had tokens of their own.
         if conn.prepare("SELECT token_digest FROM workers LIMIT 0").is_err() {

@@ -230,6 +230,12 @@ fn holder(job: &Job, worker: i64) -> Result<(), DbError> {
 
 /// Keeps the job's and the open segment's figures up to date.
 fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Heartbeat) -> Result<(), DbError> {
+    // The figures that reach a bill must fit the attempt's own wall time, by the server's clock.
+    let started: Option<f64> =
+        tx.query_row("SELECT started_at FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL", params![job, worker], |r| r.get(0)).optional()?;
+    if let Some(started) = started {
+        beat.check(now() - started).map_err(DbError::Refused)?;
+    }
     if let Some(step) = beat.step {
         tx.execute("UPDATE jobs SET step = ?2, loss = coalesce(?3, loss) WHERE id = ?1", params![job, step, beat.loss])?;
     }
@@ -240,10 +246,8 @@ fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Hea
          WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
         params![job, worker, beat.step, beat.compute_s, beat.tokens, beat.bytes_up, beat.bytes_down, beat.utilization],
     )?;
+    super::logs::append(tx, job, &beat.logs)?;
     let at = now();
-    for line in &beat.logs {
-        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
-    }
     for metric in &beat.metrics {
         tx.execute(
             "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)",

@@ -114,14 +114,48 @@ fn with_env_secrets(mut config: Config, env: impl Fn(&str) -> Option<String>) ->
 fn toml_problem(text: &str, e: &toml::de::Error, field: String) -> Problem {
     let field = if field == "." { String::new() } else { field };
     let line = e.span().map(|s| line_at(text, s.start));
-    let mut message = e.message().trim().replace('\n', "; ");
+    let mut message = without_strings(e.message().trim()).replace('\n', "; ");
     if field.is_empty() {
-        // A syntax error has no field to name, so quote the line it is on.
-        if let Some(source) = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).filter(|s| !s.is_empty()) {
+        // A syntax error has no field to name, so quote the key of the line it is on (never its value,
+        // which may be a secret), or a table header.
+        let source = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).and_then(|s| match s.split_once('=') {
+            Some((key, _)) => Some(format!("{} = …", key.trim())),
+            None => s.starts_with('[').then(|| s.to_string()),
+        });
+        if let Some(source) = source {
             message = format!("{message}: `{source}`");
         }
     }
     Problem { line, field, message }
+}
+
+/// `message` with every quoted string value serde put in it (`string "…"`) left out: a value
+/// in the wrong key may be a secret.
+fn without_strings(message: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(QUOTED) {
+        out.push_str(&rest[..at]);
+        out.push_str("a string");
+        let mut chars = rest[at + QUOTED.len()..].char_indices();
+        let mut end = rest.len() - at - QUOTED.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        rest = &rest[at + QUOTED.len() + end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Key segments of a path reported by `serde_ignored`.

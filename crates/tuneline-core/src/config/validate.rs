@@ -7,6 +7,9 @@ use super::values::SaveSteps;
 pub fn validate(c: &Config) -> Vec<(String, String)> {
     let mut v = Checks(Vec::new());
     v.name("project.name", &c.project.name);
+    let longest = crate::layout::RUN_NAME_MAX - 13;
+    let len = c.project.name.len();
+    v.check("project.name", len as f64, &format!("at most {longest} characters (runs are named `<project>-<12 hex>`)"), len <= longest);
     v.name("data.name", &c.data.name);
     v.check("store.concurrency", c.store.concurrency as f64, "1..=256", (1..=256).contains(&c.store.concurrency));
     v.check("store.retries", c.store.retries as f64, "0..=20", c.store.retries <= 20);
@@ -145,9 +148,8 @@ impl Checks {
 
     /// Names become store path segments, so they are kept to a safe alphabet.
     fn name(&mut self, field: &str, value: &str) {
-        let ok = !value.is_empty() && !value.starts_with('.') && value.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
-        if !ok {
-            self.fail(field, &format!("`{value}` is not a valid name; use letters, digits, `-`, `_` and `.`"));
+        if let Err(e) = crate::layout::check_name(value) {
+            self.fail(field, &e);
         }
     }
 }

@@ -117,17 +117,7 @@ struct Weights {
 
 impl Weights {
     fn open(dir: &Path, device: &Device) -> Result<Self, ModelError> {
-        let index_path = dir.join("model.safetensors.index.json");
-        let mut files: Vec<PathBuf> = if index_path.exists() {
-            let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::new(&index_path, e.to_string()))?;
-            let json: Value = serde_json::from_str(&text).map_err(|e| ModelError::new(&index_path, format!("invalid JSON: {e}")))?;
-            let map = json["weight_map"].as_object().ok_or_else(|| ModelError::new(&index_path, "no `weight_map`"))?;
-            map.values().filter_map(|f| Some(dir.join(f.as_str()?))).collect()
-        } else {
-            vec![dir.join("model.safetensors")]
-        };
-        files.sort();
-        files.dedup();
+        let files = crate::verify::shards(dir)?;
         // SAFETY: the files are only read, and a model directory is not rewritten while a model loads from it.
         let files = unsafe { MmapedSafetensors::multi(&files) }.map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
         Ok(Self { files, dir: dir.to_path_buf(), device: device.clone() })
