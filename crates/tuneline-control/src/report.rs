@@ -25,12 +25,18 @@ pub struct Prices {
     pub storage_per_gb_month: f64,
     /// Dollars per GB downloaded.
     pub egress_per_gb: f64,
+    /// The most a worker that registers itself bills per hour (`[workers] max_price_per_hour`).
+    pub max_worker_per_hour: f64,
 }
 
 impl Prices {
-    /// The prices `[cost]` sets.
+    /// The prices `[cost]` and `[workers]` set.
     pub fn of(config: &tuneline_core::config::Config) -> Self {
-        Self { storage_per_gb_month: config.cost.storage_price_per_gb_month, egress_per_gb: config.cost.egress_price_per_gb }
+        Self {
+            storage_per_gb_month: config.cost.storage_price_per_gb_month,
+            egress_per_gb: config.cost.egress_price_per_gb,
+            max_worker_per_hour: config.workers.max_price_per_hour,
+        }
     }
 }
 
@@ -254,7 +260,7 @@ mod tests {
         // Two hours billed at $2/h: the first hour trained 10 steps and lost 5 of
         // them, the second trained the rest; 0.5 utilization throughout.
         let segments = [segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted"), segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded")];
-        let r = report(&segments, Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.09 }, 7200.0);
+        let r = report(&segments, Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.09, max_worker_per_hour: 100.0 }, 7200.0);
         assert_eq!((r.steps_computed, r.steps_committed, r.steps_lost, r.preemptions, r.max_lost_per_preemption), (20, 15, 5, 1, 5));
         assert!((r.wall_hours - 2.0).abs() < 1e-9 && (r.effective_hours - 1.5).abs() < 1e-9);
         assert!((r.egress_usd - 0.18).abs() < 1e-9 && (r.total_usd - 4.18).abs() < 1e-9);
@@ -267,7 +273,7 @@ mod tests {
         let preempted = segment(0.0, 3600.0, (0, 10), 5, 1800.0, "preempted");
         // An attempt preempted during its prefetch: all of it startup.
         let early = Segment { trainer_at: None, ..segment(3600.0, 3960.0, (5, 5), 0, 0.0, "preempted") };
-        let r = report(&[preempted, early], Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0 }, 3960.0);
+        let r = report(&[preempted, early], Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 }, 3960.0);
         let b = r.breakdown;
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(b.effective_usd, 0.5) && close(b.lost_usd, 0.5), "{b:?}");
@@ -288,7 +294,7 @@ mod tests {
             utilization: None,
             ..segment(3600.0, 5400.0, (0, 0), 0, 0.0, "succeeded")
         };
-        let prices = Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0 };
+        let prices = Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 };
         let alone = report(std::slice::from_ref(&training), prices, 5400.0);
         let r = report(&[training, delivery], prices, 5400.0);
         assert!((r.wall_hours - 1.0).abs() < 1e-9 && (r.delivery_hours - 0.5).abs() < 1e-9, "GPU hours and CPU hours apart: {r:?}");

@@ -1,6 +1,6 @@
 //! What one worker's token can do to the server, tried as an attacker
 //! would: figures no attempt could reach, floods of log lines, huge bodies,
-//! guessed tokens and mass registration. The bill stays as it was, the state
+//! guessed tokens, mass registration at the highest price. The bill stays as it was, the state
 //! database and the answers stay bounded, and each refusal names its field.
 
 use std::time::Duration;
@@ -134,5 +134,8 @@ async fn guessed_tokens_and_mass_registration_are_throttled() {
         joiner.register(&info).await.unwrap();
     }
     assert_eq!(refused(joiner.register(&info).await.unwrap_err()).0, 429, "the join secret's budget is spent");
+    let admin = Client::new(&joining.url(), &joining.token);
+    let prices: Vec<f64> = admin.workers(true).await.unwrap().iter().map(|w| w.info.price_per_hour).collect();
+    assert!(prices.len() == MAX_JOINS as usize && prices.iter().all(|&p| p == 100.0), "a worker's own price is capped by [workers] max_price_per_hour");
     drop(server);
 }

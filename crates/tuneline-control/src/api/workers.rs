@@ -20,13 +20,19 @@ use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegist
 pub async fn register(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
-    Body(info): Body<WorkerRegister>,
+    Body(mut info): Body<WorkerRegister>,
 ) -> Result<(StatusCode, Json<Registered>), Failure> {
     if caller == Caller::Joiner {
         shared.throttle.join().map_err(super::credentials::too_many)?;
     }
     if !(0.0..=MAX_PRICE_PER_HOUR).contains(&info.price_per_hour) {
         return Err(Failure::bad("price_per_hour", format!("price_per_hour: must be dollars per hour, from 0 to {MAX_PRICE_PER_HOUR}")));
+    }
+    // A worker names its own price; the plane's launch record replaces it for a machine the plane launched.
+    let cap = shared.prices().max_worker_per_hour;
+    if info.price_per_hour > cap {
+        tracing::warn!("a worker registering at ${}/h is billed at [workers] max_price_per_hour, ${cap}/h", info.price_per_hour);
+        info.price_per_hour = cap;
     }
     let token = new_token();
     let worker = shared.db().register(&info, &digest(&token))?;

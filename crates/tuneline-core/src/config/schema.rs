@@ -447,6 +447,9 @@ pub struct WorkersConfig {
     pub phase: Phase,
     /// Most a worker's cache (datasets, base models) holds; the least recently used go first [default: the disk].
     pub cache_size: Option<MemorySize>,
+    /// The most a worker that registers itself bills per hour, in dollars: a higher price it
+    /// names is capped to this. A machine the plane launched bills its launch price.
+    pub max_price_per_hour: f64,
 }
 
 impl WorkersConfig {
@@ -471,6 +474,7 @@ impl Default for WorkersConfig {
             orphan_timeout: HumanDuration::from_secs(30 * 60),
             phase: Phase::Experiment,
             cache_size: None,
+            max_price_per_hour: 100.0,
         }
     }
 }

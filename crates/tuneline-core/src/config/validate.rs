@@ -86,6 +86,8 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.fail("server.tls", "is \"off\" but tls_cert is set; remove one");
     }
     v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
+    let price = c.workers.max_price_per_hour;
+    v.check("workers.max_price_per_hour", price, "0 to 100000 dollars per hour", (0.0..=100_000.0).contains(&price));
     for (i, name) in c.workers.providers.iter().enumerate() {
         let field = format!("workers.providers[{i}]");
         if matches!(name.as_str(), "local" | "manual") {
