@@ -237,11 +237,17 @@ impl Drop for Server {
 }
 
 /// Declares workers silent past the lease timeout lost and requeues their jobs.
+/// Silence is counted only while this server runs: after a restart every
+/// worker has a whole lease timeout to reach it again, however long it was down.
 async fn reap(shared: Arc<Shared>) {
     let timeout = shared.timing().lease_timeout;
+    let started = now();
     let mut tick = tokio::time::interval((timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5)));
     loop {
         tick.tick().await;
+        if now() - started < timeout.as_secs_f64() {
+            continue;
+        }
         let lost = {
             let mut db = shared.db();
             let silent = db.silent_workers(now() - timeout.as_secs_f64()).unwrap_or_default();

@@ -38,12 +38,18 @@ impl std::fmt::Debug for ChatTemplate {
     }
 }
 
+/// The instructions one rendering may run.
+const TEMPLATE_FUEL: u64 = 50_000_000;
+
 impl ChatTemplate {
     /// Compiles `source`; the error says where the template is invalid.
     pub fn new(source: &str, special: SpecialTokens) -> Result<Self, String> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
+        // A template comes with the model, from whoever made the file: one that loops without end
+        // runs out of fuel instead of hanging data preparation. Real ones use a few hundred per message.
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> { Err(Error::new(ErrorKind::InvalidOperation, message)) });

@@ -27,9 +27,12 @@ pub(crate) fn gguf(path: &Path, content: &Content) -> Result<(), ModelError> {
     let mut tensors: Vec<_> = content.tensor_infos.iter().collect();
     tensors.sort_by_key(|(_, t)| t.offset);
     for (name, t) in tensors {
-        let elements = t.shape.elem_count() as u64;
+        // Counted with checks: the shape is the file's word, and may overflow (a fuzzed header did).
+        let Some(elements) = t.shape.dims().iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64)) else {
+            return Err(ModelError::new(path, format!("tensor `{name}` declares the shape {:?}, too large for any file: {REFETCH}", t.shape.dims())));
+        };
         let (block, size) = (t.ggml_dtype.block_size() as u64, t.ggml_dtype.type_size() as u64);
-        let bytes = elements / block * size;
+        let bytes = (elements / block).saturating_mul(size);
         let end = content.tensor_data_offset.checked_add(t.offset).and_then(|start| start.checked_add(bytes));
         match end {
             Some(end) if end <= len => {}

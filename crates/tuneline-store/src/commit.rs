@@ -49,10 +49,7 @@ impl ArtifactStore {
             Err(object_store::Error::NotFound { .. }) => return Err(StoreError::NotCommitted { prefix: prefix.trim_matches('/').to_string() }),
             Err(e) => return Err(self.err(e)),
         };
-        let commit: Commit =
-            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt { key: location.to_string(), what: format!("unreadable manifest: {e}") })?;
-        commit.check().map_err(|what| StoreError::Corrupt { key: location.to_string(), what })?;
-        Ok(commit)
+        Commit::parse(&bytes).map_err(|what| StoreError::Corrupt { key: location.to_string(), what })
     }
 
     /// The content of one file of the committed artifact at `prefix`, checked against its sha256.

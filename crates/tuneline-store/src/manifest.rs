@@ -48,6 +48,13 @@ impl Commit {
         }
     }
 
+    /// Parses a `COMMIT.json` and [`Self::check`]s it; `Err` says what is wrong.
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let commit: Self = serde_json::from_slice(bytes).map_err(|e| format!("unreadable manifest: {e}"))?;
+        commit.check()?;
+        Ok(commit)
+    }
+
     /// Checks what a reader relies on: every path is a normalized relative
     /// path ([`tuneline_core::confine::check_relative`]) listed once, and
     /// every sha256 is 64 lowercase hex digits. Says which entry breaks which rule.

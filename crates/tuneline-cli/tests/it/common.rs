@@ -90,8 +90,13 @@ pub fn server(ctx: &TestContext) -> (Killed, String) {
 
 /// [`server`], with `env` added to its environment (a cloud's credentials).
 pub fn server_with(ctx: &TestContext, env: &[(&str, &str)]) -> (Killed, String) {
+    server_on(ctx, "127.0.0.1:0", env)
+}
+
+/// [`server_with`], listening on `listen` (a port that must stay the same across a restart).
+pub fn server_on(ctx: &TestContext, listen: &str, env: &[(&str, &str)]) -> (Killed, String) {
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
-        .args(["server", "--listen", "127.0.0.1:0"])
+        .args(["server", "--listen", listen])
         .current_dir(ctx.path(""))
         .env_remove("TUNELINE_TOKEN")
         .envs(env.iter().copied())

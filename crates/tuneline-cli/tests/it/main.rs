@@ -19,6 +19,7 @@ mod jobs;
 mod join;
 mod model;
 mod plan;
+mod restart;
 mod run;
 mod server;
 mod simulate;

@@ -68,14 +68,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes =
             axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(e.status(), format!("unreadable request body: {}", e.body_text())))?;
-        let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
-        if !value.is_object() {
-            // serde would take an array as a struct's fields in order.
-            return Err(Failure::bad("body", "body: expected a JSON object"));
-        }
-        integers(&mut value, &mut String::new())?;
-        serde_path_to_error::deserialize(value).map(Body).map_err(|e| field_error(e, "body"))
+        decode(&bytes).map(Body)
     }
+}
+
+/// A request body's bytes as `T`, as [`Body`] takes them: a JSON object, integral
+/// floats as integers, a field that does not fit named by its path (400).
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
+    if !value.is_object() {
+        // serde would take an array as a struct's fields in order.
+        return Err(Failure::bad("body", "body: expected a JSON object"));
+    }
+    integers(&mut value, &mut String::new())?;
+    serde_path_to_error::deserialize(value).map_err(|e| field_error(e, "body"))
 }
 
 /// Rewrites integral floats in `value` as integers, and refuses integers past

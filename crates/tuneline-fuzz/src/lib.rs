@@ -1,0 +1,82 @@
+//! The fuzzing harness: seeds made from the real files the parsers meet
+//! (the SmolLM2 GGUF's metadata and tensor types, ShareGPT records, a
+//! dataset's Parquet shard, a commit manifest, the example's config), and
+//! [`Mutation`], which bolero generates and which turns a seed into an input:
+//! byte writes, an insertion and a cut. Under `cargo test` bolero draws
+//! mutations at random for a few seconds; under libFuzzer (`bench/fuzz.sh`)
+//! it evolves them by coverage. Every crash found becomes a file in the
+//! target's `tests/regressions/<target>/`, replayed by every run.
+
+pub mod seeds;
+
+use std::path::Path;
+use std::time::Duration;
+
+/// How long each target draws random mutations in `cargo test`.
+pub const TEST_TIME: Duration = Duration::from_secs(3);
+
+/// What turns a seed into a fuzz input.
+#[derive(Debug, Clone, bolero::TypeGenerator)]
+pub struct Mutation {
+    /// Which seed (modulo their count).
+    pub seed: u8,
+    /// Bytes overwritten: (offset modulo the length, byte).
+    pub writes: Vec<(u32, u8)>,
+    /// Bytes inserted at an offset (modulo the length + 1).
+    pub insert: Option<(u32, Vec<u8>)>,
+    /// Where the input is cut (modulo the length + 1).
+    pub cut: Option<u32>,
+}
+
+impl Mutation {
+    /// The input this mutation makes of `seeds`.
+    pub fn apply(&self, seeds: &[Vec<u8>]) -> Vec<u8> {
+        let mut bytes = seeds[self.seed as usize % seeds.len()].clone();
+        for &(at, byte) in &self.writes {
+            if !bytes.is_empty() {
+                let at = at as usize % bytes.len();
+                bytes[at] = byte;
+            }
+        }
+        if let Some((at, inserted)) = &self.insert {
+            let at = *at as usize % (bytes.len() + 1);
+            bytes.splice(at..at, inserted.iter().copied());
+        }
+        if let Some(cut) = self.cut {
+            bytes.truncate(cut as usize % (bytes.len() + 1));
+        }
+        bytes
+    }
+}
+
+/// Runs `target` on every file of `tests/regressions/<name>/` (crashes found
+/// before, kept as regression tests), then on mutations of `seeds` for
+/// [`TEST_TIME`] (or as long as libFuzzer runs).
+pub fn fuzz(name: &str, seeds: Vec<Vec<u8>>, target: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
+    let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name);
+    if let Ok(entries) = std::fs::read_dir(&regressions) {
+        for entry in entries.flatten() {
+            target(&std::fs::read(entry.path()).expect("a regression input reads"));
+        }
+    }
+    for seed in &seeds {
+        target(seed);
+    }
+    bolero::check!().with_type::<Mutation>().with_test_time(TEST_TIME).for_each(|m| {
+        let input = m.apply(&seeds);
+        if let Err(panic) = std::panic::catch_unwind(|| target(&input)) {
+            keep_crash(name, &input);
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
+
+/// Writes an input that crashed `name` where a developer turns it into a
+/// regression test (copy it into `tests/regressions/<name>/`), and says where.
+fn keep_crash(name: &str, input: &[u8]) {
+    let dir = std::env::temp_dir().join("tuneline-fuzz-crashes").join(name);
+    let path = dir.join(format!("{:016x}", input.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))));
+    if std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, input)).is_ok() {
+        eprintln!("fuzz target {name} crashed on the input kept in {}", path.display());
+    }
+}
