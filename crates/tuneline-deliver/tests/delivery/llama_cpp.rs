@@ -31,11 +31,16 @@ fn prompts(tokenizer: &ModelTokenizer) -> Vec<String> {
     QUESTIONS.iter().map(|q| template.render(&[Message::new("user", *q)], true).unwrap()).collect()
 }
 
+/// llama.cpp's plain CPU kernels, as on every machine: without it, a CPU with AMX
+/// (Sapphire Rapids and later) gets its AMX buffers, whose rounding changes greedy
+/// text and whose LoRA path made llama-perplexity fail here.
+const NO_REPACK: &str = "--no-repack";
+
 /// llama-completion's greedy continuation of `prompt` (and its stderr).
 fn llama_cpp(model: &Path, lora: Option<&Path>, prompt: &str) -> (String, String) {
     let mut cmd = Command::new(tuneline_testkit::llama_cpp_tool("llama-completion"));
     cmd.arg("-m").arg(model).args(["-p", prompt, "-n", &TOKENS.to_string(), "--temp", "0", "-no-cnv", "--no-display-prompt", "--simple-io"]);
-    cmd.args(["-c", "512", "-t", "2", "--no-warmup", "-s", "1"]);
+    cmd.args(["-c", "512", "-t", "2", "--no-warmup", "-s", "1", NO_REPACK]);
     if let Some(lora) = lora {
         cmd.arg("--lora").arg(lora);
     }
@@ -128,7 +133,7 @@ fn llama_perplexity(model: &Path, lora: Option<&Path>) -> f64 {
     let file = dir.path().join("eval.txt");
     std::fs::write(&file, eval_text(&tokenizer)).unwrap();
     let mut cmd = Command::new(tuneline_testkit::llama_cpp_tool("llama-perplexity"));
-    cmd.arg("-m").arg(model).arg("-f").arg(&file).args(["-c", &CONTEXT.to_string(), "-b", &CONTEXT.to_string(), "-t", "2"]);
+    cmd.arg("-m").arg(model).arg("-f").arg(&file).args(["-c", &CONTEXT.to_string(), "-b", &CONTEXT.to_string(), "-t", "2", NO_REPACK]);
     if let Some(lora) = lora {
         cmd.arg("--lora").arg(lora);
     }
