@@ -5,7 +5,7 @@
 # toolchain (rustup's) and cargo-bolero 0.13.5, installed here once.
 #   MINUTES=10 bash bench/fuzz.sh            every target, 10 minutes each
 #   MINUTES=60 bash bench/fuzz.sh gguf_header
-# A crash leaves its input in crates/tuneline-fuzz/tests/__fuzz__/parsers/<target>/crashes:
+# A crash leaves its input in crates/tuneline-fuzz/tests/__fuzz__/<target>/crashes:
 # run it through the target once (the stable run keeps the final input in
 # $TMPDIR/tuneline-fuzz-crashes/<target>/) and copy that file into
 # crates/tuneline-fuzz/tests/regressions/<target>/, where every run replays it.

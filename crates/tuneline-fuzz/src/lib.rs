@@ -49,26 +49,48 @@ impl Mutation {
     }
 }
 
-/// Runs `target` on every file of `tests/regressions/<name>/` (crashes found
-/// before, kept as regression tests), then on mutations of `seeds` for
-/// [`TEST_TIME`] (or as long as libFuzzer runs).
-pub fn fuzz(name: &str, seeds: Vec<Vec<u8>>, target: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
+pub use bolero;
+
+/// Fuzzes `target` (a `Fn(&[u8])`) named `name`: first on every file of
+/// `tests/regressions/<name>/` (crashes found before) and on the `seeds`, then
+/// on mutations of the seeds for [`TEST_TIME`] (or as long as libFuzzer runs).
+/// A macro, so that bolero names the target after the test that calls it
+/// (`cargo bolero test gguf_header`).
+#[macro_export]
+macro_rules! fuzz {
+    ($name:expr, $seeds:expr, $target:expr) => {{
+        let seeds: Vec<Vec<u8>> = $seeds;
+        let target = $crate::target($target);
+        $crate::replay($name, &seeds, &target);
+        $crate::bolero::check!().with_type::<$crate::Mutation>().with_test_time($crate::TEST_TIME).for_each(|m| $crate::run($name, &seeds, &target, m));
+    }};
+}
+
+/// `target`, typed as a target: a closure over any input's bytes.
+pub fn target<F: Fn(&[u8]) + std::panic::RefUnwindSafe>(target: F) -> F {
+    target
+}
+
+/// Runs `target` on the regression files of `name` and on every seed.
+pub fn replay(name: &str, seeds: &[Vec<u8>], target: &impl Fn(&[u8])) {
     let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name);
     if let Ok(entries) = std::fs::read_dir(&regressions) {
         for entry in entries.flatten() {
             target(&std::fs::read(entry.path()).expect("a regression input reads"));
         }
     }
-    for seed in &seeds {
+    for seed in seeds {
         target(seed);
     }
-    bolero::check!().with_type::<Mutation>().with_test_time(TEST_TIME).for_each(|m| {
-        let input = m.apply(&seeds);
-        if let Err(panic) = std::panic::catch_unwind(|| target(&input)) {
-            keep_crash(name, &input);
-            std::panic::resume_unwind(panic);
-        }
-    });
+}
+
+/// Runs `target` on the input `mutation` makes of `seeds`; a crash keeps the input.
+pub fn run(name: &str, seeds: &[Vec<u8>], target: &(impl Fn(&[u8]) + std::panic::RefUnwindSafe), mutation: &Mutation) {
+    let input = mutation.apply(seeds);
+    if let Err(panic) = std::panic::catch_unwind(|| target(&input)) {
+        keep_crash(name, &input);
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// Writes an input that crashed `name` where a developer turns it into a

@@ -16,7 +16,7 @@ fn scratch(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
 #[test]
 fn gguf_header() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz("gguf_header", seeds::gguf(), |bytes| {
+    fuzz!("gguf_header", seeds::gguf(), |bytes| {
         let _ = tuneline_model::gguf::open(&scratch(dir.path(), "model.gguf", bytes));
     });
 }
@@ -25,7 +25,7 @@ fn gguf_header() {
 fn safetensors_header() {
     let dir = tempfile::tempdir().unwrap();
     scratch(dir.path(), "tokenizer.json", b"{}");
-    fuzz("safetensors_header", seeds::safetensors(), |bytes| {
+    fuzz!("safetensors_header", seeds::safetensors(), |bytes| {
         scratch(dir.path(), "model.safetensors", bytes);
         let _ = tuneline_model::ModelSource::detect(dir.path());
     });
@@ -40,30 +40,30 @@ fn read_rows(dir: &Path, name: &str, bytes: &[u8]) {
 #[test]
 fn json_array_scanner() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz("json_array_scanner", seeds::json_array(), |bytes| read_rows(dir.path(), "data.json", bytes));
+    fuzz!("json_array_scanner", seeds::json_array(), |bytes| read_rows(dir.path(), "data.json", bytes));
 }
 
 #[test]
 fn jsonl_rows() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz("jsonl_rows", seeds::jsonl(), |bytes| read_rows(dir.path(), "data.jsonl", bytes));
+    fuzz!("jsonl_rows", seeds::jsonl(), |bytes| read_rows(dir.path(), "data.jsonl", bytes));
 }
 
 #[test]
 fn csv_rows() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz("csv_rows", seeds::csv(), |bytes| read_rows(dir.path(), "data.csv", bytes));
+    fuzz!("csv_rows", seeds::csv(), |bytes| read_rows(dir.path(), "data.csv", bytes));
 }
 
 #[test]
 fn parquet_rows() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz("parquet_rows", seeds::parquet(), |bytes| read_rows(dir.path(), "data.parquet", bytes));
+    fuzz!("parquet_rows", seeds::parquet(), |bytes| read_rows(dir.path(), "data.parquet", bytes));
 }
 
 #[test]
 fn commit_manifest() {
-    fuzz("commit_manifest", seeds::commit(), |bytes| {
+    fuzz!("commit_manifest", seeds::commit(), |bytes| {
         if let Ok(commit) = tuneline_store::Commit::parse(bytes) {
             // What a pull relies on: every path it will write is confined.
             for file in &commit.files {
@@ -75,7 +75,7 @@ fn commit_manifest() {
 
 #[test]
 fn config_toml() {
-    fuzz("config_toml", seeds::config(), |bytes| {
+    fuzz!("config_toml", seeds::config(), |bytes| {
         let _ = tuneline_core::config::Config::parse(&String::from_utf8_lossy(bytes), "tuneline.toml", |_| None);
     });
 }
@@ -84,7 +84,7 @@ fn config_toml() {
 fn api_body() {
     use tuneline_api::{Heartbeat, WireSubmit, WorkerRegister};
     use tuneline_control::api::error::decode;
-    fuzz("api_body", seeds::api_body(), |bytes| {
+    fuzz!("api_body", seeds::api_body(), |bytes| {
         if let Ok(wire) = decode::<WireSubmit>(bytes) {
             let _ = tuneline_api::JobSubmit::try_from(wire);
         }
@@ -97,7 +97,7 @@ fn api_body() {
 
 #[test]
 fn chat_template() {
-    fuzz("chat_template", seeds::chat_template(), |bytes| {
+    fuzz!("chat_template", seeds::chat_template(), |bytes| {
         let text = String::from_utf8_lossy(bytes);
         let (source, messages) = text.split_once('\0').unwrap_or((&text, "[]"));
         let turns: Vec<(String, String)> = serde_json::from_str::<Vec<serde_json::Value>>(messages)
