@@ -24,7 +24,7 @@ printf '%-20s %8s %12s %10s %s\n' target minutes executions "exec/s" result
 for target in "${targets[@]}"; do
   log=$(mktemp)
   if cargo +nightly bolero test -p tuneline-fuzz "$target" -T "${minutes}min" > "$log" 2>&1; then result=clean; else result="CRASH (see $log)"; fi
-  runs=$(grep -o '^#[0-9]*' "$log" | tail -n1 | tr -d '#' || true)
+  runs=$(grep -oE '#[0-9]+' "$log" | tail -n1 | tr -d '#' || true)
   rate=$(grep -o 'exec/s: [0-9]*' "$log" | tail -n1 | awk '{print $2}' || true)
   printf '%-20s %8s %12s %10s %s\n' "$target" "$minutes" "${runs:-?}" "${rate:-?}" "$result"
   [ "$result" = clean ] && rm -f "$log"
