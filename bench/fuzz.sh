@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Long fuzzing of every parser of untrusted input, under libFuzzer with
 # AddressSanitizer: the targets of crates/tuneline-fuzz/tests/parsers.rs, which
-# `cargo test` runs for 3 s each on the stable toolchain. Needs the nightly
+# `cargo test` runs with 20,000 fixed mutations each on the stable toolchain. Needs the nightly
 # toolchain (rustup's) and cargo-bolero 0.13.5, installed here once.
 #   MINUTES=10 bash bench/fuzz.sh            every target, 10 minutes each
 #   MINUTES=60 bash bench/fuzz.sh gguf_header

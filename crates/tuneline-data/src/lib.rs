@@ -9,6 +9,7 @@ pub mod format;
 pub mod ingest;
 pub mod output;
 pub mod pack;
+pub mod parquet_batches;
 pub mod prepare;
 pub mod read;
 pub mod spill;

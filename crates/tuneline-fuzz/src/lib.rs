@@ -2,18 +2,21 @@
 //! (the SmolLM2 GGUF's metadata and tensor types, ShareGPT records, a
 //! dataset's Parquet shard, a commit manifest, the example's config), and
 //! [`Mutation`], which bolero generates and which turns a seed into an input:
-//! byte writes, an insertion and a cut. Under `cargo test` bolero draws
-//! mutations at random for a few seconds; under libFuzzer (`bench/fuzz.sh`)
-//! it evolves them by coverage. Every crash found becomes a file in the
-//! target's `tests/regressions/<target>/`, replayed by every run.
+//! byte writes, an insertion and a cut. Under `cargo test` each target meets
+//! the same [`TEST_MUTATIONS`] mutations every run, drawn from a fixed seed, so
+//! that CI is reproducible; under libFuzzer (`bench/fuzz.sh`, `cfg(fuzzing)`)
+//! bolero evolves them by coverage for as long as wanted. Every crash found
+//! becomes a file in the target's `tests/regressions/<target>/`, replayed by
+//! every run.
 
 pub mod seeds;
 
 use std::path::Path;
-use std::time::Duration;
 
-/// How long each target draws random mutations in `cargo test`.
-pub const TEST_TIME: Duration = Duration::from_secs(3);
+use rand::{Rng, SeedableRng};
+
+/// How many mutations each target meets in `cargo test`.
+pub const TEST_MUTATIONS: u64 = 20_000;
 
 /// What turns a seed into a fuzz input.
 #[derive(Debug, Clone, bolero::TypeGenerator)]
@@ -47,22 +50,37 @@ impl Mutation {
         }
         bytes
     }
+
+    /// The `index`th mutation of the fixed sequence `cargo test` runs: a few
+    /// writes, sometimes an insertion, sometimes a cut.
+    pub fn drawn(index: u64) -> Mutation {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(index);
+        let writes = (0..rng.random_range(0..4)).map(|_| (rng.random(), rng.random())).collect();
+        let insert = rng.random_bool(0.25).then(|| (rng.random(), (0..rng.random_range(1..16)).map(|_| rng.random()).collect()));
+        let cut = rng.random_bool(0.25).then(|| rng.random());
+        Mutation { seed: rng.random(), writes, insert, cut }
+    }
 }
 
 pub use bolero;
 
 /// Fuzzes `target` (a `Fn(&[u8])`) named `name`: first on every file of
 /// `tests/regressions/<name>/` (crashes found before) and on the `seeds`, then
-/// on mutations of the seeds for [`TEST_TIME`] (or as long as libFuzzer runs).
-/// A macro, so that bolero names the target after the test that calls it
-/// (`cargo bolero test gguf_header`).
+/// on mutations of the seeds: the fixed [`TEST_MUTATIONS`] in `cargo test`,
+/// bolero's for as long as libFuzzer runs. A macro, so that bolero names the
+/// target after the test that calls it (`cargo bolero test gguf_header`).
 #[macro_export]
 macro_rules! fuzz {
     ($name:expr, $seeds:expr, $target:expr) => {{
         let seeds: Vec<Vec<u8>> = $seeds;
         let target = $crate::target($target);
         $crate::replay($name, &seeds, &target);
-        $crate::bolero::check!().with_type::<$crate::Mutation>().with_test_time($crate::TEST_TIME).for_each(|m| $crate::run($name, &seeds, &target, m));
+        #[cfg(fuzzing)]
+        $crate::bolero::check!().with_type::<$crate::Mutation>().for_each(|m| $crate::run($name, &seeds, &target, m));
+        #[cfg(not(fuzzing))]
+        for index in 0..$crate::TEST_MUTATIONS {
+            $crate::run($name, &seeds, &target, &$crate::Mutation::drawn(index));
+        }
     }};
 }
 

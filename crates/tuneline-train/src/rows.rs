@@ -2,13 +2,11 @@
 //! `eval-*.parquet`: `input_ids`, `labels`, `position_ids`, `segment_ids`,
 //! each a list of int32 per packed row).
 
-use std::fs::File;
 use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::Array;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 pub use tuneline_core::dataset::Row;
 use tuneline_core::dataset::COLUMNS;
@@ -23,7 +21,7 @@ pub fn read_split(dir: &Path, split: &str) -> std::io::Result<Vec<Row>> {
     let mut rows = Vec::new();
     for shard in shards {
         let bad = |e: &dyn std::fmt::Display| std::io::Error::other(format!("{}: {e}", shard.display()));
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&shard)?).and_then(|b| b.build()).map_err(|e| bad(&e))?;
+        let reader = tuneline_data::parquet_batches::open(&shard, 1024).map_err(|e| bad(&e))?;
         for batch in reader {
             let batch = batch.map_err(|e| bad(&e))?;
             let column = |name: &str| -> std::io::Result<Vec<Vec<i32>>> {

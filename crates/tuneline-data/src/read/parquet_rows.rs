@@ -5,8 +5,6 @@ use std::path::Path;
 
 use tuneline_core::progress::Progress;
 
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
 use super::{Origin, RawRecord, ReadOutcome, Unreadable, MALFORMED};
 
 /// Reads every row of `path`.
@@ -16,16 +14,13 @@ pub fn read(
     on_unreadable: &mut dyn FnMut(Unreadable),
     progress: &dyn Progress,
 ) -> std::io::Result<ReadOutcome> {
-    let file = std::fs::File::open(path)?;
     // Parquet is read by seeking between column chunks: the progress counts whole files.
-    let size = file.metadata()?.len();
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(1024).build())
-        .map_err(|e| std::io::Error::other(format!("not a readable Parquet file: {e}")))?;
+    let size = std::fs::metadata(path)?.len();
+    let reader = crate::parquet_batches::open(path, 1024)?;
     let mut outcome = ReadOutcome::default();
     let mut row = 0u64;
     for batch in reader {
-        let batch = batch.map_err(std::io::Error::other)?;
+        let batch = batch?;
         let mut writer = arrow_json::ArrayWriter::new(Vec::new());
         writer.write(&batch).map_err(std::io::Error::other)?;
         writer.finish().map_err(std::io::Error::other)?;
