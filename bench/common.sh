@@ -1,4 +1,4 @@
-# Sourced by the training benches, from the repository root: builds tuneline
+# Sourced by the benches, from the repository root: builds tuneline
 # (release), gives a scratch directory removed on exit, and helpers for a
 # project with the real SmolLM2 model. Needs: scripts/setup-test-deps.sh.
 # FEATURES=cuda builds the CUDA path (needs the CUDA toolkit's nvcc).
@@ -38,4 +38,19 @@ torch_python() {
     "$py" -m pip install --quiet torch==2.15.0 transformers==5.24.0 numpy==2.4.6 sentencepiece==0.2.3 protobuf==7.36.2 safetensors==0.8.0
   fi
   echo "$py"
+}
+
+# start_server TOML: `tuneline server` on a free loopback port in the scratch
+# directory, with TOML as its tuneline.toml; sets $server (pid), $url, $token
+# and $state (its state directory), and kills it on exit.
+start_server() {
+  mkdir -p "$work/server"
+  printf '%s\n' "$1" > "$work/server/tuneline.toml"
+  (cd "$work/server" && exec "$tuneline" server --listen 127.0.0.1:0 2> server.log) &
+  server=$!
+  trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
+  for _ in $(seq 100); do grep -q 'tuneline server: ' "$work/server/server.log" 2>/dev/null && break; sleep 0.1; done
+  url=$(grep -o 'http://[0-9.:]*' "$work/server/server.log" | head -1)
+  state="$work/server/.tuneline/control"
+  token=$(cat "$state/token")
 }

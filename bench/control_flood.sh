@@ -8,13 +8,7 @@
 #   bash bench/control_flood.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${CARGO_TARGET_DIR:-target}"
-cargo build --release -q -p tuneline-cli -p tuneline-control --example flood
-dir=$(mktemp -d)
-trap 'kill $server 2>/dev/null; rm -rf "$dir"' EXIT
-(cd "$dir" && printf '[workers]\nprovider = "manual"\n' > tuneline.toml \
-  && exec "$OLDPWD/$target/release/tuneline" server --listen 127.0.0.1:0 2> server.log) &
-server=$!
-for _ in $(seq 100); do grep -q 'tuneline server: ' "$dir/server.log" 2>/dev/null && break; sleep 0.1; done
-url=$(grep -o 'http://[0-9.:]*' "$dir/server.log" | head -1)
-"$target/release/examples/flood" "$url" "$(cat "$dir/.tuneline/control/token")" "$server" "$dir/.tuneline/control"
+source bench/common.sh
+cargo build --release -q -p tuneline-control --example flood
+start_server $'[workers]\nprovider = "manual"'
+"$target/release/examples/flood" "$url" "$token" "$server" "$state"

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${MINUTES:-10}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf_header safetensors_header json_array_scanner jsonl_rows csv_rows parquet_rows commit_manifest config_toml api_body chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf_header safetensors_header json_array_scanner jsonl_rows csv_rows parquet_rows commit_manifest dataset_manifest config_toml api_body chat_template)
 command -v cargo-bolero > /dev/null || cargo install cargo-bolero --version 0.13.5 --no-default-features --locked
 rustup toolchain list | grep -q nightly || { echo "fuzz.sh: needs the nightly toolchain (rustup toolchain install nightly)" >&2; exit 1; }
 # The libFuzzer build is its own: sanitizer flags would otherwise rebuild the test build's dependencies.

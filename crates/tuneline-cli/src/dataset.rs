@@ -89,7 +89,7 @@ fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> Cli
 
 pub async fn manifest_at(store: &ArtifactStore, prefix: &str) -> CliResult<Manifest> {
     let bytes = store.read_committed(prefix, MANIFEST).await?;
-    serde_json::from_slice(&bytes).map_err(|e| Failure::failed(format!("{prefix}/{MANIFEST}: unreadable manifest: {e}")))
+    Manifest::parse(&bytes).map_err(|e| Failure::failed(format!("{prefix}/{MANIFEST}: unreadable manifest: {e}")))
 }
 
 /// The human view of a manifest: counts at every stage, lengths, packing.

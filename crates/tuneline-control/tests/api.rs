@@ -2,25 +2,18 @@
 //! bad requests named by field, the lease / start / release cycle with its
 //! ledger, lost workers, and one server per state database.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{refused, server, timing};
 use serde_json::json;
-use tuneline_api::client::{Client, ClientError};
+use tuneline_api::client::Client;
 use tuneline_api::State;
 use tuneline_api::{CommandSpec, DeliverSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec, WorkerRegister, WorkerState};
 use tuneline_control::api::Timing;
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{Endpoint, Server};
-
-fn timing(lease_timeout: Duration) -> Timing {
-    Timing { heartbeat: Duration::from_millis(200), lease_timeout, idle_timeout: Duration::from_secs(1800) }
-}
-
-async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, Client) {
-    let server = Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing(lease_timeout), Box::new(StoreCheck::default())).await.unwrap();
-    let client = Client::new(&server.url(), &server.token);
-    (server, client)
-}
 
 fn command_job(run: &str) -> JobSubmit {
     JobSubmit::new(JobSpec::Command(CommandSpec::new(["python", "train_lora.py"], run, "memory://")), Some(3))
@@ -28,13 +21,6 @@ fn command_job(run: &str) -> JobSubmit {
 
 fn worker(price: f64) -> WorkerRegister {
     WorkerRegister { provider: "local".into(), price_per_hour: price, cpus: 2, pid: 1, spot: true, ..Default::default() }
-}
-
-fn refused(e: ClientError) -> (u16, Option<String>, String) {
-    match e {
-        ClientError::Refused { status, body } => (status.as_u16(), body.field, body.error),
-        other => panic!("expected a refusal, got {other}"),
-    }
 }
 
 #[tokio::test]

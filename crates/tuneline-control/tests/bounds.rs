@@ -3,22 +3,16 @@
 //! guessed tokens, mass registration at the highest price. The bill stays as it was, the state
 //! database and the answers stay bounded, and each refusal names its field.
 
+mod common;
+
 use std::time::Duration;
 
+use common::refused;
+
 use tuneline_api::bounds::{MAX_BEAT_BODY, MAX_JOB_LOG_BYTES, MAX_LOG_LINE};
-use tuneline_api::client::{Client, ClientError};
+use tuneline_api::client::Client;
 use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Start, WorkerRegister};
 use tuneline_control::api::throttle::{MAX_FAILURES, MAX_JOINS};
-use tuneline_control::api::Timing;
-use tuneline_control::check::StoreCheck;
-use tuneline_control::serve::{Endpoint, Server};
-
-async fn server(dir: &std::path::Path) -> (Server, Client) {
-    let timing = Timing { heartbeat: Duration::from_millis(200), lease_timeout: Duration::from_secs(60), idle_timeout: Duration::from_secs(1800) };
-    let server = Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck::default())).await.unwrap();
-    let client = Client::new(&server.url(), &server.token);
-    (server, client)
-}
 
 /// A worker holding a started job: (worker, job, the worker's own client).
 async fn running(client: &Client) -> (i64, i64, Client) {
@@ -30,17 +24,10 @@ async fn running(client: &Client) -> (i64, i64, Client) {
     (registered.worker, job.id, own)
 }
 
-fn refused(e: ClientError) -> (u16, Option<String>, String) {
-    match e {
-        ClientError::Refused { status, body } => (status.as_u16(), body.field, body.error),
-        other => panic!("expected a refusal, got {other}"),
-    }
-}
-
 #[tokio::test]
 async fn figures_no_attempt_could_reach_are_refused_and_leave_the_bill_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, client) = server(dir.path()).await;
+    let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
     let honest = Heartbeat { step: Some(3), compute_s: 1.0, utilization: Some(0.5), bytes_up: 1000, ..Heartbeat::of(job) };
     own.heartbeat(worker, &honest).await.unwrap();
@@ -62,7 +49,7 @@ async fn figures_no_attempt_could_reach_are_refused_and_leave_the_bill_as_it_was
 #[tokio::test]
 async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, client) = server(dir.path()).await;
+    let (server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
     let db = dir.path().join("state.db");
     let size = || ["", "-wal"].iter().map(|s| std::fs::metadata(format!("{}{s}", db.display())).map_or(0, |m| m.len())).sum::<u64>();
@@ -107,7 +94,7 @@ async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
 #[tokio::test]
 async fn bodies_past_their_limit_are_refused_with_413() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, client) = server(dir.path()).await;
+    let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
     let beat = Heartbeat { logs: vec!["x".repeat(1 << 20); MAX_BEAT_BODY >> 20], ..Heartbeat::of(job) };
     assert_eq!(refused(own.heartbeat(worker, &beat).await.unwrap_err()).0, 413);
@@ -118,7 +105,7 @@ async fn bodies_past_their_limit_are_refused_with_413() {
 #[tokio::test]
 async fn guessed_tokens_and_mass_registration_are_throttled() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, client) = server(dir.path()).await;
+    let (server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let guesser = client.with_token("guess");
     for _ in 0..MAX_FAILURES {
         assert_eq!(refused(guesser.jobs().await.unwrap_err()).0, 401);
@@ -127,7 +114,7 @@ async fn guessed_tokens_and_mass_registration_are_throttled() {
     assert!(status == 429 && error.contains("too many tries; wait"), "{status} {error}");
 
     let other = tempfile::tempdir().unwrap();
-    let (joining, _) = self::server(other.path()).await;
+    let (joining, _) = common::server(other.path(), Duration::from_secs(60)).await;
     let joiner = Client::new(&joining.url(), &joining.join.secret);
     let info = WorkerRegister { provider: "manual".into(), price_per_hour: 100_000.0, cpus: 1, pid: 1, ..Default::default() };
     for _ in 0..MAX_JOINS {

@@ -3,19 +3,18 @@
 //! session cookie; the pages and `/v1` read with it; a change without the
 //! page's CSRF token is refused; a logged-out or made-up session reads nothing.
 
+mod common;
+
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::StatusCode;
 use tuneline_api::client::Client;
 use tuneline_api::{CommandSpec, JobSpec, JobSubmit};
-use tuneline_control::api::Timing;
-use tuneline_control::check::StoreCheck;
-use tuneline_control::serve::{Endpoint, Server};
+use tuneline_control::serve::Server;
 
 async fn server(dir: &std::path::Path) -> Server {
-    let timing = Timing { heartbeat: Duration::from_millis(200), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
-    Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck::default())).await.unwrap()
+    common::server(dir, Duration::from_secs(30)).await.0
 }
 
 /// A browser that does not follow redirects, so each answer can be checked.

@@ -113,6 +113,26 @@ pub fn parquet() -> Vec<Vec<u8>> {
     vec![std::fs::read(dir.path().join(&names[0])).expect("read back")]
 }
 
+/// A dataset manifest as `tuneline data prepare` writes it, from the example's real build.
+pub fn dataset_manifest() -> Vec<Vec<u8>> {
+    let manifest = tuneline_data::prepare::Manifest {
+        format: tuneline_data::prepare::FORMAT.into(),
+        name: "support-bot".into(),
+        version: "3f2a9c1b".into(),
+        tuneline_version: "0.1.0".into(),
+        inputs: vec![tuneline_data::prepare::InputFile {
+            path: "data/train.jsonl".into(),
+            size: 1234,
+            sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
+        }],
+        tokenizer: tuneline_data::prepare::TokenizerRef { model: "models/SmolLM2-135M-Instruct".into(), fingerprint: "ab".repeat(32) },
+        pipeline: serde_json::json!({ "format": "sharegpt", "max_seq_length": 2048, "packing": true, "seed": 42 }),
+        truncated_inputs: vec!["data/big.jsonl: unterminated record (cut at line 10, byte 4096)".into()],
+        stats: Default::default(),
+    };
+    vec![serde_json::to_vec_pretty(&manifest).expect("serializes")]
+}
+
 /// Commit manifests as `tuneline store push` writes them.
 pub fn commit() -> Vec<Vec<u8>> {
     let entry = |path: &str, size: u64| tuneline_store::FileEntry {

@@ -74,6 +74,13 @@ fn commit_manifest() {
 }
 
 #[test]
+fn dataset_manifest() {
+    fuzz!("dataset_manifest", seeds::dataset_manifest(), |bytes| {
+        let _ = tuneline_data::prepare::Manifest::parse(bytes);
+    });
+}
+
+#[test]
 fn config_toml() {
     fuzz!("config_toml", seeds::config(), |bytes| {
         let _ = tuneline_core::config::Config::parse(&String::from_utf8_lossy(bytes), "tuneline.toml", |_| None);

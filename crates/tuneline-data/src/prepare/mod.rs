@@ -29,6 +29,8 @@ use collect::{collect, Collected, Outcome};
 
 /// The manifest file inside a dataset version.
 pub use tuneline_core::dataset::{TokenizerRef, MANIFEST};
+/// The `format` of every manifest this tuneline writes and reads.
+pub const FORMAT: &str = "tuneline.dataset/1";
 /// Records rejected with `on_error = "skip"`, one JSON object per line.
 pub const QUARANTINE: &str = "quarantine.jsonl";
 
@@ -46,7 +48,7 @@ pub struct InputFile {
 /// `manifest.json`: what a dataset version was built from, and what the build did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
-    /// Always `tuneline.dataset/1`.
+    /// Always [`FORMAT`].
     pub format: String,
     /// `data.name`.
     pub name: String,
@@ -64,6 +66,18 @@ pub struct Manifest {
     pub truncated_inputs: Vec<String>,
     /// Per-stage counts.
     pub stats: Stats,
+}
+
+impl Manifest {
+    /// Reads a `manifest.json` (from a store, so from anyone who could write
+    /// there), refusing a format this tuneline does not read.
+    pub fn parse(bytes: &[u8]) -> serde_json::Result<Manifest> {
+        let manifest: Manifest = serde_json::from_slice(bytes)?;
+        if manifest.format != FORMAT {
+            return Err(serde::de::Error::custom(format!("format `{}` is not `{FORMAT}`: built by another tuneline", manifest.format)));
+        }
+        Ok(manifest)
+    }
 }
 
 /// What a build will do, decided before any heavy work.
@@ -109,7 +123,8 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
         "seed": config.training.seed,
     });
     let mut h = Sha256::new();
-    h.update(b"tuneline.dataset/1\0");
+    h.update(FORMAT.as_bytes());
+    h.update(b"\0");
     // Bumped whenever the same inputs and settings would build other content
     // (2: only the samples that survive tokenizing are split).
     h.update(b"recipe 2\0");
@@ -231,7 +246,7 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     }
 
     let manifest = Manifest {
-        format: "tuneline.dataset/1".into(),
+        format: FORMAT.into(),
         name: plan.name.clone(),
         version: plan.version.clone(),
         tuneline_version: env!("CARGO_PKG_VERSION").into(),
