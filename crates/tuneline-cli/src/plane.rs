@@ -18,12 +18,12 @@ use tuneline_control::check::StoreCheck;
 use tuneline_control::report::Prices;
 use tuneline_control::serve::{public_url, Endpoint, Server};
 use tuneline_control::tracking::{Mirror, Mlflow};
-use tuneline_core::config::{Config, ProviderConfig, WorkersConfig};
+use tuneline_core::config::{Config, Launch, ProviderKind, WorkersConfig};
 use tuneline_cost::config_job::{self, Overrides, PoolOffer};
 use tuneline_cost::plan::{Job, Market};
 use tuneline_cost::simulate::Source;
 use tuneline_cost::trace::Trace;
-use tuneline_providers::build::{self, REMOTE};
+use tuneline_providers::build;
 use tuneline_providers::local::{LocalProvider, LocalSettings};
 use tuneline_providers::remote::PlaneLink;
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
@@ -168,14 +168,8 @@ impl ControlPlane {
 fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint, job: Option<&Job>) -> CliResult<Vec<Pool>> {
     let w = &config.workers;
     let launching = w.launching();
-    if launching == ["manual"] {
+    if launching == [ProviderKind::Manual] {
         return Ok(Vec::new());
-    }
-    if let Some(other) = launching.iter().find(|n| **n != "local" && !REMOTE.contains(n)) {
-        return Err(Failure::input(format!(
-            "[workers] provider = \"{other}\": this build launches `local`, {} workers; use \"manual\" and start `tuneline worker --server URL --join TOKEN` on each machine",
-            REMOTE.map(|k| format!("`{k}`")).join(", ")
-        )));
     }
     let plane = Plane { config, state_dir, server, endpoint, grace: config.training.sigterm_grace.0 + Duration::from_secs(5) };
     let (training, delivery) = match job {
@@ -223,11 +217,11 @@ impl Plane<'_> {
     /// delivery on its `delivery_instance_type`, never preempted.
     fn single(&self) -> CliResult<(Vec<Choice>, Vec<Choice>)> {
         let config = self.config;
-        let name = config.workers.provider.as_str();
-        let settings = config.providers.get(name).cloned().unwrap_or_default();
-        let default_type = match name {
-            "ssh" => "ssh-host",
-            "slurm" => "slurm-allocation",
+        let kind = config.workers.provider;
+        let settings = config.providers.launch(kind).unwrap_or_default();
+        let default_type = match kind {
+            ProviderKind::Ssh => "ssh-host",
+            ProviderKind::Slurm => "slurm-allocation",
             _ => "local-cpu",
         };
         let price = settings.price_per_hour.or(config.cost.gpu_price_per_hour).unwrap_or(0.0);
@@ -237,7 +231,7 @@ impl Plane<'_> {
             spot: settings.spot,
             price_as_of: None,
         };
-        let fallbacks = fallback_offers(config, name, &settings)?;
+        let fallbacks = fallback_offers(config, kind, &settings)?;
         let delivery = Offer {
             instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
             price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
@@ -245,22 +239,23 @@ impl Plane<'_> {
             price_as_of: None,
         };
         let make = |class: WorkerClass, offer: &Offer| -> CliResult<Arc<dyn Provider>> {
-            if name == "local" {
+            if kind == ProviderKind::Local {
                 return self.local(class, offer);
             }
-            build::remote(name, &settings, &self.link(&settings)?, class, offer, self.grace).map_err(Failure::input)
+            build::remote(kind, &config.providers, &self.link(kind)?, class, offer, self.grace).map_err(Failure::input)
         };
-        let source = match (&settings.spot_trace, settings.spot_mtbf) {
-            (Some(path), _) => {
-                Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.{name}] spot_trace: {e}")))?))
+        // Simulated spot preempts local workers; a real fleet's machines are what they are.
+        let local = config.providers.local.clone().filter(|l| l.spot && kind == ProviderKind::Local);
+        let source = match local.as_ref().map(|l| (&l.spot_trace, l.spot_mtbf)) {
+            Some((Some(path), _)) => {
+                Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.local] spot_trace: {e}")))?))
             }
-            (None, Some(mtbf)) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
-            (None, None) => None,
+            Some((None, Some(mtbf))) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
+            _ => None,
         };
-        let trainers: Arc<dyn Provider> = match source {
-            // Simulated spot preempts local workers; a real fleet's machines are what they are.
-            Some(source) if settings.spot && name == "local" => {
-                let spot = SpotSettings { source, speedup: settings.spot_trace_speedup, notice: settings.spot_notice.0, seed: settings.spot_seed };
+        let trainers: Arc<dyn Provider> = match (source, local) {
+            (Some(source), Some(local)) => {
+                let spot = SpotSettings { source, speedup: local.spot_trace_speedup, notice: local.spot_notice.0, seed: local.spot_seed };
                 Arc::new(SpotProvider::new(self.local_process(WorkerClass::Gpu, &training)?, spot))
             }
             _ => make(WorkerClass::Gpu, &training)?,
@@ -289,10 +284,10 @@ impl Plane<'_> {
         }
         let mut training = Vec::new();
         let mut delivery = Vec::new();
-        for name in &config.workers.providers {
-            let table = &config.providers[name];
-            let link = self.link(table)?;
-            let offers: Vec<_> = ranked.iter().enumerate().filter(|(_, r)| &r.provider == name).collect();
+        for &kind in &config.workers.providers {
+            let table = config.providers.launch(kind).ok_or_else(|| Failure::input(format!("[workers] providers: there is no [providers.{kind}] table")))?;
+            let link = self.link(kind)?;
+            let offers: Vec<_> = ranked.iter().enumerate().filter(|(_, r)| r.provider == kind).collect();
             if let Some((_, first)) = offers.first() {
                 let offer = |r: &PoolOffer| Offer {
                     instance_type: r.instance_type.clone(),
@@ -300,20 +295,20 @@ impl Plane<'_> {
                     spot: r.estimate.market == Market::Spot,
                     price_as_of: Some(r.as_of.to_string()),
                 };
-                let provider = build::remote(name, table, &link, WorkerClass::Gpu, &offer(first), self.grace).map_err(Failure::input)?;
+                let provider = build::remote(kind, &config.providers, &link, WorkerClass::Gpu, &offer(first), self.grace).map_err(Failure::input)?;
                 training.extend(offers.iter().map(|(rank, r)| (*rank, Choice { provider: provider.clone(), offer: offer(r), rank: Some(r.why()) })));
             }
             if let Some(instance) = &table.delivery_instance_type {
                 let offer =
                     Offer { instance_type: instance.clone(), price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0), spot: false, price_as_of: None };
-                let provider = build::remote(name, table, &link, WorkerClass::Cpu, &offer, self.grace).map_err(Failure::input)?;
+                let provider = build::remote(kind, &config.providers, &link, WorkerClass::Cpu, &offer, self.grace).map_err(Failure::input)?;
                 delivery.push(Choice { provider, offer, rank: None });
             }
         }
         if delivery.is_empty() {
             return Err(Failure::input(format!(
                 "[workers] providers: none of {} names a delivery_instance_type; name a CPU machine in one of their tables, so that no GPU bills while a model is delivered",
-                config.workers.providers.join(", ")
+                config.workers.providers.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
             )));
         }
         training.sort_by_key(|(rank, _)| *rank);
@@ -339,10 +334,16 @@ impl Plane<'_> {
         Ok(self.local_process(class, offer)?)
     }
 
-    /// The link a remote provider's workers join this plane by, with its table's `binary`.
-    fn link(&self, table: &ProviderConfig) -> CliResult<PlaneLink> {
+    /// The link the workers of `kind` join this plane by, with its table's `binary` (SSH and Slurm copy it).
+    fn link(&self, kind: ProviderKind) -> CliResult<PlaneLink> {
         let url = public_url(&self.config.server, self.endpoint, &self.server.addr.to_string());
-        plane_link(table, &self.config.workers, self.state_dir, (url, self.server))
+        let p = &self.config.providers;
+        let binary = match kind {
+            ProviderKind::Ssh => p.ssh.as_ref().and_then(|t| t.binary.as_deref()),
+            ProviderKind::Slurm => p.slurm.as_ref().and_then(|t| t.binary.as_deref()),
+            _ => None,
+        };
+        plane_link(binary, &self.config.workers, self.state_dir, (url, self.server))
     }
 }
 
@@ -362,7 +363,7 @@ fn market(spot: bool) -> &'static str {
 
 /// `[providers.NAME] fallback_instance_types` as offers, priced by the
 /// catalog's entries for this provider and region (spot or on-demand as the table says).
-fn fallback_offers(config: &Config, name: &str, settings: &ProviderConfig) -> CliResult<Vec<Offer>> {
+fn fallback_offers(config: &Config, name: ProviderKind, settings: &Launch) -> CliResult<Vec<Offer>> {
     if settings.fallback_instance_types.is_empty() {
         return Ok(Vec::new());
     }
@@ -398,10 +399,10 @@ fn local_worker_env(config: &Config) -> Vec<(String, String)> {
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(p: &ProviderConfig, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server)) -> CliResult<PlaneLink> {
+fn plane_link(binary: Option<&str>, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server)) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
     let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
-    let binary = match &p.binary {
+    let binary = match binary {
         Some(path) => PathBuf::from(path),
         None => this_binary()?,
     };

@@ -114,7 +114,46 @@ fn a_ranked_pool_lists_rented_providers_each_once_each_with_its_table() {
     assert!(msg.contains("tuneline.toml:2: workers.providers[1]: is \"local\"; the ranked pool rents machines"), "{msg}");
     assert!(msg.contains("workers.providers[2]: is \"lambda\", which has no [providers.lambda] table; add one naming its instance_type and region"), "{msg}");
     assert!(msg.contains("workers.providers[3]: lists \"aws\" twice"), "{msg}");
-    let c = Config::parse("[workers]\nproviders = [\"aws\"]\n[providers.aws]\ninstance_type = \"g5.xlarge\"\n", "tuneline.toml", no_env).unwrap().config;
-    assert_eq!(c.workers.launching(), ["aws"], "the list replaces provider");
-    assert_eq!(Config::parse("", "tuneline.toml", no_env).unwrap().config.workers.launching(), ["local"]);
+    let c = Config::parse(
+        "[workers]\nproviders = [\"aws\"]\n[providers.aws]\ninstance_type = \"g5.xlarge\"\nregion = \"us-east-1\"\nimage = \"ami-1\"\nbinary_url = \"https://x/tuneline\"\n",
+        "tuneline.toml",
+        no_env,
+    ).unwrap().config;
+    assert_eq!(c.workers.launching(), [tuneline_core::config::ProviderKind::Aws], "the list replaces provider");
+    assert_eq!(Config::parse("", "tuneline.toml", no_env).unwrap().config.workers.launching(), [tuneline_core::config::ProviderKind::Local]);
+}
+
+#[test]
+fn a_misspelt_provider_a_missing_key_and_another_providers_key_are_named_at_load() {
+    let msg = problems("[workers]\nprovider = \"awz\"\n");
+    assert!(msg.contains("tuneline.toml:2: workers.provider: `awz` is not a provider; did you mean `aws`?"), "{msg}");
+
+    let msg = problems("[workers]\nprovider = \"aws\"\n\n[providers.aws]\ninstance_type = \"g5.xlarge\"\n");
+    assert!(msg.contains("tuneline.toml:4: providers.aws.region: is missing; name the region to launch in"), "{msg}");
+    assert!(msg.contains("tuneline.toml:4: providers.aws.image: is missing; name the AMI"), "{msg}");
+
+    let msg =
+        problems("[providers.runpod]\nimage = \"x\"\nhosts = [\"a@b\"]\ncloud_type = \"SECURE\"\n[providers.aws]\ncloud_type = \"SECURE\"\n[providers.awz]\n");
+    assert!(msg.contains("tuneline.toml:3: providers.runpod.hosts: `hosts` is a key of [providers.ssh], not of [providers.runpod]"), "{msg}");
+    assert!(msg.contains("tuneline.toml:6: providers.aws.cloud_type: `cloud_type` is a key of [providers.runpod]"), "{msg}");
+    assert!(msg.contains("tuneline.toml:7: providers.awz: unknown key in [providers]; did you mean `aws`?"), "{msg}");
+
+    let msg = problems("[workers]\nprovider = \"ssh\"\n");
+    assert!(msg.contains("workers.provider: is \"ssh\", which has no [providers.ssh] table"), "{msg}");
+}
+
+#[test]
+fn a_slurm_time_limit_is_typed_and_one_slurm_would_refuse_is_refused_at_load() {
+    let time = |text: &str| {
+        let c = Config::parse(&format!("[providers.slurm]\ntime_limit = {text}\n"), "tuneline.toml", no_env).unwrap().config;
+        c.providers.slurm.unwrap().time_limit.unwrap().sbatch()
+    };
+    assert_eq!(time("\"4h\""), "0-04:00:00", "the doc comment's own form reaches sbatch as Slurm reads it");
+    assert_eq!(time("\"30m\""), "0-00:30:00");
+    assert_eq!(time("240"), "0-04:00:00");
+    assert_eq!(time("\"1-12:00:00\""), "1-12:00:00");
+    let msg = problems("[providers.slurm]\ntime_limit = \"4 hours please\"\n");
+    assert!(msg.contains("tuneline.toml:2: providers.slurm.time_limit: `4 hours please` is no time limit"), "{msg}");
+    let msg = problems("[providers.runpod]\ncloud_type = \"SECUR\"\n");
+    assert!(msg.contains("providers.runpod.cloud_type"), "{msg}");
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tuneline_core::config::Config;
+use tuneline_core::config::{Config, ProviderKind};
 
 use crate::catalog::{Catalog, Offer};
 use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
@@ -143,8 +143,8 @@ pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), Str
 /// what the job is expected to cost there.
 #[derive(Debug, Clone)]
 pub struct PoolOffer {
-    /// The provider, as `[providers.<name>]` names it.
-    pub provider: String,
+    /// The provider, whose `[providers.<kind>]` table lists it.
+    pub provider: ProviderKind,
     /// The instance type it launches.
     pub instance_type: String,
     /// The job on it (`offer` is the catalog id): total $, wall hours, ETH, $ per million tokens.
@@ -174,21 +174,21 @@ pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<
     let catalog = catalog(config)?;
     let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(config));
     let (mut ranked, mut excluded) = (Vec::new(), Vec::new());
-    for name in &config.workers.providers {
+    for &name in &config.workers.providers {
         let table =
-            config.providers.get(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
+            config.providers.launch(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
         let first = table
             .instance_type
             .as_ref()
             .ok_or_else(|| format!("providers.{name}.instance_type: missing; the training pool ranks the types each listed provider names"))?;
         for instance in std::iter::once(first).chain(&table.fallback_instance_types) {
-            let offer = catalog_entry(&catalog, name, instance, table.region.as_deref())?;
+            let offer = catalog_entry(&catalog, name.name(), instance, table.region.as_deref())?;
             let market = if table.spot { Market::Spot } else { Market::OnDemand };
             if table.spot && offer.spot_per_hour.is_none() {
                 return Err(format!("providers.{name}: the catalog has no spot price for {}; add one to [cost] catalog, or set spot = false", offer.id));
             }
             match judge(job, offer, market, &catalog, today, max_age) {
-                Ok(estimate) => ranked.push(PoolOffer { provider: name.clone(), instance_type: instance.clone(), estimate, as_of: offer.as_of }),
+                Ok(estimate) => ranked.push(PoolOffer { provider: name, instance_type: instance.clone(), estimate, as_of: offer.as_of }),
                 Err(out) => excluded.push(out),
             }
         }
@@ -212,13 +212,13 @@ fn catalog_entry<'c>(catalog: &'c Catalog, name: &str, instance: &str, region: O
 pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), String> {
     let job = job(config, model, &Overrides::default())?;
     let e = if config.workers.providers.is_empty() {
-        let name = &config.workers.provider;
-        let table = config.providers.get(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
+        let name = config.workers.provider;
+        let table = config.providers.launch(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
         let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
             return Err(format!("[providers.{name}] names no instance_type and region"));
         };
         let catalog = catalog(config)?;
-        let offer = catalog_entry(&catalog, name, instance, Some(region))?;
+        let offer = catalog_entry(&catalog, name.name(), instance, Some(region))?;
         let market = if table.spot { Market::Spot } else { Market::OnDemand };
         estimate_offer(&job, offer, market, &catalog, chrono::Utc::now().date_naive(), max_age_days(config))
     } else {

@@ -3,7 +3,7 @@
 //! job is expected to cost, as `tuneline plan` ranks; the phase, memory fit,
 //! deadline and the data's region all count, and what is left out says why.
 
-use tuneline_core::config::Config;
+use tuneline_core::config::{Config, ProviderKind};
 use tuneline_cost::config_job::{self, training_pool, Overrides};
 use tuneline_cost::models::ModelShape;
 use tuneline_cost::plan::{Cause, Market};
@@ -51,10 +51,10 @@ fn offers_of_every_listed_provider_rank_by_the_jobs_expected_cost_and_a_cpu_too_
     let ids: Vec<&str> = pool.iter().map(|p| p.estimate.offer.as_str()).collect();
     assert_eq!(pool.len(), 4, "two providers' GPUs: {ids:?}");
     assert!(pool.windows(2).all(|w| w[0].estimate.total_cost <= w[1].estimate.total_cost), "cheapest job first: {ids:?}");
-    assert!(pool.iter().any(|p| p.provider == "lambda") && pool.iter().any(|p| p.provider == "aws"), "{ids:?}");
-    let aws = pool.iter().find(|p| p.provider == "aws").unwrap();
+    assert!(pool.iter().any(|p| p.provider == ProviderKind::Lambda) && pool.iter().any(|p| p.provider == ProviderKind::Aws), "{ids:?}");
+    let aws = pool.iter().find(|p| p.provider == ProviderKind::Aws).unwrap();
     assert_eq!(aws.estimate.market, Market::Spot, "aws's table asks for spot");
-    let lambda = pool.iter().find(|p| p.provider == "lambda").unwrap();
+    let lambda = pool.iter().find(|p| p.provider == ProviderKind::Lambda).unwrap();
     assert_eq!(lambda.estimate.market, Market::OnDemand, "Lambda has no spot");
     // The CPU machine cannot hold a 7B job in its memory: out, with the figures.
     assert_eq!(out.len(), 1, "{out:?}");
@@ -69,7 +69,7 @@ fn validation_rents_only_on_demand_gpus_so_spot_offers_leave_the_pool_with_the_r
     let mut c = config("");
     c.workers.phase = tuneline_core::config::Phase::Validation;
     let (pool, out) = ranked(&c);
-    assert!(pool.iter().all(|p| p.provider == "lambda"), "only on-demand GPUs: {:?}", pool.iter().map(|p| &p.estimate.offer).collect::<Vec<_>>());
+    assert!(pool.iter().all(|p| p.provider == ProviderKind::Lambda), "only on-demand GPUs: {:?}", pool.iter().map(|p| &p.estimate.offer).collect::<Vec<_>>());
     assert!(out.iter().filter(|e| e.cause == Cause::Phase).all(|e| e.offer.starts_with("aws/")), "{out:?}");
     assert!(out.iter().any(|e| e.offer == "aws/g5.xlarge/us-east-1" && e.reason == "validation runs on-demand"), "{out:?}");
 }
@@ -88,13 +88,13 @@ fn data_in_another_cloud_pays_egress_on_every_start_there() {
 #[test]
 fn a_listed_type_the_catalog_lacks_and_a_spot_table_without_a_spot_price_are_named_with_what_to_do() {
     let mut c = config("");
-    c.providers.get_mut("aws").unwrap().fallback_instance_types.push("g9.huge".into());
+    c.providers.aws.as_mut().unwrap().fallback_instance_types.push("g9.huge".into());
     let job = config_job::job(&c, ModelShape::preset("qwen2.5-7b").unwrap(), &Overrides::default()).unwrap();
     let e = training_pool(&c, &job).unwrap_err();
     assert!(e.contains("providers.aws: the catalog has no aws/g9.huge/us-east-1; add it with its prices to [cost] catalog"), "{e}");
 
     let mut c = config("");
-    c.providers.get_mut("lambda").unwrap().spot = true;
+    c.providers.lambda.as_mut().unwrap().spot = true;
     let e = training_pool(&c, &job).unwrap_err();
     assert!(e.contains("providers.lambda: the catalog has no spot price for lambda/gpu_1x_a10/us-east-1") && e.contains("spot = false"), "{e}");
 }

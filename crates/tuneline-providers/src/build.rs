@@ -1,32 +1,45 @@
-//! A provider from its `[providers.<name>]` table: every backend whose
+//! A provider from its `[providers.<kind>]` table: every backend whose
 //! workers run elsewhere than this machine, reached through the plane's link.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tuneline_api::WorkerClass;
-use tuneline_core::config::ProviderConfig;
+use tuneline_core::config::{ProviderKind, Providers};
 
 use crate::aws::{AwsProvider, AwsSettings};
+use crate::market::MarketTable;
 use crate::remote::PlaneLink;
 use crate::slurm::{SlurmProvider, SlurmSettings};
 use crate::ssh::{SshProvider, SshSettings};
 use crate::{Offer, Provider};
 
-/// The backends [`remote`] builds, by `[workers] provider` name.
-pub const REMOTE: [&str; 6] = ["ssh", "slurm", "aws", "runpod", "vast", "lambda"];
-
-/// The provider `name` (one of [`REMOTE`]) for a pool of `class` whose
-/// first offer is `offer`, from its table `p`; a worker's SIGTERM grace is
-/// `grace`. `Err` says what to fix: a missing setting or credential.
-pub fn remote(name: &str, p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Arc<dyn Provider>, String> {
-    Ok(match name {
-        "ssh" => Arc::new(SshProvider::new(SshSettings::from_config(p, link, class, offer, grace)?)),
-        "slurm" => Arc::new(SlurmProvider::new(SlurmSettings::from_config(p, link, class, offer, grace)?)),
-        "aws" => Arc::new(AwsProvider::from_env(AwsSettings::from_config(p, link, class, offer)?).map_err(|e| e.to_string())?),
-        market => match crate::market::provider(market, p, link, class, offer) {
-            Some(made) => made?,
-            None => return Err(format!("[workers] provider = \"{market}\": this build launches {} workers", REMOTE.join(", "))),
-        },
+/// The provider `kind` (a [`ProviderKind::is_remote`] one) for a pool of
+/// `class` whose first offer is `offer`, from its table in `providers`; a
+/// worker's SIGTERM grace is `grace`. `Err` says what to fix: a missing
+/// table, setting or credential.
+pub fn remote(
+    kind: ProviderKind,
+    providers: &Providers,
+    link: &PlaneLink,
+    class: WorkerClass,
+    offer: &Offer,
+    grace: Duration,
+) -> Result<Arc<dyn Provider>, String> {
+    let missing = || format!("[workers] provider = \"{kind}\": there is no [providers.{kind}] table saying what to launch");
+    Ok(match kind {
+        ProviderKind::Ssh => Arc::new(SshProvider::new(SshSettings::from_config(providers.ssh.as_ref().ok_or_else(missing)?, link, class, offer, grace)?)),
+        ProviderKind::Slurm => {
+            Arc::new(SlurmProvider::new(SlurmSettings::from_config(providers.slurm.as_ref().ok_or_else(missing)?, link, class, offer, grace)?))
+        }
+        ProviderKind::Aws => {
+            let settings = AwsSettings::from_config(providers.aws.as_ref().ok_or_else(missing)?, link, class, offer)?;
+            Arc::new(AwsProvider::from_env(settings).map_err(|e| e.to_string())?)
+        }
+        ProviderKind::Local | ProviderKind::Manual => return Err(format!("[workers] provider = \"{kind}\" launches nothing remote")),
+        market => {
+            let table = MarketTable::of(market, providers).ok_or_else(missing)?;
+            crate::market::provider(market.name(), &table, link, class, offer).expect("every other kind is a marketplace")?
+        }
     })
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use tuneline_api::WorkerClass;
-use tuneline_core::config::ProviderConfig;
+use tuneline_core::config::{CloudType, Launch, ProviderKind, Providers};
 
 use super::boot::{BinaryHash, Boot};
 use super::json_api::JsonApi;
@@ -25,7 +25,7 @@ pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
 /// The provider of marketplace `name` for a pool of `class` launching
 /// `offer`, from `[providers.<name>]` and the API key in the environment;
 /// `None` when `name` is no marketplace.
-pub fn provider(name: &str, p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Option<Result<Arc<dyn Provider>, String>> {
+pub fn provider(name: &str, p: &MarketTable, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Option<Result<Arc<dyn Provider>, String>> {
     let market = MARKETS.into_iter().find(|m| m.name == name)?;
     let made = MarketSettings::from_config(market, p, link, class, offer, |k| std::env::var(k).ok()).and_then(|s| {
         let provider: Result<Arc<dyn Provider>, ProviderError> = match market.name {
@@ -36,6 +36,61 @@ pub fn provider(name: &str, p: &ProviderConfig, link: &PlaneLink, class: WorkerC
         provider.map_err(|e| e.to_string())
     });
     Some(made)
+}
+
+/// A marketplace's table (`[providers.runpod]`, `.vast]` or `.lambda]`),
+/// seen alike: a key another marketplace's table lacks is at its default.
+#[derive(Debug, Clone)]
+pub struct MarketTable {
+    /// What it launches, at what price.
+    pub launch: Launch,
+    /// The container image (RunPod, Vast.ai).
+    pub image: Option<String>,
+    /// The API's endpoint instead of the vendor's.
+    pub endpoint: Option<String>,
+    /// The spot bid per hour (RunPod, Vast.ai).
+    pub bid_per_hour: Option<f64>,
+    /// The container's disk, in GB (RunPod, Vast.ai).
+    pub disk_gb: u32,
+    /// RunPod's cloud.
+    pub cloud_type: CloudType,
+    /// The account's SSH key a Lambda launch names.
+    pub ssh_key_name: Option<String>,
+    /// Where instances download the `tuneline` binary.
+    pub binary_url: Option<String>,
+}
+
+impl MarketTable {
+    /// The table of marketplace `kind` in `providers`; `None` when the config
+    /// has none or `kind` is no marketplace.
+    pub fn of(kind: ProviderKind, providers: &Providers) -> Option<MarketTable> {
+        let base = |launch: Launch, endpoint: &Option<String>, binary_url: &Option<String>| MarketTable {
+            launch,
+            image: None,
+            endpoint: endpoint.clone(),
+            bid_per_hour: None,
+            disk_gb: 0,
+            cloud_type: CloudType::Secure,
+            ssh_key_name: None,
+            binary_url: binary_url.clone(),
+        };
+        Some(match kind {
+            ProviderKind::Runpod => {
+                let t = providers.runpod.as_ref()?;
+                let table = base(t.launch(), &t.endpoint, &t.binary_url);
+                MarketTable { image: t.image.clone(), bid_per_hour: t.bid_per_hour, disk_gb: t.disk_gb, cloud_type: t.cloud_type, ..table }
+            }
+            ProviderKind::Vast => {
+                let t = providers.vast.as_ref()?;
+                MarketTable { image: t.image.clone(), bid_per_hour: t.bid_per_hour, disk_gb: t.disk_gb, ..base(t.launch(), &t.endpoint, &t.binary_url) }
+            }
+            ProviderKind::Lambda => {
+                let t = providers.lambda.as_ref()?;
+                MarketTable { ssh_key_name: t.ssh_key_name.clone(), ..base(t.launch(), &t.endpoint, &t.binary_url) }
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// A marketplace pool's settings.
@@ -56,7 +111,7 @@ pub struct MarketSettings {
     /// The container's disk, in GB.
     pub disk_gb: u32,
     /// RunPod's `SECURE` or `COMMUNITY` cloud.
-    pub cloud_type: String,
+    pub cloud_type: CloudType,
     /// The account's SSH key that a Lambda launch names.
     pub ssh_key_name: Option<String>,
     /// Where instances download the `tuneline` binary.
@@ -87,7 +142,7 @@ impl MarketSettings {
     /// with the key from `var` (the environment).
     pub fn from_config(
         market: Market,
-        p: &ProviderConfig,
+        p: &MarketTable,
         link: &PlaneLink,
         class: WorkerClass,
         offer: &Offer,
@@ -95,8 +150,8 @@ impl MarketSettings {
     ) -> Result<Self, String> {
         let name = market.name;
         let (key, named) = match class {
-            WorkerClass::Gpu => ("instance_type", &p.instance_type),
-            WorkerClass::Cpu => ("delivery_instance_type", &p.delivery_instance_type),
+            WorkerClass::Gpu => ("instance_type", &p.launch.instance_type),
+            WorkerClass::Cpu => ("delivery_instance_type", &p.launch.delivery_instance_type),
         };
         if named.is_none() {
             return Err(format!("[providers.{name}] {key}: missing; name what to launch, such as \"{}\"", market.example_type));
@@ -110,10 +165,10 @@ impl MarketSettings {
             api_key,
             custom_endpoint: p.endpoint.clone(),
             image: p.image.clone(),
-            region: p.region.clone(),
+            region: p.launch.region.clone(),
             bid_per_hour: p.bid_per_hour,
             disk_gb: p.disk_gb,
-            cloud_type: p.cloud_type.clone(),
+            cloud_type: p.cloud_type,
             ssh_key_name: p.ssh_key_name.clone(),
             binary_url,
             link: link.clone(),

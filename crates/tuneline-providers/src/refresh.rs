@@ -12,13 +12,13 @@
 //! A type no catalog offer has is named, with what to add: its specs are
 //! the catalog's to give, not a price list's.
 
-use tuneline_core::config::{Config, ProviderConfig};
+use tuneline_core::config::{CloudType, Config, Launch, ProviderKind};
 use tuneline_cost::catalog::Catalog;
 use tuneline_cost::prices::Price;
 
 use super::aws::{self, ec2::Ec2};
 use super::json_api::JsonApi;
-use super::market::{api_key, Market};
+use super::market::{api_key, Market, MarketTable};
 use super::{lambda, runpod, vast, ProviderError};
 
 /// What a refresh read, and what it could not.
@@ -38,11 +38,15 @@ pub struct Refresh {
 /// lists, with keys from `var` (the environment); dated `today`.
 pub async fn read(config: &Config, catalog: &Catalog, today: chrono::NaiveDate, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Refresh {
     let mut refresh = Refresh::default();
-    for (name, table) in &config.providers {
-        let read = match name.as_str() {
-            "aws" => aws_prices(table, var).await,
-            "runpod" | "vast" | "lambda" => market_prices(name, table, var).await,
-            _ => continue,
+    for kind in [ProviderKind::Aws, ProviderKind::Runpod, ProviderKind::Vast, ProviderKind::Lambda] {
+        let name = kind.name();
+        let read = match (kind, &config.providers.aws) {
+            (ProviderKind::Aws, Some(aws)) => aws_prices(&aws.launch(), aws.endpoint.as_deref(), var).await,
+            (ProviderKind::Aws, None) => continue,
+            _ => match MarketTable::of(kind, &config.providers) {
+                Some(table) => market_prices(name, &table, var).await,
+                None => continue,
+            },
         };
         refresh.asked += 1;
         match read {
@@ -55,7 +59,7 @@ pub async fn read(config: &Config, catalog: &Catalog, today: chrono::NaiveDate, 
                     let ids: Vec<&str> = catalog
                         .offers
                         .iter()
-                        .filter(|o| o.provider == *name && o.instance == instance && region.as_ref().is_none_or(|r| &o.region == r))
+                        .filter(|o| o.provider == name && o.instance == instance && region.as_ref().is_none_or(|r| &o.region == r))
                         .map(|o| o.id.as_str())
                         .collect();
                     if ids.is_empty() {
@@ -88,17 +92,17 @@ pub async fn read(config: &Config, catalog: &Catalog, today: chrono::NaiveDate, 
 type Read = (String, Option<String>, Option<f64>, Option<f64>, String);
 
 /// The instance types a table names, each once.
-fn types(table: &ProviderConfig) -> Vec<String> {
+fn types(table: &Launch) -> Vec<String> {
     let mut all: Vec<String> = table.instance_type.iter().chain(&table.fallback_instance_types).chain(&table.delivery_instance_type).cloned().collect();
     all.sort();
     all.dedup();
     all
 }
 
-async fn aws_prices(table: &ProviderConfig, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
+async fn aws_prices(table: &Launch, endpoint: Option<&str>, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
     let region =
         table.region.clone().ok_or_else(|| ProviderError::new("aws", "[providers.aws] region: missing; name the region whose spot prices to read".into()))?;
-    let ec2 = Ec2::new(&region, table.endpoint.as_deref(), aws::credentials(var)?).map_err(|e| ProviderError::new("aws", e))?;
+    let ec2 = Ec2::new(&region, endpoint, aws::credentials(var)?).map_err(|e| ProviderError::new("aws", e))?;
     let mut found = Vec::new();
     for instance in types(table) {
         let price = ec2.spot_price(&instance).await.map_err(|e| ProviderError::new("aws", format!("DescribeSpotPriceHistory in {region}: {e}")))?;
@@ -108,15 +112,15 @@ async fn aws_prices(table: &ProviderConfig, var: &(dyn Fn(&str) -> Option<String
     Ok(found)
 }
 
-async fn market_prices(name: &str, table: &ProviderConfig, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
+async fn market_prices(name: &str, table: &MarketTable, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
     let market: Market = super::market::MARKETS.into_iter().find(|m| m.name == name).expect("a marketplace");
     let api = JsonApi::new(table.endpoint.as_deref().unwrap_or(market.endpoint), api_key(market, var)?).map_err(|e| ProviderError::new(name, e))?;
     let mut found = Vec::new();
-    for instance in types(table) {
+    for instance in types(&table.launch) {
         let (on_demand, spot, source) = match name {
             "runpod" => {
-                let (on_demand, bid) = runpod::gpu_prices(&api, &instance, table.cloud_type == "SECURE").await?;
-                (on_demand, bid, format!("RunPod gpuTypes ({} cloud)", table.cloud_type))
+                let (on_demand, bid) = runpod::gpu_prices(&api, &instance, table.cloud_type == CloudType::Secure).await?;
+                (on_demand, bid, format!("RunPod gpuTypes ({} cloud)", table.cloud_type.name()))
             }
             "vast" => {
                 let on_demand = vast::search(&api, &instance, false).await?.first().map(|a| a.dph_total);

@@ -22,6 +22,7 @@ use super::market::{as_of_now, refusal, Market, MarketSettings};
 use super::remote::quote;
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
+use tuneline_core::config::CloudType;
 
 /// RunPod's API.
 pub const RUNPOD: Market =
@@ -95,7 +96,7 @@ impl RunPodProvider {
     /// (the configured one, else the minimum), refused below the minimum.
     async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
         let mut offer = offer.clone();
-        let (on_demand, minimum_bid) = gpu_prices(&self.api, &offer.instance_type, self.settings.cloud_type == "SECURE").await?;
+        let (on_demand, minimum_bid) = gpu_prices(&self.api, &offer.instance_type, self.settings.cloud_type == CloudType::Secure).await?;
         let market = if offer.spot { minimum_bid } else { on_demand };
         let Some(market) = market else {
             let mut e = ProviderError::new(
@@ -104,7 +105,7 @@ impl RunPodProvider {
                     "no {} {} available in the {} cloud now",
                     if offer.spot { "interruptible" } else { "on-demand" },
                     offer.instance_type,
-                    self.settings.cloud_type
+                    self.settings.cloud_type.name()
                 ),
             );
             e.full = true;

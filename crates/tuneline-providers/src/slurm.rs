@@ -25,7 +25,7 @@ use super::remote::{quote, sha256_of, worker_args, PlaneLink, Shell, SshAuth, SO
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::{ProviderConfig, SshHost};
+use tuneline_core::config::{SlurmTable, SlurmTime, SshHost};
 
 /// How jobs are submitted and what they ask for.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ const KILL_WAIT: Duration = Duration::from_secs(30);
 impl SlurmSettings {
     /// The settings `[providers.slurm]` gives, for the pool of `class` billed
     /// as `offer`, whose workers need `grace` to checkpoint after SIGTERM.
-    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+    pub fn from_config(p: &SlurmTable, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
         let shell = match &p.login {
             Some(login) => {
                 let host = SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
@@ -77,7 +77,7 @@ impl SlurmSettings {
             partition: p.partition.clone(),
             // Delivery's CPU allocations ask for no GPU.
             gres: if class == WorkerClass::Gpu { p.gres.clone() } else { None },
-            time_limit: p.time_limit.clone(),
+            time_limit: p.time_limit.map(SlurmTime::sbatch),
             account: p.account.clone(),
             sbatch_args: p.sbatch_args.clone(),
             notice: grace,

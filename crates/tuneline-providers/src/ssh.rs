@@ -30,7 +30,7 @@ use super::remote::{sha256_of, worker_args, PlaneLink, Shell, SshAuth, SOURCE_EN
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::{ProviderConfig, SshHost};
+use tuneline_core::config::{SshHost, SshTable};
 
 /// How the fleet is reached and its workers started.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub struct SshSettings {
 
 impl SshSettings {
     /// The settings `[providers.ssh]` gives, for the pool of `class` billed as `offer`.
-    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+    pub fn from_config(p: &SshTable, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
         if p.hosts.is_empty() {
             return Err("[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]".into());
         }

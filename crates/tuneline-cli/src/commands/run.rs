@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, WorkerClass};
 use tuneline_control::report::{Bill, Prices};
 use tuneline_control::serve::Endpoint;
+use tuneline_core::config::ProviderKind;
 
 use crate::cli::{Global, RunArgs};
 use crate::context::{load_config, open_store};
@@ -33,7 +34,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     // Local workers reach the server on loopback (plain HTTP unless [server] tls = "on");
     // another provider's machines reach it at [server] listen.
-    let listen = if config.workers.launching() == ["local"] { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
+    let listen = if config.workers.launching() == [ProviderKind::Local] { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
     let endpoint = Endpoint::from_config(&config.server, &listen, false);
     let ranking = ranking_job(config, Some(job.max_steps))?;
     let mut plane = ControlPlane::start(config, &state_dir, &endpoint, ranking.as_ref()).await?;

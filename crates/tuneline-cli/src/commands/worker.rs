@@ -29,12 +29,14 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             (token, trust(args.trust.fingerprint.as_deref())?)
         }
     };
-    let provider = config.providers.get(&args.provider);
+    let provider = args.provider.parse().ok().and_then(|kind| config.providers.launch(kind));
     let class = WorkerClass::parse(&args.class).expect("clap checks the class");
     // A delivery (CPU) machine is priced and typed by the provider's delivery_* settings.
     let (price, instance_type) = match class {
-        WorkerClass::Gpu => (provider.and_then(|p| p.price_per_hour).or(config.cost.gpu_price_per_hour), provider.and_then(|p| p.instance_type.clone())),
-        WorkerClass::Cpu => (provider.and_then(|p| p.delivery_price_per_hour), provider.and_then(|p| p.delivery_instance_type.clone())),
+        WorkerClass::Gpu => {
+            (provider.as_ref().and_then(|p| p.price_per_hour).or(config.cost.gpu_price_per_hour), provider.as_ref().and_then(|p| p.instance_type.clone()))
+        }
+        WorkerClass::Cpu => (provider.as_ref().and_then(|p| p.delivery_price_per_hour), provider.as_ref().and_then(|p| p.delivery_instance_type.clone())),
     };
     let price = args.price.or(price).unwrap_or(0.0);
     let options = WorkerOptions {

@@ -172,10 +172,18 @@ fn segments(path: &serde_ignored::Path) -> Vec<String> {
 /// An unknown key, with the closest valid key as a suggestion.
 fn unknown_key(text: &str, spans: &DeTable, config: &Config, path: &[String]) -> Problem {
     let (name, parent) = path.split_last().expect("an unknown key has a name");
-    let tree = serde_json::to_value(config).expect("config serializes");
+    let mut tree = serde_json::to_value(config).expect("config serializes");
+    // Every backend's table, set or not, so that a key of another backend is recognised.
+    tree["providers"] = serde_json::to_value(super::Providers::every()).expect("tables serialize");
     let mut candidates = Vec::new();
     collect_keys(&tree, &mut Vec::new(), &mut candidates);
     let here = parent.join(".");
+    let owner = candidates.iter().find(|(table, key)| key == name && *table != here && table.starts_with("providers.") && here.starts_with("providers."));
+    if let Some((table, _)) = owner {
+        let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+        let message = format!("`{name}` is a key of [{table}], not of [{here}]; move it there, or leave it out");
+        return Problem { line: line_of_key(text, spans, &refs), field: path.join("."), message };
+    }
     // Prefer a key in the same table; a much closer key elsewhere also counts.
     let best = candidates
         .iter()

@@ -2,6 +2,7 @@
 
 mod error;
 mod load;
+mod providers;
 mod schema;
 mod secret;
 mod ssh_host;
@@ -10,6 +11,7 @@ mod values;
 
 pub use error::{ConfigError, Problem};
 pub use load::{job_config, Loaded, SECRET_ENV};
+pub use providers::{AwsTable, CloudType, LambdaTable, Launch, LocalTable, ProviderKind, Providers, RunpodTable, SlurmTable, SlurmTime, SshTable, VastTable};
 pub use schema::*;
 pub use secret::Secret;
 pub use ssh_host::SshHost;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::providers::{ProviderKind, Providers};
 use super::secret::Secret;
 use super::values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
 
@@ -29,8 +30,8 @@ pub struct Config {
     pub eval: EvalConfig,
     /// `[workers]`: the worker pool.
     pub workers: WorkersConfig,
-    /// `[providers.<name>]`: one table per provider backend.
-    pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[providers.<kind>]`: one typed table per provider backend.
+    pub providers: Providers,
     /// `[server]`: the control plane's API.
     pub server: ServerConfig,
     /// `[cost]`: prices and the offer catalog.
@@ -427,13 +428,13 @@ impl Default for EvalConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct WorkersConfig {
-    /// Provider backend name; `[providers.<name>]` configures it.
-    pub provider: String,
+    /// The provider backend; `[providers.<kind>]` configures it.
+    pub provider: ProviderKind,
     /// Several providers instead of `provider`: the training pool ranks every
     /// listed table's `instance_type` and `fallback_instance_types` by the
     /// job's expected cost (as `tuneline plan` does) and launches best first;
     /// delivery takes the listed tables' `delivery_instance_type`, in this order.
-    pub providers: Vec<String>,
+    pub providers: Vec<ProviderKind>,
     /// Most workers alive at once.
     pub max_workers: u32,
     /// An idle worker is terminated after this long.
@@ -454,11 +455,11 @@ pub struct WorkersConfig {
 
 impl WorkersConfig {
     /// The providers this plane launches on: `providers` when it lists any, else `provider`.
-    pub fn launching(&self) -> Vec<&str> {
+    pub fn launching(&self) -> Vec<ProviderKind> {
         if self.providers.is_empty() {
-            vec![self.provider.as_str()]
+            vec![self.provider]
         } else {
-            self.providers.iter().map(String::as_str).collect()
+            self.providers.clone()
         }
     }
 }
@@ -466,7 +467,7 @@ impl WorkersConfig {
 impl Default for WorkersConfig {
     fn default() -> Self {
         Self {
-            provider: "local".into(),
+            provider: ProviderKind::Local,
             providers: Vec::new(),
             max_workers: 2,
             idle_timeout: HumanDuration::from_secs(30 * 60),
@@ -475,111 +476,6 @@ impl Default for WorkersConfig {
             phase: Phase::Experiment,
             cache_size: None,
             max_price_per_hour: 100.0,
-        }
-    }
-}
-
-/// `[providers.<name>]`: what one provider launches.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ProviderConfig {
-    /// Instance type to launch.
-    pub instance_type: Option<String>,
-    /// Region to launch in.
-    pub region: Option<String>,
-    /// Launch spot / preemptible instances.
-    pub spot: bool,
-    /// Price per hour, when the catalog does not know it.
-    pub price_per_hour: Option<f64>,
-    /// Instance types to launch for training when `instance_type` has no
-    /// capacity or was just preempted, best first; each priced by the
-    /// catalog's entry for this provider and region.
-    pub fallback_instance_types: Vec<String>,
-    /// Instance type launched for delivery jobs: a CPU machine, so no GPU bills while a model is evaluated, merged and exported.
-    pub delivery_instance_type: Option<String>,
-    /// Its price per hour.
-    pub delivery_price_per_hour: Option<f64>,
-    /// Simulated spot (local provider): mean time between preemptions, Poisson.
-    pub spot_mtbf: Option<HumanDuration>,
-    /// Simulated spot (local provider): a spot trace file or directory to follow instead.
-    pub spot_trace: Option<String>,
-    /// Simulated spot: trace time runs this many times faster (3600: a trace hour per second).
-    pub spot_trace_speedup: f64,
-    /// Simulated spot: the notice between SIGTERM and SIGKILL.
-    pub spot_notice: HumanDuration,
-    /// Simulated spot: seed of the preemption times.
-    pub spot_seed: u64,
-    /// SSH fleet: the machines, as `user@host:port` (user and port optional).
-    pub hosts: Vec<String>,
-    /// SSH fleet: the private key `ssh -i` logs in with [default: ssh's own].
-    pub identity_file: Option<String>,
-    /// SSH fleet: each host's directory for the binary, caches and logs, relative to the login's home.
-    pub remote_dir: String,
-    /// SSH fleet and Slurm: the `tuneline` binary copied to hosts [default: this one]; a macOS host needs a macOS build.
-    pub binary: Option<String>,
-    /// Slurm: `--partition`.
-    pub partition: Option<String>,
-    /// Slurm: `--gres`, such as `gpu:1`.
-    pub gres: Option<String>,
-    /// Slurm: `--time`, such as `4h` (Slurm's own formats pass through).
-    pub time_limit: Option<String>,
-    /// Slurm: `--account`.
-    pub account: Option<String>,
-    /// Slurm: more `sbatch` arguments, such as `--qos=low`.
-    pub sbatch_args: Vec<String>,
-    /// Slurm: `user@login-node[:port]`, to run sbatch over ssh when this machine is not a Slurm client.
-    pub login: Option<String>,
-    /// AWS: the AMI to launch; RunPod and Vast.ai: the container image.
-    pub image: Option<String>,
-    /// Cloud providers: an API endpoint instead of the vendor's, such as `http://127.0.0.1:5000` (moto, a recorded contract).
-    pub endpoint: Option<String>,
-    /// RunPod and Vast.ai spot: the bid per hour (RunPod's per GPU) [default: the market's minimum].
-    pub bid_per_hour: Option<f64>,
-    /// RunPod and Vast.ai: the container's disk, in GB.
-    pub disk_gb: u32,
-    /// RunPod: `SECURE` or `COMMUNITY` cloud.
-    pub cloud_type: String,
-    /// Lambda: the name of the account's SSH key that every launch must name.
-    pub ssh_key_name: Option<String>,
-    /// AWS: the instance profile instances launch with (their store credentials).
-    pub instance_profile: Option<String>,
-    /// Cloud providers: where instances download the `tuneline` binary (its SHA-256 is checked against this build).
-    pub binary_url: Option<String>,
-}
-
-impl Default for ProviderConfig {
-    fn default() -> Self {
-        Self {
-            instance_type: None,
-            region: None,
-            spot: false,
-            price_per_hour: None,
-            fallback_instance_types: Vec::new(),
-            delivery_instance_type: None,
-            delivery_price_per_hour: None,
-            spot_mtbf: None,
-            spot_trace: None,
-            spot_trace_speedup: 1.0,
-            spot_notice: HumanDuration::from_secs(120),
-            spot_seed: 0,
-            hosts: Vec::new(),
-            identity_file: None,
-            remote_dir: ".tuneline".into(),
-            binary: None,
-            partition: None,
-            gres: None,
-            time_limit: None,
-            account: None,
-            sbatch_args: Vec::new(),
-            login: None,
-            image: None,
-            endpoint: None,
-            bid_per_hour: None,
-            disk_gb: 40,
-            cloud_type: "SECURE".into(),
-            ssh_key_name: None,
-            instance_profile: None,
-            binary_url: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Range checks on a parsed config. Each failure names the field and the allowed range.
 
+use super::providers::ProviderKind;
 use super::schema::Config;
 use super::values::SaveSteps;
 
@@ -88,42 +89,7 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     v.check("workers.max_workers", c.workers.max_workers as f64, ">= 1", c.workers.max_workers >= 1);
     let price = c.workers.max_price_per_hour;
     v.check("workers.max_price_per_hour", price, "0 to 100000 dollars per hour", (0.0..=100_000.0).contains(&price));
-    for (i, name) in c.workers.providers.iter().enumerate() {
-        let field = format!("workers.providers[{i}]");
-        if matches!(name.as_str(), "local" | "manual") {
-            v.fail(
-                &field,
-                &format!("is \"{name}\"; the ranked pool rents machines (ssh, slurm, aws, runpod, vast, lambda): use provider = \"{name}\" instead"),
-            );
-        } else if !c.providers.contains_key(name) {
-            v.fail(&field, &format!("is \"{name}\", which has no [providers.{name}] table; add one naming its instance_type and region"));
-        } else if c.workers.providers[..i].contains(name) {
-            v.fail(&field, &format!("lists \"{name}\" twice"));
-        }
-    }
-    for (name, p) in &c.providers {
-        for (field, price) in [("price_per_hour", p.price_per_hour), ("delivery_price_per_hour", p.delivery_price_per_hour)] {
-            if let Some(price) = price {
-                v.check(&format!("providers.{name}.{field}"), price, ">= 0", price >= 0.0);
-            }
-        }
-        if let Some(bid) = p.bid_per_hour {
-            v.check(&format!("providers.{name}.bid_per_hour"), bid, "> 0", bid > 0.0 && bid.is_finite());
-        }
-        if !matches!(p.cloud_type.as_str(), "SECURE" | "COMMUNITY") {
-            v.fail(&format!("providers.{name}.cloud_type"), &format!("is \"{}\"; RunPod's clouds are \"SECURE\" and \"COMMUNITY\"", p.cloud_type));
-        }
-        for (i, host) in p.hosts.iter().enumerate() {
-            if let Err(e) = super::SshHost::parse(host) {
-                v.fail(&format!("providers.{name}.hosts[{i}]"), &e);
-            }
-        }
-        if let Some(Err(e)) = p.login.as_deref().map(super::SshHost::parse) {
-            v.fail(&format!("providers.{name}.login"), &e);
-        }
-        let speedup = p.spot_trace_speedup;
-        v.check(&format!("providers.{name}.spot_trace_speedup"), speedup, "> 0", speedup > 0.0 && speedup.is_finite());
-    }
+    providers(c, &mut v);
     if let Some(url) = &c.tracking.mlflow {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             v.fail("tracking.mlflow", &format!("is \"{url}\"; write the tracking server's URL, like \"http://mlflow:5000\""));
@@ -133,6 +99,85 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.check("cost.gpu_price_per_hour", price, ">= 0", price >= 0.0);
     }
     v.0
+}
+
+/// `[workers]`'s providers and every `[providers.<kind>]` table: each
+/// launching backend has its table and the keys it cannot launch without.
+fn providers(c: &Config, v: &mut Checks) {
+    for (i, kind) in c.workers.providers.iter().enumerate() {
+        let field = format!("workers.providers[{i}]");
+        if !kind.is_remote() {
+            v.fail(
+                &field,
+                &format!("is \"{kind}\"; the ranked pool rents machines (ssh, slurm, aws, runpod, vast, lambda): use provider = \"{kind}\" instead"),
+            );
+        } else if c.workers.providers[..i].contains(kind) {
+            v.fail(&field, &format!("lists \"{kind}\" twice"));
+        }
+    }
+    let p = &c.providers;
+    let launching = c.workers.launching();
+    for (i, &kind) in launching.iter().enumerate().filter(|(i, k)| k.is_remote() && !launching[..*i].contains(k)) {
+        if p.launch(kind).is_none() {
+            let field = if c.workers.providers.is_empty() { "workers.provider".to_string() } else { format!("workers.providers[{i}]") };
+            v.fail(&field, &format!("is \"{kind}\", which has no [providers.{kind}] table; add one naming its instance_type and region"));
+            continue;
+        }
+        let binary_url = "give a URL the instances can download this tuneline binary from (its SHA-256 is checked)";
+        let required: Vec<(&str, bool, &str)> = match kind {
+            ProviderKind::Ssh => vec![("hosts", p.ssh.as_ref().is_some_and(|t| !t.hosts.is_empty()), "list the machines as [\"user@host:port\", ...]")],
+            ProviderKind::Aws => {
+                let t = p.aws.as_ref().expect("checked above");
+                vec![
+                    ("region", t.region.is_some(), "name the region to launch in, such as \"us-east-1\""),
+                    ("image", t.image.is_some(), "name the AMI to launch, such as a Deep Learning AMI's \"ami-...\""),
+                    ("binary_url", t.binary_url.is_some(), binary_url),
+                ]
+            }
+            ProviderKind::Runpod => {
+                let t = p.runpod.as_ref().expect("checked above");
+                vec![("image", t.image.is_some(), "name a container image with sh and curl"), ("binary_url", t.binary_url.is_some(), binary_url)]
+            }
+            ProviderKind::Vast => {
+                let t = p.vast.as_ref().expect("checked above");
+                vec![("image", t.image.is_some(), "name a container image with sh and curl"), ("binary_url", t.binary_url.is_some(), binary_url)]
+            }
+            ProviderKind::Lambda => vec![("binary_url", p.lambda.as_ref().is_some_and(|t| t.binary_url.is_some()), binary_url)],
+            _ => Vec::new(),
+        };
+        for (key, present, what) in required {
+            if !present {
+                v.fail(&format!("providers.{kind}.{key}"), &format!("is missing; {what}"));
+            }
+        }
+    }
+    for kind in ProviderKind::ALL {
+        let Some(launch) = p.launch(kind) else { continue };
+        for (field, price) in [("price_per_hour", launch.price_per_hour), ("delivery_price_per_hour", launch.delivery_price_per_hour)] {
+            if let Some(price) = price {
+                v.check(&format!("providers.{kind}.{field}"), price, ">= 0", price >= 0.0);
+            }
+        }
+    }
+    for (kind, bid) in [("runpod", p.runpod.as_ref().and_then(|t| t.bid_per_hour)), ("vast", p.vast.as_ref().and_then(|t| t.bid_per_hour))] {
+        if let Some(bid) = bid {
+            v.check(&format!("providers.{kind}.bid_per_hour"), bid, "> 0", bid > 0.0 && bid.is_finite());
+        }
+    }
+    if let Some(ssh) = &p.ssh {
+        for (i, host) in ssh.hosts.iter().enumerate() {
+            if let Err(e) = super::SshHost::parse(host) {
+                v.fail(&format!("providers.ssh.hosts[{i}]"), &e);
+            }
+        }
+    }
+    if let Some(Err(e)) = p.slurm.as_ref().and_then(|t| t.login.as_deref()).map(super::SshHost::parse) {
+        v.fail("providers.slurm.login", &e);
+    }
+    if let Some(local) = &p.local {
+        let speedup = local.spot_trace_speedup;
+        v.check("providers.local.spot_trace_speedup", speedup, "> 0", speedup > 0.0 && speedup.is_finite());
+    }
 }
 
 struct Checks(Vec<(String, String)>);

@@ -24,7 +24,7 @@ use aws_credential_types::Credentials;
 use ec2::{Ec2, Ec2Instance, RunRequest};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::ProviderConfig;
+use tuneline_core::config::AwsTable;
 
 use super::boot::{BinaryHash, Boot};
 use super::remote::PlaneLink;
@@ -63,7 +63,7 @@ pub struct AwsSettings {
 
 impl AwsSettings {
     /// The settings of `[providers.aws]` for a pool of `class` launching `offer`.
-    pub fn from_config(p: &ProviderConfig, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Result<Self, String> {
+    pub fn from_config(p: &AwsTable, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Result<Self, String> {
         let (key, kind) = match class {
             WorkerClass::Gpu => ("instance_type", "a GPU type for training, such as \"g5.xlarge\""),
             WorkerClass::Cpu => ("delivery_instance_type", "a CPU type for delivery (eval, merge, export), such as \"c6i.2xlarge\""),

@@ -26,7 +26,7 @@ pub fn settings(dir: &Path, endpoint: &str, key: &str, instance_type: &str, spot
         region: None,
         bid_per_hour: None,
         disk_gb: 40,
-        cloud_type: "SECURE".into(),
+        cloud_type: tuneline_core::config::CloudType::Secure,
         ssh_key_name: None,
         binary_url: "https://example.invalid/tuneline".into(),
         link: link("10.0.0.1", dir, "tlmarket", binary),
