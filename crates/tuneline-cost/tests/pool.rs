@@ -27,6 +27,7 @@ gradient_accumulation_steps = 1
 providers = ["aws", "lambda"]
 [providers.aws]
 region = "us-east-1"
+image = "ami-03cf127a"
 spot = true
 instance_type = "g6e.xlarge"
 fallback_instance_types = ["g5.xlarge", "c7i.4xlarge"]

@@ -130,7 +130,7 @@ fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() 
         "[data]\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
          [training]\nmax_steps = 3\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 1\nsave_steps = \"auto\"\n\
          [lora]\nlora_r = 4\nlora_alpha = 8\ntarget_modules = [\"q_proj\", \"v_proj\"]\n\
-         [workers]\nprovider = \"aws\"\n[providers.aws]\ninstance_type = \"p3.2xlarge\"\nregion = \"us-east-1\"\nspot = true\n",
+         [workers]\nprovider = \"aws\"\n[providers.aws]\ninstance_type = \"p3.2xlarge\"\nregion = \"us-east-1\"\nimage = \"ami-03cf127a\"\nspot = true\n",
     );
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     let (code, _, err) = ctx.run(&["train"]);

@@ -47,7 +47,10 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
     let ctx = TestContext::new();
     let config = |provider: &str, table: &str| format!("[workers]\nprovider = \"{provider}\"\n[providers.{provider}]\n{table}");
     let serve = |ctx: &TestContext| ctx.run(&["server", "--listen", "127.0.0.1:0"]);
-    ctx.write("tuneline.toml", config("runpod", "instance_type = \"NVIDIA GeForce RTX 4090\"\nbinary_url = \"https://example.invalid/tuneline\"\n"));
+    ctx.write(
+        "tuneline.toml",
+        config("runpod", "instance_type = \"NVIDIA GeForce RTX 4090\"\nimage = \"runpod/pytorch\"\nbinary_url = \"https://example.invalid/tuneline\"\n"),
+    );
     let (code, _, err) = serve(&ctx);
     assert_eq!((code, err.trim_end().lines().last()), (2, Some("error: no credentials: set RUNPOD_API_KEY to an API key of the account")), "{err}");
     ctx.write("tuneline.toml", config("lambda", "instance_type = \"gpu_1x_a10\"\n"));
@@ -59,10 +62,15 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("[providers.lambda] binary_url: missing; give a URL the instances can download"), "{err}");
     assert!(!err.contains("secret-lambda-key"), "the key is never printed: {err}");
-    ctx.write("tuneline.toml", config("vast", "instance_type = \"RTX 4090\"\ncloud_type = \"CHEAP\"\n"));
+    ctx.write("tuneline.toml", config("runpod", "instance_type = \"RTX 4090\"\nimage = \"runpod/pytorch\"\ncloud_type = \"CHEAP\"\n"));
     let (code, _, err) = serve(&ctx);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("providers.vast.cloud_type") && err.contains("is \"CHEAP\"; RunPod's clouds are \"SECURE\" and \"COMMUNITY\""), "{err}");
+    assert!(err.contains("providers.runpod.cloud_type") && err.contains("expected `SECURE` or `COMMUNITY`"), "{err}");
+    // cloud_type is RunPod's alone: on another table it is named as RunPod's, not checked as if it were that table's.
+    ctx.write("tuneline.toml", config("vast", "instance_type = \"RTX 4090\"\nimage = \"vastai/base\"\ncloud_type = \"SECURE\"\n"));
+    let (code, _, err) = serve(&ctx);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("providers.vast.cloud_type: `cloud_type` is a key of [providers.runpod], not of [providers.vast]"), "{err}");
 }
 
 /// `[workers] providers` on two clouds: aws on moto's EC2, Lambda on a

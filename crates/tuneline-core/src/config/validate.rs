@@ -123,7 +123,7 @@ fn providers(c: &Config, v: &mut Checks) {
             v.fail(&field, &format!("is \"{kind}\", which has no [providers.{kind}] table; add one naming its instance_type and region"));
             continue;
         }
-        let binary_url = "give a URL the instances can download this tuneline binary from (its SHA-256 is checked)";
+        // `binary_url` and the instance types are checked where a pool is built, which knows the class it launches.
         let required: Vec<(&str, bool, &str)> = match kind {
             ProviderKind::Ssh => vec![("hosts", p.ssh.as_ref().is_some_and(|t| !t.hosts.is_empty()), "list the machines as [\"user@host:port\", ...]")],
             ProviderKind::Aws => {
@@ -131,18 +131,10 @@ fn providers(c: &Config, v: &mut Checks) {
                 vec![
                     ("region", t.region.is_some(), "name the region to launch in, such as \"us-east-1\""),
                     ("image", t.image.is_some(), "name the AMI to launch, such as a Deep Learning AMI's \"ami-...\""),
-                    ("binary_url", t.binary_url.is_some(), binary_url),
                 ]
             }
-            ProviderKind::Runpod => {
-                let t = p.runpod.as_ref().expect("checked above");
-                vec![("image", t.image.is_some(), "name a container image with sh and curl"), ("binary_url", t.binary_url.is_some(), binary_url)]
-            }
-            ProviderKind::Vast => {
-                let t = p.vast.as_ref().expect("checked above");
-                vec![("image", t.image.is_some(), "name a container image with sh and curl"), ("binary_url", t.binary_url.is_some(), binary_url)]
-            }
-            ProviderKind::Lambda => vec![("binary_url", p.lambda.as_ref().is_some_and(|t| t.binary_url.is_some()), binary_url)],
+            ProviderKind::Runpod => vec![("image", p.runpod.as_ref().is_some_and(|t| t.image.is_some()), CONTAINER)],
+            ProviderKind::Vast => vec![("image", p.vast.as_ref().is_some_and(|t| t.image.is_some()), CONTAINER)],
             _ => Vec::new(),
         };
         for (key, present, what) in required {
@@ -179,6 +171,9 @@ fn providers(c: &Config, v: &mut Checks) {
         v.check("providers.local.spot_trace_speedup", speedup, "> 0", speedup > 0.0 && speedup.is_finite());
     }
 }
+
+/// What a marketplace's missing `image` should name.
+const CONTAINER: &str = "name a container image with sh and curl, such as \"pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel\"";
 
 struct Checks(Vec<(String, String)>);
 
