@@ -40,7 +40,7 @@ pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> 
 /// `tuneline run` for a model on this machine), with a progress line.
 pub async fn commit_base_model(global: &Global, store: &ArtifactStore, path: &Path, name: Option<&str>) -> CliResult<tuneline_train::base::Added> {
     let shown = Shown::new(&format!("add {}", path.display()), global.quiet || global.json);
-    let added = tuneline_train::base::add(store, path, name, &Path::new(crate::delivery::CACHE).join("staging"), &shown).await;
+    let added = tuneline_train::base::add(store, path, name, &Path::new(tuneline_core::layout::LOCAL_CACHE).join("staging"), &shown).await;
     shown.finish();
     Ok(added?)
 }

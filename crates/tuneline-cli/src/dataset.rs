@@ -48,7 +48,7 @@ pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_c
 /// (same endpoint and credentials as the store). Both are brought into the
 /// local cache, which skips files already current, and read from there.
 async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult<Vec<String>> {
-    let cache = PathBuf::from(".tuneline/cache/inputs");
+    let cache = std::path::Path::new(tuneline_core::layout::LOCAL_CACHE).join("inputs");
     let mut local = Vec::with_capacity(inputs.len());
     for input in inputs {
         let shown = || Shown::new(&format!("fetch {input}"), global.quiet || global.json);

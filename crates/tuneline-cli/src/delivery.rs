@@ -29,8 +29,7 @@ use crate::context::{fetch_checkpoint, fetch_dataset, resolve_checkpoint};
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
 
-/// Where checkpoints, datasets and staged deliveries are pulled to, unless a worker names its own cache.
-pub const CACHE: &str = ".tuneline/cache";
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// A committed checkpoint, pulled.
 pub struct Checkpoint {
@@ -300,7 +299,7 @@ pub async fn deliver(
 /// The delivery of `run`'s latest checkpoint, as a delivery job recorded
 /// it: the model pulled from the store into `out`; returns its [`summary`].
 pub async fn delivered(global: &Global, store: &ArtifactStore, config: &Config, run: &str, out: &Path) -> CliResult<String> {
-    let cache = Path::new(CACHE);
+    let cache = Path::new(LOCAL_CACHE);
     let checkpoint = Checkpoint::fetch(global, store, config, Some(run), None, cache).await?;
     let prefix = layout::delivery(run, checkpoint.step);
     let record = store.read_committed(&prefix, RECORD_FILE).await?;

@@ -40,7 +40,7 @@ impl TrainJob {
 /// and whatever would fail on a worker (memory budget, device, tokenizer) is refused here first.
 pub async fn train_job(global: &Global, store: &ArtifactStore, config: &mut Config) -> CliResult<TrainJob> {
     let path = config_path(global);
-    let cache = PathBuf::from(".tuneline/cache");
+    let cache = PathBuf::from(tuneline_core::layout::LOCAL_CACHE);
     // A job names only store artifacts: a base model on this machine is committed
     // to the store first (once: it is content-addressed), and each worker pulls it.
     let model = match layout::store_ref(&config.model.path) {

@@ -27,6 +27,7 @@ pub mod db;
 pub mod job;
 pub mod lock;
 pub mod machines;
+pub mod reached;
 pub mod report;
 pub mod runs;
 pub mod serve;

@@ -85,7 +85,7 @@ pub fn join_token(state_dir: &Path, endpoint: &Endpoint) -> Result<JoinToken, Se
 }
 
 /// The join secret kept in `state_dir`, made on first use.
-fn join_secret(state_dir: &Path) -> Result<String, ServeError> {
+pub(crate) fn join_secret(state_dir: &Path) -> Result<String, ServeError> {
     let path = state_dir.join(JOIN_FILE);
     crate::token::load_or_create(&path).map_err(|source| ServeError::Io { what: format!("join secret file {}", path.display()), source })
 }

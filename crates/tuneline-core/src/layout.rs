@@ -11,6 +11,10 @@
 //! models/<name>/<version>/              delivery outputs
 //! ```
 
+/// This machine's cache under the project directory: base models and Hub
+/// downloads (`hub/`), dataset inputs (`inputs/`), runs' checkpoints, staging.
+pub const LOCAL_CACHE: &str = ".tuneline/cache";
+
 /// The longest run name: `<project>-<12 hex>` for a project name of up to 115 characters.
 pub const RUN_NAME_MAX: usize = 128;
 

@@ -10,8 +10,8 @@ use tuneline_store::ArtifactStore;
 use crate::cli::{DataCommand, Global};
 use crate::context::{load_config, localize_model, open_store};
 use crate::dataset::{manifest_at, prepare, render};
-use crate::delivery::CACHE;
 use crate::exit::{CliResult, Failure};
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs a `tuneline data` command.
 pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
@@ -19,7 +19,7 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
     let store = open_store(global, &config)?;
     match command {
         DataCommand::Prepare { inputs } => {
-            localize_model(global, &store, &mut config, Path::new(CACHE)).await?;
+            localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
             prepare(global, &store, &config, inputs).await.map(drop)
         }
         DataCommand::Show { dataset } => {

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::{DeliverArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{deliver as deliver_run, summary, Ledger, CACHE};
+use crate::delivery::{deliver as deliver_run, summary, Ledger};
 use crate::exit::CliResult;
 use crate::plane::{client, STATE_DIR};
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline deliver`.
 pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
@@ -21,7 +22,7 @@ pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
         }
         (None, _) => Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR))),
     };
-    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(CACHE));
+    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(LOCAL_CACHE));
     localize_model(global, &store, &mut config, &cache).await?;
     let from = (args.from.run.as_deref(), args.from.checkpoint);
     let (checkpoint, eval, sheet, delivered) = deliver_run(global, &store, &config, from, args.out.as_deref(), &ledger, &cache).await?;

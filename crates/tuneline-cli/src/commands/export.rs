@@ -10,8 +10,9 @@ use tuneline_deliver::merge;
 
 use crate::cli::{ExportArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint, CACHE};
+use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint};
 use crate::exit::{CliResult, Failure};
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline export`.
 pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
@@ -20,10 +21,10 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
     let mut config = load_config(global, args.model.is_some())?.config;
     let store = open_store(global, &config)?;
     if args.model.is_none() {
-        localize_model(global, &store, &mut config, Path::new(CACHE)).await?;
+        localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
     }
     if args.adapter {
-        let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
+        let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(LOCAL_CACHE)).await?;
         let base = Path::new(&config.model.path);
         let e = tokio::task::block_in_place(|| export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out))?;
         println!("exported the adapter of {} -> {} ({:.1} MB, {} tensors)", checkpoint.name(), e.path.display(), e.bytes as f64 / 1e6, e.tensors.len());
@@ -33,11 +34,11 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         Some(dir) => {
             let merged = tokio::task::block_in_place(|| merge::open(dir))?;
             // A model of no run is smoke-tested on the newest dataset's eval split, if there is one.
-            let eval = if args.no_smoke { None } else { eval_split(global, &store, &config, None, Path::new(CACHE)).await.ok() };
+            let eval = if args.no_smoke { None } else { eval_split(global, &store, &config, None, Path::new(LOCAL_CACHE)).await.ok() };
             (merged, dir.display().to_string(), eval)
         }
         None => {
-            let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(CACHE)).await?;
+            let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(LOCAL_CACHE)).await?;
             let eval = if args.no_smoke { None } else { Some(checkpoint.eval_rows(global, &store, &config).await?) };
             (checkpoint.merged(&config)?, checkpoint.name(), eval)
         }

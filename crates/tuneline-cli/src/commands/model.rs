@@ -11,9 +11,9 @@ use tuneline_train::hub::{download, HubModel};
 
 use crate::cli::{Global, ModelCommand};
 use crate::context::{commit_base_model, load_config, open_store};
-use crate::delivery::CACHE;
 use crate::exit::{CliResult, Failure};
 use crate::progress::Shown;
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs a `tuneline model` command.
 pub async fn run(global: &Global, command: &ModelCommand) -> CliResult {
@@ -25,7 +25,7 @@ pub async fn run(global: &Global, command: &ModelCommand) -> CliResult {
             let model = HubModel::parse(reference).map_err(Failure::input)?;
             let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| HUB.to_string());
             let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty());
-            let dir = Path::new(CACHE).join("hub").join(&model.repo.repo).join(&model.repo.revision);
+            let dir = Path::new(LOCAL_CACHE).join("hub").join(&model.repo.repo).join(&model.repo.revision);
             let shown = Shown::new(&format!("download {reference}"), global.quiet || global.json);
             let downloaded = download(&model, &endpoint, token.as_deref(), &dir, &shown).await;
             shown.finish();

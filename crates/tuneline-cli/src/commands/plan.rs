@@ -25,7 +25,7 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     let mut config = load_config(global, true)?.config;
     if args.model.is_none() && layout::store_ref(&config.model.path).is_some() {
         let store = open_store(global, &config)?;
-        localize_model(global, &store, &mut config, Path::new(".tuneline/cache")).await?;
+        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE)).await?;
     }
     if args.refresh {
         refresh(&config).await?;

@@ -10,9 +10,10 @@ use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
-use crate::delivery::{push as push_to_store, Ledger, CACHE};
+use crate::delivery::{push as push_to_store, Ledger};
 use crate::exit::{CliResult, Failure};
 use crate::plane::STATE_DIR;
+use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline push`.
 pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
@@ -24,7 +25,7 @@ pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let ledger = Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)));
-    let pushed = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, &ledger, Path::new(CACHE)).await?;
+    let pushed = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, &ledger, Path::new(LOCAL_CACHE)).await?;
     println!("{pushed}");
     Ok(())
 }

@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use tuneline_control::reached;
 use tuneline_control::serve::{join_command, join_token, public_url, Endpoint};
 use tuneline_core::layout;
 
@@ -19,14 +20,21 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     let listen = args.listen.clone().unwrap_or_else(|| config.server.listen.clone());
     let endpoint = Endpoint::from_config(&config.server, &listen, args.insecure_http);
     if let Some(ServerCommand::JoinToken) = args.command {
-        let join = join_token(&state_dir, &endpoint).map_err(Failure::failed)?;
-        println!("{}", join_command(&public_url(&config.server, &endpoint, &listen), &join));
+        let command = match reached::join_command_of(&state_dir).map_err(Failure::failed)? {
+            Some(command) => command,
+            None => {
+                eprintln!("note: no server has served from {} yet; this command is the config's [server] as it would start", state_dir.display());
+                let join = join_token(&state_dir, &endpoint).map_err(Failure::failed)?;
+                join_command(&public_url(&config.server, &endpoint, &listen), &join)
+            }
+        };
+        println!("{command}");
         return Ok(());
     }
     // A ranked pool prices the config's job on each offer: a `store:` base is pulled to read its shape.
     if !config.workers.providers.is_empty() && layout::store_ref(&config.model.path).is_some() {
         let store = open_store(global, &config)?;
-        localize_model(global, &store, &mut config, Path::new(".tuneline/cache")).await?;
+        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE)).await?;
     }
     let ranking = ranking_job(&config, None)?;
     let mut plane = ControlPlane::start(&config, &state_dir, &endpoint, ranking.as_ref()).await?;
@@ -39,6 +47,7 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     );
     // The join token is a credential: printed to a person at a terminal, never into a log file.
     let url = public_url(&config.server, &endpoint, &plane.server.addr.to_string());
+    reached::record(&state_dir, &url, plane.server.fingerprint()).map_err(Failure::failed)?;
     if std::io::stderr().is_terminal() {
         eprintln!("join a worker with:\n  {}", join_command(&url, &plane.server.join));
     } else {

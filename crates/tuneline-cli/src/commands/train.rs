@@ -28,7 +28,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         config.training.max_steps = Some(steps);
     }
     let store = open_store(global, &config)?;
-    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/cache"));
+    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(tuneline_core::layout::LOCAL_CACHE));
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;

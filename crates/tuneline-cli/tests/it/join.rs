@@ -25,7 +25,7 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     let (code, out, err) = ctx.run(&["server", "join-token"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("tuneline worker --server https://127.0.0.1:8470 --join tlj1."), "{out}");
+    assert!(out.starts_with(&format!("tuneline worker --server {url} --join tlj1.")), "the running server's own URL: {out}");
     let join = out.split_whitespace().last().unwrap().to_string();
 
     let worker = remote_worker(&ctx, &["--server", &url, "--join", &join, "--cache-dir", "cache"])
