@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::leases::Outcome;
 use crate::ledger::Segment;
 use crate::workers::WorkerClass;
 
@@ -345,13 +346,13 @@ impl RetryPolicy {
     /// than a user error or a cancel, counts.
     pub const SERVER: Self = Self { preempted: true, lost: true, infra_error: true };
 
-    /// Whether an attempt that ended with `outcome` (as [`Segment::outcome`] names it) counts.
-    pub fn counts(&self, outcome: &str) -> bool {
+    /// Whether an attempt that ended with `outcome` counts.
+    pub fn counts(&self, outcome: Outcome) -> bool {
         match outcome {
-            "preempted" => self.preempted,
-            "lost" => self.lost,
-            "infra_error" => self.infra_error,
-            _ => false,
+            Outcome::Preempted => self.preempted,
+            Outcome::Lost => self.lost,
+            Outcome::InfraError => self.infra_error,
+            Outcome::Succeeded | Outcome::UserError | Outcome::Cancelled => false,
         }
     }
 }
@@ -434,7 +435,7 @@ mod tests {
     #[test]
     fn the_policy_counts_what_it_says() {
         let policy = RetryPolicy::SERVER;
-        assert!(policy.counts("preempted") && policy.counts("lost") && policy.counts("infra_error"));
-        assert!(!policy.counts("user_error") && !policy.counts("succeeded") && !policy.counts("cancelled"));
+        assert!(policy.counts(Outcome::Preempted) && policy.counts(Outcome::Lost) && policy.counts(Outcome::InfraError));
+        assert!(!policy.counts(Outcome::UserError) && !policy.counts(Outcome::Succeeded) && !policy.counts(Outcome::Cancelled));
     }
 }

@@ -61,6 +61,9 @@ pub enum Outcome {
     InfraError,
     /// The worker stopped it because a user cancelled it.
     Cancelled,
+    /// The server heard nothing from the worker for a lease timeout: the job
+    /// is retried. The server's verdict, never a worker's release.
+    Lost,
 }
 
 impl Outcome {
@@ -72,7 +75,26 @@ impl Outcome {
             Self::UserError => "user_error",
             Self::InfraError => "infra_error",
             Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
         }
+    }
+
+    /// Every outcome, in the order [`Outcome::as_str`] lists them.
+    pub const ALL: [Outcome; 6] = [Self::Succeeded, Self::Preempted, Self::UserError, Self::InfraError, Self::Cancelled, Self::Lost];
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Outcome {
+    type Err = String;
+
+    /// The outcome [`Outcome::as_str`] names, as the state database stores it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| format!("`{s}` is not an attempt's outcome"))
     }
 }
 

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::leases::Outcome;
 use crate::workers::WorkerClass;
 
 /// One worker's attempt at one job, as the ledger bills it.
@@ -39,9 +40,8 @@ pub struct Segment {
     pub max_step: Option<u64>,
     /// Finished steps that no checkpoint kept: the next attempt redid them.
     pub lost_steps: u64,
-    /// How it ended: `succeeded`, `preempted`, `lost` (no heartbeat),
-    /// `user_error`, `infra_error` or `cancelled`; null while it runs.
-    pub outcome: Option<String>,
+    /// How it ended; null while it runs.
+    pub outcome: Option<Outcome>,
     /// Why it failed, for a user or infrastructure error.
     pub error: Option<String>,
     /// Seconds spent computing steps.

@@ -31,7 +31,7 @@ pub async fn follow(client: &Client, id: i64, (stage, total): (&str, u64), globa
         if last_state != Some(job.state) || last_ended != ended.len() {
             // Why an attempt ended matters when the job goes on (requeued) or fails.
             let why = ended.last().filter(|_| ended.len() > last_ended && job.state != State::Succeeded).map_or(String::new(), |a| {
-                let outcome = a.outcome.as_deref().unwrap_or_default().replace('_', " ");
+                let outcome = a.outcome.map(|o| o.as_str()).unwrap_or_default().replace('_', " ");
                 format!(" after attempt {} ended {outcome}{}", ended.len(), a.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default())
             });
             let used = format!("{} of {} attempts used", job.attempts_used, job.max_attempts);

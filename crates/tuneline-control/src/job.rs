@@ -4,6 +4,7 @@
 //! `max_attempts`; a user error (bad config, bad data) fails at once, since a
 //! retry would fail the same way.
 
+use tuneline_api::Outcome;
 pub use tuneline_api::{RetryPolicy, State};
 
 /// What happened to a leased or running job.
@@ -28,17 +29,16 @@ pub enum Event {
 }
 
 impl Event {
-    /// How an attempt that ends with this event ended, as
-    /// [`tuneline_api::Segment::outcome`] names it; `None` if no attempt ends.
-    pub fn outcome(&self) -> Option<&'static str> {
+    /// How an attempt that ends with this event ended; `None` if no attempt ends.
+    pub fn outcome(&self) -> Option<Outcome> {
         match self {
             Self::Leased | Self::Started => None,
-            Self::Succeeded => Some("succeeded"),
-            Self::UserError(_) => Some("user_error"),
-            Self::InfraError(_) => Some("infra_error"),
-            Self::Preempted => Some("preempted"),
-            Self::Lost => Some("lost"),
-            Self::Cancelled => Some("cancelled"),
+            Self::Succeeded => Some(Outcome::Succeeded),
+            Self::UserError(_) => Some(Outcome::UserError),
+            Self::InfraError(_) => Some(Outcome::InfraError),
+            Self::Preempted => Some(Outcome::Preempted),
+            Self::Lost => Some(Outcome::Lost),
+            Self::Cancelled => Some(Outcome::Cancelled),
         }
     }
 

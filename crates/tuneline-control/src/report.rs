@@ -16,7 +16,7 @@ use tuneline_cost::eth::eth;
 use utoipa::ToSchema;
 
 use crate::machines::{machines, Machine};
-use tuneline_api::{Job, Segment, Worker, WorkerClass};
+use tuneline_api::{Job, Outcome, Segment, Worker, WorkerClass};
 
 /// What storage and transfer cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -200,7 +200,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let egress_usd = bytes_down as f64 / GB * prices.egress_per_gb;
     let training_usd = compute_usd + storage_usd + egress_usd;
     let effective_hours = effective_s / 3600.0;
-    let preempted = |s: &&Segment| matches!(s.outcome.as_deref(), Some("preempted" | "lost"));
+    let preempted = |s: &&Segment| matches!(s.outcome, Some(Outcome::Preempted | Outcome::Lost));
     CostReport {
         segments: segments.len(),
         preemptions: segments.iter().filter(preempted).count(),
@@ -243,7 +243,7 @@ mod tests {
             start_step: Some(steps.0),
             max_step: Some(steps.1),
             lost_steps: lost,
-            outcome: Some(outcome.into()),
+            outcome: Some(outcome.parse().unwrap()),
             compute_s,
             utilization: Some(0.5),
             utilization_samples: 3,

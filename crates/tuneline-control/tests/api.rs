@@ -215,7 +215,7 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
     assert_eq!(done.state, State::Succeeded);
 
     let ledger = client.ledger(Some(job.id)).await.unwrap();
-    let figures: Vec<_> = ledger.iter().map(|s| (s.worker, s.steps_computed(), s.steps_committed(), s.lost_steps, s.outcome.as_deref())).collect();
+    let figures: Vec<_> = ledger.iter().map(|s| (s.worker, s.steps_computed(), s.steps_committed(), s.lost_steps, s.outcome.map(|o| o.as_str()))).collect();
     assert_eq!(figures, [(first, 5, 4, 1, Some("preempted")), (second, 6, 6, 0, Some("succeeded"))]);
     assert!(ledger.iter().all(|s| s.ended_at.unwrap() >= s.started_at && s.price_per_hour == 2.0 && s.spot));
 }
@@ -233,7 +233,7 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
     let workers = client.workers(true).await.unwrap();
     assert_eq!(workers[0].state, WorkerState::Lost);
-    assert_eq!(client.ledger(None).await.unwrap()[0].outcome.as_deref(), Some("lost"));
+    assert_eq!(client.ledger(None).await.unwrap()[0].outcome.map(|o| o.as_str()), Some("lost"));
     let orders = client.heartbeat(silent, &Heartbeat { job: Some(job.id), ..Default::default() }).await.unwrap();
     assert!(orders.cancel && orders.shutdown, "a worker back from the dead stops its stale attempt");
     // It had committed step 2 without reporting it: the next attempt resumes there, and the ledger credits the silent one.

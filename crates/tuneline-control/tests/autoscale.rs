@@ -236,7 +236,7 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     assert_eq!(failed.state, tuneline_api::State::Failed, "not retried for ever");
     let error = failed.error.unwrap();
     assert!(error.contains("out of attempts: 2 of 2") && error.contains(refusal), "{error}");
-    assert_eq!(failed.attempts.iter().map(|a| a.outcome.as_deref()).collect::<Vec<_>>(), [Some("infra_error"); 2]);
+    assert_eq!(failed.attempts.iter().map(|a| a.outcome.map(|o| o.as_str())).collect::<Vec<_>>(), [Some("infra_error"); 2]);
     assert!(failed.attempts.iter().all(|a| a.ended_at == Some(a.started_at)), "a launch that failed bills no time");
 }
 

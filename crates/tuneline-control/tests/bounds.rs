@@ -126,3 +126,16 @@ async fn guessed_tokens_and_mass_registration_are_throttled() {
     assert!(prices.len() == MAX_JOINS as usize && prices.iter().all(|&p| p == 100.0), "a worker's own price is capped by [workers] max_price_per_hour");
     drop(server);
 }
+
+#[tokio::test]
+async fn a_worker_cannot_declare_its_own_attempt_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
+    let (worker, job, own) = running(&client).await;
+    let release = tuneline_api::Release { worker, outcome: tuneline_api::Outcome::Lost, message: None, last: Heartbeat::default() };
+    let (status, field, error) = refused(own.release(job, &release).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (422, Some("outcome")), "{error}");
+    assert!(error.contains("the server's verdict"), "{error}");
+    let ledger = client.ledger(None).await.unwrap();
+    assert_eq!(ledger[0].outcome, None, "the attempt still runs: {ledger:?}");
+}

@@ -138,7 +138,7 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     assert!(cost["steps_committed"].as_u64().unwrap() >= MAX_STEPS, "{report}");
     assert!(cost["total_usd"].as_f64().unwrap() > 0.0 && cost["eth_usd"].as_f64().unwrap() > 0.0, "{report}");
     let segments = Db::open(&db).unwrap().segments(Some(1)).unwrap();
-    let outcomes: Vec<_> = segments.iter().map(|s| s.outcome.clone().unwrap_or_default()).collect();
+    let outcomes: Vec<_> = segments.iter().map(|s| s.outcome.map_or(String::new(), |o| o.to_string())).collect();
     assert!(outcomes.iter().any(|o| o == "lost"), "the killed worker's segment is lost: {outcomes:?}");
     assert!(outcomes.iter().any(|o| o == "preempted"), "a spot notice was taken: {outcomes:?}\n{}", logs(&ctx));
     let lost = outcomes.iter().filter(|o| *o == "lost").count();

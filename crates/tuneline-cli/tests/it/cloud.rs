@@ -83,7 +83,7 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     );
     cloud.notice(&noticed);
     let segments = || Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
-    wait("the job released as preempted", &ctx, (&mut first, "first"), || segments().first().and_then(|s| s.outcome.clone()).as_deref() == Some("preempted"));
+    wait("the job released as preempted", &ctx, (&mut first, "first"), || segments().first().and_then(|s| s.outcome).map(|o| o.as_str()) == Some("preempted"));
     // The notice's two minutes are up: the cloud reclaims the instance.
     cloud.terminate(&noticed);
     let at_notice = step(&ctx);

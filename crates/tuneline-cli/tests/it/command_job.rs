@@ -52,7 +52,7 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     };
     assert_eq!(done.state, State::Succeeded, "{done:?}");
     // The record tells the truth: both attempts, the preempted one included, and no error on a job that succeeded.
-    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.outcome.as_deref().unwrap(), a.start_step, a.error.is_none())).collect();
+    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.outcome.map(|o| o.as_str()).unwrap(), a.start_step, a.error.is_none())).collect();
     assert_eq!(attempts, [("preempted", Some(0), true), ("succeeded", Some(saved), true)], "{done:?}");
     assert_eq!((done.attempts_used, done.error.as_deref()), (1, None), "{done:?}");
     assert!(done.retry.preempted, "the record states that a preemption uses an attempt");
@@ -60,7 +60,7 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     let logs: Vec<String> = client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
     assert!(logs.contains(&format!("resumed from checkpoint-{saved} at step {saved}")), "{logs:?}");
     let ledger = client.ledger(Some(job.id)).await.unwrap();
-    let outcomes: Vec<_> = ledger.iter().map(|s| (s.outcome.clone().unwrap(), s.lost_steps, s.price_per_hour)).collect();
+    let outcomes: Vec<_> = ledger.iter().map(|s| (s.outcome.unwrap().to_string(), s.lost_steps, s.price_per_hour)).collect();
     assert_eq!(outcomes, [("preempted".to_string(), 0, 0.75), ("succeeded".to_string(), 0, 0.75)]);
     assert!(ledger[1].bytes_down > 0, "the second worker downloaded the checkpoint");
 }

@@ -111,7 +111,7 @@ pub(crate) fn outcomes(ctx: &TestContext, garage: &Garage) -> Vec<String> {
         let spec = serde_json::to_string(&job.spec).unwrap();
         assert!(!spec.contains(&garage.secret) && !spec.contains(&garage.key_id), "job {} carries the store's credentials", job.id);
     }
-    db.segments(Some(1)).unwrap().iter().map(|s| s.outcome.clone().unwrap_or_default()).collect()
+    db.segments(Some(1)).unwrap().iter().map(|s| s.outcome.map_or(String::new(), |o| o.to_string())).collect()
 }
 
 #[test]

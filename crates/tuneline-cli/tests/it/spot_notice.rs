@@ -79,7 +79,7 @@ async fn an_imds_spot_notice_commits_a_checkpoint_and_releases_the_job_as_preemp
     assert!(log.contains("AWS spot instance-action") && log.contains("finishing the current job with a checkpoint"), "{log}");
     let requeued = client.job(job.id).await.unwrap();
     assert_eq!(requeued.state, State::Queued, "{requeued:?}");
-    assert_eq!(requeued.attempts.first().and_then(|a| a.outcome.as_deref()), Some("preempted"), "{requeued:?}");
+    assert_eq!(requeued.attempts.first().and_then(|a| a.outcome.map(|o| o.as_str())), Some("preempted"), "{requeued:?}");
     let saved: Vec<u64> = (1..=400).filter(|&s| committed(s)).collect();
     assert_eq!(saved.len(), 1, "the trainer's checkpoint on the notice, and no other, is committed: {saved:?}");
 }

@@ -63,7 +63,7 @@ pub async fn start(
 }
 
 /// The worker gives its job back: succeeded, failed, or preempted (requeued).
-#[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError)))]
+#[utoipa::path(post, path = "/v1/leases/{job}/release", params(("job" = i64, Path, description = "the leased job's id")), request_body = Release, responses((status = 200, body = Job), (status = 403, description = "the job is not this worker's", body = ApiError), (status = 409, body = ApiError), (status = 422, description = "a worker released as `lost`", body = ApiError)))]
 pub async fn release(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
@@ -71,6 +71,9 @@ pub async fn release(
     Body(release): Body<Release>,
 ) -> Result<Json<Job>, Failure> {
     caller.acts_as(release.worker)?;
+    if release.outcome == Outcome::Lost {
+        return Err(Failure::unprocessable("outcome", "outcome: `lost` is the server's verdict on a silent worker; release as `preempted` or `infra_error`"));
+    }
     let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
     if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {
         shared.wake();

@@ -6,11 +6,17 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, Row};
 
 use super::{Db, DbError};
-use tuneline_api::{Segment, WorkerRegister};
+use tuneline_api::{Outcome, Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
     s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at
     FROM segments s JOIN workers w ON w.id = s.worker";
+
+/// The outcome stored in column `i` as [`Outcome::as_str`] names it.
+fn outcome(row: &Row, i: usize) -> rusqlite::Result<Option<Outcome>> {
+    let stored: Option<String> = row.get(i)?;
+    stored.map(|s| s.parse().map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into()))).transpose()
+}
 
 fn segment(row: &Row) -> rusqlite::Result<Segment> {
     let info: String = row.get(2)?;
@@ -30,7 +36,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         start_step: row.get(5)?,
         max_step: row.get(6)?,
         lost_steps: row.get(7)?,
-        outcome: row.get(8)?,
+        outcome: outcome(row, 8)?,
         compute_s: row.get(9)?,
         utilization: (util_n > 0).then(|| util_sum / util_n as f64),
         utilization_samples: util_n,

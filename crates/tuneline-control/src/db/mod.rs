@@ -21,7 +21,7 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use crate::job::{next, Event, RetryPolicy, State};
-use tuneline_api::{now, Job, JobKind, JobSpec, WorkerClass};
+use tuneline_api::{now, Job, JobKind, JobSpec, Outcome, WorkerClass};
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -257,7 +257,7 @@ fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> 
             "out of attempts: {} of {} used; the last ended {}",
             job.attempts_used,
             job.max_attempts,
-            event.error().map_or_else(|| event.outcome().unwrap_or("").replace('_', " "), |e| format!("with: {e}"))
+            event.error().map_or_else(|| event.outcome().map_or("", Outcome::as_str).replace('_', " "), |e| format!("with: {e}"))
         )),
         _ => None,
     };
@@ -279,7 +279,7 @@ fn decode((id, kind, spec, state, max_attempts, worker, error, step, loss): RawJ
     let kind = JobKind::parse(&kind).ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
     let spec = serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
     let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
-    let attempts_used = attempts.iter().filter(|a| a.outcome.as_deref().is_some_and(|o| POLICY.counts(o))).count() as u32;
+    let attempts_used = attempts.iter().filter(|a| a.outcome.is_some_and(|o| POLICY.counts(o))).count() as u32;
     Ok(Job { id, spec, state, attempts, attempts_used, max_attempts, retry: POLICY, worker, error, step, loss })
 }
 

@@ -158,6 +158,7 @@ impl Db {
             Outcome::UserError => Event::UserError(message),
             Outcome::InfraError => Event::InfraError(message),
             Outcome::Cancelled => Event::Cancelled,
+            Outcome::Lost => Event::Lost,
         };
         end_segment(&tx, job, worker, &event)?;
         let released = transition(&tx, job, &event)?;
@@ -205,7 +206,7 @@ impl Db {
         let event = Event::InfraError(format!("launching a worker failed: {error}"));
         tx.execute(
             "INSERT INTO segments (job, worker, started_at, ended_at, outcome, error) VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
-            params![job, worker, at, event.outcome(), event.error()],
+            params![job, worker, at, event.outcome().map(Outcome::as_str), event.error()],
         )?;
         let charged = transition(&tx, job, &event)?;
         tx.commit()?;
@@ -260,7 +261,7 @@ fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Hea
 fn end_segment(tx: &rusqlite::Transaction, job: i64, worker: i64, event: &Event) -> Result<(), DbError> {
     tx.execute(
         "UPDATE segments SET ended_at = ?3, outcome = ?4, error = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
-        params![job, worker, now(), event.outcome(), event.error()],
+        params![job, worker, now(), event.outcome().map(Outcome::as_str), event.error()],
     )?;
     Ok(())
 }
