@@ -298,7 +298,7 @@ impl Autoscaler {
                     lock(&self.reported).insert((name.to_string(), instance.id.clone()), instance.offer);
                     return Ok(instance.id);
                 }
-                Err(e) if e.full && attempt + 1 < order.len() => {
+                Err(e) if e.is_no_capacity() && attempt + 1 < order.len() => {
                     let text = format!("{} has no capacity ({})", describe(choice), e.message);
                     tracing::warn!("{text}; trying the next offer");
                     let _ = self.shared.db().note(self.pool.class, &format!("tuneline: {text}; trying the next offer"));
@@ -315,7 +315,7 @@ impl Autoscaler {
     fn launch_failed(&self, choice: &Choice, e: &ProviderError) -> String {
         let o = &choice.offer;
         let mut failure = format!("cannot launch {}: {e}", o.instance_type);
-        if !e.full {
+        if !e.is_no_capacity() {
             let info = WorkerRegister {
                 provider: choice.provider.name().to_string(),
                 instance_type: Some(o.instance_type.clone()),

@@ -16,7 +16,7 @@ use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::db::Db;
-use tuneline_providers::{Instance, Offer, Provider, ProviderError};
+use tuneline_providers::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
 /// Records launches and terminations; `stuck` instances refuse to terminate.
 #[derive(Default)]
@@ -47,10 +47,10 @@ impl Provider for Recorder {
     }
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         if let Some(e) = self.refuse.lock().unwrap().as_ref() {
-            return Err(ProviderError { provider: e.provider.clone(), message: e.message.clone(), full: e.full });
+            return Err(ProviderError { provider: e.provider.clone(), message: e.message.clone(), kind: e.kind });
         }
         if self.full.lock().unwrap().contains(&offer.instance_type) {
-            return Err(ProviderError { provider: "local".into(), message: "InsufficientInstanceCapacity".into(), full: true });
+            return Err(ProviderError::new("local", "InsufficientInstanceCapacity".into()).of_kind(ErrorKind::NoCapacity));
         }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut offer = offer.clone();
@@ -221,7 +221,7 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let job = shared.db().submit(&command(), 2).unwrap();
-    *provider.refuse.lock().unwrap() = Some(ProviderError { full: true, ..ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into()) });
+    *provider.refuse.lock().unwrap() = Some(ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into()).of_kind(ErrorKind::NoCapacity));
     for _ in 0..3 {
         assert_eq!(autoscaler.pass().await.failed.len(), 1);
     }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::boot::BinaryHash;
 use super::json_api::{decode, ApiError, JsonApi};
 use super::market::{as_of_now, refusal, Market, MarketSettings};
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
 /// Lambda's API.
@@ -96,7 +96,7 @@ impl LambdaProvider {
             let elsewhere = if regions.is_empty() { String::new() } else { format!(" (it has in {})", regions.join(", ")) };
             let mut e =
                 ProviderError::new(LAMBDA.name, format!("no capacity for {instance_type} in {place} now{elsewhere}; try later or another type or region"));
-            e.full = true;
+            e.kind = ErrorKind::NoCapacity;
             return Err(e);
         };
         Ok((region, price))
@@ -130,9 +130,12 @@ fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
     if !suggestion.is_empty() {
         message.push_str(&format!(" ({suggestion})"));
     }
-    let mut error = refusal(LAMBDA, api, call, &message, e.status);
-    error.full = code.ends_with("insufficient-capacity");
-    error
+    let error = refusal(LAMBDA, api, call, &message, e.status);
+    if code.ends_with("insufficient-capacity") {
+        error.of_kind(ErrorKind::NoCapacity)
+    } else {
+        error
+    }
 }
 
 /// Instance type `name` at `api`: its price per hour and the regions with capacity for it now.

@@ -70,15 +70,52 @@ pub struct ProviderError {
     pub provider: String,
     /// What failed.
     pub message: String,
-    /// The provider has no room now (every host busy): no one's fault, so a
-    /// failed launch charges no job an attempt.
-    pub full: bool,
+    /// What kind of failure: what the autoscaler does next depends on it.
+    pub kind: ErrorKind,
+}
+
+/// What kind of failure a provider call met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The provider has no room now (every host busy, no capacity of the
+    /// type): no one's fault, so the next offer is tried and no job is
+    /// charged an attempt.
+    NoCapacity,
+    /// The credentials were refused (missing, wrong, or without the right).
+    Auth,
+    /// What the call named does not exist (an instance already gone, an image, a type).
+    NotFound,
+    /// The provider refused the request as made: a setting to fix.
+    Refused,
+    /// The provider could not be reached, or asked to slow down: worth retrying as is.
+    Transient,
 }
 
 impl ProviderError {
-    /// A failure of `provider`.
+    /// A failure of `provider` that refused the request ([`ErrorKind::Refused`]).
     pub fn new(provider: &str, message: String) -> Self {
-        Self { provider: provider.into(), message, full: false }
+        Self { provider: provider.into(), message, kind: ErrorKind::Refused }
+    }
+
+    /// This failure, of kind `kind`.
+    pub fn of_kind(self, kind: ErrorKind) -> Self {
+        Self { kind, ..self }
+    }
+
+    /// The kind an HTTP `status` answer means: 0 (no answer), 429 and 5xx
+    /// are transient, 401 and 403 refuse the credentials, 404 names nothing.
+    pub fn kind_of_status(status: u16) -> ErrorKind {
+        match status {
+            0 | 429 | 500..=599 => ErrorKind::Transient,
+            401 | 403 => ErrorKind::Auth,
+            404 => ErrorKind::NotFound,
+            _ => ErrorKind::Refused,
+        }
+    }
+
+    /// Whether the provider has no room now.
+    pub fn is_no_capacity(&self) -> bool {
+        self.kind == ErrorKind::NoCapacity
     }
 }
 

@@ -17,7 +17,7 @@ use super::lambda::{LambdaProvider, LAMBDA, LAUNCH_INTERVAL};
 use super::remote::PlaneLink;
 use super::runpod::{RunPodProvider, RUNPOD};
 use super::vast::{VastProvider, VAST};
-use super::{Offer, Provider, ProviderError};
+use super::{ErrorKind, Offer, Provider, ProviderError};
 
 /// The marketplaces, by `[workers] provider` name.
 pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
@@ -214,14 +214,14 @@ impl MarketSettings {
 pub fn api_key(market: Market, var: impl Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
     var(market.key_var)
         .filter(|k| !k.trim().is_empty())
-        .ok_or_else(|| ProviderError::new(market.name, format!("no credentials: set {} to an API key of the account", market.key_var)))
+        .ok_or_else(|| ProviderError::new(market.name, format!("no credentials: set {} to an API key of the account", market.key_var)).of_kind(ErrorKind::Auth))
 }
 
 /// `market`'s refusal (HTTP `status`) of `call` at `api`, as it `said` it;
 /// for a refused key (401 or 403), which variable to check.
 pub fn refusal(market: Market, api: &JsonApi, call: &str, said: &str, status: u16) -> ProviderError {
     let hint = if matches!(status, 401 | 403) { format!("; check {}: the API refused the key", market.key_var) } else { String::new() };
-    ProviderError::new(market.name, format!("{call} at {}: {said}{hint}", api.base()))
+    ProviderError::new(market.name, format!("{call} at {}: {said}{hint}", api.base())).of_kind(ProviderError::kind_of_status(status))
 }
 
 /// The time now, RFC 3339: when a price the provider reported was current.

@@ -126,7 +126,7 @@ async fn market_prices(name: &str, table: &MarketTable, var: &(dyn Fn(&str) -> O
                 let on_demand = vast::search(&api, &instance, false).await?.first().map(|a| a.dph_total);
                 let bid = match vast::search(&api, &instance, true).await {
                     Ok(asks) => asks.first().and_then(|a| a.min_bid),
-                    Err(e) if e.full => None,
+                    Err(e) if e.is_no_capacity() => None,
                     Err(e) => return Err(e),
                 };
                 (on_demand, bid, "Vast.ai bundles, the cheapest verified offer".to_string())

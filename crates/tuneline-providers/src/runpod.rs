@@ -20,7 +20,7 @@ use super::boot::BinaryHash;
 use super::json_api::{decode, JsonApi};
 use super::market::{as_of_now, refusal, Market, MarketSettings};
 use super::remote::quote;
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 use tuneline_core::config::CloudType;
 
@@ -108,7 +108,7 @@ impl RunPodProvider {
                     self.settings.cloud_type.name()
                 ),
             );
-            e.full = true;
+            e.kind = ErrorKind::NoCapacity;
             return Err(e);
         };
         offer.price_per_hour = match (offer.spot, self.settings.bid_per_hour) {
@@ -132,7 +132,9 @@ async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Re
     let answer = answer.map_err(|e| refusal(RUNPOD, api, call, &e.message, e.status))?;
     if let Some(message) = answer.pointer("/errors/0/message").and_then(Value::as_str) {
         let mut error = ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
-        error.full = is_capacity(message);
+        if is_capacity(message) {
+            error.kind = ErrorKind::NoCapacity;
+        }
         return Err(error);
     }
     answer.get("data").cloned().filter(|d| !d.is_null()).ok_or_else(|| {

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::remote::{sha256_of, worker_args, PlaneLink, Shell, SshAuth, SOURCE_ENV};
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
 use tuneline_core::config::{SshHost, SshTable};
@@ -147,7 +147,7 @@ impl Provider for SshProvider {
         let free = self.free_hosts();
         if free.is_empty() {
             let message = format!("all {} hosts run a worker of this pool", self.settings.hosts.len());
-            return Err(ProviderError { full: true, ..self.error(message) });
+            return Err(self.error(message).of_kind(ErrorKind::NoCapacity));
         }
         let mut errors = Vec::new();
         for i in free {

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::boot::BinaryHash;
 use super::json_api::{decode, ApiError, JsonApi};
 use super::market::{as_of_now, refusal, Market, MarketSettings};
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
 /// Vast.ai's API.
@@ -183,7 +183,7 @@ pub async fn search(api: &JsonApi, gpu: &str, spot: bool) -> Result<Vec<Ask>, Pr
                 VAST.example_type
             ),
         );
-        e.full = true;
+        e.kind = ErrorKind::NoCapacity;
         return Err(e);
     }
     Ok(found.offers)
@@ -239,7 +239,9 @@ impl Provider for VastProvider {
                     VAST.name,
                     format!("create instance from offer {}: {code}: {}", ask.id, created.msg.unwrap_or_else(|| "refused".into())),
                 );
-                e.full = code == "no_such_ask";
+                if code == "no_such_ask" {
+                    e.kind = ErrorKind::NoCapacity;
+                }
                 Err(e)
             }
         }

@@ -113,11 +113,13 @@ async fn bad_credentials_an_unknown_instance_type_and_a_malformed_endpoint_are_n
     s.offer.instance_type = "g5.huge".into();
     let unknown = AwsProvider::new(s, credentials()).unwrap();
     let e = unknown.launch(&unknown.offers().await.unwrap()[0]).await.unwrap_err();
-    assert!(!e.full, "a wrong type is the config's fault, not the market's: {e}");
+    assert!(!e.is_no_capacity(), "a wrong type is the config's fault, not the market's: {e}");
     assert!(e.message.starts_with("RunInstances in us-east-1 at http://127.0.0.1:") && e.message.contains("g5.huge"), "{e}");
     assert!(e.message.ends_with("; check [providers.aws] instance_type, fallback_instance_types and delivery_instance_type: each must be an EC2 instance type, such as \"g5.xlarge\""), "{e}");
     assert!(unknown.list().await.unwrap().is_empty(), "nothing was launched");
-    let e = credentials_from(|_| None).unwrap_err().to_string();
+    let missing = credentials_from(|_| None).unwrap_err();
+    assert_eq!(missing.kind, tuneline_providers::ErrorKind::Auth);
+    let e = missing.to_string();
     assert_eq!(e, "provider aws: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)");
     assert!(credentials_from(|k| Some(format!("{k}-value"))).is_ok());
 }

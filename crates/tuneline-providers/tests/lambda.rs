@@ -42,7 +42,9 @@ async fn lambda_passes_the_provider_conformance_suite_on_its_recorded_contract_o
 async fn lambdas_refusals_name_the_provider_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let api = contract("lambda-refusals");
-    let e = provider(dir.path(), api.url(), "gpu_1x_a10", None).list().await.unwrap_err().to_string();
+    let refused = provider(dir.path(), api.url(), "gpu_1x_a10", None).list().await.unwrap_err();
+    assert_eq!(refused.kind, tuneline_providers::ErrorKind::Auth, "a refused key is typed as such: {refused}");
+    let e = refused.to_string();
     assert!(e.starts_with("provider lambda: instances at http://127.0.0.1:"), "{e}");
     assert!(
         e.ends_with(": global/invalid-api-key: API key was invalid, expired, or deleted. (Check your API key or create a new one, then try again.); check LAMBDA_API_KEY: the API refused the key"),
@@ -52,12 +54,12 @@ async fn lambdas_refusals_name_the_provider_and_what_to_do() {
     let e = provider(dir.path(), api.url(), "gpu_1x_a100", None).offers().await.unwrap_err().to_string();
     assert_eq!(e, "provider lambda: unknown instance type \"gpu_1x_a100\": set [providers.lambda] instance_type to one Lambda offers, such as gpu_1x_a10, gpu_1x_h100_pcie");
     let e = provider(dir.path(), api.url(), "gpu_1x_a10", Some("us-west-2")).offers().await.unwrap_err();
-    assert!(e.full);
+    assert!(e.is_no_capacity());
     assert_eq!(e.message, "no capacity for gpu_1x_a10 in region us-west-2 now (it has in us-east-1); try later or another type or region");
     let lambda = provider(dir.path(), api.url(), "gpu_1x_a10", None);
     let offer = tuneline_providers::Offer { instance_type: "gpu_1x_a10".into(), price_per_hour: 0.75, spot: false, price_as_of: None };
     let e = lambda.launch(&offer).await.unwrap_err();
-    assert!(e.full, "{e}");
+    assert!(e.is_no_capacity(), "{e}");
     assert!(e.message.ends_with("instance-operations/launch/insufficient-capacity: Not enough capacity to fulfill launch request. (Choose an instance type with more availability, or try again later.)"), "{e}");
     let e = lambda.list().await.unwrap_err().to_string();
     assert!(e.starts_with("provider lambda: instances: malformed answer (invalid type: map, expected a sequence"), "{e}");

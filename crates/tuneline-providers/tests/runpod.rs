@@ -72,7 +72,7 @@ async fn runpods_refusals_name_the_provider_and_what_to_do() {
     let full = p(GPU, false, None, "rp-test-key");
     let offer = tuneline_providers::Offer { instance_type: GPU.into(), price_per_hour: 0.69, spot: false, price_as_of: None };
     let e = full.launch(&offer).await.unwrap_err();
-    assert!(e.full, "no capacity is the market's state, not the job's fault: {e}");
+    assert!(e.is_no_capacity(), "no capacity is the market's state, not the job's fault: {e}");
     assert!(e.message.starts_with("podFindAndDeployOnDemand: There are no longer any instances available"), "{e}");
     let e = p(GPU, false, None, "rp-test-key").list().await.unwrap_err().to_string();
     assert!(e.starts_with("provider runpod: myself.pods: malformed answer (invalid type: string \"not a list\""), "{e}");

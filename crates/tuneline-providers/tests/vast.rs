@@ -45,7 +45,7 @@ async fn an_outbid_instance_and_a_refused_create_s_contract_are_destroyed_and_42
     assert!(vast.list().await.unwrap().is_empty(), "the outbid instance is not alive");
     assert!(started.elapsed().as_secs_f64() >= 0.2, "the 429 was retried after its Retry-After");
     let e = vast.launch(&offer).await.unwrap_err();
-    assert!(e.full, "no_such_ask: the offer is gone, try the next: {e}");
+    assert!(e.is_no_capacity(), "no_such_ask: the offer is gone, try the next: {e}");
     assert_eq!(e.to_string(), "provider vast: create instance from offer 8120033: no_such_ask: Instance type no longer available.");
     api.finish();
 }
@@ -54,14 +54,16 @@ async fn an_outbid_instance_and_a_refused_create_s_contract_are_destroyed_and_42
 async fn vasts_refusals_name_the_provider_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let api = contract("vast-refusals");
-    let e = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err().to_string();
+    let refused = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err();
+    assert_eq!(refused.kind, tuneline_providers::ErrorKind::Auth, "a refused key is typed as such: {refused}");
+    let e = refused.to_string();
     assert!(
         e.starts_with("provider vast: instances at http://127.0.0.1:") && e.contains("HTTP 401") && e.ends_with("check VAST_API_KEY: the API refused the key"),
         "{e}"
     );
     assert!(!e.contains("vast-test-key"), "the key is never printed: {e}");
     let e = provider(dir.path(), api.url(), "RTX_4090", false, None).offers().await.unwrap_err();
-    assert!(e.full);
+    assert!(e.is_no_capacity());
     assert_eq!(
         e.message,
         "no rentable on-demand offer of one \"RTX_4090\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"RTX 4090\") or try later"

@@ -28,7 +28,7 @@ use tuneline_core::config::AwsTable;
 
 use super::boot::{BinaryHash, Boot};
 use super::remote::PlaneLink;
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
 /// The tag naming the plane an instance belongs to.
 pub const PLANE_TAG: &str = "tuneline-plane";
@@ -101,7 +101,8 @@ pub fn credentials(var: impl Fn(&str) -> Option<String>) -> Result<Credentials, 
         return Err(ProviderError::new(
             "aws",
             "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)".into(),
-        ));
+        )
+        .of_kind(ErrorKind::Auth));
     };
     Ok(Credentials::new(key, secret, var("AWS_SESSION_TOKEN"), None, "environment"))
 }
@@ -126,6 +127,13 @@ impl AwsProvider {
     }
 
     fn error(&self, call: &str, e: ec2::Ec2Error) -> ProviderError {
+        let kind = match e.code.as_str() {
+            _ if e.is_capacity() => ErrorKind::NoCapacity,
+            "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => ErrorKind::Auth,
+            code if code.ends_with(".NotFound") => ErrorKind::NotFound,
+            "" | "RequestLimitExceeded" | "InternalError" | "ServiceUnavailable" | "Unavailable" => ErrorKind::Transient,
+            _ => ErrorKind::Refused,
+        };
         let hint = match e.code.as_str() {
             "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
                 "; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and that they may call it"
@@ -135,9 +143,7 @@ impl AwsProvider {
             "InvalidParameterValue" if e.message.contains("InstanceType") || e.message.contains("instance type") => TYPE_HINT,
             _ => "",
         };
-        let mut error = ProviderError::new("aws", format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint()));
-        error.full = e.is_capacity();
-        error
+        ProviderError::new("aws", format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint())).of_kind(kind)
     }
 
     /// `offer`, a spot one with no configured price at the market's latest.
