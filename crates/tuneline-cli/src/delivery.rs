@@ -131,7 +131,7 @@ impl Export {
             file: name(&x.path),
             bytes: x.bytes,
             tensors: x.tensors.len(),
-            copied: x.tensors.iter().filter(|t| t.2).count(),
+            copied: x.tensors.iter().filter(|t| t.copied).count(),
             smoke: self.smoke.as_ref().map(ToString::to_string),
             modelfile: name(&self.modelfile),
         }

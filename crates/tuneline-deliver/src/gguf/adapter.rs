@@ -16,7 +16,7 @@ use tuneline_model::BaseModel;
 
 use super::names::{module_name, permute};
 use super::writer::{self, TensorEntry};
-use super::Exported;
+use super::{Exported, ExportedTensor};
 use crate::atomic::AtomicFile;
 use crate::error::DeliverError;
 use crate::merge::check_base;
@@ -61,5 +61,5 @@ pub fn export_adapter(lora: &Lora, config: &LlamaConfig, name: &str, out: &Path)
     writer::write(file.writer(), &metadata, &entries, |i| Ok(writer::convert(&tensors[i].1, GgmlDType::F32)?)).map_err(|e| DeliverError::write(out, e))?;
     let path = file.commit()?;
     let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
-    Ok(Exported { path, bytes, tensors: entries.into_iter().map(|e| (e.name, e.dtype, false)).collect() })
+    Ok(Exported { path, bytes, tensors: entries.into_iter().map(|e| ExportedTensor { name: e.name, dtype: e.dtype, copied: false }).collect() })
 }

@@ -33,8 +33,19 @@ pub struct Exported {
     pub path: PathBuf,
     /// Its size in bytes.
     pub bytes: u64,
-    /// Each tensor's name and type, and whether it was copied byte for byte from the base GGUF.
-    pub tensors: Vec<(String, GgmlDType, bool)>,
+    /// Its tensors, in file order.
+    pub tensors: Vec<ExportedTensor>,
+}
+
+/// One tensor of an exported GGUF.
+#[derive(Debug, Clone)]
+pub struct ExportedTensor {
+    /// Its GGUF name, such as `blk.0.attn_q.weight`.
+    pub name: String,
+    /// The type it is stored in.
+    pub dtype: GgmlDType,
+    /// Copied byte for byte from the base GGUF, not requantized.
+    pub copied: bool,
 }
 
 /// What a tensor is made from: a merged weight (its q/k rows permuted for
@@ -184,7 +195,7 @@ pub fn export_all(
     for (file, (entries, copied)) in files.into_iter().zip(layouts) {
         let path = file.commit_after(&mut check)?;
         let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
-        let tensors = entries.into_iter().zip(copied).map(|(e, copied)| (e.name, e.dtype, copied)).collect();
+        let tensors = entries.into_iter().zip(copied).map(|(e, copied)| ExportedTensor { name: e.name, dtype: e.dtype, copied }).collect();
         exported.push(Exported { path, bytes, tensors });
     }
     Ok(exported)

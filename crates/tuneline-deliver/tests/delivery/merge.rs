@@ -93,5 +93,5 @@ fn an_adapter_on_a_hugging_face_base_merges_too() {
     assert!(diff < 2e-3, "merged into the HF base, the logits differ from base + adapter by {diff}");
     let out = dir.path().join("model.q8_0.gguf");
     let exported = tuneline_deliver::gguf::export(&m, "q8_0".parse().unwrap(), "hf-base", &out).unwrap();
-    assert_eq!((exported.tensors.len(), exported.tensors.iter().filter(|t| t.2).count()), (272, 0));
+    assert_eq!((exported.tensors.len(), exported.tensors.iter().filter(|t| t.copied).count()), (272, 0));
 }
