@@ -66,12 +66,23 @@ impl Heartbeat {
             }
         }
         if !(0.0..=wall).contains(&self.compute_s) {
-            return refuse("compute_s", format!("{} s is more than the attempt's {wall_s:.0} s of wall time, or negative", self.compute_s));
+            return refuse(
+                "compute_s",
+                format!(
+                    "{} s is more than the attempt's {wall_s:.0} s of wall time, or negative",
+                    self.compute_s
+                ),
+            );
         }
         let link = wall * MAX_LINK_BYTES_PER_S;
         for (field, bytes) in [("bytes_up", self.bytes_up), ("bytes_down", self.bytes_down)] {
             if bytes as f64 > link {
-                return refuse(field, format!("{bytes} bytes is more than {wall_s:.0} s on a 200 Gbit/s link could move"));
+                return refuse(
+                    field,
+                    format!(
+                        "{bytes} bytes is more than {wall_s:.0} s on a 200 Gbit/s link could move"
+                    ),
+                );
             }
         }
         if self.loss.is_some_and(|l| !l.is_finite()) {
@@ -87,7 +98,12 @@ mod tests {
 
     #[test]
     fn figures_no_attempt_could_reach_are_refused_by_field() {
-        let fine = Heartbeat { compute_s: 30.0, utilization: Some(0.9), bytes_up: 1 << 30, ..Heartbeat::of(1) };
+        let fine = Heartbeat {
+            compute_s: 30.0,
+            utilization: Some(0.9),
+            bytes_up: 1 << 30,
+            ..Heartbeat::of(1)
+        };
         assert_eq!(fine.check(60.0), Ok(()));
         let cases = [
             ("utilization", Heartbeat { utilization: Some(1e9), ..fine.clone() }),
@@ -106,15 +122,24 @@ mod tests {
         let line = "é".repeat(MAX_LOG_LINE);
         let cut = cap_log_line(&line);
         assert!(
-            cut.len() < MAX_LOG_LINE + 64 && cut.ends_with(&format!("[… {} bytes cut by tuneline]", 2 * MAX_LOG_LINE - MAX_LOG_LINE)),
+            cut.len() < MAX_LOG_LINE + 64
+                && cut.ends_with(&format!(
+                    "[… {} bytes cut by tuneline]",
+                    2 * MAX_LOG_LINE - MAX_LOG_LINE
+                )),
             "{}",
             &cut[cut.len() - 60..]
         );
         assert_eq!(cap_log_line("short"), "short");
-        let flood: Vec<String> = (0..300).map(|i| format!("{i:03}{}", "x".repeat(20 * 1024))).collect();
+        let flood: Vec<String> =
+            (0..300).map(|i| format!("{i:03}{}", "x".repeat(20 * 1024))).collect();
         let (kept, dropped) = newest_within_budget(&flood);
         assert!(dropped > 0 && kept.len() + dropped == 300, "{dropped}");
         assert!(kept.iter().map(|l| l.len()).sum::<usize>() <= MAX_BEAT_LOG_BYTES);
-        assert!(kept.last().unwrap().starts_with("299") && kept[0].starts_with(&format!("{dropped:03}")), "the newest lines are kept, in order");
+        assert!(
+            kept.last().unwrap().starts_with("299")
+                && kept[0].starts_with(&format!("{dropped:03}")),
+            "the newest lines are kept, in order"
+        );
     }
 }

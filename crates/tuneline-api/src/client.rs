@@ -121,13 +121,19 @@ impl Client {
 
     /// A client that trusts the server's certificate by `trust` (pinned by fingerprint for a self-signed one).
     pub fn with_trust(base: &str, token: &str, trust: Trust) -> Self {
-        let tls = crate::trust::client_config(trust).expect("the ring provider supports the default protocol versions");
+        let tls = crate::trust::client_config(trust)
+            .expect("the ring provider supports the default protocol versions");
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .tls_backend_preconfigured(tls)
             .build()
             .expect("a client with a preconfigured rustls backend");
-        Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), http, answered: Arc::new(Mutex::new(Instant::now())) }
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            http,
+            answered: Arc::new(Mutex::new(Instant::now())),
+        }
     }
 
     /// How long since the server last answered (anything, a refusal too) this
@@ -141,7 +147,13 @@ impl Client {
         Self { token: token.to_string(), ..self.clone() }
     }
 
-    async fn call<T: DeserializeOwned>(&self, method: reqwest::Method, path: &str, body: Option<&impl Serialize>, timeout: Duration) -> Result<T, ClientError> {
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
         let url = format!("{}/v1{path}", self.base);
         let mut request = self.http.request(method, &url).bearer_auth(&self.token).timeout(timeout);
         if let Some(body) = body {
@@ -155,8 +167,12 @@ impl Client {
         *self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
         let status = response.status();
         if status == StatusCode::NO_CONTENT {
-            return serde_json::from_value(serde_json::Value::Null)
-                .map_err(|_| ClientError::Refused { status, body: ApiError { error: "no content".into(), field: None } });
+            return serde_json::from_value(serde_json::Value::Null).map_err(|_| {
+                ClientError::Refused {
+                    status,
+                    body: ApiError { error: "no content".into(), field: None },
+                }
+            });
         }
         if status.is_success() {
             return response.json().await.map_err(unreachable);
@@ -170,7 +186,11 @@ impl Client {
         self.call(reqwest::Method::GET, path, None::<&()>, Duration::from_secs(30)).await
     }
 
-    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T, ClientError> {
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ClientError> {
         self.call(reqwest::Method::POST, path, Some(body), Duration::from_secs(30)).await
     }
 
@@ -217,7 +237,11 @@ impl Client {
 
     /// Job `id`'s loss and eval loss curves, at most `max_points` points each (the server's default when `None`).
     pub async fn series(&self, id: i64, max_points: Option<u64>) -> Result<Series, ClientError> {
-        self.get(&format!("/jobs/{id}/series{}", max_points.map_or(String::new(), |n| format!("?max_points={n}")))).await
+        self.get(&format!(
+            "/jobs/{id}/series{}",
+            max_points.map_or(String::new(), |n| format!("?max_points={n}"))
+        ))
+        .await
     }
 
     /// The ledger's segments, of one job or all.
@@ -248,7 +272,8 @@ impl Client {
     /// Asks for a job, waiting up to `wait`.
     pub async fn lease(&self, worker: i64, wait: Duration) -> Result<Lease, ClientError> {
         let ask = LeaseRequest { worker, wait_s: Some(wait.as_secs_f64()) };
-        self.call(reqwest::Method::POST, "/leases", Some(&ask), wait + Duration::from_secs(30)).await
+        self.call(reqwest::Method::POST, "/leases", Some(&ask), wait + Duration::from_secs(30))
+            .await
     }
 
     /// Starts a leased job.

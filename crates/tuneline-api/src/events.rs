@@ -65,8 +65,20 @@ mod tests {
 
     #[test]
     fn events_round_trip_as_tagged_lines() {
-        let step = StepLog { step: 3, loss: 1.5, learning_rate: 2e-4, grad_norm: 0.7, tokens: 512, tokens_per_second: 250.0, eval_loss: None };
-        for event in [TrainerEvent::Started { step: 2, max_steps: 8 }, TrainerEvent::Step(step), TrainerEvent::Saved { step: 3, bytes: 10 }] {
+        let step = StepLog {
+            step: 3,
+            loss: 1.5,
+            learning_rate: 2e-4,
+            grad_norm: 0.7,
+            tokens: 512,
+            tokens_per_second: 250.0,
+            eval_loss: None,
+        };
+        for event in [
+            TrainerEvent::Started { step: 2, max_steps: 8 },
+            TrainerEvent::Step(step),
+            TrainerEvent::Saved { step: 3, bytes: 10 },
+        ] {
             let line = event.to_line();
             assert!(line.starts_with("{\"event\":"), "{line}");
             assert_eq!(TrainerEvent::parse(&line), Some(event));

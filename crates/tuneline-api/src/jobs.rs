@@ -80,7 +80,11 @@ pub struct CommandSpec {
 
 impl CommandSpec {
     /// The command `argv` writing run `run` in the store at `store`, with no dataset or extra environment.
-    pub fn new(argv: impl IntoIterator<Item = impl Into<String>>, run: impl Into<String>, store: impl Into<String>) -> Self {
+    pub fn new(
+        argv: impl IntoIterator<Item = impl Into<String>>,
+        run: impl Into<String>,
+        store: impl Into<String>,
+    ) -> Self {
         Self {
             argv: argv.into_iter().map(Into::into).collect(),
             run: run.into(),
@@ -102,7 +106,10 @@ impl JobSubmit {
 /// The schema of [`CommandSpec::argv`]: at least one argument, none empty.
 fn argv_schema() -> utoipa::openapi::schema::Array {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
-    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1))).min_items(Some(1)).build()
+    ArrayBuilder::new()
+        .items(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)))
+        .min_items(Some(1))
+        .build()
 }
 
 /// The kinds of job, as `kind` names them.
@@ -194,19 +201,27 @@ impl JobSpec {
 
     /// Refuses empty names and commands, which no worker could run.
     fn check(&self) -> Result<(), ApiError> {
-        let empty = |field: &str, what: &str| Err(ApiError::at(field, format!("{field}: must not be empty; expected {what}")));
+        let empty = |field: &str, what: &str| {
+            Err(ApiError::at(field, format!("{field}: must not be empty; expected {what}")))
+        };
         if self.run().is_empty() {
             return empty("spec.run", "the run's name");
         }
         match self {
-            Self::Train(TrainSpec { config, .. }) | Self::Deliver(DeliverSpec { config, .. }) if config.is_empty() => {
+            Self::Train(TrainSpec { config, .. }) | Self::Deliver(DeliverSpec { config, .. })
+                if config.is_empty() =>
+            {
                 empty("spec.config", "the text of a tuneline.toml")
             }
-            Self::Train(t) if t.dataset.is_empty() => empty("spec.dataset", "a committed dataset version such as datasets/chat/3f2a…"),
+            Self::Train(t) if t.dataset.is_empty() => {
+                empty("spec.dataset", "a committed dataset version such as datasets/chat/3f2a…")
+            }
             Self::Command(c) if c.argv.is_empty() || c.argv.iter().any(String::is_empty) => {
                 empty("spec.argv", "the trainer command as a non-empty list of non-empty strings")
             }
-            Self::Command(c) if c.store.is_empty() => empty("spec.store", "the store URL of the run"),
+            Self::Command(c) if c.store.is_empty() => {
+                empty("spec.store", "the store URL of the run")
+            }
             _ => Ok(()),
         }
     }
@@ -241,7 +256,9 @@ pub struct WireSubmit {
 /// (`kind` fixed, `spec` that kind's schema), which a derive cannot express.
 impl utoipa::PartialSchema for WireSubmit {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Ref, SchemaType, Type};
+        use utoipa::openapi::schema::{
+            AdditionalProperties, ObjectBuilder, OneOfBuilder, Ref, SchemaType, Type,
+        };
         let submit = |kind: JobKind, spec: &str| {
             let max_attempts = ObjectBuilder::new()
                 .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
@@ -249,7 +266,12 @@ impl utoipa::PartialSchema for WireSubmit {
                 .maximum(Some(u32::MAX))
                 .description(Some("Attempts allowed before the job fails (default 5)."));
             ObjectBuilder::new()
-                .property("kind", ObjectBuilder::new().schema_type(Type::String).enum_values(Some([kind.as_str()])))
+                .property(
+                    "kind",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some([kind.as_str()])),
+                )
                 .required("kind")
                 .property("spec", Ref::from_schema_name(spec))
                 .required("spec")
@@ -304,7 +326,8 @@ pub enum State {
 
 impl State {
     /// Every state, in the order of a job's life.
-    pub const ALL: [Self; 6] = [Self::Queued, Self::Leased, Self::Running, Self::Succeeded, Self::Failed, Self::Cancelled];
+    pub const ALL: [Self; 6] =
+        [Self::Queued, Self::Leased, Self::Running, Self::Succeeded, Self::Failed, Self::Cancelled];
 
     /// The name stored and shown.
     pub fn as_str(self) -> &'static str {
@@ -394,22 +417,42 @@ mod tests {
     #[test]
     fn a_submission_crosses_the_wire_as_kind_and_spec() {
         let job = JobSubmit {
-            spec: JobSpec::Train(TrainSpec { config: "[project]\n".into(), dataset: "datasets/d/1".into(), run: "r".into() }),
+            spec: JobSpec::Train(TrainSpec {
+                config: "[project]\n".into(),
+                dataset: "datasets/d/1".into(),
+                run: "r".into(),
+            }),
             max_attempts: Some(3),
         };
         let wire = serde_json::to_value(&job).unwrap();
-        assert_eq!(wire, json!({"kind": "train", "spec": {"config": "[project]\n", "dataset": "datasets/d/1", "run": "r"}, "max_attempts": 3}));
+        assert_eq!(
+            wire,
+            json!({"kind": "train", "spec": {"config": "[project]\n", "dataset": "datasets/d/1", "run": "r"}, "max_attempts": 3})
+        );
         assert_eq!(serde_json::from_value::<JobSubmit>(wire).unwrap(), job);
     }
 
     #[test]
     fn delivery_goes_to_the_cpu_pool_and_training_to_the_gpu_pool() {
-        let deliver = JobSpec::parse(JobKind::Deliver, json!({"config": "c", "run": "r", "checkpoint": 40})).unwrap();
-        assert_eq!(deliver, JobSpec::Deliver(DeliverSpec { config: "c".into(), run: "r".into(), checkpoint: Some(40) }));
+        let deliver =
+            JobSpec::parse(JobKind::Deliver, json!({"config": "c", "run": "r", "checkpoint": 40}))
+                .unwrap();
+        assert_eq!(
+            deliver,
+            JobSpec::Deliver(DeliverSpec {
+                config: "c".into(),
+                run: "r".into(),
+                checkpoint: Some(40)
+            })
+        );
         assert_eq!(deliver.kind().class(), WorkerClass::Cpu);
         assert_eq!(
             JobKind::ALL.map(|k| (JobKind::parse(k.as_str()), k.class().as_str())),
-            [(Some(JobKind::Train), "gpu"), (Some(JobKind::Command), "gpu"), (Some(JobKind::Deliver), "cpu")]
+            [
+                (Some(JobKind::Train), "gpu"),
+                (Some(JobKind::Command), "gpu"),
+                (Some(JobKind::Deliver), "cpu")
+            ]
         );
     }
 
@@ -419,11 +462,23 @@ mod tests {
             (JobKind::Command, json!(3), "spec"),
             (JobKind::Command, json!({"argv": [], "run": "r", "store": "file:///s"}), "spec.argv"),
             (JobKind::Command, json!({"argv": ["x"], "store": "file:///s"}), "spec"),
-            (JobKind::Command, json!({"argv": ["x", 3], "run": "r", "store": "file:///s"}), "spec.argv[1]"),
+            (
+                JobKind::Command,
+                json!({"argv": ["x", 3], "run": "r", "store": "file:///s"}),
+                "spec.argv[1]",
+            ),
             (JobKind::Train, json!({"config": "", "run": "r", "dataset": "d"}), "spec.config"),
-            (JobKind::Train, json!({"config": "c", "run": "r", "dataset": "d", "colour": 1}), "spec.colour"),
+            (
+                JobKind::Train,
+                json!({"config": "c", "run": "r", "dataset": "d", "colour": 1}),
+                "spec.colour",
+            ),
             (JobKind::Deliver, json!({"config": "", "run": "r"}), "spec.config"),
-            (JobKind::Deliver, json!({"config": "c", "run": "r", "checkpoint": -1}), "spec.checkpoint"),
+            (
+                JobKind::Deliver,
+                json!({"config": "c", "run": "r", "checkpoint": -1}),
+                "spec.checkpoint",
+            ),
         ];
         for (kind, spec, field) in cases {
             let error = JobSpec::parse(kind, spec.clone()).unwrap_err();
@@ -435,7 +490,15 @@ mod tests {
     #[test]
     fn the_policy_counts_what_it_says() {
         let policy = RetryPolicy::SERVER;
-        assert!(policy.counts(Outcome::Preempted) && policy.counts(Outcome::Lost) && policy.counts(Outcome::InfraError));
-        assert!(!policy.counts(Outcome::UserError) && !policy.counts(Outcome::Succeeded) && !policy.counts(Outcome::Cancelled));
+        assert!(
+            policy.counts(Outcome::Preempted)
+                && policy.counts(Outcome::Lost)
+                && policy.counts(Outcome::InfraError)
+        );
+        assert!(
+            !policy.counts(Outcome::UserError)
+                && !policy.counts(Outcome::Succeeded)
+                && !policy.counts(Outcome::Cancelled)
+        );
     }
 }

@@ -80,7 +80,14 @@ impl Outcome {
     }
 
     /// Every outcome, in the order [`Outcome::as_str`] lists them.
-    pub const ALL: [Outcome; 6] = [Self::Succeeded, Self::Preempted, Self::UserError, Self::InfraError, Self::Cancelled, Self::Lost];
+    pub const ALL: [Outcome; 6] = [
+        Self::Succeeded,
+        Self::Preempted,
+        Self::UserError,
+        Self::InfraError,
+        Self::Cancelled,
+        Self::Lost,
+    ];
 }
 
 impl std::fmt::Display for Outcome {
@@ -94,7 +101,10 @@ impl std::str::FromStr for Outcome {
 
     /// The outcome [`Outcome::as_str`] names, as the state database stores it.
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| format!("`{s}` is not an attempt's outcome"))
+        Self::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| format!("`{s}` is not an attempt's outcome"))
     }
 }
 

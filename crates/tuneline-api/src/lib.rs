@@ -27,7 +27,10 @@ pub mod workers;
 pub use client::{Client, ClientError, JOBS_PAGE};
 pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
-pub use jobs::{CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec, WireSubmit};
+pub use jobs::{
+    CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec,
+    WireSubmit,
+};
 pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start};
 pub use ledger::{LogLine, Segment, Series, SeriesPoint};
 pub use trust::{Fingerprint, JoinToken, Trust};

@@ -9,7 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms,
+};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
@@ -62,15 +64,24 @@ impl JoinToken {
     /// Parses `tlj1.<secret>[.<fingerprint hex>]`, as [`fmt::Display`] writes it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut parts = text.trim().split('.');
-        let bad = || "not a join token: expected tlj1.<secret>[.<fingerprint>], as `tuneline server join-token` prints it".to_string();
+        let bad = || {
+            "not a join token: expected tlj1.<secret>[.<fingerprint>], as `tuneline server join-token` prints it".to_string()
+        };
         if parts.next() != Some(JOIN_PREFIX) {
             return Err(bad());
         }
-        let secret = parts.next().filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())).ok_or_else(bad)?.to_string();
-        let fingerprint = match parts.next() {
-            None => None,
-            Some(hex) => Some(Fingerprint::parse(hex).ok_or_else(|| "join token: its fingerprint is not 64 hex digits".to_string())?),
-        };
+        let secret = parts
+            .next()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .ok_or_else(bad)?
+            .to_string();
+        let fingerprint =
+            match parts.next() {
+                None => None,
+                Some(hex) => Some(Fingerprint::parse(hex).ok_or_else(|| {
+                    "join token: its fingerprint is not 64 hex digits".to_string()
+                })?),
+            };
         if parts.next().is_some() {
             return Err(bad());
         }
@@ -109,8 +120,13 @@ pub enum Trust {
 pub fn check_transport(url: &str, insecure_http: bool) -> Result<(), String> {
     let Some(rest) = url.strip_prefix("http://") else { return Ok(()) };
     let authority = rest.split('/').next().unwrap_or_default();
-    let host = authority.rsplit_once(':').map_or(authority, |(host, _)| host).trim_start_matches('[').trim_end_matches(']');
-    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let loopback =
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     if loopback || insecure_http {
         Ok(())
     } else {
@@ -126,7 +142,8 @@ pub fn crypto() -> Arc<CryptoProvider> {
 
 /// A rustls client configuration that trusts the server by `trust`.
 pub fn client_config(trust: Trust) -> Result<rustls::ClientConfig, rustls::Error> {
-    let builder = rustls::ClientConfig::builder_with_provider(crypto()).with_safe_default_protocol_versions()?;
+    let builder = rustls::ClientConfig::builder_with_provider(crypto())
+        .with_safe_default_protocol_versions()?;
     let config = match trust {
         Trust::System => {
             let mut roots = rustls::RootCertStore::empty();
@@ -135,7 +152,10 @@ pub fn client_config(trust: Trust) -> Result<rustls::ClientConfig, rustls::Error
         }
         Trust::Pinned(fingerprint) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Pinned { fingerprint, algorithms: crypto().signature_verification_algorithms }))
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                fingerprint,
+                algorithms: crypto().signature_verification_algorithms,
+            }))
             .with_no_client_auth(),
     };
     Ok(config)
@@ -169,11 +189,21 @@ impl ServerCertVerifier for Pinned {
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -203,7 +233,9 @@ mod tests {
         assert!(check_transport("http://localhost:1/x", false).is_ok());
         assert!(check_transport("http://[::1]:8470", false).is_ok());
         assert!(check_transport("https://10.0.0.1:8470", false).is_ok());
-        assert!(check_transport("http://10.0.0.1:8470", false).unwrap_err().contains("--insecure-http"));
+        assert!(check_transport("http://10.0.0.1:8470", false)
+            .unwrap_err()
+            .contains("--insecure-http"));
         assert!(check_transport("http://10.0.0.1:8470", true).is_ok());
     }
 }

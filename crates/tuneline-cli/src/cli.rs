@@ -142,7 +142,13 @@ pub struct DeliverArgs {
     #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// That server's bearer token
-    #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN", requires = "server")]
+    #[arg(
+        long,
+        env = "TUNELINE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        requires = "server"
+    )]
     pub token: Option<String>,
     #[command(flatten)]
     pub trust: TrustArgs,
@@ -301,7 +307,13 @@ pub struct WorkerArgs {
     #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
     pub server: String,
     /// The join token `tuneline server join-token` prints: it registers the worker and pins the server's certificate
-    #[arg(long, env = "TUNELINE_JOIN", hide_env_values = true, value_name = "TOKEN", conflicts_with = "token")]
+    #[arg(
+        long,
+        env = "TUNELINE_JOIN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        conflicts_with = "token"
+    )]
     pub join: Option<String>,
     /// The server's admin token instead of a join token [default: .tuneline/control/token]
     #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]

@@ -38,16 +38,33 @@ pub fn open_store(global: &Global, config: &Config) -> CliResult<ArtifactStore> 
 
 /// Commits the base model at `path` to the store (`tuneline model add`, and
 /// `tuneline run` for a model on this machine), with a progress line.
-pub async fn commit_base_model(global: &Global, store: &ArtifactStore, path: &Path, name: Option<&str>) -> CliResult<tuneline_train::base::Added> {
+pub async fn commit_base_model(
+    global: &Global,
+    store: &ArtifactStore,
+    path: &Path,
+    name: Option<&str>,
+) -> CliResult<tuneline_train::base::Added> {
     let shown = Shown::new(&format!("add {}", path.display()), global.quiet || global.json);
-    let added = tuneline_train::base::add(store, path, name, &Path::new(tuneline_core::layout::LOCAL_CACHE).join("staging"), &shown).await;
+    let added = tuneline_train::base::add(
+        store,
+        path,
+        name,
+        &Path::new(tuneline_core::layout::LOCAL_CACHE).join("staging"),
+        &shown,
+    )
+    .await;
     shown.finish();
     Ok(added?)
 }
 
 /// `config` with a `store:` `[model] path` pulled into `cache` and replaced
 /// by the local copy ([`tuneline_train::base::localize`]).
-pub async fn localize_model(global: &Global, store: &ArtifactStore, config: &mut Config, cache: &Path) -> CliResult<()> {
+pub async fn localize_model(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &mut Config,
+    cache: &Path,
+) -> CliResult<()> {
     if layout::store_ref(&config.model.path).is_none() {
         return Ok(());
     }
@@ -59,7 +76,13 @@ pub async fn localize_model(global: &Global, store: &ArtifactStore, config: &mut
 
 /// The dataset version `pinned`, or else the newest committed version of
 /// `[data] name`, pulled into `cache`; returns its prefix and local directory.
-pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Config, pinned: Option<&str>, cache: &Path) -> CliResult<(String, PathBuf)> {
+pub async fn fetch_dataset(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    pinned: Option<&str>,
+    cache: &Path,
+) -> CliResult<(String, PathBuf)> {
     let prefix = setup::dataset_version(store, config, pinned).await?;
     let local = cache.join(&prefix);
     let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
@@ -72,7 +95,12 @@ pub async fn fetch_dataset(global: &Global, store: &ArtifactStore, config: &Conf
 /// A run's committed checkpoint: `run` (default: this config's run on the
 /// newest dataset version) at `step` (default: its latest). Returns the
 /// run, the step and the checkpoint's prefix.
-pub async fn resolve_checkpoint(store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>) -> CliResult<(String, u64, String)> {
+pub async fn resolve_checkpoint(
+    store: &ArtifactStore,
+    config: &Config,
+    run: Option<&str>,
+    step: Option<u64>,
+) -> CliResult<(String, u64, String)> {
     let run = match run {
         Some(run) => run.to_string(),
         None => setup::run_id(config, &setup::dataset_version(store, config, None).await?),

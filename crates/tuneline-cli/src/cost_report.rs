@@ -12,8 +12,11 @@ pub fn print_report(global: &Global, bill: &Bill) {
         return;
     }
     let (run, r, machines) = (&bill.run, &bill.cost, &bill.machines);
-    let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| format!("${e:.4} per effective training hour"));
-    let named: Vec<_> = bill.jobs.iter().map(|j| format!("job {} {} {}", j.id, j.kind, j.state)).collect();
+    let eth = r.eth_usd.map_or("n/a (no step kept yet)".to_string(), |e| {
+        format!("${e:.4} per effective training hour")
+    });
+    let named: Vec<_> =
+        bill.jobs.iter().map(|j| format!("job {} {} {}", j.id, j.kind, j.state)).collect();
     println!("cost report for run {run} ({})", named.join(", "));
     println!("  segments            {} ({} preempted or lost)", r.segments, r.preemptions);
     println!("  wall hours          {:.4} h billed training (GPU pool)", r.wall_hours);
@@ -28,9 +31,20 @@ pub fn print_report(global: &Global, bill: &Bill) {
         "  compute             ${:.4} = kept ${:.4} + lost ${:.4} + boot and prefetch ${:.4} + idle ${:.4}",
         r.compute_usd, b.effective_usd, b.lost_usd, b.startup_usd, b.idle_usd
     );
-    println!("  delivery            ${:.4} ({:.4} h on the CPU pool: eval, merge, export; not in ETH)", r.delivery_usd, r.delivery_hours);
-    println!("  storage             ${:.6} ({} up)", r.storage_usd, indicatif::HumanBytes(r.bytes_up));
-    println!("  egress              ${:.6} ({} down)", r.egress_usd, indicatif::HumanBytes(r.bytes_down));
+    println!(
+        "  delivery            ${:.4} ({:.4} h on the CPU pool: eval, merge, export; not in ETH)",
+        r.delivery_usd, r.delivery_hours
+    );
+    println!(
+        "  storage             ${:.6} ({} up)",
+        r.storage_usd,
+        indicatif::HumanBytes(r.bytes_up)
+    );
+    println!(
+        "  egress              ${:.6} ({} down)",
+        r.egress_usd,
+        indicatif::HumanBytes(r.bytes_down)
+    );
     println!("  total               ${:.4}", r.total_usd);
     println!("  ETH                 {eth}");
     println!("  = (price x wall + storage + egress) / (effective hours x utilization)");
@@ -57,5 +71,6 @@ pub fn print_report(global: &Global, bill: &Bill) {
 
 /// `at` (seconds since the epoch) as a UTC time of day.
 fn clock(at: f64) -> String {
-    chrono::DateTime::from_timestamp(at as i64, 0).map_or_else(|| format!("{at:.0}"), |t| t.format("%H:%M:%S UTC").to_string())
+    chrono::DateTime::from_timestamp(at as i64, 0)
+        .map_or_else(|| format!("{at:.0}"), |t| t.format("%H:%M:%S UTC").to_string())
 }

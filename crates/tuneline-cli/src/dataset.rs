@@ -15,7 +15,12 @@ use crate::progress::Shown;
 
 /// Prepares `inputs` (or `[data] inputs`) into a committed dataset version,
 /// unless it is already committed; returns its prefix.
-pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult<String> {
+pub async fn prepare(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &tuneline_core::config::Config,
+    inputs: &[String],
+) -> CliResult<String> {
     let base = PathBuf::from(".");
     let wanted = if inputs.is_empty() { &config.data.inputs } else { inputs };
     let local = fetch_store_inputs(global, store, config, wanted).await?;
@@ -25,7 +30,8 @@ pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_c
         let manifest = manifest_at(store, &prefix).await?;
         return report(global, &manifest, &prefix, "is up to date; nothing to do").map(|()| prefix);
     }
-    let staging = PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
+    let staging =
+        PathBuf::from(".tuneline/staging").join(format!("{}-{}", plan.name, plan.version));
     let _ = std::fs::remove_dir_all(&staging);
     let shown = Shown::new(&format!("prepare {}", plan.name), global.quiet || global.json);
     let manifest = tokio::task::block_in_place(|| build(&plan, config, &staging, &shown));
@@ -47,7 +53,12 @@ pub async fn prepare(global: &Global, store: &ArtifactStore, config: &tuneline_c
 /// name plain objects, or every object under a prefix, uploaded with any tool
 /// (same endpoint and credentials as the store). Both are brought into the
 /// local cache, which skips files already current, and read from there.
-async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, config: &tuneline_core::config::Config, inputs: &[String]) -> CliResult<Vec<String>> {
+async fn fetch_store_inputs(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &tuneline_core::config::Config,
+    inputs: &[String],
+) -> CliResult<Vec<String>> {
     let cache = std::path::Path::new(tuneline_core::layout::LOCAL_CACHE).join("inputs");
     let mut local = Vec::with_capacity(inputs.len());
     for input in inputs {
@@ -65,7 +76,9 @@ async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, config: &tun
             let bucket_store = ArtifactStore::open(&format!("s3://{bucket}"), &config.store)?;
             let parent = key.trim_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
             let progress = shown();
-            let files = bucket_store.mirror(key, &cache.join("s3").join(bucket).join(parent), &progress).await;
+            let files = bucket_store
+                .mirror(key, &cache.join("s3").join(bucket).join(parent), &progress)
+                .await;
             progress.finish();
             local.extend(files?.into_iter().map(|f| f.display().to_string()));
         } else {
@@ -77,7 +90,10 @@ async fn fetch_store_inputs(global: &Global, store: &ArtifactStore, config: &tun
 
 fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> CliResult {
     if global.json {
-        println!("{}", serde_json::json!({ "prefix": prefix, "status": what, "manifest": manifest }));
+        println!(
+            "{}",
+            serde_json::json!({ "prefix": prefix, "status": what, "manifest": manifest })
+        );
     } else {
         println!("dataset {}@{} {what} ({prefix})", manifest.name, manifest.version);
         if !global.quiet {
@@ -89,7 +105,8 @@ fn report(global: &Global, manifest: &Manifest, prefix: &str, what: &str) -> Cli
 
 pub async fn manifest_at(store: &ArtifactStore, prefix: &str) -> CliResult<Manifest> {
     let bytes = store.read_committed(prefix, MANIFEST).await?;
-    Manifest::parse(&bytes).map_err(|e| Failure::failed(format!("{prefix}/{MANIFEST}: unreadable manifest: {e}")))
+    Manifest::parse(&bytes)
+        .map_err(|e| Failure::failed(format!("{prefix}/{MANIFEST}: unreadable manifest: {e}")))
 }
 
 /// The human view of a manifest: counts at every stage, lengths, packing.
@@ -125,7 +142,11 @@ pub fn render(m: &Manifest) -> String {
     }
     let _ = writeln!(out, "kept         {:>9}", s.kept);
     let l = &s.lengths;
-    let _ = writeln!(out, "tokens/sample p50 {}, p90 {}, p99 {}, max {}, mean {:.0}", l.p50, l.p90, l.p99, l.max, l.mean);
+    let _ = writeln!(
+        out,
+        "tokens/sample p50 {}, p90 {}, p99 {}, max {}, mean {:.0}",
+        l.p50, l.p90, l.p99, l.max, l.mean
+    );
     for (name, split) in &s.splits {
         let _ = writeln!(
             out,

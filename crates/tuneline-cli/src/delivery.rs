@@ -45,7 +45,14 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// The checkpoint `run` at `step` (defaults as [`resolve_checkpoint`]), pulled into `cache`.
-    pub async fn fetch(global: &Global, store: &ArtifactStore, config: &Config, run: Option<&str>, step: Option<u64>, cache: &Path) -> CliResult<Self> {
+    pub async fn fetch(
+        global: &Global,
+        store: &ArtifactStore,
+        config: &Config,
+        run: Option<&str>,
+        step: Option<u64>,
+        cache: &Path,
+    ) -> CliResult<Self> {
         let (run, step, dir) = fetch_checkpoint(global, store, config, run, step, cache).await?;
         Ok(Self { run, step, dir, cache: cache.to_path_buf() })
     }
@@ -62,14 +69,26 @@ impl Checkpoint {
 
     /// The eval split of the dataset version it trained on (by its origin,
     /// else the newest version), with the loss's batch size.
-    pub async fn eval_rows(&self, global: &Global, store: &ArtifactStore, config: &Config) -> CliResult<(String, Vec<Row>, usize)> {
+    pub async fn eval_rows(
+        &self,
+        global: &Global,
+        store: &ArtifactStore,
+        config: &Config,
+    ) -> CliResult<(String, Vec<Row>, usize)> {
         let origin = Origin::recorded(&self.dir)?;
-        eval_split(global, store, config, origin.as_ref().map(|o| o.dataset.as_str()), &self.cache).await
+        eval_split(global, store, config, origin.as_ref().map(|o| o.dataset.as_str()), &self.cache)
+            .await
     }
 }
 
 /// The eval split of `dataset` (default: the newest version of `[data] name`), with the loss's batch size.
-pub async fn eval_split(global: &Global, store: &ArtifactStore, config: &Config, dataset: Option<&str>, cache: &Path) -> CliResult<(String, Vec<Row>, usize)> {
+pub async fn eval_split(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    dataset: Option<&str>,
+    cache: &Path,
+) -> CliResult<(String, Vec<Row>, usize)> {
     let (dataset, local) = fetch_dataset(global, store, config, dataset, cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train, eval) = setup::read_splits(&dataset, &local)?;
@@ -80,14 +99,21 @@ pub async fn eval_split(global: &Global, store: &ArtifactStore, config: &Config,
 /// Evaluates `checkpoint` against its base and commits the files to
 /// `runs/<run>/eval/<step>/`; returns the report and the local sheet. An
 /// evaluation committed earlier is read back, not repeated: it is immutable.
-pub async fn evaluate(global: &Global, store: &ArtifactStore, config: &Config, checkpoint: &Checkpoint) -> CliResult<(EvalReport, PathBuf)> {
+pub async fn evaluate(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    checkpoint: &Checkpoint,
+) -> CliResult<(EvalReport, PathBuf)> {
     let prefix = layout::eval(&checkpoint.run, checkpoint.step);
     let dir = checkpoint.cache.join(&prefix);
     if store.is_committed(&prefix).await? {
         store.pull(&prefix, &dir, &tuneline_core::progress::NoProgress).await?;
         let file = dir.join(layout::EVAL_METRICS);
-        let text = std::fs::read(&file).map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
-        let report = serde_json::from_slice(&text).map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
+        let text = std::fs::read(&file)
+            .map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
+        let report = serde_json::from_slice(&text)
+            .map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
         return Ok((report, dir.join(layout::SPOT_CHECK_SHEET)));
     }
     let (dataset, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
@@ -98,11 +124,14 @@ pub async fn evaluate(global: &Global, store: &ArtifactStore, config: &Config, c
     let model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
     let shown = Shown::new(&format!("eval {}", checkpoint.name()), global.quiet || global.json);
     let base = Path::new(&config.model.path);
-    let report = tokio::task::block_in_place(|| evaluate_checkpoint(base, &model, &checkpoint.dir, &rows, &config.eval, batch, &shown));
+    let report = tokio::task::block_in_place(|| {
+        evaluate_checkpoint(base, &model, &checkpoint.dir, &rows, &config.eval, batch, &shown)
+    });
     shown.finish();
     let report = report?;
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
     let title = format!("{} · {} · {dataset}", config.project.name, checkpoint.name());
     sheet::write(&report, &title, config.eval.spot_check, config.eval.seed, &dir)?;
     match store.push_dir(&dir, &prefix, &tuneline_core::progress::NoProgress).await {
@@ -125,7 +154,8 @@ pub struct Export {
 impl Export {
     /// What a user is told of it.
     pub fn record(&self) -> ExportRecord {
-        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name =
+            |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let x = &self.exported;
         ExportRecord {
             file: name(&x.path),
@@ -141,7 +171,12 @@ impl Export {
 /// Exports `merged` as each `(quant, file)` of `targets` in one pass,
 /// smoke-tested on `eval` (rows and batch size) when given, with a
 /// Modelfile beside them that loads the first.
-pub fn export(merged: &Merged, config: &Config, targets: &[(Quant, PathBuf)], eval: Option<(&[Row], usize)>) -> CliResult<Vec<Export>> {
+pub fn export(
+    merged: &Merged,
+    config: &Config,
+    targets: &[(Quant, PathBuf)],
+    eval: Option<(&[Row], usize)>,
+) -> CliResult<Vec<Export>> {
     let name = &config.project.name;
     let mut smoked = Vec::new();
     let exported = tokio::task::block_in_place(|| {
@@ -156,7 +191,10 @@ pub fn export(merged: &Merged, config: &Config, targets: &[(Quant, PathBuf)], ev
     let first = exported.first().expect("one target at least");
     let modelfile = modelfile::write(&first.path, merged.tokenizer.chat_template.as_ref())?;
     let mut smoked = smoked.into_iter();
-    Ok(exported.into_iter().map(|exported| Export { exported, smoke: smoked.next(), modelfile: modelfile.clone() }).collect())
+    Ok(exported
+        .into_iter()
+        .map(|exported| Export { exported, smoke: smoked.next(), modelfile: modelfile.clone() })
+        .collect())
 }
 
 /// Where a run's bill is read: the state directory of a control plane on
@@ -184,7 +222,13 @@ pub struct Pushed {
 
 impl Pushed {
     /// Version `version` at `prefix` in the store at `store_url`.
-    pub fn new(store_url: &str, prefix: String, version: String, files: usize, fresh: bool) -> Self {
+    pub fn new(
+        store_url: &str,
+        prefix: String,
+        version: String,
+        files: usize,
+        fresh: bool,
+    ) -> Self {
         let url = format!("{}/{prefix}/", store_url.trim_end_matches('/'));
         Self { prefix, version, files, url, fresh }
     }
@@ -194,8 +238,16 @@ impl std::fmt::Display for Pushed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = self.prefix.split('/').nth(1).unwrap_or_default();
         match self.fresh {
-            true => write!(f, "delivered {name} version {} ({} files and README.md) -> {}", self.version, self.files, self.url),
-            false => write!(f, "{name} version {} is already delivered, unchanged, at {}", self.version, self.url),
+            true => write!(
+                f,
+                "delivered {name} version {} ({} files and README.md) -> {}",
+                self.version, self.files, self.url
+            ),
+            false => write!(
+                f,
+                "{name} version {} is already delivered, unchanged, at {}",
+                self.version, self.url
+            ),
         }
     }
 }
@@ -214,11 +266,14 @@ pub async fn push(
     cache: &Path,
 ) -> CliResult<Pushed> {
     let (run, step, prefix) = resolve_checkpoint(store, config, run, step).await?;
-    let origin: Origin =
-        serde_json::from_slice(&store.read_committed(&prefix, ORIGIN_FILE).await?).map_err(|e| Failure::input(format!("{prefix}/{ORIGIN_FILE}: {e}")))?;
+    let origin: Origin = serde_json::from_slice(&store.read_committed(&prefix, ORIGIN_FILE).await?)
+        .map_err(|e| Failure::input(format!("{prefix}/{ORIGIN_FILE}: {e}")))?;
     let eval_prefix = layout::eval(&run, step);
     let eval: Option<EvalReport> = match store.is_committed(&eval_prefix).await? {
-        true => serde_json::from_slice(&store.read_committed(&eval_prefix, layout::EVAL_METRICS).await?).ok(),
+        true => {
+            serde_json::from_slice(&store.read_committed(&eval_prefix, layout::EVAL_METRICS).await?)
+                .ok()
+        }
         false => None,
     };
     let bill = bill(config, &run, ledger).await?;
@@ -226,7 +281,18 @@ pub async fn push(
     let staging = cache.join("models").join(&name);
     let package = tokio::task::block_in_place(|| {
         stage(dir, &staging, |version, files| {
-            ModelCard { name: &name, version, base: &origin.base, dataset: &origin.dataset, run: &run, step, eval: eval.as_ref(), bill, files }.render()
+            ModelCard {
+                name: &name,
+                version,
+                base: &origin.base,
+                dataset: &origin.dataset,
+                run: &run,
+                step,
+                eval: eval.as_ref(),
+                bill,
+                files,
+            }
+            .render()
         })
     })?;
     let target = layout::model(&name, &package.version);
@@ -251,11 +317,15 @@ async fn bill(config: &Config, run: &str, ledger: &Ledger) -> CliResult<Option<B
                 return Ok(None);
             }
             let db = Db::open(&db_path).map_err(Failure::failed)?;
-            db.page(&Page { run: Some(run.to_string()), ..Page::default() }).map_err(Failure::failed)?
+            db.page(&Page { run: Some(run.to_string()), ..Page::default() })
+                .map_err(Failure::failed)?
         }
         Ledger::Server(client) => client.run_jobs(run).await.map_err(Failure::failed)?,
     };
-    let Some(training) = jobs.into_iter().rev().find(|j| j.spec.kind().class() == WorkerClass::Gpu) else { return Ok(None) };
+    let Some(training) = jobs.into_iter().rev().find(|j| j.spec.kind().class() == WorkerClass::Gpu)
+    else {
+        return Ok(None);
+    };
     let r = report(&training.attempts, Prices::of(config), tuneline_api::now());
     Ok(Some(Bill { eth_usd: r.eth_usd, total_usd: r.total_usd, wall_hours: r.wall_hours }))
 }
@@ -280,15 +350,46 @@ pub async fn deliver(
     let merged = checkpoint.merged(config)?;
     let name = &config.project.name;
     let out = out.map_or_else(|| Path::new("out").join(&checkpoint.run), Path::to_path_buf);
-    let export = export(&merged, config, &[(Quant::Q8_0, out.join(format!("{name}.q8_0.gguf")))], Some((&rows, batch)))?.remove(0);
+    let export = export(
+        &merged,
+        config,
+        &[(Quant::Q8_0, out.join(format!("{name}.q8_0.gguf")))],
+        Some((&rows, batch)),
+    )?
+    .remove(0);
     drop(merged);
-    let pushed = push(global, store, config, Some(&checkpoint.run), Some(checkpoint.step), &out, ledger, cache).await?;
-    let delivered = Delivered { model: pushed.prefix, version: pushed.version, files: pushed.files, fresh: pushed.fresh, export: export.record() };
+    let pushed = push(
+        global,
+        store,
+        config,
+        Some(&checkpoint.run),
+        Some(checkpoint.step),
+        &out,
+        ledger,
+        cache,
+    )
+    .await?;
+    let delivered = Delivered {
+        model: pushed.prefix,
+        version: pushed.version,
+        files: pushed.files,
+        fresh: pushed.fresh,
+        export: export.record(),
+    };
     let record = cache.join(layout::delivery(&checkpoint.run, checkpoint.step));
-    std::fs::create_dir_all(&record).map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
+    std::fs::create_dir_all(&record)
+        .map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
     let text = serde_json::to_vec_pretty(&delivered).expect("records serialize");
-    std::fs::write(record.join(RECORD_FILE), text).map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
-    match store.push_dir(&record, &layout::delivery(&checkpoint.run, checkpoint.step), &tuneline_core::progress::NoProgress).await {
+    std::fs::write(record.join(RECORD_FILE), text)
+        .map_err(|e| Failure::failed(format!("{}: {e}", record.display())))?;
+    match store
+        .push_dir(
+            &record,
+            &layout::delivery(&checkpoint.run, checkpoint.step),
+            &tuneline_core::progress::NoProgress,
+        )
+        .await
+    {
         // Delivered before: to the same version, since the version is a content hash.
         Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
         Err(e) => return Err(e.into()),
@@ -298,12 +399,19 @@ pub async fn deliver(
 
 /// The delivery of `run`'s latest checkpoint, as a delivery job recorded
 /// it: the model pulled from the store into `out`; returns its [`summary`].
-pub async fn delivered(global: &Global, store: &ArtifactStore, config: &Config, run: &str, out: &Path) -> CliResult<String> {
+pub async fn delivered(
+    global: &Global,
+    store: &ArtifactStore,
+    config: &Config,
+    run: &str,
+    out: &Path,
+) -> CliResult<String> {
     let cache = Path::new(LOCAL_CACHE);
     let checkpoint = Checkpoint::fetch(global, store, config, Some(run), None, cache).await?;
     let prefix = layout::delivery(run, checkpoint.step);
     let record = store.read_committed(&prefix, RECORD_FILE).await?;
-    let delivered: Delivered = serde_json::from_slice(&record).map_err(|e| Failure::failed(format!("{prefix}/{RECORD_FILE}: {e}")))?;
+    let delivered: Delivered = serde_json::from_slice(&record)
+        .map_err(|e| Failure::failed(format!("{prefix}/{RECORD_FILE}: {e}")))?;
     let shown = Shown::new(&format!("pull {}", delivered.model), global.quiet || global.json);
     let pulled = store.pull(&delivered.model, out, &shown).await;
     shown.finish();
@@ -314,8 +422,22 @@ pub async fn delivered(global: &Global, store: &ArtifactStore, config: &Config, 
 
 /// What a delivery tells a user: the eval table, the spot-check sheet,
 /// the export in `dir` (as [`describe`]), and the version in the store at `store_url`.
-pub fn summary(checkpoint: &Checkpoint, eval: &EvalReport, sheet: &Path, delivered: &Delivered, dir: &Path, name: &str, store_url: &str) -> String {
-    let pushed = Pushed::new(store_url, delivered.model.clone(), delivered.version.clone(), delivered.files, delivered.fresh);
+pub fn summary(
+    checkpoint: &Checkpoint,
+    eval: &EvalReport,
+    sheet: &Path,
+    delivered: &Delivered,
+    dir: &Path,
+    name: &str,
+    store_url: &str,
+) -> String {
+    let pushed = Pushed::new(
+        store_url,
+        delivered.model.clone(),
+        delivered.version.clone(),
+        delivered.files,
+        delivered.fresh,
+    );
     format!(
         "eval of {} on {} held-out samples:\n{}spot-check sheet: {}\n{}\n{pushed}",
         checkpoint.name(),
@@ -341,6 +463,10 @@ pub fn describe(what: &str, e: &ExportRecord, dir: &Path, name: &str, skipped: &
         None => out.push_str(&format!("smoke test skipped ({skipped})\n")),
     }
     let modelfile = dir.join(&e.modelfile);
-    out.push_str(&format!("Modelfile: {} (ollama create {name} -f {})", modelfile.display(), modelfile.display()));
+    out.push_str(&format!(
+        "Modelfile: {} (ollama create {name} -f {})",
+        modelfile.display(),
+        modelfile.display()
+    ));
     out
 }

@@ -51,8 +51,12 @@ impl From<ConfigError> for Failure {
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         let code = match e {
-            StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => exit::BAD_INPUT,
-            StoreError::NotCommitted { .. } | StoreError::NoObject { .. } | StoreError::AlreadyCommitted { .. } => exit::BAD_INPUT,
+            StoreError::BadUrl { .. } | StoreError::BadKey { .. } | StoreError::Local { .. } => {
+                exit::BAD_INPUT
+            }
+            StoreError::NotCommitted { .. }
+            | StoreError::NoObject { .. }
+            | StoreError::AlreadyCommitted { .. } => exit::BAD_INPUT,
             _ => exit::FAILED,
         };
         Self { code, message: e.to_string() }

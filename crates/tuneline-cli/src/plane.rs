@@ -53,7 +53,12 @@ pub fn token(flag: Option<&str>) -> CliResult<String> {
 
 /// A client of `server` presenting `token`, trusting its certificate by
 /// [`trust`]. Plain HTTP past loopback needs `insecure_http`.
-pub fn client(server: &str, token: &str, fingerprint: Option<&str>, insecure_http: bool) -> CliResult<Client> {
+pub fn client(
+    server: &str,
+    token: &str,
+    fingerprint: Option<&str>,
+    insecure_http: bool,
+) -> CliResult<Client> {
     check_transport(server, insecure_http).map_err(Failure::input)?;
     Ok(Client::with_trust(server, token, trust(fingerprint)?))
 }
@@ -62,7 +67,9 @@ pub fn client(server: &str, token: &str, fingerprint: Option<&str>, insecure_htt
 /// certificate of a server whose state is in this directory, else the system's CAs.
 pub fn trust(fingerprint: Option<&str>) -> CliResult<Trust> {
     let pinned = match fingerprint {
-        Some(text) => Some(Fingerprint::parse(text).ok_or_else(|| Failure::input(format!("--fingerprint {text}: expected sha256: and 64 hex digits")))?),
+        Some(text) => Some(Fingerprint::parse(text).ok_or_else(|| {
+            Failure::input(format!("--fingerprint {text}: expected sha256: and 64 hex digits"))
+        })?),
         None => local_fingerprint(),
     };
     Ok(pinned.map_or(Trust::System, Trust::Pinned))
@@ -70,7 +77,10 @@ pub fn trust(fingerprint: Option<&str>) -> CliResult<Trust> {
 
 /// The fingerprint of the self-signed certificate of a server in this directory.
 fn local_fingerprint() -> Option<Fingerprint> {
-    tuneline_control::tls::fingerprint_of(&Path::new(STATE_DIR).join(tuneline_control::tls::CERT_FILE)).ok()
+    tuneline_control::tls::fingerprint_of(
+        &Path::new(STATE_DIR).join(tuneline_control::tls::CERT_FILE),
+    )
+    .ok()
 }
 
 /// A running control plane.
@@ -87,21 +97,46 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Starts the server on `endpoint` over `state_dir`, and the autoscalers.
     /// With `[workers] providers`, the training pool is ranked for `job` ([`ranking_job`]).
-    pub async fn start(config: &Config, state_dir: &Path, endpoint: &Endpoint, job: Option<&Job>) -> CliResult<Self> {
+    pub async fn start(
+        config: &Config,
+        state_dir: &Path,
+        endpoint: &Endpoint,
+        job: Option<&Job>,
+    ) -> CliResult<Self> {
         let w = &config.workers;
         let lease_timeout = w.lease_timeout.0;
-        let timing =
-            Timing { heartbeat: (lease_timeout / 6).clamp(Duration::from_millis(200), Duration::from_secs(5)), lease_timeout, idle_timeout: w.idle_timeout.0 };
-        let server = Server::start(state_dir, endpoint, timing, Box::new(StoreCheck::with_credentials(&config.store))).await.map_err(Failure::failed)?;
+        let timing = Timing {
+            heartbeat: (lease_timeout / 6)
+                .clamp(Duration::from_millis(200), Duration::from_secs(5)),
+            lease_timeout,
+            idle_timeout: w.idle_timeout.0,
+        };
+        let server = Server::start(
+            state_dir,
+            endpoint,
+            timing,
+            Box::new(StoreCheck::with_credentials(&config.store)),
+        )
+        .await
+        .map_err(Failure::failed)?;
         server.shared.set_prices(Prices::of(config));
         let stores = StoreCheck::with_credentials(&config.store);
-        server.shared.set_planner(Arc::new(ServerPlanner { stores, cache: state_dir.join("plan-cache") }));
-        let autoscalers: Vec<_> =
-            pools(config, state_dir, &server, endpoint, job)?.into_iter().map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool))).collect();
+        server
+            .shared
+            .set_planner(Arc::new(ServerPlanner { stores, cache: state_dir.join("plan-cache") }));
+        let autoscalers: Vec<_> = pools(config, state_dir, &server, endpoint, job)?
+            .into_iter()
+            .map(|pool| Arc::new(Autoscaler::new(server.shared.clone(), pool)))
+            .collect();
         let tracking = config.tracking.mlflow.as_ref().map(|url| {
-            let experiment = config.tracking.experiment.clone().unwrap_or_else(|| config.project.name.clone());
+            let experiment =
+                config.tracking.experiment.clone().unwrap_or_else(|| config.project.name.clone());
             let token = config.tracking.token.as_ref().map(|t| t.expose().to_string());
-            let mirror = Arc::new(Mirror::new(server.shared.clone(), Mlflow::new(url, &experiment, token), &config.store.url));
+            let mirror = Arc::new(Mirror::new(
+                server.shared.clone(),
+                Mlflow::new(url, &experiment, token),
+                &config.store.url,
+            ));
             let task = tokio::spawn({
                 let mirror = mirror.clone();
                 async move { mirror.run(Duration::from_secs(2)).await }
@@ -119,7 +154,10 @@ impl ControlPlane {
                     tick.tick().await;
                     for autoscaler in &autoscalers {
                         for failure in autoscaler.pass().await.failed {
-                            tracing::error!("autoscaler ({} pool): {failure}", autoscaler.class().as_str());
+                            tracing::error!(
+                                "autoscaler ({} pool): {failure}",
+                                autoscaler.class().as_str()
+                            );
                         }
                     }
                 }
@@ -130,7 +168,11 @@ impl ControlPlane {
 
     /// An admin client of this server, pinned to its certificate.
     pub fn client(&self) -> Client {
-        Client::with_trust(&self.server.url(), &self.server.token, self.server.fingerprint().map_or(Trust::System, Trust::Pinned))
+        Client::with_trust(
+            &self.server.url(),
+            &self.server.token,
+            self.server.fingerprint().map_or(Trust::System, Trust::Pinned),
+        )
     }
 
     /// Terminates the instances of the `class` pool, whose work is done (the
@@ -165,13 +207,25 @@ impl ControlPlane {
 /// The pools of the providers the config names: one provider's
 /// (`[workers] provider`) in the order its table writes them, or the ranked
 /// pool of several (`[workers] providers`); none for `manual`.
-fn pools(config: &Config, state_dir: &Path, server: &Server, endpoint: &Endpoint, job: Option<&Job>) -> CliResult<Vec<Pool>> {
+fn pools(
+    config: &Config,
+    state_dir: &Path,
+    server: &Server,
+    endpoint: &Endpoint,
+    job: Option<&Job>,
+) -> CliResult<Vec<Pool>> {
     let w = &config.workers;
     let launching = w.launching();
     if launching == [ProviderKind::Manual] {
         return Ok(Vec::new());
     }
-    let plane = Plane { config, state_dir, server, endpoint, grace: config.training.sigterm_grace.0 + Duration::from_secs(5) };
+    let plane = Plane {
+        config,
+        state_dir,
+        server,
+        endpoint,
+        grace: config.training.sigterm_grace.0 + Duration::from_secs(5),
+    };
     let (training, delivery) = match job {
         Some(job) if !w.providers.is_empty() => plane.ranked(job)?,
         _ => plane.single()?,
@@ -194,10 +248,15 @@ pub fn ranking_job(config: &Config, steps: Option<u64>) -> CliResult<Option<Job>
     if config.workers.providers.is_empty() {
         return Ok(None);
     }
-    let shape = tuneline_train::setup::model_shape(&config.model.path)
-        .map_err(|e| Failure::input(format!("[workers] providers ranks offers by what the config's job costs on them: {e}")))?;
+    let shape = tuneline_train::setup::model_shape(&config.model.path).map_err(|e| {
+        Failure::input(format!(
+            "[workers] providers ranks offers by what the config's job costs on them: {e}"
+        ))
+    })?;
     let overrides = Overrides { steps, ..Overrides::default() };
-    let job = config_job::job(config, shape, &overrides).map_err(|e| Failure::input(format!("[workers] providers ranks offers by the job's cost: {e}")))?;
+    let job = config_job::job(config, shape, &overrides).map_err(|e| {
+        Failure::input(format!("[workers] providers ranks offers by the job's cost: {e}"))
+    })?;
     Ok(Some(job))
 }
 
@@ -233,7 +292,10 @@ impl Plane<'_> {
         };
         let fallbacks = fallback_offers(config, kind, &settings)?;
         let delivery = Offer {
-            instance_type: settings.delivery_instance_type.clone().unwrap_or_else(|| default_type.into()),
+            instance_type: settings
+                .delivery_instance_type
+                .clone()
+                .unwrap_or_else(|| default_type.into()),
             price_per_hour: settings.delivery_price_per_hour.unwrap_or(0.0),
             spot: false,
             price_as_of: None,
@@ -242,26 +304,41 @@ impl Plane<'_> {
             if kind == ProviderKind::Local {
                 return self.local(class, offer);
             }
-            build::remote(kind, &config.providers, &self.link(kind)?, class, offer, self.grace).map_err(Failure::input)
+            build::remote(kind, &config.providers, &self.link(kind)?, class, offer, self.grace)
+                .map_err(Failure::input)
         };
         // Simulated spot preempts local workers; a real fleet's machines are what they are.
-        let local = config.providers.local.clone().filter(|l| l.spot && kind == ProviderKind::Local);
+        let local =
+            config.providers.local.clone().filter(|l| l.spot && kind == ProviderKind::Local);
         let source = match local.as_ref().map(|l| (&l.spot_trace, l.spot_mtbf)) {
-            Some((Some(path), _)) => {
-                Some(Source::Traces(Trace::load(&PathBuf::from(path)).map_err(|e| Failure::input(format!("[providers.local] spot_trace: {e}")))?))
+            Some((Some(path), _)) => Some(Source::Traces(
+                Trace::load(&PathBuf::from(path))
+                    .map_err(|e| Failure::input(format!("[providers.local] spot_trace: {e}")))?,
+            )),
+            Some((None, Some(mtbf))) => {
+                Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 })
             }
-            Some((None, Some(mtbf))) => Some(Source::Poisson { mtbf_h: mtbf.0.as_secs_f64() / 3600.0 }),
             _ => None,
         };
         let trainers: Arc<dyn Provider> = match (source, local) {
             (Some(source), Some(local)) => {
-                let spot = SpotSettings { source, speedup: local.spot_trace_speedup, notice: local.spot_notice.0, seed: local.spot_seed };
+                let spot = SpotSettings {
+                    source,
+                    speedup: local.spot_trace_speedup,
+                    notice: local.spot_notice.0,
+                    seed: local.spot_seed,
+                };
                 Arc::new(SpotProvider::new(self.local_process(WorkerClass::Gpu, &training)?, spot))
             }
             _ => make(WorkerClass::Gpu, &training)?,
         };
-        let choice = |provider: &Arc<dyn Provider>, offer: Offer| Choice { provider: provider.clone(), offer, rank: None };
-        let training = std::iter::once(training).chain(fallbacks).map(|o| choice(&trainers, o)).collect();
+        let choice = |provider: &Arc<dyn Provider>, offer: Offer| Choice {
+            provider: provider.clone(),
+            offer,
+            rank: None,
+        };
+        let training =
+            std::iter::once(training).chain(fallbacks).map(|o| choice(&trainers, o)).collect();
         let deliverers = make(WorkerClass::Cpu, &delivery)?;
         Ok((training, vec![choice(&deliverers, delivery)]))
     }
@@ -272,7 +349,10 @@ impl Plane<'_> {
     fn ranked(&self, job: &Job) -> CliResult<(Vec<Choice>, Vec<Choice>)> {
         let config = self.config;
         let (ranked, excluded) = config_job::training_pool(config, job).map_err(Failure::input)?;
-        let left_out: Vec<String> = excluded.iter().map(|e| format!("{} ({}): {}", e.offer, market(e.market == Market::Spot), e.reason)).collect();
+        let left_out: Vec<String> = excluded
+            .iter()
+            .map(|e| format!("{} ({}): {}", e.offer, market(e.market == Market::Spot), e.reason))
+            .collect();
         for why in &left_out {
             eprintln!("warning: [workers] providers: {why}; left out of the training pool");
         }
@@ -285,9 +365,12 @@ impl Plane<'_> {
         let mut training = Vec::new();
         let mut delivery = Vec::new();
         for &kind in &config.workers.providers {
-            let table = config.providers.launch(kind).ok_or_else(|| Failure::input(format!("[workers] providers: there is no [providers.{kind}] table")))?;
+            let table = config.providers.launch(kind).ok_or_else(|| {
+                Failure::input(format!("[workers] providers: there is no [providers.{kind}] table"))
+            })?;
             let link = self.link(kind)?;
-            let offers: Vec<_> = ranked.iter().enumerate().filter(|(_, r)| r.provider == kind).collect();
+            let offers: Vec<_> =
+                ranked.iter().enumerate().filter(|(_, r)| r.provider == kind).collect();
             if let Some((_, first)) = offers.first() {
                 let offer = |r: &PoolOffer| Offer {
                     instance_type: r.instance_type.clone(),
@@ -295,13 +378,38 @@ impl Plane<'_> {
                     spot: r.estimate.market == Market::Spot,
                     price_as_of: Some(r.as_of.to_string()),
                 };
-                let provider = build::remote(kind, &config.providers, &link, WorkerClass::Gpu, &offer(first), self.grace).map_err(Failure::input)?;
-                training.extend(offers.iter().map(|(rank, r)| (*rank, Choice { provider: provider.clone(), offer: offer(r), rank: Some(r.why()) })));
+                let provider = build::remote(
+                    kind,
+                    &config.providers,
+                    &link,
+                    WorkerClass::Gpu,
+                    &offer(first),
+                    self.grace,
+                )
+                .map_err(Failure::input)?;
+                training.extend(offers.iter().map(|(rank, r)| {
+                    (
+                        *rank,
+                        Choice { provider: provider.clone(), offer: offer(r), rank: Some(r.why()) },
+                    )
+                }));
             }
             if let Some(instance) = &table.delivery_instance_type {
-                let offer =
-                    Offer { instance_type: instance.clone(), price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0), spot: false, price_as_of: None };
-                let provider = build::remote(kind, &config.providers, &link, WorkerClass::Cpu, &offer, self.grace).map_err(Failure::input)?;
+                let offer = Offer {
+                    instance_type: instance.clone(),
+                    price_per_hour: table.delivery_price_per_hour.unwrap_or(0.0),
+                    spot: false,
+                    price_as_of: None,
+                };
+                let provider = build::remote(
+                    kind,
+                    &config.providers,
+                    &link,
+                    WorkerClass::Cpu,
+                    &offer,
+                    self.grace,
+                )
+                .map_err(Failure::input)?;
                 delivery.push(Choice { provider, offer, rank: None });
             }
         }
@@ -349,7 +457,8 @@ impl Plane<'_> {
 
 /// The `tuneline` binary running now, which local workers run and remote hosts get by default.
 fn this_binary() -> CliResult<PathBuf> {
-    std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))
+    std::env::current_exe()
+        .map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))
 }
 
 /// A market as the plan names it.
@@ -363,23 +472,44 @@ fn market(spot: bool) -> &'static str {
 
 /// `[providers.NAME] fallback_instance_types` as offers, priced by the
 /// catalog's entries for this provider and region (spot or on-demand as the table says).
-fn fallback_offers(config: &Config, name: ProviderKind, settings: &Launch) -> CliResult<Vec<Offer>> {
+fn fallback_offers(
+    config: &Config,
+    name: ProviderKind,
+    settings: &Launch,
+) -> CliResult<Vec<Offer>> {
     if settings.fallback_instance_types.is_empty() {
         return Ok(Vec::new());
     }
     let key = format!("[providers.{name}] fallback_instance_types");
-    let region = settings.region.as_deref().ok_or_else(|| Failure::input(format!("{key}: name the region too, whose catalog prices they take")))?;
-    let catalog = tuneline_cost::config_job::catalog(config).map_err(|e| Failure::input(format!("{key}: {e}")))?;
+    let region = settings.region.as_deref().ok_or_else(|| {
+        Failure::input(format!("{key}: name the region too, whose catalog prices they take"))
+    })?;
+    let catalog = tuneline_cost::config_job::catalog(config)
+        .map_err(|e| Failure::input(format!("{key}: {e}")))?;
     settings
         .fallback_instance_types
         .iter()
         .map(|instance| {
             let id = format!("{name}/{instance}/{region}");
             let entry = catalog.offers.iter().find(|o| o.id == id);
-            let entry = entry.ok_or_else(|| Failure::input(format!("{key}: the catalog has no {id}; add it with its prices to [cost] catalog")))?;
-            let price = if settings.spot { entry.spot_per_hour } else { Some(entry.on_demand_per_hour) };
-            let price = price.ok_or_else(|| Failure::input(format!("{key}: the catalog has no spot price for {id}; add one to [cost] catalog")))?;
-            Ok(Offer { instance_type: instance.clone(), price_per_hour: price, spot: settings.spot, price_as_of: Some(entry.as_of.to_string()) })
+            let entry = entry.ok_or_else(|| {
+                Failure::input(format!(
+                    "{key}: the catalog has no {id}; add it with its prices to [cost] catalog"
+                ))
+            })?;
+            let price =
+                if settings.spot { entry.spot_per_hour } else { Some(entry.on_demand_per_hour) };
+            let price = price.ok_or_else(|| {
+                Failure::input(format!(
+                    "{key}: the catalog has no spot price for {id}; add one to [cost] catalog"
+                ))
+            })?;
+            Ok(Offer {
+                instance_type: instance.clone(),
+                price_per_hour: price,
+                spot: settings.spot,
+                price_as_of: Some(entry.as_of.to_string()),
+            })
         })
         .collect()
 }
@@ -388,20 +518,34 @@ fn fallback_offers(config: &Config, name: ProviderKind, settings: &Launch) -> Cl
 /// job's config carries none) and the cache bound.
 fn local_worker_env(config: &Config) -> Vec<(String, String)> {
     let s = &config.store;
-    let mut env: Vec<_> = [("AWS_ACCESS_KEY_ID", &s.access_key_id), ("AWS_SECRET_ACCESS_KEY", &s.secret_access_key)]
-        .into_iter()
-        .filter_map(|(var, secret)| secret.as_ref().map(|v| (var.to_string(), v.expose().to_string())))
-        .collect();
-    env.extend(config.workers.cache_size.map(|size| ("TUNELINE_CACHE_SIZE".to_string(), size.0.to_string())));
+    let mut env: Vec<_> =
+        [("AWS_ACCESS_KEY_ID", &s.access_key_id), ("AWS_SECRET_ACCESS_KEY", &s.secret_access_key)]
+            .into_iter()
+            .filter_map(|(var, secret)| {
+                secret.as_ref().map(|v| (var.to_string(), v.expose().to_string()))
+            })
+            .collect();
+    env.extend(
+        config
+            .workers
+            .cache_size
+            .map(|size| ("TUNELINE_CACHE_SIZE".to_string(), size.0.to_string())),
+    );
     env
 }
 
 /// What this plane's remote workers need of it: the server as they reach it,
 /// the join token, and this plane's tag, kept in the state directory so that
 /// a restarted plane finds its own workers.
-fn plane_link(binary: Option<&str>, workers: &WorkersConfig, state_dir: &Path, (server_url, server): (String, &Server)) -> CliResult<PlaneLink> {
+fn plane_link(
+    binary: Option<&str>,
+    workers: &WorkersConfig,
+    state_dir: &Path,
+    (server_url, server): (String, &Server),
+) -> CliResult<PlaneLink> {
     let tag_file = state_dir.join(PLANE_TAG_FILE);
-    let tag = tuneline_control::token::load_or_create(&tag_file).map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
+    let tag = tuneline_control::token::load_or_create(&tag_file)
+        .map_err(|e| Failure::failed(format!("{}: {e}", tag_file.display())))?;
     let binary = match binary {
         Some(path) => PathBuf::from(path),
         None => this_binary()?,

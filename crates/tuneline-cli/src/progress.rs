@@ -42,8 +42,13 @@ impl Shown {
             return Shown::Bar { bar, prefix: prefix.to_string() };
         }
         let now = Instant::now();
-        let state = LineState { what: String::new(), total: 0, unit: Unit::Items, started: now, last: now };
-        Shown::Lines { prefix: prefix.to_string(), state: Mutex::new(state), done: AtomicU64::new(0) }
+        let state =
+            LineState { what: String::new(), total: 0, unit: Unit::Items, started: now, last: now };
+        Shown::Lines {
+            prefix: prefix.to_string(),
+            state: Mutex::new(state),
+            done: AtomicU64::new(0),
+        }
     }
 
     /// Prints a line about the work (above the bar, if there is one).
@@ -79,7 +84,11 @@ impl Progress for Shown {
                     Unit::Items => "{pos}/{len} {per_sec}",
                 };
                 let template = format!("{{msg}} [{{bar:30}}] {counts} eta {{eta}}");
-                bar.set_style(ProgressStyle::with_template(&template).expect("valid template").progress_chars("=> "));
+                bar.set_style(
+                    ProgressStyle::with_template(&template)
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
                 bar.set_message(format!("{prefix}: {what}"));
                 bar.set_length(total);
                 bar.set_position(0);
@@ -87,7 +96,8 @@ impl Progress for Shown {
             }
             Shown::Lines { prefix, state, done } => {
                 let now = Instant::now();
-                *state.lock().unwrap() = LineState { what: what.to_string(), total, unit, started: now, last: now };
+                *state.lock().unwrap() =
+                    LineState { what: what.to_string(), total, unit, started: now, last: now };
                 done.store(0, Ordering::Relaxed);
                 eprintln!("{prefix}: {what} ({})", amount(unit, total));
             }
@@ -108,7 +118,12 @@ impl Progress for Shown {
                         Unit::Bytes => HumanBytes(rate as u64).to_string(),
                         Unit::Items => format!("{rate:.2}"),
                     };
-                    eprintln!("{prefix}: {}: {} / {} ({rate}/s)", s.what, amount(s.unit, done), amount(s.unit, s.total));
+                    eprintln!(
+                        "{prefix}: {}: {} / {} ({rate}/s)",
+                        s.what,
+                        amount(s.unit, done),
+                        amount(s.unit, s.total)
+                    );
                 }
             }
             Shown::Hidden => {}

@@ -36,16 +36,25 @@ struct Planned {
 #[async_trait::async_trait]
 impl Planner for ServerPlanner {
     async fn plan(&self, text: &str) -> Result<serde_json::Value, Failure> {
-        let unfit = |message: String| Failure::unprocessable("config", format!("config: {message}"));
+        let unfit =
+            |message: String| Failure::unprocessable("config", format!("config: {message}"));
         let (mut config, store) = self.stores.config_and_store(text, "config")?;
         if layout::store_ref(&config.model.path).is_some() {
             // On a blocking thread of its own: the pull's future is not provably `Send`, as the trait's must be.
             let (handle, cache) = (tokio::runtime::Handle::current(), self.cache.clone());
-            config =
-                tokio::task::spawn_blocking(move || handle.block_on(tuneline_train::base::localize(&store, &mut config, &cache, &NoProgress)).map(|()| config))
-                    .await
-                    .map_err(|e| unfit(e.to_string()))?
-                    .map_err(|e| unfit(e.to_string()))?;
+            config = tokio::task::spawn_blocking(move || {
+                handle
+                    .block_on(tuneline_train::base::localize(
+                        &store,
+                        &mut config,
+                        &cache,
+                        &NoProgress,
+                    ))
+                    .map(|()| config)
+            })
+            .await
+            .map_err(|e| unfit(e.to_string()))?
+            .map_err(|e| unfit(e.to_string()))?;
         }
         let catalog = config_job::catalog(&config).map_err(unfit)?;
         let shape = model_shape(&config.model.path).map_err(|e| unfit(e.to_string()))?;
@@ -58,6 +67,7 @@ impl Planner for ServerPlanner {
                 Err(why) => (None, format!("save_steps = \"auto\" has no interval: {why}")),
             },
         };
-        Ok(serde_json::to_value(Planned { report, save_steps, save_steps_why }).expect("a plan serializes"))
+        Ok(serde_json::to_value(Planned { report, save_steps, save_steps_why })
+            .expect("a plan serializes"))
     }
 }

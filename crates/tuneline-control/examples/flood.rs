@@ -30,24 +30,50 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// The server's resident memory, in MiB.
 fn rss_mib(pid: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").trim().parse().unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
     kb / 1024.0
 }
 
 /// The state database with its write-ahead log, in MiB.
 fn state_mib(dir: &str) -> f64 {
-    ["state.db", "state.db-wal"].iter().map(|f| std::fs::metadata(format!("{dir}/{f}")).map_or(0, |m| m.len())).sum::<u64>() as f64 / (1 << 20) as f64
+    ["state.db", "state.db-wal"]
+        .iter()
+        .map(|f| std::fs::metadata(format!("{dir}/{f}")).map_or(0, |m| m.len()))
+        .sum::<u64>() as f64
+        / (1 << 20) as f64
 }
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, token, pid, state] = args.as_slice() else { panic!("usage: flood URL TOKEN SERVER_PID STATE_DIR") };
+    let [_, url, token, pid, state] = args.as_slice() else {
+        panic!("usage: flood URL TOKEN SERVER_PID STATE_DIR")
+    };
     let admin = Client::new(url, token);
-    let info = WorkerRegister { provider: "flood".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
+    let info = WorkerRegister {
+        provider: "flood".into(),
+        price_per_hour: 1.0,
+        cpus: 2,
+        pid: 1,
+        ..Default::default()
+    };
     let registered = admin.register(&info).await.unwrap();
     let worker = admin.with_token(&registered.token);
-    let job = admin.submit(&JobSubmit::new(JobSpec::Command(CommandSpec::new(["python", "train.py"], "flood", "memory://")), Some(3))).await.unwrap();
+    let job = admin
+        .submit(&JobSubmit::new(
+            JobSpec::Command(CommandSpec::new(["python", "train.py"], "flood", "memory://")),
+            Some(3),
+        ))
+        .await
+        .unwrap();
     worker.lease(registered.worker, Duration::ZERO).await.unwrap();
     worker.start(job.id, &Start { worker: registered.worker, resumed_from: 0 }).await.unwrap();
 
@@ -59,18 +85,29 @@ async fn main() {
         let worker = worker.clone();
         async move {
             for _ in 0..60 {
-                worker.heartbeat(registered.worker, &Heartbeat { logs: vec![line.clone()], ..Heartbeat::of(job.id) }).await.unwrap();
+                worker
+                    .heartbeat(
+                        registered.worker,
+                        &Heartbeat { logs: vec![line.clone()], ..Heartbeat::of(job.id) },
+                    )
+                    .await
+                    .unwrap();
             }
         }
     });
     let http = reqwest::Client::new();
     let mut readers = Vec::new();
     for _ in 0..8 {
-        let (http, url, token) = (http.clone(), format!("{url}/v1/jobs/{}/logs?limit=10000", job.id), registered.token.clone());
+        let (http, url, token) = (
+            http.clone(),
+            format!("{url}/v1/jobs/{}/logs?limit=10000", job.id),
+            registered.token.clone(),
+        );
         readers.push(tokio::spawn(async move {
             let mut biggest = 0;
             for _ in 0..20 {
-                let body = http.get(&url).bearer_auth(&token).send().await.unwrap().bytes().await.unwrap();
+                let body =
+                    http.get(&url).bearer_auth(&token).send().await.unwrap().bytes().await.unwrap();
                 biggest = biggest.max(body.len());
             }
             biggest
@@ -85,9 +122,24 @@ async fn main() {
     let (rss_after, state_after) = (rss_mib(pid), state_mib(state));
 
     println!("{:<36} {:>12} {:>12}", "", "before", "flooded");
-    println!("{:<36} {:>12.2} {:>12.2}", "admin GET /v1/jobs p50 ms", percentile(&before, 0.5), percentile(&during, 0.5));
-    println!("{:<36} {:>12.2} {:>12.2}", "admin GET /v1/jobs p99 ms", percentile(&before, 0.99), percentile(&during, 0.99));
+    println!(
+        "{:<36} {:>12.2} {:>12.2}",
+        "admin GET /v1/jobs p50 ms",
+        percentile(&before, 0.5),
+        percentile(&during, 0.5)
+    );
+    println!(
+        "{:<36} {:>12.2} {:>12.2}",
+        "admin GET /v1/jobs p99 ms",
+        percentile(&before, 0.99),
+        percentile(&during, 0.99)
+    );
     println!("{:<36} {:>12.1} {:>12.1}", "server RSS MiB", rss_before, rss_after);
     println!("{:<36} {:>12.2} {:>12.2}", "state.db (+ WAL) MiB", state_before, state_after);
-    println!("{:<36} {:>12} {:>12.2}", "largest logs answer MiB", "-", biggest as f64 / (1 << 20) as f64);
+    println!(
+        "{:<36} {:>12} {:>12.2}",
+        "largest logs answer MiB",
+        "-",
+        biggest as f64 / (1 << 20) as f64
+    );
 }

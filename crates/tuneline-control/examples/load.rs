@@ -10,11 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tuneline_api::client::Client;
-use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, WorkerRegister};
+use tuneline_api::{
+    CommandSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, WorkerRegister,
+};
 
 type Samples = Arc<Mutex<BTreeMap<&'static str, Vec<f64>>>>;
 
-async fn timed<T>(samples: &Samples, name: &'static str, call: impl std::future::Future<Output = T>) -> T {
+async fn timed<T>(
+    samples: &Samples,
+    name: &'static str,
+    call: impl std::future::Future<Output = T>,
+) -> T {
     let started = Instant::now();
     let out = call.await;
     samples.lock().unwrap().entry(name).or_default().push(started.elapsed().as_secs_f64() * 1000.0);
@@ -44,7 +50,9 @@ async fn main() {
             format!("load-{i}"),
             "memory://",
         ));
-        timed(&samples, "POST /v1/jobs", client.submit(&JobSubmit::new(spec, Some(3)))).await.unwrap();
+        timed(&samples, "POST /v1/jobs", client.submit(&JobSubmit::new(spec, Some(3))))
+            .await
+            .unwrap();
     }
     eprintln!("queued {jobs} jobs in {:.1?}", submitting.elapsed());
 
@@ -55,8 +63,15 @@ async fn main() {
         tasks.push(tokio::spawn(async move {
             // Machines boot and beat independently: spread them over one interval.
             tokio::time::sleep(heartbeat.mul_f64(w as f64 / workers as f64)).await;
-            let info = WorkerRegister { provider: "load".into(), price_per_hour: 1.0, cpus: 8, pid: w as u32, ..Default::default() };
-            let id = timed(&samples, "POST /v1/workers", client.register(&info)).await.unwrap().worker;
+            let info = WorkerRegister {
+                provider: "load".into(),
+                price_per_hour: 1.0,
+                cpus: 8,
+                pid: w as u32,
+                ..Default::default()
+            };
+            let id =
+                timed(&samples, "POST /v1/workers", client.register(&info)).await.unwrap().worker;
             let mut job = None;
             let mut step = 0;
             while Instant::now() < deadline {
@@ -69,19 +84,44 @@ async fn main() {
                     utilization: Some(0.9),
                     ..Default::default()
                 };
-                timed(&samples, "POST /v1/workers/{id}/heartbeat", client.heartbeat(id, &beat)).await.unwrap();
+                timed(&samples, "POST /v1/workers/{id}/heartbeat", client.heartbeat(id, &beat))
+                    .await
+                    .unwrap();
                 if w % 10 == 0 {
                     match job {
                         None => {
-                            let lease = timed(&samples, "POST /v1/leases", client.lease(id, Duration::ZERO)).await.unwrap();
+                            let lease = timed(
+                                &samples,
+                                "POST /v1/leases",
+                                client.lease(id, Duration::ZERO),
+                            )
+                            .await
+                            .unwrap();
                             if let Some(leased) = lease.job {
-                                timed(&samples, "POST /v1/leases/{job}/start", client.start(leased.id, &Start { worker: id, resumed_from: 0 })).await.unwrap();
+                                timed(
+                                    &samples,
+                                    "POST /v1/leases/{job}/start",
+                                    client.start(leased.id, &Start { worker: id, resumed_from: 0 }),
+                                )
+                                .await
+                                .unwrap();
                                 job = Some(leased.id);
                             }
                         }
                         Some(j) if step >= 3 => {
-                            let release = Release { worker: id, outcome: Outcome::Succeeded, message: None, last: beat };
-                            timed(&samples, "POST /v1/leases/{job}/release", client.release(j, &release)).await.unwrap();
+                            let release = Release {
+                                worker: id,
+                                outcome: Outcome::Succeeded,
+                                message: None,
+                                last: beat,
+                            };
+                            timed(
+                                &samples,
+                                "POST /v1/leases/{job}/release",
+                                client.release(j, &release),
+                            )
+                            .await
+                            .unwrap();
                             (job, step) = (None, 0);
                         }
                         Some(_) => step += 1,
@@ -100,11 +140,27 @@ async fn main() {
     let samples = samples.lock().unwrap();
     let mut all: Vec<f64> = samples.values().flatten().copied().collect();
     all.sort_by(f64::total_cmp);
-    println!("{:<34} {:>8} {:>9} {:>9} {:>9}", "endpoint", "requests", "p50 ms", "p99 ms", "max ms");
+    println!(
+        "{:<34} {:>8} {:>9} {:>9} {:>9}",
+        "endpoint", "requests", "p50 ms", "p99 ms", "max ms"
+    );
     for (name, values) in samples.iter() {
         let mut v = values.clone();
         v.sort_by(f64::total_cmp);
-        println!("{name:<34} {:>8} {:>9.2} {:>9.2} {:>9.2}", v.len(), percentile(&v, 0.5), percentile(&v, 0.99), v[v.len() - 1]);
+        println!(
+            "{name:<34} {:>8} {:>9.2} {:>9.2} {:>9.2}",
+            v.len(),
+            percentile(&v, 0.5),
+            percentile(&v, 0.99),
+            v[v.len() - 1]
+        );
     }
-    println!("{:<34} {:>8} {:>9.2} {:>9.2} {:>9.2}", "all", all.len(), percentile(&all, 0.5), percentile(&all, 0.99), all[all.len() - 1]);
+    println!(
+        "{:<34} {:>8} {:>9.2} {:>9.2} {:>9.2}",
+        "all",
+        all.len(),
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+        all[all.len() - 1]
+    );
 }

@@ -77,7 +77,12 @@ fn describe(c: &Choice) -> String {
 
 /// An offer of `provider` as events name it.
 fn offered(o: &Offer, provider: &str) -> String {
-    format!("{}{} at ${:.3}/h on {provider}", o.instance_type, if o.spot { " spot" } else { "" }, o.price_per_hour)
+    format!(
+        "{}{} at ${:.3}/h on {provider}",
+        o.instance_type,
+        if o.spot { " spot" } else { "" },
+        o.price_per_hour
+    )
 }
 
 /// Scales one pool against the state in `shared`.
@@ -145,13 +150,22 @@ impl Autoscaler {
         };
         let mut live = 0;
         for (provider, listing) in self.providers.iter().zip(listings) {
-            let mine: Vec<&Worker> =
-                workers.iter().filter(|w| w.info.provider == provider.name() && w.info.class == self.pool.class && w.info.instance.is_some()).collect();
+            let mine: Vec<&Worker> = workers
+                .iter()
+                .filter(|w| {
+                    w.info.provider == provider.name()
+                        && w.info.class == self.pool.class
+                        && w.info.instance.is_some()
+                })
+                .collect();
             live += match listing {
-                Ok(instances) => self.reconcile(provider.as_ref(), &instances, &mine, &mut pass).await,
+                Ok(instances) => {
+                    self.reconcile(provider.as_ref(), &instances, &mine, &mut pass).await
+                }
                 Err(e) => {
                     pass.failed.push(format!("cannot list instances: {e}"));
-                    let pending = lock(&self.reported).keys().filter(|(p, _)| p == provider.name()).count();
+                    let pending =
+                        lock(&self.reported).keys().filter(|(p, _)| p == provider.name()).count();
                     (mine.len() + pending) as u32
                 }
             };
@@ -178,13 +192,25 @@ impl Autoscaler {
     /// Reconciles `provider`'s `instances` with its workers `mine`: keeps
     /// reported prices, loses the workers whose instance vanished, terminates
     /// unknown and idle instances. Returns how many instances stay alive.
-    async fn reconcile(&self, provider: &dyn Provider, instances: &[Instance], mine: &[&Worker], pass: &mut Pass) -> u32 {
+    async fn reconcile(
+        &self,
+        provider: &dyn Provider,
+        instances: &[Instance],
+        mine: &[&Worker],
+        pass: &mut Pass,
+    ) -> u32 {
         let alive = |id: &str| instances.iter().any(|i| i.id == id);
         self.keep_reported_prices(provider.name(), mine, &alive);
-        for worker in mine.iter().filter(|w| !alive(w.info.instance.as_deref().unwrap_or_default())) {
+        for worker in mine.iter().filter(|w| !alive(w.info.instance.as_deref().unwrap_or_default()))
+        {
             let requeued = self.shared.db().end_worker(worker.id, true);
             if let Ok(Some(job)) = requeued {
-                tracing::warn!("worker {}'s instance is gone; job {} is {}", worker.id, job.id, job.state.as_str());
+                tracing::warn!(
+                    "worker {}'s instance is gone; job {} is {}",
+                    worker.id,
+                    job.id,
+                    job.state.as_str()
+                );
             }
             pass.vanished.push(worker.id);
         }
@@ -192,10 +218,18 @@ impl Autoscaler {
         let idle_limit = self.pool.idle_timeout.as_secs_f64();
         let mut live = instances.len() as u32;
         for instance in instances {
-            let worker = mine.iter().find(|w| w.info.instance.as_deref() == Some(instance.id.as_str()));
+            let worker =
+                mine.iter().find(|w| w.info.instance.as_deref() == Some(instance.id.as_str()));
             let reason = match worker {
-                None if at - instance.launched_at > self.pool.boot_grace.as_secs_f64() => "no worker registered for it",
-                Some(w) if w.state == WorkerState::Idle && w.idle_since.is_some_and(|s| at - s > idle_limit) => "idle past the idle timeout",
+                None if at - instance.launched_at > self.pool.boot_grace.as_secs_f64() => {
+                    "no worker registered for it"
+                }
+                Some(w)
+                    if w.state == WorkerState::Idle
+                        && w.idle_since.is_some_and(|s| at - s > idle_limit) =>
+                {
+                    "idle past the idle timeout"
+                }
                 _ => continue,
             };
             tracing::info!("terminating {} on {}: {reason}", instance.id, provider.name());
@@ -207,7 +241,10 @@ impl Autoscaler {
                     pass.terminated.push(instance.id.clone());
                     live -= 1;
                 }
-                Err(e) => pass.failed.push(format!("could not terminate {} ({reason}): {e}; destroy it by hand", instance.id)),
+                Err(e) => pass.failed.push(format!(
+                    "could not terminate {} ({reason}): {e}; destroy it by hand",
+                    instance.id
+                )),
             }
         }
         live
@@ -220,10 +257,22 @@ impl Autoscaler {
             if of != provider {
                 return true;
             }
-            let Some(worker) = mine.iter().find(|w| w.info.instance.as_deref() == Some(id.as_str())) else { return alive(id) };
+            let Some(worker) =
+                mine.iter().find(|w| w.info.instance.as_deref() == Some(id.as_str()))
+            else {
+                return alive(id);
+            };
             if worker.info.price_per_hour != offer.price_per_hour {
-                tracing::info!("worker {} ({id}) bills at ${}/h, as {provider} reported at launch", worker.id, offer.price_per_hour);
-                let _ = self.shared.db().set_price(worker.id, offer.price_per_hour, offer.price_as_of.as_deref());
+                tracing::info!(
+                    "worker {} ({id}) bills at ${}/h, as {provider} reported at launch",
+                    worker.id,
+                    offer.price_per_hour
+                );
+                let _ = self.shared.db().set_price(
+                    worker.id,
+                    offer.price_per_hour,
+                    offer.price_as_of.as_deref(),
+                );
             }
             false
         });
@@ -234,17 +283,24 @@ impl Autoscaler {
         let mut cooling = lock(&self.cooling);
         let since = cooling.seen;
         for provider in &self.providers {
-            let preempted = self.shared.db().preempted_since(provider.name(), since).unwrap_or_default();
+            let preempted =
+                self.shared.db().preempted_since(provider.name(), since).unwrap_or_default();
             for segment in preempted.iter().filter(|s| s.class == self.pool.class) {
                 let ended = segment.ended_at.unwrap_or_else(now);
                 cooling.seen = cooling.seen.max(ended);
                 let found = self.pool.choices.iter().position(|c| {
-                    c.provider.name() == segment.provider && Some(&c.offer.instance_type) == segment.instance_type.as_ref() && c.offer.spot == segment.spot
+                    c.provider.name() == segment.provider
+                        && Some(&c.offer.instance_type) == segment.instance_type.as_ref()
+                        && c.offer.spot == segment.spot
                 });
                 if let Some(index) = found {
                     cooling.until.retain(|(i, _)| *i != index);
                     cooling.until.push((index, ended + self.pool.cooldown.as_secs_f64()));
-                    let text = format!("{} was preempted: it cools down for {:?}", describe(&self.pool.choices[index]), self.pool.cooldown);
+                    let text = format!(
+                        "{} was preempted: it cools down for {:?}",
+                        describe(&self.pool.choices[index]),
+                        self.pool.cooldown
+                    );
                     let _ = self.shared.db().note(self.pool.class, &format!("tuneline: {text}"));
                 }
             }
@@ -279,7 +335,12 @@ impl Autoscaler {
                     let cools = |i: usize| cooling.iter().any(|(c, _)| *c == i);
                     let mut why: Vec<String> = (0..index)
                         .filter(|&i| cools(i) && !cools(index))
-                        .map(|i| format!("{} is cooling down after a preemption", describe(&self.pool.choices[i])))
+                        .map(|i| {
+                            format!(
+                                "{} is cooling down after a preemption",
+                                describe(&self.pool.choices[i])
+                            )
+                        })
                         .collect();
                     why.extend(passed_over);
                     if cools(index) {
@@ -289,19 +350,32 @@ impl Autoscaler {
                         why.push("the pool's first choice".into());
                     }
                     if let Some(rank) = &choice.rank {
-                        why.push(format!("ranked {} of {}: {rank}", index + 1, self.pool.choices.len()));
+                        why.push(format!(
+                            "ranked {} of {}: {rank}",
+                            index + 1,
+                            self.pool.choices.len()
+                        ));
                     }
                     let name = choice.provider.name();
-                    let text = format!("tuneline: launched {} as {} ({})", offered(&instance.offer, name), instance.id, why.join("; "));
+                    let text = format!(
+                        "tuneline: launched {} as {} ({})",
+                        offered(&instance.offer, name),
+                        instance.id,
+                        why.join("; ")
+                    );
                     tracing::info!("{text}");
                     let _ = self.shared.db().note(self.pool.class, &text);
-                    lock(&self.reported).insert((name.to_string(), instance.id.clone()), instance.offer);
+                    lock(&self.reported)
+                        .insert((name.to_string(), instance.id.clone()), instance.offer);
                     return Ok(instance.id);
                 }
                 Err(e) if e.is_no_capacity() && attempt + 1 < order.len() => {
                     let text = format!("{} has no capacity ({})", describe(choice), e.message);
                     tracing::warn!("{text}; trying the next offer");
-                    let _ = self.shared.db().note(self.pool.class, &format!("tuneline: {text}; trying the next offer"));
+                    let _ = self
+                        .shared
+                        .db()
+                        .note(self.pool.class, &format!("tuneline: {text}; trying the next offer"));
                     passed_over.push(text);
                 }
                 Err(e) => return Err(self.launch_failed(choice, &e)),
@@ -325,7 +399,13 @@ impl Autoscaler {
                 ..WorkerRegister::default()
             };
             if let Ok(Some(job)) = self.shared.db().launch_failed(&info, &e.to_string()) {
-                failure.push_str(&format!(" (job {}: {} of {} attempts used, {})", job.id, job.attempts_used, job.max_attempts, job.state.as_str()));
+                failure.push_str(&format!(
+                    " (job {}: {} of {} attempts used, {})",
+                    job.id,
+                    job.attempts_used,
+                    job.max_attempts,
+                    job.state.as_str()
+                ));
             }
         }
         failure
@@ -343,7 +423,10 @@ impl Autoscaler {
         for provider in &self.providers {
             for instance in provider.list().await.unwrap_or_default() {
                 if let Err(e) = provider.terminate(&instance.id).await {
-                    failed.push(format!("could not terminate {}: {e}; destroy it by hand", instance.id));
+                    failed.push(format!(
+                        "could not terminate {}: {e}; destroy it by hand",
+                        instance.id
+                    ));
                 }
             }
         }

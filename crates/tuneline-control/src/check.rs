@@ -34,25 +34,40 @@ pub struct StoreCheck {
 impl StoreCheck {
     /// A check that reads job stores with the credentials of `own`, where a job's config has none.
     pub fn with_credentials(own: &StoreConfig) -> Self {
-        Self { access_key_id: own.access_key_id.clone(), secret_access_key: own.secret_access_key.clone() }
+        Self {
+            access_key_id: own.access_key_id.clone(),
+            secret_access_key: own.secret_access_key.clone(),
+        }
     }
 
     /// The store a command job names, opened with the server's credentials.
     fn command_store(&self, url: &str) -> Result<ArtifactStore, Failure> {
-        let own = StoreConfig { access_key_id: self.access_key_id.clone(), secret_access_key: self.secret_access_key.clone(), ..Default::default() };
-        ArtifactStore::open(url, &own).map_err(|e| Failure::unprocessable("spec.store", format!("spec.store: {e}")))
+        let own = StoreConfig {
+            access_key_id: self.access_key_id.clone(),
+            secret_access_key: self.secret_access_key.clone(),
+            ..Default::default()
+        };
+        ArtifactStore::open(url, &own)
+            .map_err(|e| Failure::unprocessable("spec.store", format!("spec.store: {e}")))
     }
 
     /// The config in `text` (the request's field `field`) and its store, opened with the
     /// server's credentials where the config has none; `Err` (422) names what does not fit.
-    pub fn config_and_store(&self, text: &str, field: &str) -> Result<(Config, ArtifactStore), Failure> {
-        let mut config = Config::parse(text, field, |k| std::env::var(k).ok()).map_err(|e| Failure::unprocessable(field, e.to_string()))?.config;
+    pub fn config_and_store(
+        &self,
+        text: &str,
+        field: &str,
+    ) -> Result<(Config, ArtifactStore), Failure> {
+        let mut config = Config::parse(text, field, |k| std::env::var(k).ok())
+            .map_err(|e| Failure::unprocessable(field, e.to_string()))?
+            .config;
         let store = &mut config.store;
         if store.access_key_id.is_none() && store.secret_access_key.is_none() {
             store.access_key_id.clone_from(&self.access_key_id);
             store.secret_access_key.clone_from(&self.secret_access_key);
         }
-        let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| Failure::unprocessable(field, format!("{field}: [store] url: {e}")))?;
+        let store = ArtifactStore::open(&config.store.url, &config.store)
+            .map_err(|e| Failure::unprocessable(field, format!("{field}: [store] url: {e}")))?;
         Ok((config, store))
     }
 }
@@ -61,7 +76,8 @@ impl StoreCheck {
 impl JobCheck for StoreCheck {
     async fn check(&self, job: &JobSubmit) -> Result<(), Failure> {
         // The run names its store paths, `runs/<run>/...`, and its worker's cache directories.
-        layout::check_run(job.spec.run()).map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}")))?;
+        layout::check_run(job.spec.run())
+            .map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}")))?;
         match &job.spec {
             JobSpec::Train(spec) => {
                 let (config, store) = self.config_and_store(&spec.config, "spec.config")?;
@@ -72,19 +88,33 @@ impl JobCheck for StoreCheck {
                 let (config, store) = self.config_and_store(&spec.config, "spec.config")?;
                 model_exists(&config, &store).await?;
                 let found = match spec.checkpoint {
-                    Some(step) => store.is_committed(&layout::checkpoint(&spec.run, step)).await.map(|c| c.then_some(step)),
-                    None => store.latest_numbered(&layout::checkpoints(&spec.run)).await.map(|l| l.map(|(_, step)| step)),
+                    Some(step) => store
+                        .is_committed(&layout::checkpoint(&spec.run, step))
+                        .await
+                        .map(|c| c.then_some(step)),
+                    None => store
+                        .latest_numbered(&layout::checkpoints(&spec.run))
+                        .await
+                        .map(|l| l.map(|(_, step)| step)),
                 };
                 match found {
                     Ok(Some(_)) => {}
                     Ok(None) => {
-                        let which = spec.checkpoint.map_or("committed checkpoint".to_string(), |s| format!("committed checkpoint at step {s}"));
+                        let which =
+                            spec.checkpoint.map_or("committed checkpoint".to_string(), |s| {
+                                format!("committed checkpoint at step {s}")
+                            });
                         return Err(Failure::unprocessable(
                             "spec.run",
                             format!("spec.run: run `{}` has no {which} in {}; train it first (`tuneline store ls runs/`)", spec.run, store.url()),
                         ));
                     }
-                    Err(e) => return Err(Failure::new(axum::http::StatusCode::BAD_GATEWAY, format!("checking spec.run in {}: {e}", store.url()))),
+                    Err(e) => {
+                        return Err(Failure::new(
+                            axum::http::StatusCode::BAD_GATEWAY,
+                            format!("checking spec.run in {}: {e}", store.url()),
+                        ))
+                    }
                 }
             }
             JobSpec::Command(spec) => {
@@ -99,7 +129,10 @@ impl JobCheck for StoreCheck {
 
     fn store(&self, spec: &JobSpec) -> Result<ArtifactStore, Failure> {
         match spec {
-            JobSpec::Train(TrainSpec { config, .. }) | JobSpec::Deliver(DeliverSpec { config, .. }) => Ok(self.config_and_store(config, "spec.config")?.1),
+            JobSpec::Train(TrainSpec { config, .. })
+            | JobSpec::Deliver(DeliverSpec { config, .. }) => {
+                Ok(self.config_and_store(config, "spec.config")?.1)
+            }
             JobSpec::Command(c) => self.command_store(&c.store),
         }
     }

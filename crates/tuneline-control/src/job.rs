@@ -54,7 +54,13 @@ impl Event {
 /// The state after `event` in `state`, when `used` attempts (this one
 /// included) of `max_attempts` count under `policy`; `None` when the event
 /// cannot happen there.
-pub fn next(state: State, event: &Event, used: u32, max_attempts: u32, policy: &RetryPolicy) -> Option<State> {
+pub fn next(
+    state: State,
+    event: &Event,
+    used: u32,
+    max_attempts: u32,
+    policy: &RetryPolicy,
+) -> Option<State> {
     use State::*;
     let counts = event.outcome().is_some_and(|o| policy.counts(o));
     let retry = if !counts || used < max_attempts { Queued } else { Failed };
@@ -83,16 +89,35 @@ mod tests {
         assert_eq!(next(State::Leased, &Event::Started, 0, 3, &POLICY), Some(State::Running));
         assert_eq!(next(State::Running, &Event::Succeeded, 0, 3, &POLICY), Some(State::Succeeded));
         assert_eq!(next(State::Running, &Event::Preempted, 1, 3, &POLICY), Some(State::Queued));
-        assert_eq!(next(State::Running, &Event::Lost, 3, 3, &POLICY), Some(State::Failed), "the third attempt was the last");
-        assert_eq!(next(State::Running, &Event::UserError("bad config".into()), 1, 3, &POLICY), Some(State::Failed), "no retry");
+        assert_eq!(
+            next(State::Running, &Event::Lost, 3, 3, &POLICY),
+            Some(State::Failed),
+            "the third attempt was the last"
+        );
+        assert_eq!(
+            next(State::Running, &Event::UserError("bad config".into()), 1, 3, &POLICY),
+            Some(State::Failed),
+            "no retry"
+        );
         let lenient = RetryPolicy { preempted: false, ..POLICY };
-        assert_eq!(next(State::Running, &Event::Preempted, 3, 3, &lenient), Some(State::Queued), "a preemption the policy does not count");
+        assert_eq!(
+            next(State::Running, &Event::Preempted, 3, 3, &lenient),
+            Some(State::Queued),
+            "a preemption the policy does not count"
+        );
     }
 
     #[test]
     fn final_states_stay_final() {
         for s in [State::Succeeded, State::Failed, State::Cancelled] {
-            for e in [Event::Leased, Event::Started, Event::Succeeded, Event::Preempted, Event::Lost, Event::Cancelled] {
+            for e in [
+                Event::Leased,
+                Event::Started,
+                Event::Succeeded,
+                Event::Preempted,
+                Event::Lost,
+                Event::Cancelled,
+            ] {
                 assert_eq!(next(s, &e, 0, 3, &POLICY), None, "{s:?} on {e:?}");
             }
         }

@@ -38,13 +38,23 @@ impl StateLock {
     pub fn acquire(db: &Path) -> Result<Self, LockError> {
         let path = db.with_extension("db.lock");
         let io = |source| LockError::Io { path: path.clone(), source };
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut pid = String::new();
                 file.read_to_string(&mut pid).map_err(io)?;
-                let pid = if pid.trim().is_empty() { "unknown".to_string() } else { pid.trim().to_string() };
+                let pid = if pid.trim().is_empty() {
+                    "unknown".to_string()
+                } else {
+                    pid.trim().to_string()
+                };
                 return Err(LockError::Held { pid, db: db.to_path_buf() });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),

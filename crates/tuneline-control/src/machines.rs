@@ -37,12 +37,16 @@ pub struct Machine {
 
 /// The machines of the workers that hold a segment of `segments`, oldest first.
 pub fn machines(workers: &[Worker], segments: &[Segment], now: f64) -> Vec<Machine> {
-    let mut used: Vec<&Worker> = workers.iter().filter(|w| segments.iter().any(|s| s.worker == w.id) && w.info.instance.is_some()).collect();
+    let mut used: Vec<&Worker> = workers
+        .iter()
+        .filter(|w| segments.iter().any(|s| s.worker == w.id) && w.info.instance.is_some())
+        .collect();
     used.sort_by_key(|w| w.id);
     used.into_iter()
         .map(|w| {
             let hours = (w.ended_at.unwrap_or(now) - w.registered_at).max(0.0) / 3600.0;
-            let ended = matches!(w.state, WorkerState::Gone | WorkerState::Lost).then(|| w.state.as_str().to_string());
+            let ended = matches!(w.state, WorkerState::Gone | WorkerState::Lost)
+                .then(|| w.state.as_str().to_string());
             Machine {
                 worker: w.id,
                 provider: w.info.provider.clone(),
@@ -74,9 +78,21 @@ mod tests {
             price_per_hour: 0.36,
             ..Default::default()
         };
-        let worker =
-            |id, state, ended_at| Worker { id, info: info.clone(), state, job: None, registered_at: 1000.0, last_seen: 1000.0, idle_since: None, ended_at };
-        let workers = [worker(1, WorkerState::Gone, Some(1000.0 + 1800.0)), worker(2, WorkerState::Busy, None), worker(3, WorkerState::Gone, Some(5000.0))];
+        let worker = |id, state, ended_at| Worker {
+            id,
+            info: info.clone(),
+            state,
+            job: None,
+            registered_at: 1000.0,
+            last_seen: 1000.0,
+            idle_since: None,
+            ended_at,
+        };
+        let workers = [
+            worker(1, WorkerState::Gone, Some(1000.0 + 1800.0)),
+            worker(2, WorkerState::Busy, None),
+            worker(3, WorkerState::Gone, Some(5000.0)),
+        ];
         let segment = |worker| Segment {
             job: 1,
             worker,
@@ -103,8 +119,15 @@ mod tests {
         };
         let billed = machines(&workers, &[segment(1), segment(2)], 1000.0 + 3600.0);
         assert_eq!(billed.len(), 2, "worker 3 ran none of these jobs");
-        assert_eq!((billed[0].hours, billed[0].until, billed[0].ended.as_deref()), (0.5, Some(2800.0), Some("gone")));
+        assert_eq!(
+            (billed[0].hours, billed[0].until, billed[0].ended.as_deref()),
+            (0.5, Some(2800.0), Some("gone"))
+        );
         assert!((billed[0].usd - 0.18).abs() < 1e-12);
-        assert_eq!((billed[1].hours, billed[1].until, billed[1].ended.as_deref()), (1.0, None, None), "a running worker bills until now");
+        assert_eq!(
+            (billed[1].hours, billed[1].until, billed[1].ended.as_deref()),
+            (1.0, None, None),
+            "a running worker bills until now"
+        );
     }
 }

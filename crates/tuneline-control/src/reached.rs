@@ -22,11 +22,16 @@ pub struct Reached {
 }
 
 /// Records that the server whose state is in `state_dir` is reached at `url`, serving the certificate `fingerprint`.
-pub fn record(state_dir: &Path, url: &str, fingerprint: Option<Fingerprint>) -> Result<(), ServeError> {
+pub fn record(
+    state_dir: &Path,
+    url: &str,
+    fingerprint: Option<Fingerprint>,
+) -> Result<(), ServeError> {
     let reached = Reached { url: url.to_string(), fingerprint: fingerprint.map(|f| f.to_string()) };
     let path = state_dir.join(REACHED_FILE);
     let text = serde_json::to_string_pretty(&reached).expect("serializes");
-    std::fs::write(&path, text).map_err(|source| ServeError::Io { what: format!("writing {}", path.display()), source })
+    std::fs::write(&path, text)
+        .map_err(|source| ServeError::Io { what: format!("writing {}", path.display()), source })
 }
 
 /// The command that joins a worker to the last server that served from
@@ -36,12 +41,22 @@ pub fn join_command_of(state_dir: &Path) -> Result<Option<String>, ServeError> {
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(ServeError::Io { what: format!("reading {}", path.display()), source }),
+        Err(source) => {
+            return Err(ServeError::Io { what: format!("reading {}", path.display()), source })
+        }
     };
-    let unreadable = |why: String| ServeError::Endpoint(format!("{}: {why}; start `tuneline server` again to rewrite it", path.display()));
+    let unreadable = |why: String| {
+        ServeError::Endpoint(format!(
+            "{}: {why}; start `tuneline server` again to rewrite it",
+            path.display()
+        ))
+    };
     let reached: Reached = serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
     let fingerprint = match &reached.fingerprint {
-        Some(text) => Some(Fingerprint::parse(text).ok_or_else(|| unreadable(format!("`{text}` is not a certificate fingerprint")))?),
+        Some(text) => Some(
+            Fingerprint::parse(text)
+                .ok_or_else(|| unreadable(format!("`{text}` is not a certificate fingerprint")))?,
+        ),
         None => None,
     };
     let join = JoinToken { secret: join_secret(state_dir)?, fingerprint };
@@ -53,15 +68,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn join_token_prints_the_url_and_certificate_the_server_recorded_and_nothing_before_it_serves() {
+    fn join_token_prints_the_url_and_certificate_the_server_recorded_and_nothing_before_it_serves()
+    {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(join_command_of(dir.path()).unwrap(), None, "no server has served here yet");
         let fingerprint = Fingerprint([7; 32]);
         record(dir.path(), "https://control-node:40123", Some(fingerprint)).unwrap();
         let command = join_command_of(dir.path()).unwrap().unwrap();
-        assert!(command.starts_with("tuneline worker --server https://control-node:40123 --join tlj1."), "{command}");
+        assert!(
+            command.starts_with("tuneline worker --server https://control-node:40123 --join tlj1."),
+            "{command}"
+        );
         let join = JoinToken::parse(command.rsplit(' ').next().unwrap()).unwrap();
-        assert_eq!(join.fingerprint, Some(fingerprint), "the certificate the running server serves is pinned");
+        assert_eq!(
+            join.fingerprint,
+            Some(fingerprint),
+            "the certificate the running server serves is pinned"
+        );
         std::fs::write(dir.path().join(REACHED_FILE), "{").unwrap();
         let e = join_command_of(dir.path()).unwrap_err().to_string();
         assert!(e.contains(REACHED_FILE) && e.contains("start `tuneline server` again"), "{e}");

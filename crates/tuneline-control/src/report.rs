@@ -72,7 +72,14 @@ impl Bill {
         let segments = segments.as_slice();
         Self {
             run: jobs.first().map_or(String::new(), |j| j.spec.run().to_string()),
-            jobs: jobs.iter().map(|j| BilledJob { id: j.id, kind: j.spec.kind().as_str().into(), state: j.state.as_str().into() }).collect(),
+            jobs: jobs
+                .iter()
+                .map(|j| BilledJob {
+                    id: j.id,
+                    kind: j.spec.kind().as_str().into(),
+                    state: j.state.as_str().into(),
+                })
+                .collect(),
             cost: report(segments, prices, now),
             machines: machines(workers, segments, now),
         }
@@ -183,20 +190,30 @@ const MONTH_S: f64 = 30.0 * 24.0 * 3600.0;
 /// The report over `segments`, an open segment billed until `now`.
 pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
     let wall = |s: &Segment| s.wall_s(now);
-    let (training, delivery): (Vec<&Segment>, Vec<&Segment>) = segments.iter().partition(|s| s.class == WorkerClass::Gpu);
+    let (training, delivery): (Vec<&Segment>, Vec<&Segment>) =
+        segments.iter().partition(|s| s.class == WorkerClass::Gpu);
     // Folded from +0.0: an empty f64 sum is -0.0, which prints as "-0.0000".
-    let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b);
+    let total = |of: &[&Segment], each: &dyn Fn(&Segment) -> f64| {
+        of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b)
+    };
     let wall_s = total(&training, &wall);
     let effective_s: f64 = segments.iter().map(effective_s).sum();
-    let sampled: Vec<_> = training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
+    let sampled: Vec<_> =
+        training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
-    let utilization = if sampled_wall > 0.0 { sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall } else { 1.0 };
+    let utilization = if sampled_wall > 0.0 {
+        sampled.iter().map(|(u, w)| u * w).sum::<f64>() / sampled_wall
+    } else {
+        1.0
+    };
     let bytes_up: u64 = segments.iter().map(|s| s.bytes_up).sum();
     let bytes_down: u64 = segments.iter().map(|s| s.bytes_down).sum();
-    let span_s = segments.iter().map(|s| s.ended_at.unwrap_or(now)).fold(f64::MIN, f64::max) - segments.iter().map(|s| s.started_at).fold(f64::MAX, f64::min);
+    let span_s = segments.iter().map(|s| s.ended_at.unwrap_or(now)).fold(f64::MIN, f64::max)
+        - segments.iter().map(|s| s.started_at).fold(f64::MAX, f64::min);
     let dollars = |s: &Segment| s.price_per_hour * wall(s) / 3600.0;
     let (compute_usd, delivery_usd) = (total(&training, &dollars), total(&delivery, &dollars));
-    let storage_usd = bytes_up as f64 / GB * prices.storage_per_gb_month * (span_s.max(0.0) / MONTH_S);
+    let storage_usd =
+        bytes_up as f64 / GB * prices.storage_per_gb_month * (span_s.max(0.0) / MONTH_S);
     let egress_usd = bytes_down as f64 / GB * prices.egress_per_gb;
     let training_usd = compute_usd + storage_usd + egress_usd;
     let effective_hours = effective_s / 3600.0;
@@ -210,9 +227,16 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         steps_computed: segments.iter().map(Segment::steps_computed).sum(),
         steps_committed: segments.iter().map(Segment::steps_committed).sum(),
         steps_lost: segments.iter().map(|s| s.lost_steps).sum(),
-        max_lost_per_preemption: segments.iter().filter(preempted).map(|s| s.lost_steps).max().unwrap_or(0),
+        max_lost_per_preemption: segments
+            .iter()
+            .filter(preempted)
+            .map(|s| s.lost_steps)
+            .max()
+            .unwrap_or(0),
         compute_usd,
-        breakdown: training.iter().fold(Breakdown::default(), |sum, s| sum.add(Breakdown::of(s, now))),
+        breakdown: training
+            .iter()
+            .fold(Breakdown::default(), |sum, s| sum.add(Breakdown::of(s, now))),
         delivery_hours: total(&delivery, &wall) / 3600.0,
         delivery_usd,
         storage_usd,
@@ -228,7 +252,14 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
 mod tests {
     use super::*;
 
-    fn segment(start: f64, end: f64, steps: (u64, u64), lost: u64, compute_s: f64, outcome: &str) -> Segment {
+    fn segment(
+        start: f64,
+        end: f64,
+        steps: (u64, u64),
+        lost: u64,
+        compute_s: f64,
+        outcome: &str,
+    ) -> Segment {
         Segment {
             job: 1,
             worker: 1,
@@ -259,9 +290,25 @@ mod tests {
     fn eth_counts_lost_steps_as_paid_and_not_effective() {
         // Two hours billed at $2/h: the first hour trained 10 steps and lost 5 of
         // them, the second trained the rest; 0.5 utilization throughout.
-        let segments = [segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted"), segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded")];
-        let r = report(&segments, Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.09, max_worker_per_hour: 100.0 }, 7200.0);
-        assert_eq!((r.steps_computed, r.steps_committed, r.steps_lost, r.preemptions, r.max_lost_per_preemption), (20, 15, 5, 1, 5));
+        let segments = [
+            segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted"),
+            segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded"),
+        ];
+        let r = report(
+            &segments,
+            Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.09, max_worker_per_hour: 100.0 },
+            7200.0,
+        );
+        assert_eq!(
+            (
+                r.steps_computed,
+                r.steps_committed,
+                r.steps_lost,
+                r.preemptions,
+                r.max_lost_per_preemption
+            ),
+            (20, 15, 5, 1, 5)
+        );
         assert!((r.wall_hours - 2.0).abs() < 1e-9 && (r.effective_hours - 1.5).abs() < 1e-9);
         assert!((r.egress_usd - 0.18).abs() < 1e-9 && (r.total_usd - 4.18).abs() < 1e-9);
         assert!((r.eth_usd.unwrap() - 4.18 / (1.5 * 0.5)).abs() < 1e-9);
@@ -272,14 +319,23 @@ mod tests {
         // An hour at $2/h: 60 s from the lease to the trainer, 1800 s computing 10 steps of which 5 were lost.
         let preempted = segment(0.0, 3600.0, (0, 10), 5, 1800.0, "preempted");
         // An attempt preempted during its prefetch: all of it startup.
-        let early = Segment { trainer_at: None, ..segment(3600.0, 3960.0, (5, 5), 0, 0.0, "preempted") };
-        let r = report(&[preempted, early], Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 }, 3960.0);
+        let early =
+            Segment { trainer_at: None, ..segment(3600.0, 3960.0, (5, 5), 0, 0.0, "preempted") };
+        let r = report(
+            &[preempted, early],
+            Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 },
+            3960.0,
+        );
         let b = r.breakdown;
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(b.effective_usd, 0.5) && close(b.lost_usd, 0.5), "{b:?}");
         assert!(close(b.startup_usd, 2.0 * 60.0 / 3600.0 + 2.0 * 360.0 / 3600.0), "{b:?}");
         assert!(close(b.idle_usd, 2.0 * (3600.0 - 60.0 - 1800.0) / 3600.0), "{b:?}");
-        assert!(close(b.effective_usd + b.lost_usd + b.startup_usd + b.idle_usd, r.compute_usd), "{b:?} against {}", r.compute_usd);
+        assert!(
+            close(b.effective_usd + b.lost_usd + b.startup_usd + b.idle_usd, r.compute_usd),
+            "{b:?} against {}",
+            r.compute_usd
+        );
     }
 
     #[test]
@@ -294,11 +350,23 @@ mod tests {
             utilization: None,
             ..segment(3600.0, 5400.0, (0, 0), 0, 0.0, "succeeded")
         };
-        let prices = Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 };
+        let prices =
+            Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 };
         let alone = report(std::slice::from_ref(&training), prices, 5400.0);
         let r = report(&[training, delivery], prices, 5400.0);
-        assert!((r.wall_hours - 1.0).abs() < 1e-9 && (r.delivery_hours - 0.5).abs() < 1e-9, "GPU hours and CPU hours apart: {r:?}");
-        assert!((r.compute_usd - 2.0).abs() < 1e-9 && (r.delivery_usd - 0.1).abs() < 1e-9 && (r.total_usd - 2.1).abs() < 1e-9);
-        assert_eq!((r.eth_usd, r.utilization), (alone.eth_usd, alone.utilization), "delivery changes neither ETH nor utilization");
+        assert!(
+            (r.wall_hours - 1.0).abs() < 1e-9 && (r.delivery_hours - 0.5).abs() < 1e-9,
+            "GPU hours and CPU hours apart: {r:?}"
+        );
+        assert!(
+            (r.compute_usd - 2.0).abs() < 1e-9
+                && (r.delivery_usd - 0.1).abs() < 1e-9
+                && (r.total_usd - 2.1).abs() < 1e-9
+        );
+        assert_eq!(
+            (r.eth_usd, r.utilization),
+            (alone.eth_usd, alone.utilization),
+            "delivery changes neither ETH nor utilization"
+        );
     }
 }

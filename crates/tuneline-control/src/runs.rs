@@ -70,7 +70,9 @@ pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts,
                 committed: false,
                 size: 0,
                 committed_at: None,
-                problem: Some("no COMMIT.json: still uploading, or the upload was interrupted".into()),
+                problem: Some(
+                    "no COMMIT.json: still uploading, or the upload was interrupted".into(),
+                ),
             };
             checkpoints.entry(step).or_insert_with(uncommitted).size += object.size;
         }
@@ -79,11 +81,22 @@ pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts,
     for artifact in listing.artifacts {
         if let Some(step) = step_of(&parent, &artifact.prefix) {
             let committed_at = Some(artifact.committed_at);
-            checkpoints.insert(step, Checkpoint { step, committed: true, size: artifact.size, committed_at, problem: None });
+            checkpoints.insert(
+                step,
+                Checkpoint {
+                    step,
+                    committed: true,
+                    size: artifact.size,
+                    committed_at,
+                    problem: None,
+                },
+            );
         }
     }
     for (prefix, what) in listing.broken {
-        if let Some(checkpoint) = step_of(&parent, &prefix).and_then(|step| checkpoints.get_mut(&step)) {
+        if let Some(checkpoint) =
+            step_of(&parent, &prefix).and_then(|step| checkpoints.get_mut(&step))
+        {
             checkpoint.problem = Some(what);
         }
     }
@@ -100,7 +113,12 @@ pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts,
         });
     }
     evaluations.sort_by_key(|e| e.step);
-    Ok(RunArtifacts { run: run.to_string(), store: store.url().to_string(), checkpoints: checkpoints.into_values().collect(), evaluations })
+    Ok(RunArtifacts {
+        run: run.to_string(),
+        store: store.url().to_string(),
+        checkpoints: checkpoints.into_values().collect(),
+        evaluations,
+    })
 }
 
 /// A setting that differs between compared runs.
@@ -147,7 +165,11 @@ fn flatten(value: &serde_json::Value, key: String, out: &mut BTreeMap<String, St
     match value {
         serde_json::Value::Object(fields) => {
             for (name, field) in fields {
-                flatten(field, if key.is_empty() { name.clone() } else { format!("{key}.{name}") }, out);
+                flatten(
+                    field,
+                    if key.is_empty() { name.clone() } else { format!("{key}.{name}") },
+                    out,
+                );
             }
         }
         serde_json::Value::Null => {}
@@ -164,7 +186,10 @@ fn flatten(value: &serde_json::Value, key: String, out: &mut BTreeMap<String, St
 pub fn differing(runs: &[BTreeMap<String, String>]) -> Vec<Differs> {
     let keys: BTreeSet<&String> = runs.iter().flat_map(|r| r.keys()).collect();
     keys.into_iter()
-        .map(|key| Differs { key: key.clone(), values: runs.iter().map(|r| r.get(key).cloned()).collect() })
+        .map(|key| Differs {
+            key: key.clone(),
+            values: runs.iter().map(|r| r.get(key).cloned()).collect(),
+        })
         .filter(|d| d.values.iter().any(|v| v != &d.values[0]))
         .collect()
 }
@@ -175,18 +200,28 @@ mod tests {
     use tuneline_api::TrainSpec;
 
     fn train(config: &str, dataset: &str) -> JobSpec {
-        JobSpec::Train(TrainSpec { config: config.into(), dataset: dataset.into(), run: "r".into() })
+        JobSpec::Train(TrainSpec {
+            config: config.into(),
+            dataset: dataset.into(),
+            run: "r".into(),
+        })
     }
 
     #[test]
     fn differing_keys_are_the_resolved_settings_that_change_and_only_those() {
         let base = "[project]\nname = \"p\"\n[training]\nlearning_rate = 1e-4\n";
         let a = settings(&train(base, "datasets/d/1"));
-        let b = settings(&train("[project]\nname = \"p\"\n[training]\nlearning_rate = 2e-4\n", "datasets/d/2"));
+        let b = settings(&train(
+            "[project]\nname = \"p\"\n[training]\nlearning_rate = 2e-4\n",
+            "datasets/d/2",
+        ));
         let differs = differing(&[a.clone(), b]);
         let keys: Vec<&str> = differs.iter().map(|d| d.key.as_str()).collect();
         assert_eq!(keys, ["dataset", "training.learning_rate"]);
-        assert_eq!(differs[0].values, [Some("datasets/d/1".to_string()), Some("datasets/d/2".to_string())]);
+        assert_eq!(
+            differs[0].values,
+            [Some("datasets/d/1".to_string()), Some("datasets/d/2".to_string())]
+        );
         assert!(differing(&[a.clone(), a]).is_empty());
     }
 }

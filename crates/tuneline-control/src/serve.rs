@@ -47,11 +47,17 @@ impl Endpoint {
     /// The endpoint `[server]` describes, on `listen`: HTTPS unless `tls` is
     /// off, or auto on a loopback address with no certificate configured.
     pub fn from_config(server: &ServerConfig, listen: &str, insecure_http: bool) -> Self {
-        let files = server.tls_cert.as_ref().zip(server.tls_key.as_ref()).map(|(cert, key)| TlsSource::Files { cert: cert.into(), key: key.into() });
+        let files = server
+            .tls_cert
+            .as_ref()
+            .zip(server.tls_key.as_ref())
+            .map(|(cert, key)| TlsSource::Files { cert: cert.into(), key: key.into() });
         let https = match server.tls {
             TlsMode::On => true,
             TlsMode::Off => false,
-            TlsMode::Auto => files.is_some() || check_transport(&format!("http://{listen}"), false).is_err(),
+            TlsMode::Auto => {
+                files.is_some() || check_transport(&format!("http://{listen}"), false).is_err()
+            }
         };
         let mut endpoint = if !https {
             Self::plain(listen)
@@ -67,12 +73,24 @@ impl Endpoint {
 
     /// HTTPS on `listen` with a self-signed certificate kept in the state directory.
     pub fn self_signed(listen: &str) -> Self {
-        let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host).trim_start_matches('[').trim_end_matches(']');
+        let host = listen
+            .rsplit_once(':')
+            .map_or(listen, |(host, _)| host)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
         let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        if !host.is_empty() && !names.iter().any(|n| n == host) && host.parse::<std::net::IpAddr>().map_or(true, |ip| !ip.is_unspecified()) {
+        if !host.is_empty()
+            && !names.iter().any(|n| n == host)
+            && host.parse::<std::net::IpAddr>().map_or(true, |ip| !ip.is_unspecified())
+        {
             names.push(host.to_string());
         }
-        Self { listen: listen.to_string(), tls: Some(TlsSource::SelfSigned { names }), insecure_http: false, token: None }
+        Self {
+            listen: listen.to_string(),
+            tls: Some(TlsSource::SelfSigned { names }),
+            insecure_http: false,
+            token: None,
+        }
     }
 }
 
@@ -80,14 +98,22 @@ impl Endpoint {
 /// (its secret and certificate are made if this is before its first start).
 pub fn join_token(state_dir: &Path, endpoint: &Endpoint) -> Result<JoinToken, ServeError> {
     let secret = join_secret(state_dir)?;
-    let fingerprint = endpoint.tls.as_ref().map(|source| identity(source, state_dir).map(|i| i.fingerprint)).transpose().map_err(ServeError::Endpoint)?;
+    let fingerprint = endpoint
+        .tls
+        .as_ref()
+        .map(|source| identity(source, state_dir).map(|i| i.fingerprint))
+        .transpose()
+        .map_err(ServeError::Endpoint)?;
     Ok(JoinToken { secret, fingerprint })
 }
 
 /// The join secret kept in `state_dir`, made on first use.
 pub(crate) fn join_secret(state_dir: &Path) -> Result<String, ServeError> {
     let path = state_dir.join(JOIN_FILE);
-    crate::token::load_or_create(&path).map_err(|source| ServeError::Io { what: format!("join secret file {}", path.display()), source })
+    crate::token::load_or_create(&path).map_err(|source| ServeError::Io {
+        what: format!("join secret file {}", path.display()),
+        source,
+    })
 }
 
 /// The URL workers reach a server at: `[server] url`, else the endpoint's
@@ -98,8 +124,16 @@ pub fn public_url(server: &ServerConfig, endpoint: &Endpoint, addr: &str) -> Str
     }
     let scheme = if endpoint.tls.is_some() { "https" } else { "http" };
     let (host, port) = addr.rsplit_once(':').unwrap_or((addr, ""));
-    let unspecified = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
-    let host = if unspecified || host.is_empty() { tuneline_core::host::host_name().unwrap_or_else(|| "localhost".into()) } else { host.to_string() };
+    let unspecified = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified());
+    let host = if unspecified || host.is_empty() {
+        tuneline_core::host::host_name().unwrap_or_else(|| "localhost".into())
+    } else {
+        host.to_string()
+    };
     format!("{scheme}://{host}:{port}")
 }
 
@@ -166,14 +200,21 @@ fn owner_only(state_dir: &Path, db_path: &Path) -> std::io::Result<()> {
 
 impl Server {
     /// Locks `state_dir`'s database, binds `endpoint` and serves.
-    pub async fn start(state_dir: &Path, endpoint: &Endpoint, timing: Timing, check: Box<dyn JobCheck>) -> Result<Self, ServeError> {
+    pub async fn start(
+        state_dir: &Path,
+        endpoint: &Endpoint,
+        timing: Timing,
+        check: Box<dyn JobCheck>,
+    ) -> Result<Self, ServeError> {
         let listen = endpoint.listen.as_str();
         if endpoint.tls.is_none() {
-            check_transport(&format!("http://{listen}"), endpoint.insecure_http).map_err(ServeError::Endpoint)?;
+            check_transport(&format!("http://{listen}"), endpoint.insecure_http)
+                .map_err(ServeError::Endpoint)?;
         }
         let io = |what: String| move |source| ServeError::Io { what, source };
         let db_path: PathBuf = state_dir.join(STATE_DB);
-        owner_only(state_dir, &db_path).map_err(io(format!("making {} its owner's alone", state_dir.display())))?;
+        owner_only(state_dir, &db_path)
+            .map_err(io(format!("making {} its owner's alone", state_dir.display())))?;
         let lock = StateLock::acquire(&db_path)?;
         let token_path = state_dir.join(TOKEN_FILE);
         let token = endpoint
@@ -185,27 +226,47 @@ impl Server {
             .map_or_else(|| crate::token::load_or_create(&token_path), Ok)
             .map_err(io(format!("token file {}", token_path.display())))?;
         let join = join_secret(state_dir)?;
-        let identity = endpoint.tls.as_ref().map(|source| identity(source, state_dir)).transpose().map_err(ServeError::Endpoint)?;
+        let identity = endpoint
+            .tls
+            .as_ref()
+            .map(|source| identity(source, state_dir))
+            .transpose()
+            .map_err(ServeError::Endpoint)?;
         let fingerprint = identity.as_ref().map(|i| i.fingerprint);
-        let shared = Shared::new(Db::open(&db_path)?, Secrets { admin: token.clone(), join: join.clone() }, timing, check);
-        let listener = std::net::TcpListener::bind(listen).map_err(io(format!("listening on {listen}")))?;
+        let shared = Shared::new(
+            Db::open(&db_path)?,
+            Secrets { admin: token.clone(), join: join.clone() },
+            timing,
+            check,
+        );
+        let listener =
+            std::net::TcpListener::bind(listen).map_err(io(format!("listening on {listen}")))?;
         listener.set_nonblocking(true).map_err(io(format!("listening on {listen}")))?;
         let addr = listener.local_addr().map_err(io(format!("listening on {listen}")))?;
         let app = router(shared.clone(), identity.is_some());
         let serving = match identity {
             None => {
-                let listener = tokio::net::TcpListener::from_std(listener).map_err(io(format!("listening on {listen}")))?;
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .map_err(io(format!("listening on {listen}")))?;
                 tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await {
+                    if let Err(e) = axum::serve(
+                        listener,
+                        app.into_make_service_with_connect_info::<SocketAddr>(),
+                    )
+                    .await
+                    {
                         tracing::error!("the API server stopped: {e}");
                     }
                 })
             }
             Some(identity) => {
                 let config = axum_server::tls_rustls::RustlsConfig::from_config(identity.config);
-                let server = axum_server::from_tcp_rustls(listener, config).map_err(io(format!("listening on {listen}")))?;
+                let server = axum_server::from_tcp_rustls(listener, config)
+                    .map_err(io(format!("listening on {listen}")))?;
                 tokio::spawn(async move {
-                    if let Err(e) = server.serve(app.into_make_service_with_connect_info::<SocketAddr>()).await {
+                    if let Err(e) =
+                        server.serve(app.into_make_service_with_connect_info::<SocketAddr>()).await
+                    {
                         tracing::error!("the API server stopped: {e}");
                     }
                 })
@@ -213,8 +274,19 @@ impl Server {
         };
         let reaping = tokio::spawn(reap(shared.clone()));
         let scheme = if fingerprint.is_some() { "https" } else { "http" };
-        tracing::info!("control plane listening on {scheme}://{addr}, state in {}", db_path.display());
-        Ok(Self { addr, token, join: JoinToken { secret: join, fingerprint }, shared, serving, reaping, _lock: lock })
+        tracing::info!(
+            "control plane listening on {scheme}://{addr}, state in {}",
+            db_path.display()
+        );
+        Ok(Self {
+            addr,
+            token,
+            join: JoinToken { secret: join, fingerprint },
+            shared,
+            serving,
+            reaping,
+            _lock: lock,
+        })
     }
 
     /// The base URL clients on this machine use.
@@ -242,7 +314,9 @@ impl Drop for Server {
 async fn reap(shared: Arc<Shared>) {
     let timeout = shared.timing().lease_timeout;
     let started = now();
-    let mut tick = tokio::time::interval((timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5)));
+    let mut tick = tokio::time::interval(
+        (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5)),
+    );
     loop {
         tick.tick().await;
         if now() - started < timeout.as_secs_f64() {
@@ -251,12 +325,21 @@ async fn reap(shared: Arc<Shared>) {
         let lost = {
             let mut db = shared.db();
             let silent = db.silent_workers(now() - timeout.as_secs_f64()).unwrap_or_default();
-            silent.into_iter().filter_map(|id| db.end_worker(id, true).ok().map(|job| (id, job))).collect::<Vec<_>>()
+            silent
+                .into_iter()
+                .filter_map(|id| db.end_worker(id, true).ok().map(|job| (id, job)))
+                .collect::<Vec<_>>()
         };
         for (worker, job) in &lost {
             match job {
-                Some(job) => tracing::warn!("worker {worker} missed its heartbeats for {timeout:?}: lost; job {} is {}", job.id, job.state.as_str()),
-                None => tracing::warn!("worker {worker} missed its heartbeats for {timeout:?}: lost"),
+                Some(job) => tracing::warn!(
+                    "worker {worker} missed its heartbeats for {timeout:?}: lost; job {} is {}",
+                    job.id,
+                    job.state.as_str()
+                ),
+                None => {
+                    tracing::warn!("worker {worker} missed its heartbeats for {timeout:?}: lost")
+                }
             }
         }
         if !lost.is_empty() {
@@ -272,10 +355,24 @@ mod tests {
     #[test]
     fn auto_serves_https_past_loopback_and_a_configured_certificate_anywhere() {
         let auto = ServerConfig::default();
-        assert_eq!(Endpoint::from_config(&auto, "127.0.0.1:8470", false).tls, None, "plain on loopback");
-        assert!(matches!(Endpoint::from_config(&auto, "0.0.0.0:8470", false).tls, Some(TlsSource::SelfSigned { .. })));
-        let files = ServerConfig { tls_cert: Some("c.pem".into()), tls_key: Some("k.pem".into()), ..ServerConfig::default() };
-        assert!(matches!(Endpoint::from_config(&files, "127.0.0.1:8470", false).tls, Some(TlsSource::Files { .. })));
+        assert_eq!(
+            Endpoint::from_config(&auto, "127.0.0.1:8470", false).tls,
+            None,
+            "plain on loopback"
+        );
+        assert!(matches!(
+            Endpoint::from_config(&auto, "0.0.0.0:8470", false).tls,
+            Some(TlsSource::SelfSigned { .. })
+        ));
+        let files = ServerConfig {
+            tls_cert: Some("c.pem".into()),
+            tls_key: Some("k.pem".into()),
+            ..ServerConfig::default()
+        };
+        assert!(matches!(
+            Endpoint::from_config(&files, "127.0.0.1:8470", false).tls,
+            Some(TlsSource::Files { .. })
+        ));
         let on = ServerConfig { tls: TlsMode::On, ..ServerConfig::default() };
         assert!(Endpoint::from_config(&on, "127.0.0.1:0", false).tls.is_some());
         let off = ServerConfig { tls: TlsMode::Off, ..ServerConfig::default() };
@@ -288,8 +385,14 @@ mod tests {
         let https = Endpoint::self_signed("10.0.0.1:8470");
         assert_eq!(public_url(&config, &https, "10.0.0.1:8470"), "https://10.0.0.1:8470");
         assert!(!public_url(&config, &https, "0.0.0.0:8470").contains("0.0.0.0"));
-        let named = ServerConfig { url: Some("https://control.example:8470/".into()), ..ServerConfig::default() };
+        let named = ServerConfig {
+            url: Some("https://control.example:8470/".into()),
+            ..ServerConfig::default()
+        };
         assert_eq!(public_url(&named, &https, "0.0.0.0:8470"), "https://control.example:8470");
-        assert_eq!(join_command("https://h:1", &JoinToken { secret: "ab".into(), fingerprint: None }), "tuneline worker --server https://h:1 --join tlj1.ab");
+        assert_eq!(
+            join_command("https://h:1", &JoinToken { secret: "ab".into(), fingerprint: None }),
+            "tuneline worker --server https://h:1 --join tlj1.ab"
+        );
     }
 }

@@ -47,9 +47,20 @@ impl Spend {
         // 1970-01-01 was a Thursday: three days after a Monday.
         let week_from = (days - (days + 3.0).rem_euclid(7.0)) * DAY_S;
         let week_ago = now - 7.0 * DAY_S;
-        let billed = |w: &Worker, since: f64| overlap(w.registered_at, w.ended_at.unwrap_or(now), since, now);
-        let dollars = |since: f64| workers.iter().map(|w| w.info.price_per_hour * billed(w, since) / 3600.0).fold(0.0, |a, b| a + b);
-        let gpu_s: f64 = workers.iter().filter(|w| w.info.class == WorkerClass::Gpu).map(|w| billed(w, week_ago)).sum();
+        let billed = |w: &Worker, since: f64| {
+            overlap(w.registered_at, w.ended_at.unwrap_or(now), since, now)
+        };
+        let dollars = |since: f64| {
+            workers
+                .iter()
+                .map(|w| w.info.price_per_hour * billed(w, since) / 3600.0)
+                .fold(0.0, |a, b| a + b)
+        };
+        let gpu_s: f64 = workers
+            .iter()
+            .filter(|w| w.info.class == WorkerClass::Gpu)
+            .map(|w| billed(w, week_ago))
+            .sum();
         let effective_s: f64 = segments
             .iter()
             .filter(|s| s.class == WorkerClass::Gpu)
@@ -58,7 +69,8 @@ impl Spend {
                 if wall == 0.0 {
                     0.0
                 } else {
-                    effective_s(s) * overlap(s.started_at, s.started_at + wall, week_ago, now) / wall
+                    effective_s(s) * overlap(s.started_at, s.started_at + wall, week_ago, now)
+                        / wall
                 }
             })
             .sum();
@@ -80,9 +92,23 @@ mod tests {
     use tuneline_api::{WorkerRegister, WorkerState};
 
     fn worker(id: i64, class: WorkerClass, price: f64, from: f64, until: Option<f64>) -> Worker {
-        let info = WorkerRegister { provider: "aws".into(), price_per_hour: price, class, ..Default::default() };
+        let info = WorkerRegister {
+            provider: "aws".into(),
+            price_per_hour: price,
+            class,
+            ..Default::default()
+        };
         let state = if until.is_some() { WorkerState::Gone } else { WorkerState::Busy };
-        Worker { id, info, state, job: None, registered_at: from, last_seen: from, idle_since: None, ended_at: until }
+        Worker {
+            id,
+            info,
+            state,
+            job: None,
+            registered_at: from,
+            last_seen: from,
+            idle_since: None,
+            ended_at: until,
+        }
     }
 
     #[test]
@@ -129,7 +155,10 @@ mod tests {
         assert_eq!((spend.today_from, spend.week_from), (today, monday));
         assert!(close(spend.today_usd, 1.0 + 8.0), "{spend:?}");
         assert!(close(spend.week_usd, 2.0 + 8.0), "{spend:?}");
-        assert!(close(spend.gpu_hours_7d, 6.0) && close(spend.effective_hours_7d, 3.0), "{spend:?}");
+        assert!(
+            close(spend.gpu_hours_7d, 6.0) && close(spend.effective_hours_7d, 3.0),
+            "{spend:?}"
+        );
         assert!(close(spend.effective_share_7d.unwrap(), 0.5), "{spend:?}");
         // Half the steps lost: half the compute was not effective.
         segment.lost_steps = 5;

@@ -59,7 +59,8 @@ pub fn identity(source: &TlsSource, state_dir: &Path) -> Result<Identity, String
         .map_err(|e| format!("{}: not a PEM certificate chain: {e}", cert.display()))?;
     let leaf = chain.first().ok_or_else(|| format!("{}: holds no certificate", cert.display()))?;
     let fingerprint = Fingerprint::of(leaf);
-    let private = PrivateKeyDer::from_pem_file(&key).map_err(|e| format!("{}: not a PEM private key: {e}", key.display()))?;
+    let private = PrivateKeyDer::from_pem_file(&key)
+        .map_err(|e| format!("{}: not a PEM private key: {e}", key.display()))?;
     let mut config = rustls::ServerConfig::builder_with_provider(crypto())
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(chain, private))
@@ -70,22 +71,30 @@ pub fn identity(source: &TlsSource, state_dir: &Path) -> Result<Identity, String
 
 /// The fingerprint of the leaf certificate in the PEM file `cert`.
 pub fn fingerprint_of(cert: &Path) -> Result<Fingerprint, String> {
-    let leaf = CertificateDer::from_pem_file(cert).map_err(|e| format!("{}: not a PEM certificate: {e}", cert.display()))?;
+    let leaf = CertificateDer::from_pem_file(cert)
+        .map_err(|e| format!("{}: not a PEM certificate: {e}", cert.display()))?;
     Ok(Fingerprint::of(&leaf))
 }
 
 /// Writes a new self-signed certificate for `names`, and its key (mode 0600).
 fn make_self_signed(names: &[String], cert: &Path, key: &Path) -> Result<(), String> {
-    let made = rcgen::generate_simple_self_signed(names.to_vec()).map_err(|e| format!("making a self-signed certificate for {names:?}: {e}"))?;
+    let made = rcgen::generate_simple_self_signed(names.to_vec())
+        .map_err(|e| format!("making a self-signed certificate for {names:?}: {e}"))?;
     let write = |path: &Path, text: &str, mode: u32| -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(path)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()
     };
-    write(key, &made.signing_key.serialize_pem(), 0o600).map_err(|e| format!("{}: {e}", key.display()))?;
+    write(key, &made.signing_key.serialize_pem(), 0o600)
+        .map_err(|e| format!("{}: {e}", key.display()))?;
     write(cert, &made.cert.pem(), 0o644).map_err(|e| format!("{}: {e}", cert.display()))
 }
 
@@ -98,13 +107,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let source = TlsSource::SelfSigned { names: vec!["localhost".into(), "127.0.0.1".into()] };
         let first = identity(&source, dir.path()).unwrap();
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600, "only the owner reads the key");
-        assert_eq!(identity(&source, dir.path()).unwrap().fingerprint, first.fingerprint, "a restart keeps the certificate");
-        let files = TlsSource::Files { cert: dir.path().join(CERT_FILE), key: dir.path().join(KEY_FILE) };
+        assert_eq!(
+            identity(&source, dir.path()).unwrap().fingerprint,
+            first.fingerprint,
+            "a restart keeps the certificate"
+        );
+        let files =
+            TlsSource::Files { cert: dir.path().join(CERT_FILE), key: dir.path().join(KEY_FILE) };
         assert_eq!(identity(&files, dir.path()).unwrap().fingerprint, first.fingerprint);
         std::fs::write(dir.path().join("bad.pem"), "nope").unwrap();
-        let bad = TlsSource::Files { cert: dir.path().join("bad.pem"), key: dir.path().join(KEY_FILE) };
-        assert!(identity(&bad, dir.path()).err().unwrap().contains("bad.pem: holds no certificate"));
+        let bad =
+            TlsSource::Files { cert: dir.path().join("bad.pem"), key: dir.path().join(KEY_FILE) };
+        assert!(identity(&bad, dir.path())
+            .err()
+            .unwrap()
+            .contains("bad.pem: holds no certificate"));
     }
 }

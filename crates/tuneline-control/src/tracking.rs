@@ -36,12 +36,26 @@ pub struct Mlflow {
 impl Mlflow {
     /// The server at `url` (`http://host:5000`), its runs in `experiment`, with an optional bearer `token`.
     pub fn new(url: &str, experiment: &str, token: Option<String>) -> Self {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("an HTTP client");
-        Self { http, base: url.trim_end_matches('/').to_string(), token, experiment: experiment.to_string(), experiment_id: OnceCell::new() }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("an HTTP client");
+        Self {
+            http,
+            base: url.trim_end_matches('/').to_string(),
+            token,
+            experiment: experiment.to_string(),
+            experiment_id: OnceCell::new(),
+        }
     }
 
     /// One call to `/api/2.0/mlflow/{path}`: `body` is POSTed, or `query` sent by GET.
-    async fn call(&self, path: &str, body: Option<&Value>, query: &[(&str, &str)]) -> Result<Value, String> {
+    async fn call(
+        &self,
+        path: &str,
+        body: Option<&Value>,
+        query: &[(&str, &str)],
+    ) -> Result<Value, String> {
         let url = format!("{}/api/2.0/mlflow/{path}", self.base);
         let request = match body {
             Some(body) => self.http.post(&url).json(body),
@@ -66,10 +80,22 @@ impl Mlflow {
     async fn experiment_id(&self) -> Result<&str, String> {
         self.experiment_id
             .get_or_try_init(|| async {
-                match self.call("experiments/get-by-name", None, &[("experiment_name", &self.experiment)]).await {
-                    Ok(found) => Ok(found["experiment"]["experiment_id"].as_str().unwrap_or_default().to_string()),
+                match self
+                    .call("experiments/get-by-name", None, &[("experiment_name", &self.experiment)])
+                    .await
+                {
+                    Ok(found) => Ok(found["experiment"]["experiment_id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()),
                     Err(e) if e.contains("RESOURCE_DOES_NOT_EXIST") => {
-                        let made = self.call("experiments/create", Some(&json!({ "name": self.experiment })), &[]).await?;
+                        let made = self
+                            .call(
+                                "experiments/create",
+                                Some(&json!({ "name": self.experiment })),
+                                &[],
+                            )
+                            .await?;
                         Ok(made["experiment_id"].as_str().unwrap_or_default().to_string())
                     }
                     Err(e) => Err(e),
@@ -85,11 +111,20 @@ impl Mlflow {
         let tags = [json!({ "key": "mlflow.source.name", "value": "tuneline" })];
         let body = json!({ "experiment_id": experiment_id, "run_name": name, "start_time": start_ms, "tags": tags });
         let made = self.call("runs/create", Some(&body), &[]).await?;
-        made["run"]["info"]["run_id"].as_str().map(str::to_string).ok_or_else(|| format!("MLflow runs/create answered without a run id: {made}"))
+        made["run"]["info"]["run_id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("MLflow runs/create answered without a run id: {made}"))
     }
 
     /// Logs `metrics`, `params` and `tags` to run `run_id`, in batches MLflow takes.
-    async fn log(&self, run_id: &str, metrics: &[Value], params: &[Value], tags: &[Value]) -> Result<(), String> {
+    async fn log(
+        &self,
+        run_id: &str,
+        metrics: &[Value],
+        params: &[Value],
+        tags: &[Value],
+    ) -> Result<(), String> {
         let mut chunks: Vec<&[Value]> = metrics.chunks(BATCH).collect();
         if chunks.is_empty() {
             chunks.push(&[]);
@@ -99,7 +134,14 @@ impl Mlflow {
             if chunk.is_empty() && params.is_empty() && tags.is_empty() {
                 continue;
             }
-            self.call("runs/log-batch", Some(&json!({ "run_id": run_id, "metrics": chunk, "params": params, "tags": tags })), &[]).await?;
+            self.call(
+                "runs/log-batch",
+                Some(
+                    &json!({ "run_id": run_id, "metrics": chunk, "params": params, "tags": tags }),
+                ),
+                &[],
+            )
+            .await?;
         }
         Ok(())
     }
@@ -154,7 +196,11 @@ impl Mirror {
                 id
             }
         };
-        let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX, usize::MAX).map_err(|e| e.to_string())?;
+        let lines = self
+            .shared
+            .db()
+            .logs(job.id, mirrored.seq, u32::MAX, usize::MAX)
+            .map_err(|e| e.to_string())?;
         let ended = job.state.is_final();
         let tags = if ended { self.end_tags(job) } else { Vec::new() };
         self.mlflow.log(&run_id, &metrics(&lines), &[], &tags).await?;
@@ -174,7 +220,8 @@ impl Mirror {
 
     /// At a job's end: its state, and the store paths of what it left.
     fn end_tags(&self, job: &Job) -> Vec<Value> {
-        let tag = |key: &str, value: String| json!({ "key": format!("tuneline.{key}"), "value": value });
+        let tag =
+            |key: &str, value: String| json!({ "key": format!("tuneline.{key}"), "value": value });
         let path = |p: String| format!("{}/{p}", self.store);
         let kind = job.spec.kind().as_str();
         let mut tags = vec![tag(&format!("{kind}.state"), job.state.as_str().to_string())];
@@ -193,7 +240,9 @@ impl Mirror {
                     tags.push(tag("delivery", path(layout::delivery(run, step))));
                 }
             }
-            (JobSpec::Command(_), _) => tags.push(tag("checkpoints", path(layout::checkpoints(run)))),
+            (JobSpec::Command(_), _) => {
+                tags.push(tag("checkpoints", path(layout::checkpoints(run))))
+            }
             _ => {}
         }
         tags
@@ -201,8 +250,12 @@ impl Mirror {
 
     /// The last step the run's training reached.
     fn trained_step(&self, run: &str) -> Option<u64> {
-        let jobs = self.shared.db().page(&Page { run: Some(run.to_string()), ..Page::default() }).ok()?;
-        jobs.into_iter().filter(|j| matches!(j.spec, JobSpec::Train(_))).filter_map(|j| j.step).max()
+        let jobs =
+            self.shared.db().page(&Page { run: Some(run.to_string()), ..Page::default() }).ok()?;
+        jobs.into_iter()
+            .filter(|j| matches!(j.spec, JobSpec::Train(_)))
+            .filter_map(|j| j.step)
+            .max()
     }
 }
 
@@ -217,10 +270,19 @@ fn params(spec: &JobSpec) -> Vec<Value> {
                 let c = loaded.config;
                 out.extend([
                     param("model", c.model.path),
-                    param("max_steps", c.training.max_steps.map_or("auto".into(), |s| s.to_string())),
+                    param(
+                        "max_steps",
+                        c.training.max_steps.map_or("auto".into(), |s| s.to_string()),
+                    ),
                     param("learning_rate", c.training.learning_rate.to_string()),
-                    param("per_device_train_batch_size", c.training.per_device_train_batch_size.to_string()),
-                    param("gradient_accumulation_steps", c.training.gradient_accumulation_steps.to_string()),
+                    param(
+                        "per_device_train_batch_size",
+                        c.training.per_device_train_batch_size.to_string(),
+                    ),
+                    param(
+                        "gradient_accumulation_steps",
+                        c.training.gradient_accumulation_steps.to_string(),
+                    ),
                     param("max_seq_length", c.data.max_seq_length.to_string()),
                     param("lora_r", c.lora.lora_r.to_string()),
                     param("lora_alpha", c.lora.lora_alpha.to_string()),

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tuneline_api::State;
-use tuneline_api::{now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClass, WorkerRegister, WorkerState};
+use tuneline_api::{
+    now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClass, WorkerRegister, WorkerState,
+};
 use tuneline_control::api::credentials::Secrets;
 use tuneline_control::api::error::Failure;
 use tuneline_control::api::{JobCheck, Shared, Timing};
@@ -47,10 +49,15 @@ impl Provider for Recorder {
     }
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         if let Some(e) = self.refuse.lock().unwrap().as_ref() {
-            return Err(ProviderError { provider: e.provider.clone(), message: e.message.clone(), kind: e.kind });
+            return Err(ProviderError {
+                provider: e.provider.clone(),
+                message: e.message.clone(),
+                kind: e.kind,
+            });
         }
         if self.full.lock().unwrap().contains(&offer.instance_type) {
-            return Err(ProviderError::new("local", "InsufficientInstanceCapacity".into()).of_kind(ErrorKind::NoCapacity));
+            return Err(ProviderError::new("local", "InsufficientInstanceCapacity".into())
+                .of_kind(ErrorKind::NoCapacity));
         }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut offer = offer.clone();
@@ -87,7 +94,10 @@ impl JobCheck for Accept {
     }
 
     fn store(&self, _: &tuneline_api::JobSpec) -> Result<tuneline_store::ArtifactStore, Failure> {
-        Err(Failure::new(axum::http::StatusCode::NOT_IMPLEMENTED, "the autoscaler's tests read no store"))
+        Err(Failure::new(
+            axum::http::StatusCode::NOT_IMPLEMENTED,
+            "the autoscaler's tests read no store",
+        ))
     }
 }
 
@@ -95,30 +105,60 @@ fn offer() -> Offer {
     Offer { instance_type: "gpu-small".into(), price_per_hour: 0.4, spot: true, price_as_of: None }
 }
 
-fn setup(dir: &std::path::Path, idle_timeout: Duration, boot_grace: Duration) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
-    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout };
-    let shared = Shared::new(Db::open(&dir.join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
+fn setup(
+    dir: &std::path::Path,
+    idle_timeout: Duration,
+    boot_grace: Duration,
+) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
+    let timing = Timing {
+        heartbeat: Duration::from_secs(1),
+        lease_timeout: Duration::from_secs(30),
+        idle_timeout,
+    };
+    let shared = Shared::new(
+        Db::open(&dir.join("state.db")).unwrap(),
+        Secrets { admin: "t".into(), join: "j".into() },
+        timing,
+        Box::new(Accept),
+    );
     let provider = Arc::new(Recorder::default());
-    let pool =
-        Pool { class: WorkerClass::Gpu, choices: choices(&provider, [offer()]), max_workers: 2, idle_timeout, boot_grace, cooldown: Duration::from_secs(900) };
+    let pool = Pool {
+        class: WorkerClass::Gpu,
+        choices: choices(&provider, [offer()]),
+        max_workers: 2,
+        idle_timeout,
+        boot_grace,
+        cooldown: Duration::from_secs(900),
+    };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
     (shared, provider, autoscaler)
 }
 
 /// `offers` on `provider`, in the config's order.
 fn choices<const N: usize>(provider: &Arc<Recorder>, offers: [Offer; N]) -> Vec<Choice> {
-    offers.into_iter().map(|offer| Choice { provider: provider.clone(), offer, rank: None }).collect()
+    offers
+        .into_iter()
+        .map(|offer| Choice { provider: provider.clone(), offer, rank: None })
+        .collect()
 }
 
 fn register(shared: &Shared, instance: &str) -> i64 {
-    let info = WorkerRegister { instance: Some(instance.into()), provider: "local".into(), price_per_hour: 0.4, cpus: 2, pid: 1, ..Default::default() };
+    let info = WorkerRegister {
+        instance: Some(instance.into()),
+        provider: "local".into(),
+        price_per_hour: 0.4,
+        cpus: 2,
+        pid: 1,
+        ..Default::default()
+    };
     shared.db().register(&info, "").unwrap()
 }
 
 #[tokio::test]
 async fn workers_follow_runnable_jobs_up_to_max_workers() {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     assert_eq!(autoscaler.pass().await.launched.len(), 0, "no jobs, no workers");
     shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
@@ -133,9 +173,15 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
 #[tokio::test]
 async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, gpus, training) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let (shared, gpus, training) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let cpus = Arc::new(Recorder::default());
-    let cpu_offer = Offer { instance_type: "c7i.large".into(), price_per_hour: 0.09, spot: false, price_as_of: None };
+    let cpu_offer = Offer {
+        instance_type: "c7i.large".into(),
+        price_per_hour: 0.09,
+        spot: false,
+        price_as_of: None,
+    };
     let pool = Pool {
         class: WorkerClass::Cpu,
         choices: choices(&cpus, [cpu_offer]),
@@ -145,29 +191,58 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
         cooldown: Duration::from_secs(900),
     };
     let delivery = Autoscaler::new(shared.clone(), pool);
-    let deliver = JobSpec::Deliver(DeliverSpec { config: "[project]\n".into(), run: "r".into(), checkpoint: None });
+    let deliver = JobSpec::Deliver(DeliverSpec {
+        config: "[project]\n".into(),
+        run: "r".into(),
+        checkpoint: None,
+    });
     let job = shared.db().submit(&deliver, 3).unwrap();
     assert!(training.pass().await.launched.is_empty(), "no GPU for a delivery");
     assert_eq!(delivery.pass().await.launched, ["i-0"]);
     assert_eq!(cpus.list().await.unwrap()[0].offer.instance_type, "c7i.large");
 
     // A GPU worker started by hand (no instance of the pool's).
-    let gpu = shared.db().register(&WorkerRegister { provider: "manual".into(), cpus: 2, pid: 1, ..Default::default() }, "").unwrap();
+    let gpu = shared
+        .db()
+        .register(
+            &WorkerRegister { provider: "manual".into(), cpus: 2, pid: 1, ..Default::default() },
+            "",
+        )
+        .unwrap();
     assert!(shared.db().lease(gpu).unwrap().is_none(), "a GPU worker never takes a delivery");
-    let info = WorkerRegister { instance: Some("i-0".into()), provider: "local".into(), class: WorkerClass::Cpu, cpus: 2, pid: 1, ..Default::default() };
+    let info = WorkerRegister {
+        instance: Some("i-0".into()),
+        provider: "local".into(),
+        class: WorkerClass::Cpu,
+        cpus: 2,
+        pid: 1,
+        ..Default::default()
+    };
     let cpu = shared.db().register(&info, "").unwrap();
     shared.db().submit(&command(), 3).unwrap();
-    assert_eq!(shared.db().lease(cpu).unwrap().map(|j| j.id), Some(job.id), "the CPU worker takes the delivery, not the newer training job");
-    assert!(training.pass().await.vanished.is_empty(), "the GPU pool leaves the CPU pool's workers alone");
+    assert_eq!(
+        shared.db().lease(cpu).unwrap().map(|j| j.id),
+        Some(job.id),
+        "the CPU worker takes the delivery, not the newer training job"
+    );
+    assert!(
+        training.pass().await.vanished.is_empty(),
+        "the GPU pool leaves the CPU pool's workers alone"
+    );
     assert_eq!(gpus.list().await.unwrap().len(), 1, "the training job gets a GPU instance");
     let segment = &shared.db().segments(Some(job.id)).unwrap()[0];
-    assert_eq!((segment.class, segment.price_per_hour), (WorkerClass::Cpu, 0.0), "the ledger bills it as CPU time");
+    assert_eq!(
+        (segment.class, segment.price_per_hour),
+        (WorkerClass::Cpu, 0.0),
+        "the ledger bills it as CPU time"
+    );
 }
 
 #[tokio::test]
 async fn idle_workers_and_unknown_instances_are_terminated() {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_millis(300), Duration::from_millis(300));
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_millis(300), Duration::from_millis(300));
     shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     let worker = register(&shared, "i-0");
@@ -179,7 +254,10 @@ async fn idle_workers_and_unknown_instances_are_terminated() {
     let pass = autoscaler.pass().await;
     assert_eq!(pass.terminated, ["i-1"], "the unknown instance goes, the busy one stays");
 
-    shared.db().release(job.id, worker, tuneline_api::Outcome::Succeeded, None, &Default::default()).unwrap();
+    shared
+        .db()
+        .release(job.id, worker, tuneline_api::Outcome::Succeeded, None, &Default::default())
+        .unwrap();
     assert!(autoscaler.pass().await.terminated.is_empty(), "not idle long enough yet");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(autoscaler.pass().await.terminated, ["i-0"], "idle past idle_timeout");
@@ -190,7 +268,8 @@ async fn idle_workers_and_unknown_instances_are_terminated() {
 #[tokio::test]
 async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_millis(100));
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_millis(100));
     let job = shared.db().submit(&command(), 3).unwrap();
     autoscaler.pass().await;
     let worker = register(&shared, "i-0");
@@ -208,7 +287,11 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pass = autoscaler.pass().await;
     assert_eq!(pass.failed.len(), 1, "{pass:?}");
-    assert!(pass.failed[0].contains("could not terminate i-1") && pass.failed[0].contains("destroy it by hand"), "{pass:?}");
+    assert!(
+        pass.failed[0].contains("could not terminate i-1")
+            && pass.failed[0].contains("destroy it by hand"),
+        "{pass:?}"
+    );
 }
 
 /// A command job, as the autoscaler sees any job.
@@ -217,11 +300,16 @@ fn command() -> JobSpec {
 }
 
 #[tokio::test]
-async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_full_one_charges_nothing() {
+async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_full_one_charges_nothing(
+) {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let job = shared.db().submit(&command(), 2).unwrap();
-    *provider.refuse.lock().unwrap() = Some(ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into()).of_kind(ErrorKind::NoCapacity));
+    *provider.refuse.lock().unwrap() = Some(
+        ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into())
+            .of_kind(ErrorKind::NoCapacity),
+    );
     for _ in 0..3 {
         assert_eq!(autoscaler.pass().await.failed.len(), 1);
     }
@@ -230,28 +318,60 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     let refusal = "sbatch: error: Batch job submission failed: Invalid partition name specified";
     *provider.refuse.lock().unwrap() = Some(ProviderError::new("slurm", refusal.into()));
     let failed = autoscaler.pass().await.failed;
-    assert!(failed[0].contains(refusal) && failed[0].contains(&format!("job {}: 1 of 2 attempts used, queued", job.id)), "{failed:?}");
+    assert!(
+        failed[0].contains(refusal)
+            && failed[0].contains(&format!("job {}: 1 of 2 attempts used, queued", job.id)),
+        "{failed:?}"
+    );
     autoscaler.pass().await;
     let failed = shared.db().get(job.id).unwrap();
     assert_eq!(failed.state, tuneline_api::State::Failed, "not retried for ever");
     let error = failed.error.unwrap();
     assert!(error.contains("out of attempts: 2 of 2") && error.contains(refusal), "{error}");
-    assert_eq!(failed.attempts.iter().map(|a| a.outcome.map(|o| o.as_str())).collect::<Vec<_>>(), [Some("infra_error"); 2]);
-    assert!(failed.attempts.iter().all(|a| a.ended_at == Some(a.started_at)), "a launch that failed bills no time");
+    assert_eq!(
+        failed.attempts.iter().map(|a| a.outcome.map(|o| o.as_str())).collect::<Vec<_>>(),
+        [Some("infra_error"); 2]
+    );
+    assert!(
+        failed.attempts.iter().all(|a| a.ended_at == Some(a.started_at)),
+        "a launch that failed bills no time"
+    );
 }
 
 /// The lines of job `job`'s log.
 fn log_of(shared: &Shared, job: i64) -> String {
-    shared.db().logs(job, 0, 100, usize::MAX).unwrap().into_iter().map(|l| l.text).collect::<Vec<_>>().join("\n")
+    shared
+        .db()
+        .logs(job, 0, 100, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test]
-async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with_the_reasons_in_the_jobs_log() {
+async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with_the_reasons_in_the_jobs_log(
+) {
     let dir = tempfile::tempdir().unwrap();
-    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
-    let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
+    let timing = Timing {
+        heartbeat: Duration::from_secs(1),
+        lease_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(1800),
+    };
+    let shared = Shared::new(
+        Db::open(&dir.path().join("state.db")).unwrap(),
+        Secrets { admin: "t".into(), join: "j".into() },
+        timing,
+        Box::new(Accept),
+    );
     let provider = Arc::new(Recorder::default());
-    let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, spot: true, price_as_of: None };
+    let big = Offer {
+        instance_type: "gpu-big".into(),
+        price_per_hour: 0.8,
+        spot: true,
+        price_as_of: None,
+    };
     let pool = Pool {
         class: WorkerClass::Gpu,
         choices: choices(&provider, [big.clone(), offer()]),
@@ -264,7 +384,13 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
 
     let first = shared.db().submit(&command(), 3).unwrap().id;
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
-    assert!(log_of(&shared, first).contains("launched gpu-big spot at $0.800/h on local as i-0 (the pool's first choice)"), "{}", log_of(&shared, first));
+    assert!(
+        log_of(&shared, first).contains(
+            "launched gpu-big spot at $0.800/h on local as i-0 (the pool's first choice)"
+        ),
+        "{}",
+        log_of(&shared, first)
+    );
 
     // Its instance is preempted: the worker releases the job, and the cloud takes the instance.
     let info = WorkerRegister {
@@ -280,13 +406,23 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     let worker = shared.db().register(&info, "").unwrap();
     shared.db().lease(worker).unwrap().unwrap();
     shared.db().start(first, worker, 0).unwrap();
-    shared.db().release(first, worker, tuneline_api::Outcome::Preempted, None, &Default::default()).unwrap();
+    shared
+        .db()
+        .release(first, worker, tuneline_api::Outcome::Preempted, None, &Default::default())
+        .unwrap();
     provider.instances.lock().unwrap().clear();
     let pass = autoscaler.pass().await;
     assert_eq!(pass.launched, ["i-1"]);
-    assert_eq!(provider.list().await.unwrap()[0].offer.instance_type, "gpu-small", "not back into the offer just preempted");
+    assert_eq!(
+        provider.list().await.unwrap()[0].offer.instance_type,
+        "gpu-small",
+        "not back into the offer just preempted"
+    );
     let log = log_of(&shared, first);
-    assert!(log.contains("gpu-big spot at $0.800/h on local was preempted: it cools down for 900s"), "{log}");
+    assert!(
+        log.contains("gpu-big spot at $0.800/h on local was preempted: it cools down for 900s"),
+        "{log}"
+    );
     assert!(
         log.contains("launched gpu-small spot at $0.400/h on local as i-1 (gpu-big spot at $0.800/h on local is cooling down after a preemption)"),
         "{log}"
@@ -299,8 +435,15 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     // The events go to the oldest queued job, which the launch is for: the first is queued still.
     let log = log_of(&shared, first);
     assert!(log.contains("gpu-small spot at $0.400/h on local has no capacity (InsufficientInstanceCapacity); trying the next offer"), "{log}");
-    assert!(log.contains("launched gpu-big spot at $0.800/h on local as i-2") && log.contains("every other offer is too or is full"), "{log}");
-    assert!(shared.db().segments(Some(second)).unwrap().is_empty(), "no capacity is no one's fault: no attempt is charged");
+    assert!(
+        log.contains("launched gpu-big spot at $0.800/h on local as i-2")
+            && log.contains("every other offer is too or is full"),
+        "{log}"
+    );
+    assert!(
+        shared.db().segments(Some(second)).unwrap().is_empty(),
+        "no capacity is no one's fault: no attempt is charged"
+    );
 
     // Nothing has room: the pass says so, and still charges no one.
     provider.full.lock().unwrap().push("gpu-big".into());
@@ -308,7 +451,9 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     provider.instances.lock().unwrap().truncate(1);
     let pass = autoscaler.pass().await;
     assert!(
-        pass.launched.is_empty() && pass.failed.iter().any(|f| f.contains("cannot launch gpu-big") && f.contains("InsufficientInstanceCapacity")),
+        pass.launched.is_empty()
+            && pass.failed.iter().any(|f| f.contains("cannot launch gpu-big")
+                && f.contains("InsufficientInstanceCapacity")),
         "{pass:?}"
     );
 }
@@ -316,16 +461,25 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
 #[tokio::test]
 async fn a_worker_bills_at_the_price_its_provider_reported_at_launch_not_the_offers() {
     let dir = tempfile::tempdir().unwrap();
-    let (shared, provider, autoscaler) = setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     *provider.billed.lock().unwrap() = Some(0.69);
     let job = shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
-    assert!(log_of(&shared, job.id).contains("launched gpu-small spot at $0.690/h on local as i-0"), "{}", log_of(&shared, job.id));
+    assert!(
+        log_of(&shared, job.id).contains("launched gpu-small spot at $0.690/h on local as i-0"),
+        "{}",
+        log_of(&shared, job.id)
+    );
     // Its worker registers with the offer's price, from its boot script.
     let worker = register(&shared, "i-0");
     autoscaler.pass().await;
     let info = shared.db().worker(worker).unwrap().info;
-    assert_eq!((info.price_per_hour, info.price_as_of.as_deref()), (0.69, Some("2026-12-02T03:00:00Z")), "the ledger keeps the billed price");
+    assert_eq!(
+        (info.price_per_hour, info.price_as_of.as_deref()),
+        (0.69, Some("2026-12-02T03:00:00Z")),
+        "the ledger keeps the billed price"
+    );
     // Once set, it is not set again: a report never re-prices.
     shared.db().set_price(worker, 0.5, None).unwrap();
     autoscaler.pass().await;
@@ -348,18 +502,40 @@ fn register_on(shared: &Shared, provider: &str, instance: &str, instance_type: &
 }
 
 #[tokio::test]
-async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer_only_on_the_provider_that_lost_it() {
+async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer_only_on_the_provider_that_lost_it(
+) {
     let dir = tempfile::tempdir().unwrap();
-    let timing = Timing { heartbeat: Duration::from_secs(1), lease_timeout: Duration::from_secs(30), idle_timeout: Duration::from_secs(1800) };
-    let shared = Shared::new(Db::open(&dir.path().join("state.db")).unwrap(), Secrets { admin: "t".into(), join: "j".into() }, timing, Box::new(Accept));
+    let timing = Timing {
+        heartbeat: Duration::from_secs(1),
+        lease_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(1800),
+    };
+    let shared = Shared::new(
+        Db::open(&dir.path().join("state.db")).unwrap(),
+        Secrets { admin: "t".into(), join: "j".into() },
+        timing,
+        Box::new(Accept),
+    );
     let aws = Arc::new(Recorder { name: Some("aws"), ..Default::default() });
     let lambda = Arc::new(Recorder { name: Some("lambda"), ..Default::default() });
-    let gpu = |price| Offer { instance_type: "gpu".into(), price_per_hour: price, spot: true, price_as_of: Some("2025-06-01".into()) };
-    let ranked = |provider: &Arc<Recorder>, price, why: &str| Choice { provider: provider.clone(), offer: gpu(price), rank: Some(why.into()) };
+    let gpu = |price| Offer {
+        instance_type: "gpu".into(),
+        price_per_hour: price,
+        spot: true,
+        price_as_of: Some("2025-06-01".into()),
+    };
+    let ranked = |provider: &Arc<Recorder>, price, why: &str| Choice {
+        provider: provider.clone(),
+        offer: gpu(price),
+        rank: Some(why.into()),
+    };
     // The same instance type on two providers: cooling one must not cool the other.
     let pool = Pool {
         class: WorkerClass::Gpu,
-        choices: vec![ranked(&aws, 0.4, "expected $1.00 and 2.0 h for the job"), ranked(&lambda, 0.5, "expected $1.25 and 2.0 h for the job")],
+        choices: vec![
+            ranked(&aws, 0.4, "expected $1.00 and 2.0 h for the job"),
+            ranked(&lambda, 0.5, "expected $1.25 and 2.0 h for the job"),
+        ],
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
         boot_grace: Duration::from_secs(60),
@@ -391,13 +567,23 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     let aws_worker = register_on(&shared, "aws", "i-0", "gpu");
     shared.db().lease(aws_worker).unwrap().unwrap();
     shared.db().start(second, aws_worker, 0).unwrap();
-    shared.db().release(second, aws_worker, tuneline_api::Outcome::Preempted, None, &Default::default()).unwrap();
+    shared
+        .db()
+        .release(second, aws_worker, tuneline_api::Outcome::Preempted, None, &Default::default())
+        .unwrap();
     aws.instances.lock().unwrap().clear();
     let pass = autoscaler.pass().await;
-    assert_eq!((pass.vanished.as_slice(), pass.launched.as_slice()), ([aws_worker].as_slice(), ["i-1".to_string()].as_slice()), "{pass:?}");
+    assert_eq!(
+        (pass.vanished.as_slice(), pass.launched.as_slice()),
+        ([aws_worker].as_slice(), ["i-1".to_string()].as_slice()),
+        "{pass:?}"
+    );
     assert_eq!(lambda.list().await.unwrap().len(), 2, "the replacement is lambda's");
     let log = log_of(&shared, second);
-    assert!(log.contains("gpu spot at $0.400/h on aws was preempted: it cools down for 900s"), "{log}");
+    assert!(
+        log.contains("gpu spot at $0.400/h on aws was preempted: it cools down for 900s"),
+        "{log}"
+    );
     assert!(
         log.contains("launched gpu spot at $0.500/h on lambda as i-1 (gpu spot at $0.400/h on aws is cooling down after a preemption; ranked 2 of 2"),
         "{log}"
@@ -406,8 +592,14 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     // lambda's API goes away: its worker is not declared lost, and nothing more launches in its place.
     lambda.unreachable.store(true, std::sync::atomic::Ordering::SeqCst);
     let pass = autoscaler.pass().await;
-    assert!(pass.failed.iter().any(|f| f.contains("cannot list instances") && f.contains("lambda")), "{pass:?}");
-    assert!(pass.vanished.is_empty() && pass.launched.is_empty(), "both lambda instances count as alive: {pass:?}");
+    assert!(
+        pass.failed.iter().any(|f| f.contains("cannot list instances") && f.contains("lambda")),
+        "{pass:?}"
+    );
+    assert!(
+        pass.vanished.is_empty() && pass.launched.is_empty(),
+        "both lambda instances count as alive: {pass:?}"
+    );
     assert_eq!(shared.db().worker(lambda_worker).unwrap().state, WorkerState::Busy);
 
     // Once it answers, the pool's end terminates the instances of both providers.

@@ -16,10 +16,28 @@ use tuneline_control::api::throttle::{MAX_FAILURES, MAX_JOINS};
 
 /// A worker holding a started job: (worker, job, the worker's own client).
 async fn running(client: &Client) -> (i64, i64, Client) {
-    let registered = client.register(&WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() }).await.unwrap();
+    let registered = client
+        .register(&WorkerRegister {
+            provider: "local".into(),
+            price_per_hour: 1.0,
+            cpus: 2,
+            pid: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     let own = client.with_token(&registered.token);
-    let job = client.submit(&JobSubmit::new(JobSpec::Command(CommandSpec::new(["python", "train.py"], "r", "memory://")), Some(3))).await.unwrap();
-    assert_eq!(own.lease(registered.worker, Duration::ZERO).await.unwrap().job.map(|j| j.id), Some(job.id));
+    let job = client
+        .submit(&JobSubmit::new(
+            JobSpec::Command(CommandSpec::new(["python", "train.py"], "r", "memory://")),
+            Some(3),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        own.lease(registered.worker, Duration::ZERO).await.unwrap().job.map(|j| j.id),
+        Some(job.id)
+    );
     own.start(job.id, &Start { worker: registered.worker, resumed_from: 0 }).await.unwrap();
     (registered.worker, job.id, own)
 }
@@ -29,7 +47,13 @@ async fn figures_no_attempt_could_reach_are_refused_and_leave_the_bill_as_it_was
     let dir = tempfile::tempdir().unwrap();
     let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
-    let honest = Heartbeat { step: Some(3), compute_s: 1.0, utilization: Some(0.5), bytes_up: 1000, ..Heartbeat::of(job) };
+    let honest = Heartbeat {
+        step: Some(3),
+        compute_s: 1.0,
+        utilization: Some(0.5),
+        bytes_up: 1000,
+        ..Heartbeat::of(job)
+    };
     own.heartbeat(worker, &honest).await.unwrap();
     let before = client.ledger(Some(job)).await.unwrap();
     let forged = [
@@ -43,7 +67,11 @@ async fn figures_no_attempt_could_reach_are_refused_and_leave_the_bill_as_it_was
         assert_eq!((status, named.as_deref()), (422, Some(field)), "{error}");
     }
     let after = client.ledger(Some(job)).await.unwrap();
-    assert_eq!(serde_json::to_value(&after).unwrap(), serde_json::to_value(&before).unwrap(), "no forged figure reached the ledger");
+    assert_eq!(
+        serde_json::to_value(&after).unwrap(),
+        serde_json::to_value(&before).unwrap(),
+        "no forged figure reached the ledger"
+    );
 }
 
 #[tokio::test]
@@ -52,13 +80,20 @@ async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
     let (server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
     let db = dir.path().join("state.db");
-    let size = || ["", "-wal"].iter().map(|s| std::fs::metadata(format!("{}{s}", db.display())).map_or(0, |m| m.len())).sum::<u64>();
+    let size = || {
+        ["", "-wal"]
+            .iter()
+            .map(|s| std::fs::metadata(format!("{}{s}", db.display())).map_or(0, |m| m.len()))
+            .sum::<u64>()
+    };
     let start = size();
 
     // 60 heartbeats of one 1.9 MB line (142 MB of state before): each line is cut to 16 KiB.
     let huge = "A".repeat(1_900_000);
     for _ in 0..60 {
-        own.heartbeat(worker, &Heartbeat { logs: vec![huge.clone()], ..Heartbeat::of(job) }).await.unwrap();
+        own.heartbeat(worker, &Heartbeat { logs: vec![huge.clone()], ..Heartbeat::of(job) })
+            .await
+            .unwrap();
     }
     let lines = client.logs(job, 0).await.unwrap();
     assert_eq!(lines.len(), 60);
@@ -69,17 +104,24 @@ async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
     let full = vec!["B".repeat(MAX_LOG_LINE - 1); 200];
     let beats = (MAX_JOB_LOG_BYTES / (200 * MAX_LOG_LINE as u64)) + 4;
     for _ in 0..beats {
-        own.heartbeat(worker, &Heartbeat { logs: full.clone(), ..Heartbeat::of(job) }).await.unwrap();
+        own.heartbeat(worker, &Heartbeat { logs: full.clone(), ..Heartbeat::of(job) })
+            .await
+            .unwrap();
     }
     let http = reqwest::Client::new();
-    let page = |after: i64, limit: &str| http.get(format!("{}/v1/jobs/{job}/logs?after={after}&limit={limit}", server.url())).bearer_auth(&server.token).send();
+    let page = |after: i64, limit: &str| {
+        http.get(format!("{}/v1/jobs/{job}/logs?after={after}&limit={limit}", server.url()))
+            .bearer_auth(&server.token)
+            .send()
+    };
     let first: Vec<tuneline_api::LogLine> = page(0, "10000").await.unwrap().json().await.unwrap();
     let bytes: usize = first.iter().map(|l| l.text.len()).sum();
     assert!(bytes <= 1 << 20, "a page is at most 1 MiB by default: {bytes}");
     assert!(!first.iter().any(|l| l.text.starts_with('A')), "the oldest lines were dropped");
     let mut all = first;
     while let Some(last) = all.last().map(|l| l.seq) {
-        let next: Vec<tuneline_api::LogLine> = page(last, "10000").await.unwrap().json().await.unwrap();
+        let next: Vec<tuneline_api::LogLine> =
+            page(last, "10000").await.unwrap().json().await.unwrap();
         if next.is_empty() {
             break;
         }
@@ -88,7 +130,11 @@ async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
     let kept: u64 = all.iter().filter(|l| l.kind == "log").map(|l| l.text.len() as u64).sum();
     assert!(kept <= MAX_JOB_LOG_BYTES, "{kept}");
     let note = all.iter().find(|l| l.kind == "event").map(|l| l.text.clone()).unwrap_or_default();
-    assert!(note.starts_with("tuneline: older log lines dropped: ") && note.contains("a job keeps at most 64 MiB of log"), "{note}");
+    assert!(
+        note.starts_with("tuneline: older log lines dropped: ")
+            && note.contains("a job keeps at most 64 MiB of log"),
+        "{note}"
+    );
 }
 
 #[tokio::test]
@@ -96,9 +142,16 @@ async fn bodies_past_their_limit_are_refused_with_413() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
-    let beat = Heartbeat { logs: vec!["x".repeat(1 << 20); MAX_BEAT_BODY >> 20], ..Heartbeat::of(job) };
+    let beat =
+        Heartbeat { logs: vec!["x".repeat(1 << 20); MAX_BEAT_BODY >> 20], ..Heartbeat::of(job) };
     assert_eq!(refused(own.heartbeat(worker, &beat).await.unwrap_err()).0, 413);
-    let register = WorkerRegister { provider: "p".repeat(100_000), price_per_hour: 1.0, cpus: 1, pid: 1, ..Default::default() };
+    let register = WorkerRegister {
+        provider: "p".repeat(100_000),
+        price_per_hour: 1.0,
+        cpus: 1,
+        pid: 1,
+        ..Default::default()
+    };
     assert_eq!(refused(client.register(&register).await.unwrap_err()).0, 413);
 }
 
@@ -116,14 +169,28 @@ async fn guessed_tokens_and_mass_registration_are_throttled() {
     let other = tempfile::tempdir().unwrap();
     let (joining, _) = common::server(other.path(), Duration::from_secs(60)).await;
     let joiner = Client::new(&joining.url(), &joining.join.secret);
-    let info = WorkerRegister { provider: "manual".into(), price_per_hour: 100_000.0, cpus: 1, pid: 1, ..Default::default() };
+    let info = WorkerRegister {
+        provider: "manual".into(),
+        price_per_hour: 100_000.0,
+        cpus: 1,
+        pid: 1,
+        ..Default::default()
+    };
     for _ in 0..MAX_JOINS {
         joiner.register(&info).await.unwrap();
     }
-    assert_eq!(refused(joiner.register(&info).await.unwrap_err()).0, 429, "the join secret's budget is spent");
+    assert_eq!(
+        refused(joiner.register(&info).await.unwrap_err()).0,
+        429,
+        "the join secret's budget is spent"
+    );
     let admin = Client::new(&joining.url(), &joining.token);
-    let prices: Vec<f64> = admin.workers(true).await.unwrap().iter().map(|w| w.info.price_per_hour).collect();
-    assert!(prices.len() == MAX_JOINS as usize && prices.iter().all(|&p| p == 100.0), "a worker's own price is capped by [workers] max_price_per_hour");
+    let prices: Vec<f64> =
+        admin.workers(true).await.unwrap().iter().map(|w| w.info.price_per_hour).collect();
+    assert!(
+        prices.len() == MAX_JOINS as usize && prices.iter().all(|&p| p == 100.0),
+        "a worker's own price is capped by [workers] max_price_per_hour"
+    );
     drop(server);
 }
 
@@ -132,7 +199,12 @@ async fn a_worker_cannot_declare_its_own_attempt_lost() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
     let (worker, job, own) = running(&client).await;
-    let release = tuneline_api::Release { worker, outcome: tuneline_api::Outcome::Lost, message: None, last: Heartbeat::default() };
+    let release = tuneline_api::Release {
+        worker,
+        outcome: tuneline_api::Outcome::Lost,
+        message: None,
+        last: Heartbeat::default(),
+    };
     let (status, field, error) = refused(own.release(job, &release).await.unwrap_err());
     assert_eq!((status, field.as_deref()), (422, Some("outcome")), "{error}");
     assert!(error.contains("the server's verdict"), "{error}");

@@ -39,7 +39,8 @@ pub fn check_relative(name: &str) -> Result<(), Unconfined> {
         return bad("it contains a backslash");
     }
     let first = name.split('/').next().unwrap_or_default();
-    if first.len() >= 2 && first.as_bytes()[1] == b':' && first.as_bytes()[0].is_ascii_alphabetic() {
+    if first.len() >= 2 && first.as_bytes()[1] == b':' && first.as_bytes()[0].is_ascii_alphabetic()
+    {
         return bad("it starts with a drive (`C:`)");
     }
     for segment in name.split('/') {
@@ -71,7 +72,11 @@ pub fn under(root: &Path, name: &str) -> Result<PathBuf, Unconfined> {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(Unconfined {
                     name: name.to_string(),
-                    reason: format!("{} is a symbolic link, which tuneline never follows out of {}; remove it", path.display(), root.display()),
+                    reason: format!(
+                        "{} is a symbolic link, which tuneline never follows out of {}; remove it",
+                        path.display(),
+                        root.display()
+                    ),
                 })
             }
             Ok(_) => {}
@@ -108,7 +113,14 @@ mod tests {
         ] {
             assert!(check_relative(name).is_err(), "{name:?} passed");
         }
-        for name in ["a", "runs/r1/checkpoints/10/adapter_model.safetensors", "a..b", ".hidden", "tag:v1", "model-00001-of-00002.safetensors"] {
+        for name in [
+            "a",
+            "runs/r1/checkpoints/10/adapter_model.safetensors",
+            "a..b",
+            ".hidden",
+            "tag:v1",
+            "model-00001-of-00002.safetensors",
+        ] {
             assert_eq!(check_relative(name), Ok(()), "{name:?}");
         }
     }

@@ -16,7 +16,9 @@ pub struct HubRepo {
 impl HubRepo {
     /// Parses `hf://USER/REPO[@REVISION]`.
     pub fn parse(target: &str) -> Result<Self, String> {
-        let bad = || format!("`{target}` is not a Hub model repository; write hf://USER/REPO or hf://USER/REPO@BRANCH");
+        let bad = || {
+            format!("`{target}` is not a Hub model repository; write hf://USER/REPO or hf://USER/REPO@BRANCH")
+        };
         let rest = target.strip_prefix("hf://").ok_or_else(bad)?;
         let (repo, revision) = rest.split_once('@').unwrap_or((rest, "main"));
         let parts: Vec<&str> = repo.split('/').collect();

@@ -22,11 +22,16 @@ pub const RUN_NAME_MAX: usize = 128;
 /// or run): ASCII letters, digits, `-`, `_` and `.`, not starting with `.`.
 /// With no `/`, no run's prefix can lie inside another's (`a/checkpoints/7` in `a`).
 pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty() && !name.starts_with('.') && name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     if ok {
         Ok(())
     } else {
-        Err(format!("`{}` is not a valid name; use letters, digits, `-`, `_` and `.`", name.escape_debug()))
+        Err(format!(
+            "`{}` is not a valid name; use letters, digits, `-`, `_` and `.`",
+            name.escape_debug()
+        ))
     }
 }
 
@@ -34,7 +39,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
 pub fn check_run(run: &str) -> Result<(), String> {
     check_name(run)?;
     match run.len() {
-        n if n > RUN_NAME_MAX => Err(format!("a run's name is at most {RUN_NAME_MAX} characters; this one has {n}")),
+        n if n > RUN_NAME_MAX => {
+            Err(format!("a run's name is at most {RUN_NAME_MAX} characters; this one has {n}"))
+        }
         _ => Ok(()),
     }
 }
@@ -117,7 +124,10 @@ mod tests {
         assert_eq!(delivery("r1", 200), "runs/r1/delivery/200");
         assert_eq!(base_model("smollm2", "ab12"), "models/base/smollm2/ab12");
         assert_eq!(model("support-bot", "v1"), "models/support-bot/v1");
-        assert_eq!(store_ref("store:models/base/smollm2/ab12/"), Some(base_model("smollm2", "ab12").as_str()));
+        assert_eq!(
+            store_ref("store:models/base/smollm2/ab12/"),
+            Some(base_model("smollm2", "ab12").as_str())
+        );
         assert_eq!(store_ref("models/smollm2.gguf"), None);
     }
 }

@@ -84,7 +84,12 @@ impl Catalog {
         if let Some(path) = user {
             let text = std::fs::read_to_string(path).map_err(|e| CatalogError {
                 file: path.display().to_string(),
-                problems: vec![Problem { line: None, entry: String::new(), field: String::new(), message: format!("cannot read it: {e}") }],
+                problems: vec![Problem {
+                    line: None,
+                    entry: String::new(),
+                    field: String::new(),
+                    message: format!("cannot read it: {e}"),
+                }],
             })?;
             catalog.merge(Self::parse(&text, &path.display().to_string())?);
         }
@@ -94,27 +99,36 @@ impl Catalog {
     /// Parses and validates a catalog file; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Self, CatalogError> {
         let fail = |problems| CatalogError { file: file.to_string(), problems };
-        let de = toml::Deserializer::parse(text).map_err(|e| fail(vec![toml_problem(text, &e, String::new())]))?;
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| fail(vec![toml_problem(text, &e, String::new())]))?;
         let mut track = serde_path_to_error::Track::new();
-        let raw: RawCatalog = serde::Deserialize::deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
-            .map_err(|e| fail(vec![toml_problem(text, &e, track.path().to_string())]))?;
+        let raw: RawCatalog =
+            serde::Deserialize::deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
+                .map_err(|e| fail(vec![toml_problem(text, &e, track.path().to_string())]))?;
         let mut offers = Vec::new();
         let mut problems = Vec::new();
         for (index, entry) in raw.offer.into_iter().enumerate() {
             let line = line_at(text, entry.span().start);
             match entry.into_inner().validate() {
                 Ok(offer) => offers.push(offer),
-                Err((entry, found)) => problems.extend(found.into_iter().map(|(field, message)| Problem {
-                    line: Some(line),
-                    entry: entry.clone().unwrap_or_else(|| format!("offer #{}", index + 1)),
-                    field: field.to_string(),
-                    message,
-                })),
+                Err((entry, found)) => {
+                    problems.extend(found.into_iter().map(|(field, message)| Problem {
+                        line: Some(line),
+                        entry: entry.clone().unwrap_or_else(|| format!("offer #{}", index + 1)),
+                        field: field.to_string(),
+                        message,
+                    }))
+                }
             }
         }
         for (i, offer) in offers.iter().enumerate() {
             if offers[..i].iter().any(|o| o.id == offer.id) {
-                problems.push(Problem { line: None, entry: offer.id.clone(), field: "id".into(), message: "appears twice; ids must be unique".into() });
+                problems.push(Problem {
+                    line: None,
+                    entry: offer.id.clone(),
+                    field: "id".into(),
+                    message: "appears twice; ids must be unique".into(),
+                });
             }
         }
         if problems.is_empty() {
@@ -217,7 +231,8 @@ enum Interruption {
 
 /// AWS Spot Advisor's "frequency of interruption" buckets (share of instances
 /// reclaimed per month), each taken at its midpoint; ">20%" is taken as 25%.
-const BUCKETS: [(&str, f64); 5] = [("<5%", 0.025), ("5-10%", 0.075), ("10-15%", 0.125), ("15-20%", 0.175), (">20%", 0.25)];
+const BUCKETS: [(&str, f64); 5] =
+    [("<5%", 0.025), ("5-10%", 0.075), ("10-15%", 0.125), ("15-20%", 0.175), (">20%", 0.25)];
 
 type Found = Vec<(&'static str, String)>;
 
@@ -234,26 +249,37 @@ impl RawOffer {
         let region = text("region", self.region, &mut found);
         let instance = text("instance", self.instance, &mut found);
         let id = self.id.clone().unwrap_or_else(|| format!("{provider}/{instance}/{region}"));
-        let money = |field: &'static str, value: Option<f64>, required: bool, found: &mut Found| match value {
-            Some(v) if v < 0.0 || !v.is_finite() => {
-                found.push((field, format!("is {v}; a price must be a non-negative number of dollars")));
-                0.0
+        let money = |field: &'static str, value: Option<f64>, required: bool, found: &mut Found| {
+            match value {
+                Some(v) if v < 0.0 || !v.is_finite() => {
+                    found.push((
+                        field,
+                        format!("is {v}; a price must be a non-negative number of dollars"),
+                    ));
+                    0.0
+                }
+                Some(v) => v,
+                None if required => {
+                    found.push((field, "missing; write it in dollars (0 if free)".into()));
+                    0.0
+                }
+                None => 0.0,
             }
-            Some(v) => v,
-            None if required => {
-                found.push((field, "missing; write it in dollars (0 if free)".into()));
-                0.0
-            }
-            None => 0.0,
         };
-        let on_demand_per_hour = money("on_demand_per_hour", self.on_demand_per_hour, true, &mut found);
-        let spot_per_hour = self.spot_per_hour.map(|v| money("spot_per_hour", Some(v), true, &mut found));
-        let storage_per_gb_month = money("storage_per_gb_month", self.storage_per_gb_month, true, &mut found);
+        let on_demand_per_hour =
+            money("on_demand_per_hour", self.on_demand_per_hour, true, &mut found);
+        let spot_per_hour =
+            self.spot_per_hour.map(|v| money("spot_per_hour", Some(v), true, &mut found));
+        let storage_per_gb_month =
+            money("storage_per_gb_month", self.storage_per_gb_month, true, &mut found);
         let egress_per_gb = money("egress_per_gb", self.egress_per_gb, true, &mut found);
         let gpu = match self.gpu.as_deref() {
             None | Some("") => None,
             Some(name) => gpus::find(name).or_else(|| {
-                found.push(("gpu", format!("`{name}` is not a GPU tuneline knows; known: {}", gpus::names())));
+                found.push((
+                    "gpu",
+                    format!("`{name}` is not a GPU tuneline knows; known: {}", gpus::names()),
+                ));
                 None
             }),
         };
@@ -269,31 +295,43 @@ impl RawOffer {
             }
             (None, None) => (None, None),
             (Some(Interruption::PerHour(rate)), _) if *rate < 0.0 || !rate.is_finite() => {
-                found.push(("interruption", format!("is {rate}; reclaims per hour must be non-negative")));
+                found.push((
+                    "interruption",
+                    format!("is {rate}; reclaims per hour must be non-negative"),
+                ));
                 (None, None)
             }
             (Some(Interruption::PerHour(rate)), _) => (Some(*rate), Some(format!("{rate}/h"))),
-            (Some(Interruption::Bucket(bucket)), _) => match BUCKETS.iter().find(|(name, _)| name == bucket) {
-                // A share p reclaimed within a month: 1 - exp(-rate x month) = p.
-                Some((_, share)) => (Some(-(1.0f64 - share).ln() / HOURS_PER_MONTH), Some(format!("{bucket}/month"))),
-                None => {
-                    let names = BUCKETS.map(|b| b.0).join(", ");
-                    found.push(("interruption", format!("`{bucket}` is not a Spot Advisor bucket ({names}) nor a rate per hour")));
-                    (None, None)
+            (Some(Interruption::Bucket(bucket)), _) => {
+                match BUCKETS.iter().find(|(name, _)| name == bucket) {
+                    // A share p reclaimed within a month: 1 - exp(-rate x month) = p.
+                    Some((_, share)) => (
+                        Some(-(1.0f64 - share).ln() / HOURS_PER_MONTH),
+                        Some(format!("{bucket}/month")),
+                    ),
+                    None => {
+                        let names = BUCKETS.map(|b| b.0).join(", ");
+                        found.push(("interruption", format!("`{bucket}` is not a Spot Advisor bucket ({names}) nor a rate per hour")));
+                        (None, None)
+                    }
                 }
-            },
-        };
-        let as_of = match self.as_of.as_deref().map(|d| (d, NaiveDate::parse_from_str(d, "%Y-%m-%d"))) {
-            Some((_, Ok(date))) => date,
-            Some((d, Err(_))) => {
-                found.push(("as_of", format!("`{d}` is not a date; write it as YYYY-MM-DD")));
-                NaiveDate::MIN
-            }
-            None => {
-                found.push(("as_of", "missing; write the date the prices were read, as YYYY-MM-DD".into()));
-                NaiveDate::MIN
             }
         };
+        let as_of =
+            match self.as_of.as_deref().map(|d| (d, NaiveDate::parse_from_str(d, "%Y-%m-%d"))) {
+                Some((_, Ok(date))) => date,
+                Some((d, Err(_))) => {
+                    found.push(("as_of", format!("`{d}` is not a date; write it as YYYY-MM-DD")));
+                    NaiveDate::MIN
+                }
+                None => {
+                    found.push((
+                        "as_of",
+                        "missing; write the date the prices were read, as YYYY-MM-DD".into(),
+                    ));
+                    NaiveDate::MIN
+                }
+            };
         if !found.is_empty() {
             return Err((Some(id), found));
         }
@@ -322,8 +360,17 @@ impl RawOffer {
 
 fn toml_problem(text: &str, e: &toml::de::Error, path: String) -> Problem {
     // `toml::Spanned` shows up in the path as a private field; users never wrote it.
-    let field = if path == "." { String::new() } else { path.replace(".$__serde_spanned_private_value", "") };
-    Problem { line: e.span().map(|s| line_at(text, s.start)), entry: String::new(), field, message: e.message().trim().replace('\n', "; ") }
+    let field = if path == "." {
+        String::new()
+    } else {
+        path.replace(".$__serde_spanned_private_value", "")
+    };
+    Problem {
+        line: e.span().map(|s| line_at(text, s.start)),
+        entry: String::new(),
+        field,
+        message: e.message().trim().replace('\n', "; "),
+    }
 }
 
 fn line_at(text: &str, offset: usize) -> usize {
@@ -354,7 +401,10 @@ as_of = "2026-10-01"
     fn the_shipped_catalog_is_valid_and_dated() {
         let catalog = Catalog::shipped();
         assert!(catalog.offers.len() >= 10);
-        assert!(catalog.offers.iter().any(|o| o.gpu.is_none()), "CPU offers, for the delivery phase");
+        assert!(
+            catalog.offers.iter().any(|o| o.gpu.is_none()),
+            "CPU offers, for the delivery phase"
+        );
     }
 
     #[test]
@@ -373,23 +423,45 @@ as_of = "2026-10-01"
     fn user_entries_override_by_id() {
         let mut catalog = Catalog::shipped();
         let n = catalog.offers.len();
-        let user = Catalog::parse(&ONE.replace("1.006", "0.9").replace("us-east-1", "xx-test-1"), "mine.toml").unwrap();
+        let user = Catalog::parse(
+            &ONE.replace("1.006", "0.9").replace("us-east-1", "xx-test-1"),
+            "mine.toml",
+        )
+        .unwrap();
         catalog.merge(user.clone());
-        catalog.merge(Catalog::parse(&ONE.replace("1.006", "0.8").replace("us-east-1", "xx-test-1"), "mine.toml").unwrap());
+        catalog.merge(
+            Catalog::parse(
+                &ONE.replace("1.006", "0.8").replace("us-east-1", "xx-test-1"),
+                "mine.toml",
+            )
+            .unwrap(),
+        );
         assert_eq!(catalog.offers.len(), n + 1);
         assert_eq!(catalog.offers.last().unwrap().on_demand_per_hour, 0.8);
     }
 
     #[test]
     fn bad_entries_name_line_entry_and_field() {
-        let bad = ONE.replace("on_demand_per_hour = 1.006\n", "").replace("0.45", "-0.45").replace("A10G", "H300");
+        let bad = ONE
+            .replace("on_demand_per_hour = 1.006\n", "")
+            .replace("0.45", "-0.45")
+            .replace("A10G", "H300");
         let e = Catalog::parse(&bad, "offers.toml").unwrap_err().to_string();
-        assert!(e.contains("offers.toml:2: aws/g5.xlarge/us-east-1: on_demand_per_hour: missing"), "{e}");
+        assert!(
+            e.contains("offers.toml:2: aws/g5.xlarge/us-east-1: on_demand_per_hour: missing"),
+            "{e}"
+        );
         assert!(e.contains("spot_per_hour: is -0.45"), "{e}");
         assert!(e.contains("gpu: `H300` is not a GPU tuneline knows; known: T4"), "{e}");
-        let typed = Catalog::parse(&ONE.replace("0.023", "\"cheap\""), "offers.toml").unwrap_err().to_string();
-        assert!(typed.starts_with("offers.toml:12: offer[0].storage_per_gb_month: invalid type"), "{typed}");
-        let bucket = Catalog::parse(&ONE.replace("5-10%", "often"), "o.toml").unwrap_err().to_string();
+        let typed = Catalog::parse(&ONE.replace("0.023", "\"cheap\""), "offers.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            typed.starts_with("offers.toml:12: offer[0].storage_per_gb_month: invalid type"),
+            "{typed}"
+        );
+        let bucket =
+            Catalog::parse(&ONE.replace("5-10%", "often"), "o.toml").unwrap_err().to_string();
         assert!(bucket.contains("interruption: `often` is not a Spot Advisor bucket"), "{bucket}");
     }
 }

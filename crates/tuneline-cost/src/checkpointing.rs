@@ -20,7 +20,8 @@ pub fn young_daly_interval(checkpoint: f64, mtbf: f64) -> f64 {
 pub fn expected_wall(work: f64, interval: f64, checkpoint: f64, restart: f64, mtbf: f64) -> f64 {
     let full = (work / interval).floor();
     let rest = work - full * interval;
-    let segments = [(full, interval), (1.0, rest)].into_iter().filter(|&(n, len)| n > 0.0 && len > 1e-12);
+    let segments =
+        [(full, interval), (1.0, rest)].into_iter().filter(|&(n, len)| n > 0.0 && len > 1e-12);
     if mtbf.is_infinite() {
         return restart + segments.map(|(n, len)| n * (len + checkpoint)).sum::<f64>();
     }
@@ -54,7 +55,9 @@ mod tests {
 
     #[test]
     fn without_preemptions_only_overheads_add() {
-        assert!((expected_wall(10.0, 2.5, 0.1, 0.2, f64::INFINITY) - (0.2 + 10.0 + 0.4)).abs() < 1e-12);
+        assert!(
+            (expected_wall(10.0, 2.5, 0.1, 0.2, f64::INFINITY) - (0.2 + 10.0 + 0.4)).abs() < 1e-12
+        );
         // No checkpoint at all: one segment of the whole job.
         let m = 2.0;
         let none = expected_wall(6.0, 6.0, 0.0, 0.0, m);

@@ -10,7 +10,9 @@ use tuneline_core::config::{Config, ProviderKind};
 use crate::catalog::{Catalog, Offer};
 use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
 use crate::models::ModelShape;
-use crate::plan::{best_first, estimate_offer, judge, DataHome, Estimate, Excluded, Job, Market, Overheads, Phase};
+use crate::plan::{
+    best_first, estimate_offer, judge, DataHome, Estimate, Excluded, Job, Market, Overheads, Phase,
+};
 use crate::GIB;
 
 /// What a command line may change in the config's job; `None` keeps the config's value.
@@ -36,14 +38,20 @@ pub struct Overrides {
 /// Hugging Face's CUDA trainer; `Err` names the setting at fault.
 pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<Job, String> {
     let bits = overrides.quant.unwrap_or(if config.model.quantized_base { 4 } else { 16 });
-    let quant = Quant::from_bits(bits).ok_or_else(|| format!("--quant {bits}: write 4, 8 or 16"))?;
+    let quant =
+        Quant::from_bits(bits).ok_or_else(|| format!("--quant {bits}: write 4, 8 or 16"))?;
     let t = &config.training;
     let seq_len = overrides.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
     let micro_batch = overrides.batch.unwrap_or(t.per_device_train_batch_size as u64);
-    let steps = overrides.steps.or(t.max_steps).ok_or("the plan needs the run's length: set [training] max_steps in the config or pass --steps")?;
+    let steps = overrides.steps.or(t.max_steps).ok_or(
+        "the plan needs the run's length: set [training] max_steps in the config or pass --steps",
+    )?;
     let names: Vec<&str> = model.linear_modules().iter().map(|m| m.0).collect();
     if let Some(bad) = config.lora.target_modules.iter().find(|t| !names.contains(&t.as_str())) {
-        return Err(format!("lora.target_modules: `{bad}` is not a module of the model; it has {}", names.join(", ")));
+        return Err(format!(
+            "lora.target_modules: `{bad}` is not a module of the model; it has {}",
+            names.join(", ")
+        ));
     }
     let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
     let tokens = steps as f64 * tokens_per_step;
@@ -75,7 +83,9 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
 
 /// `[cost] data_region`, or the region of an AWS S3 store.
 fn data_home(config: &Config) -> Option<DataHome> {
-    let split = |s: &str| s.split_once('/').map(|(p, r)| DataHome { provider: p.to_string(), region: r.to_string() });
+    let split = |s: &str| {
+        s.split_once('/').map(|(p, r)| DataHome { provider: p.to_string(), region: r.to_string() })
+    };
     match (&config.cost.data_region, &config.store) {
         (Some(region), _) => split(region),
         (None, store) if store.url.starts_with("s3://") && store.endpoint.is_none() => {
@@ -88,7 +98,8 @@ fn data_home(config: &Config) -> Option<DataHome> {
 /// The shipped catalog with `[cost] catalog` merged over it, and the newest
 /// refreshed prices ([`crate::prices::PRICES_DIR`]) over that.
 pub fn catalog(config: &Config) -> Result<Catalog, String> {
-    let mut catalog = Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())?;
+    let mut catalog =
+        Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())?;
     if let Some((_, prices)) = crate::prices::newest(Path::new(crate::prices::PRICES_DIR))? {
         catalog.apply(&prices);
     }
@@ -170,7 +181,10 @@ impl PoolOffer {
 /// (expected total cost, so the phase, memory fit, deadline and the data's
 /// region all count), with the offers left out and why. `Err` names the
 /// setting at fault: a provider without a table, a type the catalog lacks.
-pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<Excluded>), String> {
+pub fn training_pool(
+    config: &Config,
+    job: &Job,
+) -> Result<(Vec<PoolOffer>, Vec<Excluded>), String> {
     let catalog = catalog(config)?;
     let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(config));
     let (mut ranked, mut excluded) = (Vec::new(), Vec::new());
@@ -188,7 +202,12 @@ pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<
                 return Err(format!("providers.{name}: the catalog has no spot price for {}; add one to [cost] catalog, or set spot = false", offer.id));
             }
             match judge(job, offer, market, &catalog, today, max_age) {
-                Ok(estimate) => ranked.push(PoolOffer { provider: name, instance_type: instance.clone(), estimate, as_of: offer.as_of }),
+                Ok(estimate) => ranked.push(PoolOffer {
+                    provider: name,
+                    instance_type: instance.clone(),
+                    estimate,
+                    as_of: offer.as_of,
+                }),
                 Err(out) => excluded.push(out),
             }
         }
@@ -198,8 +217,15 @@ pub fn training_pool(config: &Config, job: &Job) -> Result<(Vec<PoolOffer>, Vec<
 }
 
 /// The catalog's entry for `instance` of provider `name`, in `region` when the table names one.
-fn catalog_entry<'c>(catalog: &'c Catalog, name: &str, instance: &str, region: Option<&str>) -> Result<&'c Offer, String> {
-    let found = catalog.offers.iter().find(|o| o.provider == name && o.instance == instance && region.is_none_or(|r| o.region == r));
+fn catalog_entry<'c>(
+    catalog: &'c Catalog,
+    name: &str,
+    instance: &str,
+    region: Option<&str>,
+) -> Result<&'c Offer, String> {
+    let found = catalog.offers.iter().find(|o| {
+        o.provider == name && o.instance == instance && region.is_none_or(|r| o.region == r)
+    });
     found.ok_or_else(|| {
         let id = format!("{name}/{instance}/{}", region.unwrap_or("<region>"));
         format!("providers.{name}: the catalog has no {id}; add it with its prices to [cost] catalog (an [[offer]] with provider, region, instance and on_demand_per_hour)")
@@ -213,23 +239,37 @@ pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, Strin
     let job = job(config, model, &Overrides::default())?;
     let e = if config.workers.providers.is_empty() {
         let name = config.workers.provider;
-        let table = config.providers.launch(name).ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
+        let table = config
+            .providers
+            .launch(name)
+            .ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
         let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
             return Err(format!("[providers.{name}] names no instance_type and region"));
         };
         let catalog = catalog(config)?;
         let offer = catalog_entry(&catalog, name.name(), instance, Some(region))?;
         let market = if table.spot { Market::Spot } else { Market::OnDemand };
-        estimate_offer(&job, offer, market, &catalog, chrono::Utc::now().date_naive(), max_age_days(config))
+        estimate_offer(
+            &job,
+            offer,
+            market,
+            &catalog,
+            chrono::Utc::now().date_naive(),
+            max_age_days(config),
+        )
     } else {
         let (pool, _) = training_pool(config, &job)?;
-        pool.into_iter().next().ok_or("workers.providers: no listed offer can run this job (see `tuneline plan`)")?.estimate
+        pool.into_iter()
+            .next()
+            .ok_or("workers.providers: no listed offer can run this job (see `tuneline plan`)")?
+            .estimate
     };
     let id = &e.offer;
     if e.market != Market::Spot {
         return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
     }
-    let steps = e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
+    let steps =
+        e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
     let why = format!(
         "Young/Daly for {id} spot: a preemption every {:.1} h, {:.0} s per checkpoint, every {:.0} min of work",
         e.mtbf_h.unwrap_or(f64::INFINITY),

@@ -10,7 +10,8 @@
 /// `effective_hours` of kept training at `utilization` (0 to 1); `None`
 /// before any effective hour, when it is unbounded.
 pub fn eth(total_usd: f64, effective_hours: f64, utilization: f64) -> Option<f64> {
-    (effective_hours > 0.0 && utilization > 0.0).then(|| total_usd / (effective_hours * utilization))
+    (effective_hours > 0.0 && utilization > 0.0)
+        .then(|| total_usd / (effective_hours * utilization))
 }
 
 #[cfg(test)]

@@ -172,7 +172,8 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     };
     let weights = m.linear_params() as f64 * linear_bytes + m.other_params() as f64 * other_bytes;
     // f32 weights and gradients, plus the optimizer's moments.
-    let adapter = m.lora_params(req.lora_r, &req.targets) as f64 * (8.0 + req.optimizer.state_bytes());
+    let adapter =
+        m.lora_params(req.lora_r, &req.targets) as f64 * (8.0 + req.optimizer.state_bytes());
     let layer = layer_bytes_per_token(req);
     let activations = match (req.engine, req.gradient_checkpointing) {
         // Each layer's input is kept; one layer's activations are rebuilt at a time.

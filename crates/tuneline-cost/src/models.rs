@@ -56,17 +56,19 @@ impl ModelShape {
         let key = name.to_ascii_lowercase();
         let key = key.rsplit('/').next().unwrap_or(&key);
         let key = key.strip_suffix("-instruct").unwrap_or(key);
-        PRESETS.iter().find(|p| p.0 == key).map(|&(name, hidden, intermediate, layers, heads, kv_heads, vocab, tied)| Self {
-            name: name.to_string(),
-            hidden,
-            intermediate,
-            layers,
-            heads,
-            kv_heads,
-            head_dim: hidden / heads,
-            vocab,
-            tied_embeddings: tied,
-        })
+        PRESETS.iter().find(|p| p.0 == key).map(
+            |&(name, hidden, intermediate, layers, heads, kv_heads, vocab, tied)| Self {
+                name: name.to_string(),
+                hidden,
+                intermediate,
+                layers,
+                heads,
+                kv_heads,
+                head_dim: hidden / heads,
+                vocab,
+                tied_embeddings: tied,
+            },
+        )
     }
 
     /// The preset names, for error messages.
@@ -76,8 +78,21 @@ impl ModelShape {
 
     /// Input and output width of each linear module a LoRA adapter may target.
     pub fn linear_modules(&self) -> [(&'static str, u64, u64); 7] {
-        let (h, q, kv, i) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate);
-        [("q_proj", h, q), ("k_proj", h, kv), ("v_proj", h, kv), ("o_proj", q, h), ("gate_proj", h, i), ("up_proj", h, i), ("down_proj", i, h)]
+        let (h, q, kv, i) = (
+            self.hidden,
+            self.heads * self.head_dim,
+            self.kv_heads * self.head_dim,
+            self.intermediate,
+        );
+        [
+            ("q_proj", h, q),
+            ("k_proj", h, kv),
+            ("v_proj", h, kv),
+            ("o_proj", q, h),
+            ("gate_proj", h, i),
+            ("up_proj", h, i),
+            ("down_proj", i, h),
+        ]
     }
 
     /// Parameters in the decoder layers' linear modules (what QLoRA quantizes).
@@ -98,7 +113,12 @@ impl ModelShape {
 
     /// LoRA parameters for rank `r` on the modules named in `targets`.
     pub fn lora_params(&self, r: u64, targets: &[String]) -> u64 {
-        let per_layer: u64 = self.linear_modules().iter().filter(|(name, _, _)| targets.iter().any(|t| t == name)).map(|(_, i, o)| r * (i + o)).sum();
+        let per_layer: u64 = self
+            .linear_modules()
+            .iter()
+            .filter(|(name, _, _)| targets.iter().any(|t| t == name))
+            .map(|(_, i, o)| r * (i + o))
+            .sum();
         self.layers * per_layer
     }
 }
@@ -120,7 +140,10 @@ mod tests {
             ("llama-2-70b", 69.0e9),
         ] {
             let params = ModelShape::preset(name).unwrap().params() as f64;
-            assert!((params / published - 1.0).abs() < 0.015, "{name}: {params} against {published}");
+            assert!(
+                (params / published - 1.0).abs() < 0.015,
+                "{name}: {params} against {published}"
+            );
         }
     }
 

@@ -55,7 +55,12 @@ pub struct Overheads {
 
 impl Default for Overheads {
     fn default() -> Self {
-        Self { provision_h: 3.0 / 60.0, store_bytes_per_s: 200e6, cross_region_bytes_per_s: 50e6, commit_latency_s: 5.0 }
+        Self {
+            provision_h: 3.0 / 60.0,
+            store_bytes_per_s: 200e6,
+            cross_region_bytes_per_s: 50e6,
+            commit_latency_s: 5.0,
+        }
     }
 }
 
@@ -196,7 +201,13 @@ impl Plan {
 }
 
 /// Ranks every offer of `catalog` (of `only_gpu` when set) for `job`.
-pub fn plan(job: &Job, catalog: &Catalog, only_gpu: Option<&Gpu>, today: NaiveDate, max_age_days: i64) -> Plan {
+pub fn plan(
+    job: &Job,
+    catalog: &Catalog,
+    only_gpu: Option<&Gpu>,
+    today: NaiveDate,
+    max_age_days: i64,
+) -> Plan {
     let mut ranked = Vec::new();
     let mut excluded = Vec::new();
     for offer in &catalog.offers {
@@ -219,16 +230,29 @@ pub fn plan(job: &Job, catalog: &Catalog, only_gpu: Option<&Gpu>, today: NaiveDa
 
 /// `offer` on `market` for `job`: its estimate, or why a plan leaves it out
 /// (the phase does not rent it, the job does not fit it, or it would miss the deadline).
-pub fn judge(job: &Job, offer: &Offer, market: Market, catalog: &Catalog, today: NaiveDate, max_age_days: i64) -> Result<Estimate, Excluded> {
+pub fn judge(
+    job: &Job,
+    offer: &Offer,
+    market: Market,
+    catalog: &Catalog,
+    today: NaiveDate,
+    max_age_days: i64,
+) -> Result<Estimate, Excluded> {
     let out = |reason: String, cause| Excluded { offer: offer.id.clone(), market, reason, cause };
     if let Some(reason) = phase_forbids(job.phase, offer, market) {
         return Err(out(reason, Cause::Phase));
     }
     let estimate = estimate_offer(job, offer, market, catalog, today, max_age_days);
     if estimate.fit == Fit::NoFit {
-        Err(out(format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib), Cause::Memory))
+        Err(out(
+            format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib),
+            Cause::Memory,
+        ))
     } else if estimate.wall_h > job.deadline_h {
-        Err(out(format!("takes {:.1} h, past the {:.0} h deadline", estimate.wall_h, job.deadline_h), Cause::Deadline))
+        Err(out(
+            format!("takes {:.1} h, past the {:.0} h deadline", estimate.wall_h, job.deadline_h),
+            Cause::Deadline,
+        ))
     } else {
         Ok(estimate)
     }
@@ -252,50 +276,91 @@ fn phase_forbids(phase: Phase, offer: &Offer, market: Market) -> Option<String> 
 }
 
 /// The expected outcome of `job` on one offer and market.
-pub fn estimate_offer(job: &Job, offer: &Offer, market: Market, catalog: &Catalog, today: NaiveDate, max_age_days: i64) -> Estimate {
+pub fn estimate_offer(
+    job: &Job,
+    offer: &Offer,
+    market: Market,
+    catalog: &Catalog,
+    today: NaiveDate,
+    max_age_days: i64,
+) -> Estimate {
     let req = &job.memory;
     let mut memory = req.clone();
     let (tokens_per_second, capacity_gib, hardware) = match offer.gpu {
         Some(gpu) => {
             memory.engine = Engine::HfCuda;
-            let rate = gpu_tokens_per_second(gpu, offer.gpu_count, &req.model, req.seq_len, req.quant, req.gradient_checkpointing);
+            let rate = gpu_tokens_per_second(
+                gpu,
+                offer.gpu_count,
+                &req.model,
+                req.seq_len,
+                req.quant,
+                req.gradient_checkpointing,
+            );
             (rate, offer.vram_gb * GB / GIB, format!("{}x {}", offer.gpu_count, gpu.name))
         }
         None => {
             memory.engine = Engine::TunelineCpu;
             memory.gradient_checkpointing = false;
-            (cpu_tokens_per_second(offer.vcpus, &req.model, req.seq_len), offer.ram_gb * GB / GIB, format!("{} vCPU", offer.vcpus))
+            (
+                cpu_tokens_per_second(offer.vcpus, &req.model, req.seq_len),
+                offer.ram_gb * GB / GIB,
+                format!("{} vCPU", offer.vcpus),
+            )
         }
     };
     let peak_gib = estimate(&memory).total_gib();
     let work_h = job.tokens / tokens_per_second / 3600.0;
 
-    let remote = job.data_home.as_ref().filter(|home| home.provider != offer.provider || home.region != offer.region);
-    let transfer_rate = if remote.is_some() { job.overheads.cross_region_bytes_per_s } else { job.overheads.store_bytes_per_s };
+    let remote = job
+        .data_home
+        .as_ref()
+        .filter(|home| home.provider != offer.provider || home.region != offer.region);
+    let transfer_rate = if remote.is_some() {
+        job.overheads.cross_region_bytes_per_s
+    } else {
+        job.overheads.store_bytes_per_s
+    };
     // f32 adapter weights and the optimizer state, plus small JSON files.
-    let checkpoint_bytes = (req.model.lora_params(req.lora_r, &req.targets) as f64) * (4.0 + req.optimizer.state_bytes()) + 1e6;
+    let checkpoint_bytes = (req.model.lora_params(req.lora_r, &req.targets) as f64)
+        * (4.0 + req.optimizer.state_bytes())
+        + 1e6;
     let checkpoint_h = (job.overheads.commit_latency_s + checkpoint_bytes / transfer_rate) / 3600.0;
     let weights_bytes = model_file_bytes(&memory);
     let start_bytes = job.dataset_bytes + checkpoint_bytes;
-    let restart_h = job.overheads.provision_h + (weights_bytes / job.overheads.store_bytes_per_s + start_bytes / transfer_rate) / 3600.0;
+    let restart_h = job.overheads.provision_h
+        + (weights_bytes / job.overheads.store_bytes_per_s + start_bytes / transfer_rate) / 3600.0;
 
     let (price_per_hour, mtbf_h) = match market {
         Market::OnDemand => (offer.on_demand_per_hour, None),
         Market::Spot => {
             let rate = offer.interruptions_per_hour.unwrap_or(0.0);
-            (offer.spot_per_hour.unwrap_or(offer.on_demand_per_hour), (rate > 0.0).then(|| 1.0 / rate))
+            (
+                offer.spot_per_hour.unwrap_or(offer.on_demand_per_hour),
+                (rate > 0.0).then(|| 1.0 / rate),
+            )
         }
     };
     let interval_h = mtbf_h.map(|m| young_daly_interval(checkpoint_h, m).min(work_h));
-    let wall_h = expected_wall(work_h, interval_h.unwrap_or(work_h), checkpoint_h, restart_h, mtbf_h.unwrap_or(f64::INFINITY));
+    let wall_h = expected_wall(
+        work_h,
+        interval_h.unwrap_or(work_h),
+        checkpoint_h,
+        restart_h,
+        mtbf_h.unwrap_or(f64::INFINITY),
+    );
     let preemptions = mtbf_h.map_or(0.0, |m| wall_h / m);
-    let save_steps = interval_h.map(|tau| ((tau * 3600.0 * tokens_per_second / job.tokens_per_step).round() as u64).max(1));
+    let save_steps = interval_h.map(|tau| {
+        ((tau * 3600.0 * tokens_per_second / job.tokens_per_step).round() as u64).max(1)
+    });
 
     let (storage_rate, egress_rate) = match remote {
-        Some(home) => data_home_rates(catalog, home).unwrap_or((offer.storage_per_gb_month, offer.egress_per_gb)),
+        Some(home) => data_home_rates(catalog, home)
+            .unwrap_or((offer.storage_per_gb_month, offer.egress_per_gb)),
         None => (offer.storage_per_gb_month, 0.0),
     };
-    let stored_gb = (job.dataset_bytes + job.checkpoints_kept.max(1) as f64 * checkpoint_bytes) / GB;
+    let stored_gb =
+        (job.dataset_bytes + job.checkpoints_kept.max(1) as f64 * checkpoint_bytes) / GB;
     let storage_cost = stored_gb * storage_rate * wall_h / HOURS_PER_MONTH;
     let egress_cost = (1.0 + preemptions) * start_bytes / GB * egress_rate;
     let compute_cost = price_per_hour * wall_h;
@@ -337,6 +402,7 @@ fn model_file_bytes(req: &MemoryRequest) -> f64 {
 fn data_home_rates(catalog: &Catalog, home: &DataHome) -> Option<(f64, f64)> {
     let same = |o: &&Offer| o.provider == home.provider && o.region == home.region;
     let provider = |o: &&Offer| o.provider == home.provider;
-    let offer = catalog.offers.iter().find(same).or_else(|| catalog.offers.iter().find(provider))?;
+    let offer =
+        catalog.offers.iter().find(same).or_else(|| catalog.offers.iter().find(provider))?;
     Some((offer.storage_per_gb_month, offer.egress_per_gb))
 }

@@ -41,7 +41,8 @@ struct PricesFile {
 pub fn write(dir: &Path, as_of: NaiveDate, prices: &[Price]) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{as_of}.toml"));
-    let body = toml::to_string(&PricesFile { price: prices.to_vec() }).map_err(|e| format!("cannot write prices: {e}"))?;
+    let body = toml::to_string(&PricesFile { price: prices.to_vec() })
+        .map_err(|e| format!("cannot write prices: {e}"))?;
     let text = format!("# Prices read by `tuneline plan --refresh` from each configured provider's API on {as_of}.\n# The newest file here is laid over the catalog by offer id.\n\n{body}");
     let partial = dir.join(format!(".{as_of}.toml.partial"));
     std::fs::write(&partial, text).map_err(|e| format!("{}: {e}", partial.display()))?;
@@ -62,7 +63,9 @@ pub fn newest(dir: &Path) -> Result<Option<(PathBuf, Vec<Price>)>, String> {
     dated.sort();
     let Some((_, path)) = dated.pop() else { return Ok(None) };
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file: PricesFile = toml::from_str(&text).map_err(|e| format!("{}: {e}; delete it and run `tuneline plan --refresh` again", path.display()))?;
+    let file: PricesFile = toml::from_str(&text).map_err(|e| {
+        format!("{}: {e}; delete it and run `tuneline plan --refresh` again", path.display())
+    })?;
     Ok(Some((path, file.price)))
 }
 

@@ -154,10 +154,22 @@ pub struct Outcome {
 
 /// Replays one run. `interval` is hours of work between checkpoints (`None`:
 /// never); `durable` says whether a checkpoint survives the instance.
-pub fn replay(job: &SimJob, interval: Option<f64>, durable: bool, up_times: impl Iterator<Item = (f64, f64)>) -> Outcome {
+pub fn replay(
+    job: &SimJob,
+    interval: Option<f64>,
+    durable: bool,
+    up_times: impl Iterator<Item = (f64, f64)>,
+) -> Outcome {
     let (work, deadline) = (job.work_h, job.deadline_h);
     let checkpoint = if interval.is_some() { job.checkpoint_h } else { 0.0 };
-    let mut out = Outcome { wall_h: deadline, billed_h: 0.0, completed: false, preemptions: 0, lost_h: 0.0, effective_h: 0.0 };
+    let mut out = Outcome {
+        wall_h: deadline,
+        billed_h: 0.0,
+        completed: false,
+        preemptions: 0,
+        lost_h: 0.0,
+        effective_h: 0.0,
+    };
     let mut committed = 0.0;
     for (start, end) in up_times {
         if start >= deadline {
@@ -171,7 +183,8 @@ pub fn replay(job: &SimJob, interval: Option<f64>, durable: bool, up_times: impl
             let segment = interval.unwrap_or(work).min(work - progress);
             if used + segment + checkpoint > avail {
                 // Interrupted inside this segment or its checkpoint.
-                out.lost_h += progress - if durable { committed } else { 0.0 } + (avail - used).min(segment);
+                out.lost_h +=
+                    progress - if durable { committed } else { 0.0 } + (avail - used).min(segment);
                 break;
             }
             used += segment + checkpoint;
@@ -223,14 +236,21 @@ pub struct Summary {
 }
 
 /// Replays `runs` seeds of `job` under `strategy` (seeds `seed .. seed + runs`).
-pub fn simulate(job: &SimJob, strategy: Strategy, source: &Source, runs: u64, seed: u64) -> Summary {
+pub fn simulate(
+    job: &SimJob,
+    strategy: Strategy,
+    source: &Source,
+    runs: u64,
+    seed: u64,
+) -> Summary {
     let (interval, durable) = match strategy {
         Strategy::None => (None, false),
         Strategy::LocalDisk { every_h } => (Some(every_h), false),
         Strategy::Store { every_h } => (Some(every_h), true),
         Strategy::YoungDaly => (Some(young_daly_interval(job.checkpoint_h, source.mtbf_h())), true),
     };
-    let (mut wall, mut billed, mut done, mut effective, mut preemptions, mut lost) = (0.0, 0.0, 0u64, 0.0, 0u64, 0.0);
+    let (mut wall, mut billed, mut done, mut effective, mut preemptions, mut lost) =
+        (0.0, 0.0, 0u64, 0.0, 0u64, 0.0);
     for run in 0..runs {
         let mut rng = StdRng::seed_from_u64(seed.wrapping_add(run));
         let out = replay(job, interval, durable, source.up_times(&mut rng));
@@ -260,10 +280,16 @@ pub fn simulate(job: &SimJob, strategy: Strategy, source: &Source, runs: u64, se
 /// Hours of work from which a spot run without checkpoints costs more per
 /// effective hour than on-demand at `on_demand_per_hour` (Poisson preemptions
 /// with mean `mtbf_h`, Daly's closed form); `None` if it never does below 10,000 hours.
-pub fn no_checkpoint_crossover(spot_per_hour: f64, on_demand_per_hour: f64, mtbf_h: f64, restart_h: f64) -> Option<f64> {
+pub fn no_checkpoint_crossover(
+    spot_per_hour: f64,
+    on_demand_per_hour: f64,
+    mtbf_h: f64,
+    restart_h: f64,
+) -> Option<f64> {
     let excess = |work: f64| {
         let spot = spot_per_hour * expected_wall(work, work, 0.0, restart_h, mtbf_h);
-        let on_demand = on_demand_per_hour * expected_wall(work, work, 0.0, restart_h, f64::INFINITY);
+        let on_demand =
+            on_demand_per_hour * expected_wall(work, work, 0.0, restart_h, f64::INFINITY);
         spot - on_demand
     };
     let (mut lo, mut hi) = (1e-6, 1e4);

@@ -4,7 +4,13 @@
 use tuneline_cost::memory::{estimate, Engine, Fit, MemoryRequest, Optimizer, Quant};
 use tuneline_cost::models::ModelShape;
 
-fn request(model: &str, quant: Quant, seq_len: u64, micro_batch: u64, lora_r: u64) -> MemoryRequest {
+fn request(
+    model: &str,
+    quant: Quant,
+    seq_len: u64,
+    micro_batch: u64,
+    lora_r: u64,
+) -> MemoryRequest {
     let model = ModelShape::preset(model).unwrap();
     MemoryRequest {
         targets: model.linear_modules().map(|(n, _, _)| n.to_string()).to_vec(),
@@ -37,7 +43,10 @@ fn published_tables_within_20_percent() {
     ];
     for (source, model, quant, gb) in published {
         let ours = estimate(&request(model, quant, 512, 1, 8)).total() / 1e9;
-        assert!((ours / gb - 1.0).abs() <= 0.20, "{source}: {gb} GB published, {ours:.2} GB estimated");
+        assert!(
+            (ours / gb - 1.0).abs() <= 0.20,
+            "{source}: {gb} GB published, {ours:.2} GB estimated"
+        );
     }
 }
 
@@ -73,10 +82,21 @@ fn tunelines_measured_cpu_peak_within_10_percent() {
         req.gradient_checkpointing = false;
         estimate(&req).total() / (1024.0 * 1024.0)
     };
-    for (quant, seq, measured_mib) in [(Quant::Bits4, 256, 672.0), (Quant::Bits4, 512, 940.0), (Quant::Bits16, 256, 979.0), (Quant::Bits16, 512, 1262.0)] {
+    for (quant, seq, measured_mib) in [
+        (Quant::Bits4, 256, 672.0),
+        (Quant::Bits4, 512, 940.0),
+        (Quant::Bits16, 256, 979.0),
+        (Quant::Bits16, 512, 1262.0),
+    ] {
         let ours = estimate_mib(quant, seq);
-        assert!((ours / measured_mib - 1.0).abs() <= 0.10, "{quant:?}, {seq} tokens: measured {measured_mib} MiB, estimated {ours:.0} MiB");
+        assert!(
+            (ours / measured_mib - 1.0).abs() <= 0.10,
+            "{quant:?}, {seq} tokens: measured {measured_mib} MiB, estimated {ours:.0} MiB"
+        );
     }
     let bound = estimate_mib(Quant::Bits4, 163);
-    assert!((496.0..496.0 * 1.25).contains(&bound), "163 tokens: measured 496 MiB, estimated {bound:.0} MiB");
+    assert!(
+        (496.0..496.0 * 1.25).contains(&bound),
+        "163 tokens: measured 496 MiB, estimated {bound:.0} MiB"
+    );
 }

@@ -31,7 +31,9 @@ pub enum DataError {
         detail: String,
     },
     /// A record was rejected and `on_error = "fail"`.
-    #[error("{origin}: {detail} (set data.on_error = \"skip\" to quarantine such records instead)")]
+    #[error(
+        "{origin}: {detail} (set data.on_error = \"skip\" to quarantine such records instead)"
+    )]
     Rejected {
         /// Where.
         origin: Origin,
@@ -72,15 +74,21 @@ pub fn resolve_inputs(inputs: &[String], base: &Path) -> Result<Vec<PathBuf>, Da
         let err = |reason: String| DataError::Input { path: input.clone(), reason };
         if input.contains(['*', '?', '[']) {
             let pattern = path.to_string_lossy().into_owned();
-            let matched: Vec<PathBuf> =
-                glob::glob(&pattern).map_err(|e| err(format!("bad glob: {e}")))?.filter_map(Result::ok).filter(|p| p.is_file()).collect();
+            let matched: Vec<PathBuf> = glob::glob(&pattern)
+                .map_err(|e| err(format!("bad glob: {e}")))?
+                .filter_map(Result::ok)
+                .filter(|p| p.is_file())
+                .collect();
             if matched.is_empty() {
                 return Err(err("matches no file".into()));
             }
             files.extend(matched);
         } else if path.is_dir() {
             let entries = std::fs::read_dir(&path).map_err(|e| err(e.to_string()))?;
-            let matched: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && is_data_file(p)).collect();
+            let matched: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && is_data_file(p))
+                .collect();
             if matched.is_empty() {
                 return Err(err("directory holds no .jsonl, .json, .csv or .parquet files".into()));
             }
@@ -104,7 +112,12 @@ fn is_data_file(p: &Path) -> bool {
 
 /// Reads, normalizes and cleans every record of `files`, handing kept ones to
 /// `keep`; `progress` advances by the bytes read.
-pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Record), progress: &dyn Progress) -> Result<Ingested, DataError> {
+pub fn ingest(
+    files: &[PathBuf],
+    config: &DataConfig,
+    keep: &mut dyn FnMut(Record),
+    progress: &dyn Progress,
+) -> Result<Ingested, DataError> {
     let names = FieldNames::new(config.fields.clone());
     let cleaner = Cleaner::new(config.clean.clone());
     let mut out = Ingested::default();
@@ -117,16 +130,25 @@ pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Recor
                 *out.input.unknown_roles.entry(role.clone()).or_default() += 1;
             }
             if config.on_error == OnError::Fail && failure.is_none() {
-                failure = Some(DataError::Rejected { origin: origin.clone(), detail: r.detail.clone() });
+                failure =
+                    Some(DataError::Rejected { origin: origin.clone(), detail: r.detail.clone() });
             }
-            out.quarantined.push(Quarantined { origin: origin.to_string(), category: r.category.into(), detail: r.detail });
+            out.quarantined.push(Quarantined {
+                origin: origin.to_string(),
+                category: r.category.into(),
+                detail: r.detail,
+            });
         };
         let mut on_record = |raw: RawRecord| {
             out.input.read += 1;
             let format = match detected.or_else(|| format::detect(&raw.value, &names)) {
                 Some(f) => *detected.get_or_insert(f),
                 None => {
-                    let keys: Vec<&str> = raw.value.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+                    let keys: Vec<&str> = raw
+                        .value
+                        .as_object()
+                        .map(|o| o.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
                     let detail = format!("cannot tell the record format from its keys {keys:?}; set data.format or data.fields");
                     reject(&mut out, &raw.origin, Rejection::new("unknown format", detail));
                     return;
@@ -144,8 +166,10 @@ pub fn ingest(files: &[PathBuf], config: &DataConfig, keep: &mut dyn FnMut(Recor
         };
         // `on_record` holds `out` during the read, so unreadable records are accounted right after it.
         let mut unreadable = Vec::new();
-        let outcome = read::read_file(file, &mut on_record, &mut |u| unreadable.push(u), progress)
-            .map_err(|e| DataError::Input { path: file.display().to_string(), reason: e.to_string() })?;
+        let outcome =
+            read::read_file(file, &mut on_record, &mut |u| unreadable.push(u), progress).map_err(
+                |e| DataError::Input { path: file.display().to_string(), reason: e.to_string() },
+            )?;
         for u in unreadable {
             out.input.read += 1;
             reject(&mut out, &u.origin, Rejection::new(u.category, u.reason));

@@ -21,9 +21,14 @@ pub struct Packing {
 /// Packs samples of token counts `lengths` into rows of at most `capacity`
 /// tokens; with `pack = false` each sample is its own row.
 pub fn pack(lengths: &[usize], capacity: usize, pack: bool) -> Packing {
-    let bins: Vec<Vec<usize>> = if pack { best_fit_decreasing(lengths, capacity) } else { (0..lengths.len()).map(|i| vec![i]).collect() };
+    let bins: Vec<Vec<usize>> = if pack {
+        best_fit_decreasing(lengths, capacity)
+    } else {
+        (0..lengths.len()).map(|i| vec![i]).collect()
+    };
     let tokens: usize = lengths.iter().sum();
-    let efficiency = if bins.is_empty() { 0.0 } else { tokens as f64 / (bins.len() * capacity) as f64 };
+    let efficiency =
+        if bins.is_empty() { 0.0 } else { tokens as f64 / (bins.len() * capacity) as f64 };
     Packing { bins, efficiency }
 }
 
@@ -64,7 +69,12 @@ fn best_fit_decreasing(lengths: &[usize], capacity: usize) -> Vec<Vec<usize>> {
 
 /// One row of `samples` back to back, positions restarting at each.
 pub fn concat(samples: &[Tokenized]) -> Row {
-    let mut row = Row { input_ids: Vec::new(), labels: Vec::new(), position_ids: Vec::new(), segment_ids: Vec::new() };
+    let mut row = Row {
+        input_ids: Vec::new(),
+        labels: Vec::new(),
+        position_ids: Vec::new(),
+        segment_ids: Vec::new(),
+    };
     for (segment, s) in samples.iter().enumerate() {
         row.input_ids.extend(&s.input_ids);
         row.labels.extend(&s.labels);
@@ -86,7 +96,8 @@ mod tests {
     fn best_fit_decreasing_fills_rows_and_restarts_positions() {
         let lengths = [6, 5, 4, 3, 2, 2, 1, 1];
         let p = pack(&lengths, 8, true);
-        let filled: Vec<usize> = p.bins.iter().map(|b| b.iter().map(|&i| lengths[i]).sum()).collect();
+        let filled: Vec<usize> =
+            p.bins.iter().map(|b| b.iter().map(|&i| lengths[i]).sum()).collect();
         assert_eq!(filled, [8, 8, 8]);
         assert!((p.efficiency - 1.0).abs() < 1e-9);
         let row = concat(&p.bins[0].iter().map(|&i| sample(lengths[i])).collect::<Vec<_>>());

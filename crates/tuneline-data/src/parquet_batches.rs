@@ -38,7 +38,10 @@ impl Iterator for Batches {
             Ok(batch) => batch.map(|b| b.map_err(unreadable)),
             Err(panic) => {
                 self.reader = None;
-                let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned());
                 Some(Err(unreadable(what.unwrap_or_else(|| "its decoder failed".into()))))
             }
         }
@@ -57,7 +60,10 @@ fn check_chunks(metadata: &ParquetMetaData, size: u64) -> Result<(), String> {
         for (c, column) in group.columns().iter().enumerate() {
             let start = column.dictionary_page_offset().unwrap_or(column.data_page_offset());
             let len = column.compressed_size();
-            let end = u64::try_from(start).ok().zip(u64::try_from(len).ok()).and_then(|(s, l)| s.checked_add(l));
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(s, l)| s.checked_add(l));
             if end.is_none_or(|end| end > size) {
                 return Err(format!("row group {g}, column {c}: its chunk (offset {start}, {len} bytes) is not inside the file's {size} bytes"));
             }

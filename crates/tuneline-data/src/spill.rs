@@ -109,7 +109,8 @@ mod tests {
     fn samples_and_signatures_read_back_as_written() {
         let dir = tempfile::tempdir().unwrap();
         let mut spill = Spill::new(dir.path()).unwrap();
-        let a = Tokenized { input_ids: vec![1, 2, 3], labels: vec![IGNORE, 2, 3], truncated: false };
+        let a =
+            Tokenized { input_ids: vec![1, 2, 3], labels: vec![IGNORE, 2, 3], truncated: false };
         let b = Tokenized { input_ids: vec![u32::MAX], labels: vec![7], truncated: true };
         let (ra, rb) = (put_sample(&mut spill, &a).unwrap(), put_sample(&mut spill, &b).unwrap());
         let sig = put_signature(&mut spill, &[u64::MAX, 0, 42]).unwrap();
@@ -118,6 +119,10 @@ mod tests {
         assert_eq!(get_sample(&spill, &rb).unwrap(), b);
         assert_eq!(get_sample(&spill, &ra).unwrap(), a);
         assert_eq!(get_signature(&spill, sig, 3).unwrap(), [u64::MAX, 0, 42]);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a spill leaves no file behind");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "a spill leaves no file behind"
+        );
     }
 }

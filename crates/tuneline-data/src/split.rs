@@ -15,7 +15,8 @@ pub enum EvalSize {
 /// For each sample, whether it goes to eval. `cluster_key[i]` is the content
 /// key of sample `i`'s cluster (the same for every member).
 pub fn split(cluster_key: &[&str], seed: u64, size: EvalSize) -> Vec<bool> {
-    let score: Vec<u64> = cluster_key.iter().map(|k| xxh3_64_with_seed(k.as_bytes(), seed)).collect();
+    let score: Vec<u64> =
+        cluster_key.iter().map(|k| xxh3_64_with_seed(k.as_bytes(), seed)).collect();
     match size {
         EvalSize::Fraction(f) => {
             let cut = (f * u64::MAX as f64) as u64;

@@ -48,7 +48,9 @@ impl Lengths {
             return Self::default();
         }
         lengths.sort_unstable();
-        let rank = |p: f64| lengths[((p * lengths.len() as f64).ceil() as usize).clamp(1, lengths.len()) - 1];
+        let rank = |p: f64| {
+            lengths[((p * lengths.len() as f64).ceil() as usize).clamp(1, lengths.len()) - 1]
+        };
         Self {
             p50: rank(0.5),
             p90: rank(0.9),

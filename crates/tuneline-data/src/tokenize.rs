@@ -51,7 +51,11 @@ impl Tokenizer<'_> {
         };
         // Samples that will be dropped are not tokenized past the limit.
         let limit = if self.overflow == Overflow::Drop { self.max_seq_length } else { usize::MAX };
-        let encoded = self.model.encode_within(&text, limit).map_err(|_| "tokenizer failed")?.ok_or("longer than max_seq_length")?;
+        let encoded = self
+            .model
+            .encode_within(&text, limit)
+            .map_err(|_| "tokenizer failed")?
+            .ok_or("longer than max_seq_length")?;
         let labels = encoded
             .ids
             .iter()
@@ -73,12 +77,15 @@ impl Tokenizer<'_> {
     /// (each reply with the end-of-turn text the template puts after it).
     fn render(&self, turns: &[Turn]) -> Result<(String, Vec<Range<usize>>), &'static str> {
         let template = self.model.chat_template.as_ref().ok_or("the model has no chat template")?;
-        let messages: Vec<Message> = turns.iter().map(|t| Message::new(t.role.as_str(), t.content.clone())).collect();
+        let messages: Vec<Message> =
+            turns.iter().map(|t| Message::new(t.role.as_str(), t.content.clone())).collect();
         let full = template.render(&messages, false).map_err(|_| "chat template failed")?;
         let mut spans = Vec::new();
         for (i, turn) in turns.iter().enumerate().filter(|(_, t)| t.role == Role::Assistant) {
-            let before = template.render(&messages[..i], true).map_err(|_| "chat template failed")?;
-            let through = template.render(&messages[..=i], false).map_err(|_| "chat template failed")?;
+            let before =
+                template.render(&messages[..i], true).map_err(|_| "chat template failed")?;
+            let through =
+                template.render(&messages[..=i], false).map_err(|_| "chat template failed")?;
             if !(through.starts_with(&before) && full.starts_with(&through)) {
                 return Err("chat template does not render turn by turn");
             }

@@ -18,7 +18,11 @@ fn run(files: &[PathBuf], config: &DataConfig) -> (Vec<Record>, Ingested) {
 fn accounted(kept: usize, out: &Ingested) {
     let removed: u64 = out.clean.removed.values().sum();
     let rejected: u64 = out.input.rejected.values().sum();
-    assert_eq!(kept as u64 + removed + rejected, out.input.read, "every record is kept, removed or rejected");
+    assert_eq!(
+        kept as u64 + removed + rejected,
+        out.input.read,
+        "every record is kept, removed or rejected"
+    );
 }
 
 #[test]
@@ -42,7 +46,11 @@ fn the_real_truncated_sharegpt_file_yields_every_complete_record() {
     for r in &kept {
         let Sample::Chat(turns) = &r.sample else { panic!("sharegpt is chat") };
         let body: Vec<Role> = turns.iter().map(|t| t.role).filter(|r| *r != Role::System).collect();
-        assert!(body.chunks(2).all(|p| p == [Role::User, Role::Assistant]), "{}: {body:?}", r.origin);
+        assert!(
+            body.chunks(2).all(|p| p == [Role::User, Role::Assistant]),
+            "{}: {body:?}",
+            r.origin
+        );
     }
 }
 
@@ -68,9 +76,18 @@ fn bad_records_are_reported_with_file_line_and_reason() {
     let (kept, out) = run(std::slice::from_ref(&file), &DataConfig::default());
     assert_eq!(kept.len(), 2);
     accounted(kept.len(), &out);
-    let q: Vec<(String, &str)> = out.quarantined.iter().map(|q| (q.origin.clone(), q.category.as_str())).collect();
+    let q: Vec<(String, &str)> =
+        out.quarantined.iter().map(|q| (q.origin.clone(), q.category.as_str())).collect();
     let at = |line: u32| format!("{}:{line}", file.display());
-    assert_eq!(q, [(at(4), "missing field"), (at(5), "unknown role"), (at(2), "malformed record"), (at(3), "invalid UTF-8")]);
+    assert_eq!(
+        q,
+        [
+            (at(4), "missing field"),
+            (at(5), "unknown role"),
+            (at(2), "malformed record"),
+            (at(3), "invalid UTF-8")
+        ]
+    );
     assert_eq!(out.input.unknown_roles["narrator"], 1);
     assert!(out.quarantined[1].detail.contains("unknown role `narrator` in messages[0].role"));
 
@@ -98,7 +115,9 @@ fn compressed_csv_and_mapped_fields_read_the_same_records() {
     let csv = write(dir.path(), "pc.csv", b"question,answer\n\"What is 2+2?\",4\n");
     let config = DataConfig {
         format: DataFormat::PromptCompletion,
-        fields: [("prompt", "question"), ("completion", "answer")].map(|(a, b)| (a.into(), b.into())).into(),
+        fields: [("prompt", "question"), ("completion", "answer")]
+            .map(|(a, b)| (a.into(), b.into()))
+            .into(),
         ..DataConfig::default()
     };
     let (kept, _) = run(&[csv], &config);
@@ -118,7 +137,12 @@ fn parquet_rows_are_records() {
         ("completion", Arc::new(answers) as arrow_array::ArrayRef),
     ])
     .unwrap();
-    let mut writer = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
     let (kept, out) = run(std::slice::from_ref(&path), &DataConfig::default());

@@ -37,10 +37,15 @@ fn write_inputs(dir: &Path) -> Vec<Vec<Message>> {
     for i in 0..60 {
         let topic = TOPICS[i % TOPICS.len()];
         // A word sequence of its own makes each conversation distinct, not just its numbers.
-        let words: Vec<&str> = (0..8u64).map(|j| WORDS[((i as u64 * 2_654_435_761 + j * 40_503) >> 7) as usize % WORDS.len()]).collect();
+        let words: Vec<&str> = (0..8u64)
+            .map(|j| WORDS[((i as u64 * 2_654_435_761 + j * 40_503) >> 7) as usize % WORDS.len()])
+            .collect();
         let conv = vec![
             Message::new("user", format!("How do {topic} work? Notes: {}", words[..4].join(" "))),
-            Message::new("assistant", format!("For {topic}, see settings. Context: {}", words[4..].join(" "))),
+            Message::new(
+                "assistant",
+                format!("For {topic}, see settings. Context: {}", words[4..].join(" ")),
+            ),
         ];
         lines.push(serde_json::json!({ "messages": conv }).to_string());
         convs.push(conv);
@@ -66,10 +71,18 @@ fn a_small_dataset_builds_reproducibly_and_loads_in_python_datasets() {
     let convs = write_inputs(dir.path());
     let config = config(dir.path());
     let p = plan(&config, Path::new("."), &[]).unwrap();
-    assert_eq!(p.version, plan(&config, Path::new("."), &[]).unwrap().version, "the version is a content hash");
+    assert_eq!(
+        p.version,
+        plan(&config, Path::new("."), &[]).unwrap().version,
+        "the version is a content hash"
+    );
     let mut changed = config.clone();
     changed.data.max_seq_length = 512;
-    assert_ne!(p.version, plan(&changed, Path::new("."), &[]).unwrap().version, "settings change the version");
+    assert_ne!(
+        p.version,
+        plan(&changed, Path::new("."), &[]).unwrap().version,
+        "settings change the version"
+    );
 
     let out = dir.path().join("out");
     let m: Manifest = build(&p, &config, &out, &NoProgress).unwrap();
@@ -82,7 +95,10 @@ fn a_small_dataset_builds_reproducibly_and_loads_in_python_datasets() {
     // Samples of about 60 tokens: four fit in 256 tokens, so rows are well filled.
     assert!(s.splits["train"].packing_efficiency > 0.75, "{:?}", s.splits["train"]);
     let quarantine = std::fs::read_to_string(out.join("quarantine.jsonl")).unwrap();
-    assert!(quarantine.contains("chat.jsonl:62") && quarantine.contains("malformed JSON"), "{quarantine}");
+    assert!(
+        quarantine.contains("chat.jsonl:62") && quarantine.contains("malformed JSON"),
+        "{quarantine}"
+    );
 
     // Python `datasets` reads the shards; its rows must decode to our conversations.
     let script = r#"
@@ -109,20 +125,51 @@ print(json.dumps({k: d[k].to_dict() for k in d}))
         let n = rows["input_ids"].as_array().unwrap().len() as u64;
         assert_eq!(n, s.splits[split].rows, "{split} rows");
         for r in 0..n as usize {
-            let ids: Vec<u32> = rows["input_ids"][r].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-            let segs: Vec<u64> = rows["segment_ids"][r].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-            let pos: Vec<u64> = rows["position_ids"][r].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-            let labels: Vec<i64> = rows["labels"][r].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+            let ids: Vec<u32> = rows["input_ids"][r]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let segs: Vec<u64> = rows["segment_ids"][r]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            let pos: Vec<u64> = rows["position_ids"][r]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            let labels: Vec<i64> =
+                rows["labels"][r].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
             assert!(ids.len() <= 256 && labels.len() == ids.len() && segs.len() == ids.len());
             let mut start = 0;
             while start < ids.len() {
                 let end = start + segs[start..].iter().take_while(|&&g| g == segs[start]).count();
-                assert_eq!(pos[start..end], (0..(end - start) as u64).collect::<Vec<_>>(), "positions restart per sample");
+                assert_eq!(
+                    pos[start..end],
+                    (0..(end - start) as u64).collect::<Vec<_>>(),
+                    "positions restart per sample"
+                );
                 let text = model.decode(&ids[start..end]).unwrap();
-                assert!(expected.contains(&text), "a segment is not one of the conversations: {text:?}");
-                assert_eq!(model.encode(&text).unwrap(), ids[start..end], "token ids are the tokenizer's");
-                let trained: Vec<u32> = labels[start..end].iter().filter(|&&l| l != -100).map(|&l| l as u32).collect();
-                assert!(model.decode(&trained).unwrap().starts_with("For "), "labels cover the assistant reply only");
+                assert!(
+                    expected.contains(&text),
+                    "a segment is not one of the conversations: {text:?}"
+                );
+                assert_eq!(
+                    model.encode(&text).unwrap(),
+                    ids[start..end],
+                    "token ids are the tokenizer's"
+                );
+                let trained: Vec<u32> =
+                    labels[start..end].iter().filter(|&&l| l != -100).map(|&l| l as u32).collect();
+                assert!(
+                    model.decode(&trained).unwrap().starts_with("For "),
+                    "labels cover the assistant reply only"
+                );
                 seen += 1;
                 start = end;
             }
@@ -134,7 +181,11 @@ print(json.dumps({k: d[k].to_dict() for k in d}))
 #[test]
 fn an_input_emptied_by_cleaning_names_the_stage() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("chat.jsonl"), "{\"messages\": [{\"role\": \"user\", \"content\": \"only a question\"}]}\n").unwrap();
+    std::fs::write(
+        dir.path().join("chat.jsonl"),
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"only a question\"}]}\n",
+    )
+    .unwrap();
     let config = config(dir.path());
     let p = plan(&config, Path::new("."), &[]).unwrap();
     let err = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap_err().to_string();
@@ -163,9 +214,15 @@ fn eval_count_holds_out_samples_that_survive_tokenizing() {
     let long: Vec<String> = (0..30u64)
         .map(|i| {
             // Letters, not digits: near dedup's word shingles normalize numbers.
-            let word = |n: u64| (0..4).map(|k| char::from(b'a' + (n / 26u64.pow(k) % 26) as u8)).collect::<String>();
-            let words: Vec<String> = (0..400u64).map(|j| word((i * 400 + j) * 2_654_435_761 % 456_959)).collect();
-            let conv = [Message::new("user", format!("Long ticket {i}: {}", words[..200].join(" "))), Message::new("assistant", words[200..].join(" "))];
+            let word = |n: u64| {
+                (0..4).map(|k| char::from(b'a' + (n / 26u64.pow(k) % 26) as u8)).collect::<String>()
+            };
+            let words: Vec<String> =
+                (0..400u64).map(|j| word((i * 400 + j) * 2_654_435_761 % 456_959)).collect();
+            let conv = [
+                Message::new("user", format!("Long ticket {i}: {}", words[..200].join(" "))),
+                Message::new("assistant", words[200..].join(" ")),
+            ];
             serde_json::json!({ "messages": conv }).to_string()
         })
         .collect();
@@ -174,6 +231,10 @@ fn eval_count_holds_out_samples_that_survive_tokenizing() {
     let p = plan(&config, Path::new("."), &[]).unwrap();
     let m = build(&p, &config, &dir.path().join("out"), &NoProgress).unwrap();
     assert_eq!(m.stats.tokenize.removed.values().sum::<u64>(), 30, "{:?}", m.stats);
-    assert_eq!(m.stats.splits["eval"].samples, 6, "eval_count = 6 holds out 6 of the samples kept: {:?}", m.stats.splits);
+    assert_eq!(
+        m.stats.splits["eval"].samples, 6,
+        "eval_count = 6 holds out 6 of the samples kept: {:?}",
+        m.stats.splits
+    );
     assert_eq!(m.stats.kept, 60);
 }

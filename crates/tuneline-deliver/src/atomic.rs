@@ -30,7 +30,11 @@ impl AtomicFile {
         }
         let tmp = partial(path);
         let file = File::create(&tmp).map_err(|e| DeliverError::write(&tmp, e))?;
-        Ok(Self { path: path.to_path_buf(), tmp, out: Some(BufWriter::with_capacity(1 << 20, file)) })
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+        })
     }
 
     /// Where the bytes go.
@@ -50,7 +54,10 @@ impl AtomicFile {
 
     /// Flushes and syncs the file, runs `check` on it under its temporary
     /// name, and renames it onto its final name only if the check passes.
-    pub fn commit_after(mut self, check: impl FnOnce(&Path) -> Result<(), DeliverError>) -> Result<PathBuf, DeliverError> {
+    pub fn commit_after(
+        mut self,
+        check: impl FnOnce(&Path) -> Result<(), DeliverError>,
+    ) -> Result<PathBuf, DeliverError> {
         let out = self.out.take().expect("committed once");
         let done = (|| {
             let file = out.into_inner().map_err(|e| DeliverError::write(&self.tmp, e.error()))?;
@@ -92,7 +99,10 @@ impl AtomicDir {
     /// Starts filling `path`, which must not exist or be empty: a user's files are never replaced.
     pub fn create(path: &Path) -> Result<Self, DeliverError> {
         if std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(DeliverError::Input(format!("{} exists and is not empty; remove it or choose another --out", path.display())));
+            return Err(DeliverError::Input(format!(
+                "{} exists and is not empty; remove it or choose another --out",
+                path.display()
+            )));
         }
         let tmp = partial(path);
         let _ = std::fs::remove_dir_all(&tmp);

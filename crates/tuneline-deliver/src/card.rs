@@ -43,18 +43,43 @@ pub struct ModelCard<'a> {
 impl ModelCard<'_> {
     /// The card as Markdown.
     pub fn render(&self) -> String {
-        let mut out = format!("# {}\n\nVersion `{}`, delivered by tuneline.\n\n## Made from\n\n", self.name, self.version);
-        out.push_str(&format!("- base model: `{}` (sha256 `{}`)\n", self.base.path, self.base.sha256));
-        out.push_str(&format!("- dataset: `{}`\n- run: `{}`, checkpoint at step {}\n\n## Evaluation\n\n", self.dataset, self.run, self.step));
+        let mut out = format!(
+            "# {}\n\nVersion `{}`, delivered by tuneline.\n\n## Made from\n\n",
+            self.name, self.version
+        );
+        out.push_str(&format!(
+            "- base model: `{}` (sha256 `{}`)\n",
+            self.base.path, self.base.sha256
+        ));
+        out.push_str(&format!(
+            "- dataset: `{}`\n- run: `{}`, checkpoint at step {}\n\n## Evaluation\n\n",
+            self.dataset, self.run, self.step
+        ));
         match self.eval {
             Some(e) => {
                 out.push_str(&format!("On {} held-out samples of the dataset's eval split:\n\n| metric | base | tuned |\n|---|---|---|\n", e.samples));
                 let (b, t) = (&e.base, &e.tuned);
-                out.push_str(&format!("| loss | {:.4} | {:.4} |\n| perplexity | {:.3} | {:.3} |\n", b.loss, t.loss, b.perplexity, t.perplexity));
-                out.push_str(&format!("| exact match | {:.1}% | {:.1}% |\n", 100.0 * b.exact_match, 100.0 * t.exact_match));
-                out.push_str(&format!("| ROUGE-L F1 | {:.1} | {:.1} |\n| BLEU | {:.1} | {:.1} |\n\n", 100.0 * b.rouge_l, 100.0 * t.rouge_l, b.bleu, t.bleu));
+                out.push_str(&format!(
+                    "| loss | {:.4} | {:.4} |\n| perplexity | {:.3} | {:.3} |\n",
+                    b.loss, t.loss, b.perplexity, t.perplexity
+                ));
+                out.push_str(&format!(
+                    "| exact match | {:.1}% | {:.1}% |\n",
+                    100.0 * b.exact_match,
+                    100.0 * t.exact_match
+                ));
+                out.push_str(&format!(
+                    "| ROUGE-L F1 | {:.1} | {:.1} |\n| BLEU | {:.1} | {:.1} |\n\n",
+                    100.0 * b.rouge_l,
+                    100.0 * t.rouge_l,
+                    b.bleu,
+                    t.bleu
+                ));
             }
-            None => out.push_str(&format!("Not evaluated: `tuneline eval {} --checkpoint {}` commits one.\n\n", self.run, self.step)),
+            None => out.push_str(&format!(
+                "Not evaluated: `tuneline eval {} --checkpoint {}` commits one.\n\n",
+                self.run, self.step
+            )),
         }
         out.push_str("## Cost\n\n");
         match self.bill {

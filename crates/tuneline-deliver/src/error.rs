@@ -17,7 +17,11 @@ impl DeliverError {
     /// Writing `path` failed; a full disk is named as such.
     pub fn write(path: &Path, e: impl std::fmt::Display) -> Self {
         let e = e.to_string();
-        let hint = if e.contains("No space left") || e.contains("os error 28") { "; the disk is full: free space or write elsewhere" } else { "" };
+        let hint = if e.contains("No space left") || e.contains("os error 28") {
+            "; the disk is full: free space or write elsewhere"
+        } else {
+            ""
+        };
         Self::Failed(format!("{}: cannot write: {e}{hint}", path.display()))
     }
 }

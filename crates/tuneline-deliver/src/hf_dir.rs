@@ -73,7 +73,12 @@ impl WeightDtype {
 /// Writes `merged` (its weights and its tokenizer) into the new directory
 /// `out` as `dtype`, one safetensors file per `shard_bytes` at most; returns
 /// the directory. Each weight is merged as it is written.
-pub fn write(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, out: &Path) -> Result<PathBuf, DeliverError> {
+pub fn write(
+    merged: &Merged,
+    dtype: WeightDtype,
+    shard_bytes: u64,
+    out: &Path,
+) -> Result<PathBuf, DeliverError> {
     let (model, tokenizer) = (&merged.model, &merged.tokenizer);
     let dir = AtomicDir::create(out)?;
     let json = |v: &Value| serde_json::to_vec_pretty(v).expect("serializable");
@@ -93,7 +98,11 @@ pub fn write(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, out: &Path) 
 /// The ids of the special tokens, or null.
 fn special_ids(tokenizer: &ModelTokenizer) -> HashMap<&'static str, Value> {
     let s = &tokenizer.special;
-    let id = |t: &Option<String>| t.as_deref().and_then(|t| tokenizer.tokenizer.token_to_id(t)).map_or(Value::Null, Value::from);
+    let id = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(|t| tokenizer.tokenizer.token_to_id(t))
+            .map_or(Value::Null, Value::from)
+    };
     HashMap::from([("bos", id(&s.bos)), ("eos", id(&s.eos)), ("pad", id(&s.pad))])
 }
 
@@ -142,8 +151,17 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
 
 /// The weights as one `model.safetensors`, or as shards of at most
 /// `shard_bytes` listed in `model.safetensors.index.json`.
-fn write_weights(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, dir: &Path) -> Result<(), DeliverError> {
-    let weights: Vec<_> = merged.weights().into_iter().map(|(name, weight)| (name, View { dims: weight.dims(), weight, dtype })).collect();
+fn write_weights(
+    merged: &Merged,
+    dtype: WeightDtype,
+    shard_bytes: u64,
+    dir: &Path,
+) -> Result<(), DeliverError> {
+    let weights: Vec<_> = merged
+        .weights()
+        .into_iter()
+        .map(|(name, weight)| (name, View { dims: weight.dims(), weight, dtype }))
+        .collect();
     let size = |v: &View| safetensors::View::data_len(&v) as u64;
     let total: u64 = weights.iter().map(|(_, v)| size(v)).sum();
     let mut shards: Vec<Vec<(String, View)>> = vec![Vec::new()];
@@ -159,7 +177,11 @@ fn write_weights(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, dir: &Pa
     let count = shards.len();
     let mut weight_map = serde_json::Map::new();
     for (i, shard) in shards.into_iter().enumerate() {
-        let file = if count == 1 { "model.safetensors".to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", i + 1) };
+        let file = if count == 1 {
+            "model.safetensors".to_string()
+        } else {
+            format!("model-{:05}-of-{count:05}.safetensors", i + 1)
+        };
         let path = dir.join(&file);
         for (name, _) in &shard {
             weight_map.insert(name.clone(), Value::from(file.clone()));
@@ -168,9 +190,13 @@ fn write_weights(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, dir: &Pa
         let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
         // Streamed to the file, one tensor at a time, under a temporary name.
         let partial = path.with_extension("safetensors.partial");
-        let written = safetensors::serialize_to_file(shard.iter().map(|(n, v)| (n.as_str(), v)), meta, &partial)
-            .map_err(|e| DeliverError::write(&path, e))
-            .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| DeliverError::write(&path, e)));
+        let written = safetensors::serialize_to_file(
+            shard.iter().map(|(n, v)| (n.as_str(), v)),
+            meta,
+            &partial,
+        )
+        .map_err(|e| DeliverError::write(&path, e))
+        .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| DeliverError::write(&path, e)));
         if written.is_err() {
             let _ = std::fs::remove_file(&partial);
         }
@@ -178,7 +204,10 @@ fn write_weights(merged: &Merged, dtype: WeightDtype, shard_bytes: u64, dir: &Pa
     }
     if count > 1 {
         let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
-        atomic::write(&dir.join("model.safetensors.index.json"), &serde_json::to_vec_pretty(&index).expect("serializable"))?;
+        atomic::write(
+            &dir.join("model.safetensors.index.json"),
+            &serde_json::to_vec_pretty(&index).expect("serializable"),
+        )?;
     }
     Ok(())
 }

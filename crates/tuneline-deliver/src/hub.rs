@@ -40,13 +40,20 @@ struct File {
 }
 
 /// Commits every file under `dir` to `repo` on the Hub at `endpoint`, with `summary`.
-pub async fn push(dir: &Path, repo: &HubRepo, endpoint: &str, token: &str, summary: &str) -> Result<HubPushed, DeliverError> {
+pub async fn push(
+    dir: &Path,
+    repo: &HubRepo,
+    endpoint: &str,
+    token: &str,
+    summary: &str,
+) -> Result<HubPushed, DeliverError> {
     let mut files = Vec::new();
     for path in files_under(dir)? {
         let local = dir.join(&path);
         let io = |e: std::io::Error| DeliverError::Input(format!("{}: {e}", local.display()));
         let mut f = tokio::fs::File::open(&local).await.map_err(io)?;
-        let (mut hash, mut size, mut buf, mut sample) = (Sha256::new(), 0u64, vec![0u8; 1 << 20], Vec::new());
+        let (mut hash, mut size, mut buf, mut sample) =
+            (Sha256::new(), 0u64, vec![0u8; 1 << 20], Vec::new());
         loop {
             let n = f.read(&mut buf).await.map_err(io)?;
             if n == 0 {
@@ -61,14 +68,31 @@ pub async fn push(dir: &Path, repo: &HubRepo, endpoint: &str, token: &str, summa
         let sample = base64::engine::general_purpose::STANDARD.encode(&sample);
         files.push(File { path, local, size, oid: hex::encode(hash.finalize()), sample });
     }
-    let hub = Hub { http: reqwest::Client::new(), endpoint: endpoint.trim_end_matches('/'), token, repo };
-    let listed: Vec<Value> = files.iter().map(|f| json!({ "path": f.path, "size": f.size, "sample": f.sample })).collect();
-    let modes = hub.call(hub.post(&format!("api/models/{}/preupload/{}", repo.repo, repo.revision)).json(&json!({ "files": listed })), "preupload").await?;
-    let lfs = |path: &str| modes["files"].as_array().into_iter().flatten().any(|m| m["path"] == path && m["uploadMode"] == "lfs");
+    let hub =
+        Hub { http: reqwest::Client::new(), endpoint: endpoint.trim_end_matches('/'), token, repo };
+    let listed: Vec<Value> = files
+        .iter()
+        .map(|f| json!({ "path": f.path, "size": f.size, "sample": f.sample }))
+        .collect();
+    let modes = hub
+        .call(
+            hub.post(&format!("api/models/{}/preupload/{}", repo.repo, repo.revision))
+                .json(&json!({ "files": listed })),
+            "preupload",
+        )
+        .await?;
+    let lfs = |path: &str| {
+        modes["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| m["path"] == path && m["uploadMode"] == "lfs")
+    };
     let large: Vec<&File> = files.iter().filter(|f| lfs(&f.path)).collect();
     let (mut uploaded, mut skipped) = (0, 0);
     if !large.is_empty() {
-        let objects: Vec<Value> = large.iter().map(|f| json!({ "oid": f.oid, "size": f.size })).collect();
+        let objects: Vec<Value> =
+            large.iter().map(|f| json!({ "oid": f.oid, "size": f.size })).collect();
         let batch = hub
             .post(&format!("{}.git/info/lfs/objects/batch", repo.repo))
             .header("accept", "application/vnd.git-lfs+json")
@@ -82,40 +106,77 @@ pub async fn push(dir: &Path, repo: &HubRepo, endpoint: &str, token: &str, summa
                 skipped += 1;
                 continue;
             };
-            let file = large
-                .iter()
-                .find(|f| object["oid"] == f.oid)
-                .ok_or_else(|| DeliverError::Failed(format!("the Hub's LFS batch named an object not asked for: {object}")))?;
-            let href = upload.get("href").and_then(Value::as_str).ok_or_else(|| DeliverError::Failed("the Hub's LFS batch gave no upload href".into()))?;
-            let body = tokio::fs::File::open(&file.local).await.map_err(|e| DeliverError::Input(format!("{}: {e}", file.local.display())))?;
-            let mut put = hub.http.put(href).header("content-length", file.size).body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(body)));
-            for (name, value) in upload.get("header").and_then(Value::as_object).into_iter().flatten() {
+            let file = large.iter().find(|f| object["oid"] == f.oid).ok_or_else(|| {
+                DeliverError::Failed(format!(
+                    "the Hub's LFS batch named an object not asked for: {object}"
+                ))
+            })?;
+            let href = upload.get("href").and_then(Value::as_str).ok_or_else(|| {
+                DeliverError::Failed("the Hub's LFS batch gave no upload href".into())
+            })?;
+            let body = tokio::fs::File::open(&file.local)
+                .await
+                .map_err(|e| DeliverError::Input(format!("{}: {e}", file.local.display())))?;
+            let mut put = hub
+                .http
+                .put(href)
+                .header("content-length", file.size)
+                .body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(body)));
+            for (name, value) in
+                upload.get("header").and_then(Value::as_object).into_iter().flatten()
+            {
                 put = put.header(name, value.as_str().unwrap_or_default());
             }
-            let done = put.send().await.map_err(|e| DeliverError::Failed(format!("uploading {}: {e}", file.path)))?;
+            let done = put
+                .send()
+                .await
+                .map_err(|e| DeliverError::Failed(format!("uploading {}: {e}", file.path)))?;
             if !done.status().is_success() {
-                return Err(DeliverError::Failed(format!("uploading {} to the Hub's storage answered {}", file.path, done.status())));
+                return Err(DeliverError::Failed(format!(
+                    "uploading {} to the Hub's storage answered {}",
+                    file.path,
+                    done.status()
+                )));
             }
             if let Some(verify) = object["actions"]["verify"]["href"].as_str() {
-                hub.call(hub.http.post(verify).bearer_auth(token).json(&json!({ "oid": file.oid, "size": file.size })), "LFS verify").await?;
+                hub.call(
+                    hub.http
+                        .post(verify)
+                        .bearer_auth(token)
+                        .json(&json!({ "oid": file.oid, "size": file.size })),
+                    "LFS verify",
+                )
+                .await?;
             }
             uploaded += 1;
         }
     }
-    let mut ndjson = serde_json::to_string(&json!({ "key": "header", "value": { "summary": summary, "description": "" } })).expect("serializable");
+    let mut ndjson = serde_json::to_string(
+        &json!({ "key": "header", "value": { "summary": summary, "description": "" } }),
+    )
+    .expect("serializable");
     for f in &files {
         let line = if lfs(&f.path) {
             json!({ "key": "lfsFile", "value": { "path": f.path, "algo": "sha256", "oid": f.oid, "size": f.size } })
         } else {
-            let content = std::fs::read(&f.local).map_err(|e| DeliverError::Input(format!("{}: {e}", f.local.display())))?;
+            let content = std::fs::read(&f.local)
+                .map_err(|e| DeliverError::Input(format!("{}: {e}", f.local.display())))?;
             json!({ "key": "file", "value": { "path": f.path, "encoding": "base64", "content": base64::engine::general_purpose::STANDARD.encode(content) } })
         };
         ndjson.push('\n');
         ndjson.push_str(&serde_json::to_string(&line).expect("serializable"));
     }
-    let commit = hub.post(&format!("api/models/{}/commit/{}", repo.repo, repo.revision)).header("content-type", "application/x-ndjson").body(ndjson);
+    let commit = hub
+        .post(&format!("api/models/{}/commit/{}", repo.repo, repo.revision))
+        .header("content-type", "application/x-ndjson")
+        .body(ndjson);
     let commit = hub.call(commit, "commit").await?;
-    Ok(HubPushed { uploaded, skipped, files: files.len(), commit_url: commit["commitUrl"].as_str().unwrap_or_default().to_string() })
+    Ok(HubPushed {
+        uploaded,
+        skipped,
+        files: files.len(),
+        commit_url: commit["commitUrl"].as_str().unwrap_or_default().to_string(),
+    })
 }
 
 /// The Hub's API for one repository.
@@ -132,8 +193,14 @@ impl Hub<'_> {
     }
 
     /// Sends `request` and reads its JSON answer; a refusal is named with what to do.
-    async fn call(&self, request: reqwest::RequestBuilder, what: &str) -> Result<Value, DeliverError> {
-        let response = request.send().await.map_err(|e| DeliverError::Failed(format!("the Hub ({}): {what}: {e}", self.endpoint)))?;
+    async fn call(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<Value, DeliverError> {
+        let response = request.send().await.map_err(|e| {
+            DeliverError::Failed(format!("the Hub ({}): {what}: {e}", self.endpoint))
+        })?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         match status.as_u16() {
@@ -154,7 +221,10 @@ mod tests {
 
     #[test]
     fn hub_references_parse() {
-        assert_eq!(HubRepo::parse("hf://acme/support-bot").unwrap(), HubRepo { repo: "acme/support-bot".into(), revision: "main".into() });
+        assert_eq!(
+            HubRepo::parse("hf://acme/support-bot").unwrap(),
+            HubRepo { repo: "acme/support-bot".into(), revision: "main".into() }
+        );
         assert_eq!(HubRepo::parse("hf://acme/support-bot@v2").unwrap().revision, "v2");
         assert!(HubRepo::parse("hf://acme").is_err() && HubRepo::parse("oci://x/y/z").is_err());
     }

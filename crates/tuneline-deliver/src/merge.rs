@@ -51,7 +51,9 @@ impl MergedWeight<'_> {
     pub fn tensor(&self) -> candle_core::Result<Tensor> {
         let w = self.weight.dense()?.to_dtype(DType::F32)?;
         match &self.delta {
-            Some((a, b, scale)) => w + (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * *scale)?,
+            Some((a, b, scale)) => {
+                w + (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * *scale)?
+            }
             None => Ok(w),
         }
     }
@@ -60,14 +62,24 @@ impl MergedWeight<'_> {
 impl Merged {
     /// Every weight of the merged model under its Hugging Face name, in order.
     pub fn weights(&self) -> Vec<(String, MergedWeight<'_>)> {
-        let pairs: BTreeMap<(usize, &str), (Tensor, Tensor)> =
-            self.lora.iter().flat_map(|l| l.pairs()).map(|(layer, module, a, b)| ((layer, module), (a, b))).collect();
+        let pairs: BTreeMap<(usize, &str), (Tensor, Tensor)> = self
+            .lora
+            .iter()
+            .flat_map(|l| l.pairs())
+            .map(|(layer, module, a, b)| ((layer, module), (a, b)))
+            .collect();
         let scale = self.lora.as_ref().map_or(1.0, |l| l.settings.scale());
         let delta = |w: &WeightRef| match *w {
-            WeightRef::Linear { layer, module, .. } => pairs.get(&(layer, module)).map(|(a, b)| (a.clone(), b.clone(), scale)),
+            WeightRef::Linear { layer, module, .. } => {
+                pairs.get(&(layer, module)).map(|(a, b)| (a.clone(), b.clone(), scale))
+            }
             WeightRef::Tensor(_) => None,
         };
-        self.model.weight_refs().into_iter().map(|(name, weight)| (name, MergedWeight { delta: delta(&weight), weight })).collect()
+        self.model
+            .weight_refs()
+            .into_iter()
+            .map(|(name, weight)| (name, MergedWeight { delta: delta(&weight), weight }))
+            .collect()
     }
 
     /// Its token-weighted eval loss on `rows`: the base's forward with the
@@ -116,9 +128,20 @@ pub fn open(path: &Path) -> Result<Merged, DeliverError> {
             Some(file) => Llama::load_quantized(file),
             None => Llama::load(path),
         };
-        (base.join().expect("hashing does not panic"), model, tokenizer.join().expect("loading the tokenizer does not panic"))
+        (
+            base.join().expect("hashing does not panic"),
+            model,
+            tokenizer.join().expect("loading the tokenizer does not panic"),
+        )
     });
-    Ok(Merged { model: model?, lora: None, tokenizer: tokenizer?, base: base?, base_gguf, changed: BTreeSet::new() })
+    Ok(Merged {
+        model: model?,
+        lora: None,
+        tokenizer: tokenizer?,
+        base: base?,
+        base_gguf,
+        changed: BTreeSet::new(),
+    })
 }
 
 /// The first 12 hex digits of a hash.

@@ -69,7 +69,9 @@ impl Family {
 pub fn modelfile(gguf: &Path, template: Option<&ChatTemplate>) -> String {
     let file = gguf.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut out = format!("FROM ./{file}\n");
-    let Some((template, family)) = template.and_then(|t| Some((t, Family::of(t)?))) else { return out };
+    let Some((template, family)) = template.and_then(|t| Some((t, Family::of(t)?))) else {
+        return out;
+    };
     out.push_str(&format!("TEMPLATE \"\"\"{}\"\"\"\n", family.go_template()));
     for stop in family.stops() {
         out.push_str(&format!("PARAMETER stop \"{stop}\"\n"));
@@ -96,12 +98,15 @@ pub struct Parsed {
 /// Reads a Modelfile `text`: `FROM`, `TEMPLATE`, `PARAMETER stop` and
 /// `SYSTEM`, values quoted, or triple-quoted over several lines.
 pub fn parse(text: &str) -> Result<Parsed, String> {
-    let mut parsed = Parsed { from: String::new(), template: None, stops: Vec::new(), system: None };
+    let mut parsed =
+        Parsed { from: String::new(), template: None, stops: Vec::new(), system: None };
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let (command, arg) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
         let (name, arg) = match command.to_ascii_uppercase().as_str() {
-            "PARAMETER" => arg.split_once(' ').map_or((String::new(), ""), |(p, v)| (format!("PARAMETER {p}"), v.trim())),
+            "PARAMETER" => arg
+                .split_once(' ')
+                .map_or((String::new(), ""), |(p, v)| (format!("PARAMETER {p}"), v.trim())),
             other => (other.to_string(), arg),
         };
         let value = match arg.strip_prefix("\"\"\"") {
@@ -110,7 +115,8 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
                 None => {
                     let mut value = open.to_string();
                     loop {
-                        let next = lines.next().ok_or_else(|| format!("{name}: no closing \"\"\""))?;
+                        let next =
+                            lines.next().ok_or_else(|| format!("{name}: no closing \"\"\""))?;
                         value.push('\n');
                         if let Some(end) = next.find("\"\"\"") {
                             value.push_str(&next[..end]);
@@ -177,7 +183,10 @@ mod tests {
         let source = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}";
         let t = ChatTemplate::new(source, SpecialTokens::default()).unwrap();
         let text = modelfile(Path::new("m.gguf"), Some(&t));
-        assert!(text.contains("PARAMETER stop \"<|eot_id|>\"") && !text.contains("SYSTEM"), "{text}");
+        assert!(
+            text.contains("PARAMETER stop \"<|eot_id|>\"") && !text.contains("SYSTEM"),
+            "{text}"
+        );
         assert_eq!(modelfile(Path::new("m.gguf"), None), "FROM ./m.gguf\n");
     }
 }

@@ -31,14 +31,23 @@ pub struct Reference {
 impl Reference {
     /// Parses `oci://HOST/NS/NAME[:TAG]`.
     pub fn parse(target: &str) -> Result<Self, DeliverError> {
-        let bad = |why: &str| DeliverError::Input(format!("`{target}` {why}; write oci://HOST[:PORT]/NAMESPACE/NAME[:TAG]"));
-        let rest = target.strip_prefix("oci://").ok_or_else(|| bad("is not an oci:// reference"))?;
+        let bad = |why: &str| {
+            DeliverError::Input(format!(
+                "`{target}` {why}; write oci://HOST[:PORT]/NAMESPACE/NAME[:TAG]"
+            ))
+        };
+        let rest =
+            target.strip_prefix("oci://").ok_or_else(|| bad("is not an oci:// reference"))?;
         let (registry, path) = rest.split_once('/').ok_or_else(|| bad("names no repository"))?;
         let (repository, tag) = match path.rsplit_once(':') {
             Some((repo, tag)) if !tag.contains('/') => (repo, tag),
             _ => (path, "latest"),
         };
-        if registry.is_empty() || repository.split('/').count() < 2 || repository.split('/').any(str::is_empty) || tag.is_empty() {
+        if registry.is_empty()
+            || repository.split('/').count() < 2
+            || repository.split('/').any(str::is_empty)
+            || tag.is_empty()
+        {
             return Err(bad("is incomplete"));
         }
         Ok(Self { registry: registry.into(), repository: repository.into(), tag: tag.into() })
@@ -64,15 +73,33 @@ impl OllamaModel {
     /// The model of a delivery directory: its `Modelfile` and the GGUF it names.
     pub fn from_dir(dir: &Path) -> Result<Self, DeliverError> {
         let file = dir.join("Modelfile");
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| DeliverError::Input(format!("{}: {e}; `tuneline export` writes the Modelfile beside the GGUF", file.display())))?;
-        let parsed = modelfile::parse(&text).map_err(|e| DeliverError::Input(format!("{}: {e}", file.display())))?;
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            DeliverError::Input(format!(
+                "{}: {e}; `tuneline export` writes the Modelfile beside the GGUF",
+                file.display()
+            ))
+        })?;
+        let parsed = modelfile::parse(&text)
+            .map_err(|e| DeliverError::Input(format!("{}: {e}", file.display())))?;
         let gguf = tuneline_core::confine::under(dir, parsed.from.trim_start_matches("./"))
-            .map_err(|e| DeliverError::Input(format!("{}: FROM must name the GGUF beside it: {e}", file.display())))?;
+            .map_err(|e| {
+                DeliverError::Input(format!(
+                    "{}: FROM must name the GGUF beside it: {e}",
+                    file.display()
+                ))
+            })?;
         let meta = GgufMetadata::read(&gguf)?;
-        let file_type = meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
-        let file_type = file_type.map_or_else(|| "unknown".to_string(), |q| q.name().to_ascii_uppercase());
-        Ok(Self { gguf, template: parsed.template, stops: parsed.stops, system: parsed.system, file_type })
+        let file_type =
+            meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
+        let file_type =
+            file_type.map_or_else(|| "unknown".to_string(), |q| q.name().to_ascii_uppercase());
+        Ok(Self {
+            gguf,
+            template: parsed.template,
+            stops: parsed.stops,
+            system: parsed.system,
+            file_type,
+        })
     }
 }
 
@@ -113,7 +140,12 @@ pub struct Credentials {
 pub const MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
 fn bytes_blob(media_type: &'static str, bytes: Vec<u8>) -> Blob {
-    Blob { media_type, digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))), size: bytes.len() as u64, content: Content::Bytes(bytes) }
+    Blob {
+        media_type,
+        digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+        size: bytes.len() as u64,
+        content: Content::Bytes(bytes),
+    }
 }
 
 async fn file_blob(media_type: &'static str, path: &Path) -> Result<Blob, DeliverError> {
@@ -128,17 +160,33 @@ async fn file_blob(media_type: &'static str, path: &Path) -> Result<Blob, Delive
         hash.update(&buf[..n]);
         size += n as u64;
     }
-    Ok(Blob { media_type, digest: format!("sha256:{}", hex::encode(hash.finalize())), size, content: Content::File(path.to_path_buf()) })
+    Ok(Blob {
+        media_type,
+        digest: format!("sha256:{}", hex::encode(hash.finalize())),
+        size,
+        content: Content::File(path.to_path_buf()),
+    })
 }
 
 /// Pushes `model` to `reference` over plain HTTP when `insecure`, else HTTPS.
-pub async fn push(model: &OllamaModel, reference: &Reference, insecure: bool, credentials: Option<&Credentials>) -> Result<Pushed, DeliverError> {
+pub async fn push(
+    model: &OllamaModel,
+    reference: &Reference,
+    insecure: bool,
+    credentials: Option<&Credentials>,
+) -> Result<Pushed, DeliverError> {
     let mut layers = vec![file_blob("application/vnd.ollama.image.model", &model.gguf).await?];
     if let Some(template) = &model.template {
-        layers.push(bytes_blob("application/vnd.ollama.image.template", template.clone().into_bytes()));
+        layers.push(bytes_blob(
+            "application/vnd.ollama.image.template",
+            template.clone().into_bytes(),
+        ));
     }
     if !model.stops.is_empty() {
-        layers.push(bytes_blob("application/vnd.ollama.image.params", serde_json::to_vec(&json!({ "stop": model.stops })).expect("serializable")));
+        layers.push(bytes_blob(
+            "application/vnd.ollama.image.params",
+            serde_json::to_vec(&json!({ "stop": model.stops })).expect("serializable"),
+        ));
     }
     if let Some(system) = &model.system {
         layers.push(bytes_blob("application/vnd.ollama.image.system", system.clone().into_bytes()));
@@ -148,7 +196,10 @@ pub async fn push(model: &OllamaModel, reference: &Reference, insecure: bool, cr
         "architecture": "amd64", "os": "linux",
         "rootfs": { "type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>() },
     });
-    let config = bytes_blob("application/vnd.docker.container.image.v1+json", serde_json::to_vec(&config).expect("serializable"));
+    let config = bytes_blob(
+        "application/vnd.docker.container.image.v1+json",
+        serde_json::to_vec(&config).expect("serializable"),
+    );
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": MANIFEST,
@@ -194,9 +245,16 @@ impl<'a> Registry<'a> {
     }
 
     /// Sends `request`; a refusal is named with what to do.
-    async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, DeliverError> {
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<reqwest::Response, DeliverError> {
         let r = &self.reference;
-        let response = self.authed(request).send().await.map_err(|e| DeliverError::Failed(format!("registry {}: {what}: {e}", r.registry)))?;
+        let response =
+            self.authed(request).send().await.map_err(|e| {
+                DeliverError::Failed(format!("registry {}: {what}: {e}", r.registry))
+            })?;
         match response.status().as_u16() {
             401 | 403 => Err(DeliverError::Input(format!(
                 "registry {} refused the credentials for {} ({}); set TUNELINE_REGISTRY_USER and TUNELINE_REGISTRY_PASSWORD to an account that may push there",
@@ -209,22 +267,37 @@ impl<'a> Registry<'a> {
     }
 
     async fn has(&self, digest: &str) -> Result<bool, DeliverError> {
-        let response = self.send(self.http.head(format!("{}/blobs/{digest}", self.base)), "checking a blob").await?;
+        let response = self
+            .send(self.http.head(format!("{}/blobs/{digest}", self.base)), "checking a blob")
+            .await?;
         Ok(response.status().is_success())
     }
 
     async fn upload(&self, blob: &Blob) -> Result<(), DeliverError> {
-        let started = self.send(self.http.post(format!("{}/blobs/uploads/", self.base)), "starting an upload").await?;
-        let location = started.headers().get("location").and_then(|l| l.to_str().ok()).map(str::to_string);
+        let started = self
+            .send(self.http.post(format!("{}/blobs/uploads/", self.base)), "starting an upload")
+            .await?;
+        let location =
+            started.headers().get("location").and_then(|l| l.to_str().ok()).map(str::to_string);
         let Some(location) = location.filter(|_| started.status().as_u16() == 202) else {
-            return Err(DeliverError::Failed(format!("registry {}: starting an upload answered {}", self.reference.registry, started.status())));
+            return Err(DeliverError::Failed(format!(
+                "registry {}: starting an upload answered {}",
+                self.reference.registry,
+                started.status()
+            )));
         };
-        let url = if location.starts_with("http") { location } else { format!("{}{location}", self.base.split("/v2/").next().unwrap_or_default()) };
+        let url = if location.starts_with("http") {
+            location
+        } else {
+            format!("{}{location}", self.base.split("/v2/").next().unwrap_or_default())
+        };
         let separator = if url.contains('?') { '&' } else { '?' };
         let body = match &blob.content {
             Content::Bytes(b) => reqwest::Body::from(b.clone()),
             Content::File(path) => {
-                let file = tokio::fs::File::open(path).await.map_err(|e| DeliverError::Input(format!("{}: {e}", path.display())))?;
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| DeliverError::Input(format!("{}: {e}", path.display())))?;
                 reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(file))
             }
         };
@@ -236,18 +309,30 @@ impl<'a> Registry<'a> {
             .body(body);
         let done = self.send(request, "uploading a blob").await?;
         if done.status().as_u16() != 201 {
-            return Err(DeliverError::Failed(format!("registry {}: uploading {} answered {}", self.reference.registry, blob.digest, done.status())));
+            return Err(DeliverError::Failed(format!(
+                "registry {}: uploading {} answered {}",
+                self.reference.registry,
+                blob.digest,
+                done.status()
+            )));
         }
         Ok(())
     }
 
     async fn put_manifest(&self, tag: &str, manifest: Vec<u8>) -> Result<(), DeliverError> {
-        let request = self.http.put(format!("{}/manifests/{tag}", self.base)).header("content-type", MANIFEST).body(manifest);
+        let request = self
+            .http
+            .put(format!("{}/manifests/{tag}", self.base))
+            .header("content-type", MANIFEST)
+            .body(manifest);
         let done = self.send(request, "putting the manifest").await?;
         if !done.status().is_success() {
             let status = done.status();
             let text = done.text().await.unwrap_or_default();
-            return Err(DeliverError::Failed(format!("registry {}: the manifest was refused ({status}): {text}", self.reference.registry)));
+            return Err(DeliverError::Failed(format!(
+                "registry {}: the manifest was refused ({status}): {text}",
+                self.reference.registry
+            )));
         }
         Ok(())
     }
@@ -260,7 +345,10 @@ mod tests {
     #[test]
     fn references_parse_with_a_default_tag() {
         let r = Reference::parse("oci://127.0.0.1:5000/acme/support-bot:v1").unwrap();
-        assert_eq!((r.registry.as_str(), r.repository.as_str(), r.tag.as_str()), ("127.0.0.1:5000", "acme/support-bot", "v1"));
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.tag.as_str()),
+            ("127.0.0.1:5000", "acme/support-bot", "v1")
+        );
         assert_eq!(Reference::parse("oci://registry.example/acme/bot").unwrap().tag, "latest");
         let e = Reference::parse("oci://host/bot").unwrap_err().to_string();
         assert!(e.contains("is incomplete; write oci://HOST[:PORT]/NAMESPACE/NAME[:TAG]"), "{e}");
@@ -273,7 +361,8 @@ mod tests {
         let dir = root.path().join("delivery");
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(root.path().join("secret.gguf"), "not for the registry").unwrap();
-        std::os::unix::fs::symlink(root.path().join("secret.gguf"), dir.join("linked.gguf")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret.gguf"), dir.join("linked.gguf"))
+            .unwrap();
         for from in ["../secret.gguf", "/etc/hostname", "./linked.gguf"] {
             std::fs::write(dir.join("Modelfile"), format!("FROM {from}\n")).unwrap();
             let Err(e) = OllamaModel::from_dir(&dir) else { panic!("{from} was taken") };

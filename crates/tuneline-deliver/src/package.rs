@@ -30,9 +30,11 @@ pub(crate) fn files_under(dir: &Path) -> Result<Vec<String>, DeliverError> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
-        let listed = std::fs::read_dir(&d).map_err(|e| DeliverError::Input(format!("{}: cannot list: {e}", d.display())))?;
+        let listed = std::fs::read_dir(&d)
+            .map_err(|e| DeliverError::Input(format!("{}: cannot list: {e}", d.display())))?;
         for entry in listed {
-            let path = entry.map_err(|e| DeliverError::Input(format!("{}: {e}", d.display())))?.path();
+            let path =
+                entry.map_err(|e| DeliverError::Input(format!("{}: {e}", d.display())))?.path();
             if path.is_dir() {
                 pending.push(path);
             } else if let Ok(rel) = path.strip_prefix(dir) {
@@ -46,7 +48,11 @@ pub(crate) fn files_under(dir: &Path) -> Result<Vec<String>, DeliverError> {
 
 /// Stages the files of `dir` under `staging/<version>/` (hard links where
 /// the file system allows, else copies) with `README.md` from `card(version, files)`.
-pub fn stage(dir: &Path, staging: &Path, card: impl FnOnce(&str, &[(String, u64)]) -> String) -> Result<Package, DeliverError> {
+pub fn stage(
+    dir: &Path,
+    staging: &Path,
+    card: impl FnOnce(&str, &[(String, u64)]) -> String,
+) -> Result<Package, DeliverError> {
     let names = files_under(dir)?;
     if names.is_empty() {
         return Err(DeliverError::Input(format!(
@@ -56,18 +62,24 @@ pub fn stage(dir: &Path, staging: &Path, card: impl FnOnce(&str, &[(String, u64)
         )));
     }
     if names.iter().any(|n| n == "README.md") {
-        return Err(DeliverError::Input(format!("{}/README.md exists; the model card is written there, so move it away", dir.display())));
+        return Err(DeliverError::Input(format!(
+            "{}/README.md exists; the model card is written there, so move it away",
+            dir.display()
+        )));
     }
     let mut hash = Sha256::new();
     let mut files = Vec::new();
     for name in &names {
         let path = dir.join(name);
-        let mut file = std::fs::File::open(&path).map_err(|e| DeliverError::Input(format!("{}: cannot open: {e}", path.display())))?;
+        let mut file = std::fs::File::open(&path)
+            .map_err(|e| DeliverError::Input(format!("{}: cannot open: {e}", path.display())))?;
         let mut inner = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut bytes = 0u64;
         loop {
-            let n = file.read(&mut buf).map_err(|e| DeliverError::Input(format!("{}: cannot read: {e}", path.display())))?;
+            let n = file.read(&mut buf).map_err(|e| {
+                DeliverError::Input(format!("{}: cannot read: {e}", path.display()))
+            })?;
             if n == 0 {
                 break;
             }

@@ -50,10 +50,22 @@ impl std::fmt::Display for Smoke {
 
 /// Smoke-tests the GGUF at `file` of `merged` on the eval split `rows`,
 /// against the merge's eval loss on them, `merged_loss` ([`Merged::rows_loss`]).
-pub fn smoke(file: &Path, merged: &Merged, merged_loss: f64, rows: &[Row], settings: &EvalConfig, batch_size: usize) -> Result<Smoke, DeliverError> {
+pub fn smoke(
+    file: &Path,
+    merged: &Merged,
+    merged_loss: f64,
+    rows: &[Row],
+    settings: &EvalConfig,
+    batch_size: usize,
+) -> Result<Smoke, DeliverError> {
     let tokenizer = &merged.tokenizer;
-    let fail = |why: String| DeliverError::Failed(format!("the smoke test failed: {why}; nothing was written (`--no-smoke` skips the test)"));
-    let exported = Llama::load(file).map_err(|e| fail(format!("tuneline cannot read it back: {e}")))?;
+    let fail = |why: String| {
+        DeliverError::Failed(format!(
+            "the smoke test failed: {why}; nothing was written (`--no-smoke` skips the test)"
+        ))
+    };
+    let exported =
+        Llama::load(file).map_err(|e| fail(format!("tuneline cannot read it back: {e}")))?;
     let stops = stop_ids(tokenizer);
     let mut answers = Vec::new();
     for sample in samples(rows).iter().take(settings.smoke_prompts) {

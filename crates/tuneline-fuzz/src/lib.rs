@@ -56,7 +56,9 @@ impl Mutation {
     pub fn drawn(index: u64) -> Mutation {
         let mut rng = rand::rngs::StdRng::seed_from_u64(index);
         let writes = (0..rng.random_range(0..4)).map(|_| (rng.random(), rng.random())).collect();
-        let insert = rng.random_bool(0.25).then(|| (rng.random(), (0..rng.random_range(1..16)).map(|_| rng.random()).collect()));
+        let insert = rng
+            .random_bool(0.25)
+            .then(|| (rng.random(), (0..rng.random_range(1..16)).map(|_| rng.random()).collect()));
         let cut = rng.random_bool(0.25).then(|| rng.random());
         Mutation { seed: rng.random(), writes, insert, cut }
     }
@@ -76,7 +78,9 @@ macro_rules! fuzz {
         let target = $crate::target($target);
         $crate::replay($name, &seeds, &target);
         #[cfg(fuzzing)]
-        $crate::bolero::check!().with_type::<$crate::Mutation>().for_each(|m| $crate::run($name, &seeds, &target, m));
+        $crate::bolero::check!()
+            .with_type::<$crate::Mutation>()
+            .for_each(|m| $crate::run($name, &seeds, &target, m));
         #[cfg(not(fuzzing))]
         for index in 0..$crate::TEST_MUTATIONS {
             $crate::run($name, &seeds, &target, &$crate::Mutation::drawn(index));
@@ -103,7 +107,12 @@ pub fn replay(name: &str, seeds: &[Vec<u8>], target: &impl Fn(&[u8])) {
 }
 
 /// Runs `target` on the input `mutation` makes of `seeds`; a crash keeps the input.
-pub fn run(name: &str, seeds: &[Vec<u8>], target: &(impl Fn(&[u8]) + std::panic::RefUnwindSafe), mutation: &Mutation) {
+pub fn run(
+    name: &str,
+    seeds: &[Vec<u8>],
+    target: &(impl Fn(&[u8]) + std::panic::RefUnwindSafe),
+    mutation: &Mutation,
+) {
     let input = mutation.apply(seeds);
     if let Err(panic) = std::panic::catch_unwind(|| target(&input)) {
         keep_crash(name, &input);
@@ -115,7 +124,12 @@ pub fn run(name: &str, seeds: &[Vec<u8>], target: &(impl Fn(&[u8]) + std::panic:
 /// regression test (copy it into `tests/regressions/<name>/`), and says where.
 fn keep_crash(name: &str, input: &[u8]) {
     let dir = std::env::temp_dir().join("tuneline-fuzz-crashes").join(name);
-    let path = dir.join(format!("{:016x}", input.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))));
+    let path = dir.join(format!(
+        "{:016x}",
+        input
+            .iter()
+            .fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    ));
     if std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, input)).is_ok() {
         eprintln!("fuzz target {name} crashed on the input kept in {}", path.display());
     }

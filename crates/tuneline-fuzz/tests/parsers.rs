@@ -34,13 +34,22 @@ fn safetensors_header() {
 /// The data plane's reader on `bytes` as the file `name`: every record and every problem is taken.
 fn read_rows(dir: &Path, name: &str, bytes: &[u8]) {
     let path = scratch(dir, name, bytes);
-    let _ = tuneline_data::read::read_file(&path, &mut |_| {}, &mut |_| {}, &tuneline_core::progress::NoProgress);
+    let _ = tuneline_data::read::read_file(
+        &path,
+        &mut |_| {},
+        &mut |_| {},
+        &tuneline_core::progress::NoProgress,
+    );
 }
 
 #[test]
 fn json_array_scanner() {
     let dir = tempfile::tempdir().unwrap();
-    fuzz!("json_array_scanner", seeds::json_array(), |bytes| read_rows(dir.path(), "data.json", bytes));
+    fuzz!("json_array_scanner", seeds::json_array(), |bytes| read_rows(
+        dir.path(),
+        "data.json",
+        bytes
+    ));
 }
 
 #[test]
@@ -67,7 +76,11 @@ fn commit_manifest() {
         if let Ok(commit) = tuneline_store::Commit::parse(bytes) {
             // What a pull relies on: every path it will write is confined.
             for file in &commit.files {
-                assert!(tuneline_core::confine::check_relative(&file.path).is_ok(), "{:?} passed the commit's check", file.path);
+                assert!(
+                    tuneline_core::confine::check_relative(&file.path).is_ok(),
+                    "{:?} passed the commit's check",
+                    file.path
+                );
             }
         }
     });
@@ -83,7 +96,11 @@ fn dataset_manifest() {
 #[test]
 fn config_toml() {
     fuzz!("config_toml", seeds::config(), |bytes| {
-        let _ = tuneline_core::config::Config::parse(&String::from_utf8_lossy(bytes), "tuneline.toml", |_| None);
+        let _ = tuneline_core::config::Config::parse(
+            &String::from_utf8_lossy(bytes),
+            "tuneline.toml",
+            |_| None,
+        );
     });
 }
 
@@ -110,10 +127,20 @@ fn chat_template() {
         let turns: Vec<(String, String)> = serde_json::from_str::<Vec<serde_json::Value>>(messages)
             .unwrap_or_default()
             .iter()
-            .map(|m| (m["role"].as_str().unwrap_or_default().to_string(), m["content"].as_str().unwrap_or_default().to_string()))
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or_default().to_string(),
+                    m["content"].as_str().unwrap_or_default().to_string(),
+                )
+            })
             .collect();
-        let messages: Vec<tuneline_model::Message> = turns.into_iter().map(|(role, content)| tuneline_model::Message::new(role, content)).collect();
-        if let Ok(template) = tuneline_model::ChatTemplate::new(source, tuneline_model::SpecialTokens::default()) {
+        let messages: Vec<tuneline_model::Message> = turns
+            .into_iter()
+            .map(|(role, content)| tuneline_model::Message::new(role, content))
+            .collect();
+        if let Ok(template) =
+            tuneline_model::ChatTemplate::new(source, tuneline_model::SpecialTokens::default())
+        {
             let _ = template.render(&messages, true);
         }
     });

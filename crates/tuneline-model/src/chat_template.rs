@@ -52,8 +52,11 @@ impl ChatTemplate {
         env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", tojson);
-        env.add_function("raise_exception", |message: String| -> Result<Value, Error> { Err(Error::new(ErrorKind::InvalidOperation, message)) });
-        env.add_template_owned("chat", source.to_string()).map_err(|e| format!("invalid chat template: {e}"))?;
+        env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, message))
+        });
+        env.add_template_owned("chat", source.to_string())
+            .map_err(|e| format!("invalid chat template: {e}"))?;
         Ok(Self { env, source: source.to_string(), special })
     }
 
@@ -63,7 +66,11 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's reply begins.
-    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, String> {
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, String> {
         let s = &self.special;
         let ctx = minijinja::context! {
             messages => messages,
@@ -83,9 +90,14 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
     let written = match indent {
         Some(n) => {
             let pad = vec![b' '; n];
-            value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(&pad)))
+            value.serialize(&mut serde_json::Serializer::with_formatter(
+                &mut out,
+                serde_json::ser::PrettyFormatter::with_indent(&pad),
+            ))
         }
-        None => value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, PythonFormatter)),
+        None => {
+            value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, PythonFormatter))
+        }
     };
     written.map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
     Ok(Value::from_safe_string(String::from_utf8(out).expect("serde_json writes UTF-8")))
@@ -95,14 +107,22 @@ fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
 struct PythonFormatter;
 
 impl serde_json::ser::Formatter for PythonFormatter {
-    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first {
             Ok(())
         } else {
             w.write_all(b", ")
         }
     }
-    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first {
             Ok(())
         } else {
@@ -120,14 +140,22 @@ mod tests {
 
     #[test]
     fn tojson_writes_what_python_writes() {
-        let t = ChatTemplate::new("{{ messages | tojson }}|{{ {'a': [1, 'é<']} | tojson }}", SpecialTokens::default()).unwrap();
+        let t = ChatTemplate::new(
+            "{{ messages | tojson }}|{{ {'a': [1, 'é<']} | tojson }}",
+            SpecialTokens::default(),
+        )
+        .unwrap();
         let out = t.render(&[Message::new("user", "hi")], false).unwrap();
         assert_eq!(out, r#"[{"role": "user", "content": "hi"}]|{"a": [1, "é<"]}"#);
     }
 
     #[test]
     fn raise_exception_fails_with_the_message() {
-        let t = ChatTemplate::new("{{ raise_exception('roles must alternate') }}", SpecialTokens::default()).unwrap();
+        let t = ChatTemplate::new(
+            "{{ raise_exception('roles must alternate') }}",
+            SpecialTokens::default(),
+        )
+        .unwrap();
         assert!(t.render(&[], false).unwrap_err().contains("roles must alternate"));
     }
 }

@@ -34,7 +34,8 @@ pub fn open(path: &Path) -> Result<(GgufReader, Content), ModelError> {
 }
 
 /// The tensor types tuneline reads, and what to do with another.
-pub(crate) const SUPPORTED_NAMES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
+pub(crate) const SUPPORTED_NAMES: &str =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
 pub(crate) const REQUANTIZE: &str =
     "requantize it with llama.cpp (`llama-quantize --allow-requantize IN.gguf OUT.gguf Q4_K_M`) or use the Hugging Face weights";
 
@@ -95,7 +96,9 @@ impl GgufMetadata {
     /// An array of strings.
     pub fn strings(&self, key: &str) -> Result<Vec<&str>, ModelError> {
         let v = self.get(key);
-        let Some(Value::Array(items)) = v else { return Err(self.wrong(key, "an array of strings", v)) };
+        let Some(Value::Array(items)) = v else {
+            return Err(self.wrong(key, "an array of strings", v));
+        };
         items
             .iter()
             .map(|i| match i {
@@ -108,7 +111,9 @@ impl GgufMetadata {
     /// An array of integers, as i64.
     pub fn ints(&self, key: &str) -> Result<Vec<i64>, ModelError> {
         let v = self.get(key);
-        let Some(Value::Array(items)) = v else { return Err(self.wrong(key, "an array of integers", v)) };
+        let Some(Value::Array(items)) = v else {
+            return Err(self.wrong(key, "an array of integers", v));
+        };
         items
             .iter()
             .map(|i| match i {

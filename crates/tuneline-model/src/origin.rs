@@ -34,7 +34,8 @@ impl BaseModel {
         Ok(match ModelSource::detect(path)? {
             ModelSource::Gguf(file) => vec![file],
             ModelSource::HfDir(dir) => {
-                let listed = std::fs::read_dir(&dir).map_err(|e| ModelError::new(&dir, format!("cannot list: {e}")))?;
+                let listed = std::fs::read_dir(&dir)
+                    .map_err(|e| ModelError::new(&dir, format!("cannot list: {e}")))?;
                 let mut names: Vec<String> = listed
                     .filter_map(|e| e.ok()?.file_name().into_string().ok())
                     .filter(|n| n.ends_with(".safetensors") || HF_FILES.contains(&n.as_str()))
@@ -52,10 +53,13 @@ impl BaseModel {
         for file in &files {
             hash.update(file.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
             hash.update([0]);
-            let mut f = std::fs::File::open(file).map_err(|e| ModelError::new(file, format!("cannot open: {e}")))?;
+            let mut f = std::fs::File::open(file)
+                .map_err(|e| ModelError::new(file, format!("cannot open: {e}")))?;
             let mut buf = vec![0u8; 1 << 20];
             loop {
-                let n = f.read(&mut buf).map_err(|e| ModelError::new(file, format!("cannot read: {e}")))?;
+                let n = f
+                    .read(&mut buf)
+                    .map_err(|e| ModelError::new(file, format!("cannot read: {e}")))?;
                 if n == 0 {
                     break;
                 }
@@ -78,14 +82,19 @@ pub struct Origin {
 impl Origin {
     /// Writes `origin.json` into `dir`.
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::write(dir.join(ORIGIN_FILE), serde_json::to_string_pretty(self).expect("serializable"))
+        std::fs::write(
+            dir.join(ORIGIN_FILE),
+            serde_json::to_string_pretty(self).expect("serializable"),
+        )
     }
 
     /// The `origin.json` of checkpoint `dir`, if it has one.
     pub fn recorded(dir: &Path) -> Result<Option<Self>, ModelError> {
         let file = dir.join(ORIGIN_FILE);
         match std::fs::read_to_string(&file) {
-            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| ModelError::new(&file, format!("invalid: {e}"))),
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| ModelError::new(&file, format!("invalid: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ModelError::new(&file, format!("cannot read: {e}"))),
         }

@@ -17,7 +17,12 @@ impl ModelSource {
     /// Recognizes `path` as a GGUF file or a Hugging Face directory, and checks
     /// its files against their headers (a truncated file is named here).
     pub fn detect(path: &Path) -> Result<Self, ModelError> {
-        let meta = std::fs::metadata(path).map_err(|e| ModelError::new(path, format!("{e}; set [model] path to a .gguf file or a Hugging Face directory")))?;
+        let meta = std::fs::metadata(path).map_err(|e| {
+            ModelError::new(
+                path,
+                format!("{e}; set [model] path to a .gguf file or a Hugging Face directory"),
+            )
+        })?;
         if meta.is_dir() {
             if !path.join("tokenizer.json").is_file() {
                 return Err(ModelError::new(path, "is a directory without tokenizer.json; expected a Hugging Face model directory"));
@@ -27,9 +32,14 @@ impl ModelSource {
         }
         let mut magic = [0u8; 4];
         use std::io::Read;
-        std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map_err(|e| ModelError::new(path, format!("cannot read: {e}")))?;
         if &magic != b"GGUF" {
-            return Err(ModelError::new(path, "is not a GGUF file (no GGUF magic) nor a Hugging Face directory"));
+            return Err(ModelError::new(
+                path,
+                "is not a GGUF file (no GGUF magic) nor a Hugging Face directory",
+            ));
         }
         crate::gguf::open(path)?;
         Ok(Self::Gguf(path.to_path_buf()))

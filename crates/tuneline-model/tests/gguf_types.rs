@@ -31,7 +31,14 @@ fn random(shape: (usize, usize), seed: u64) -> Tensor {
 /// llama.cpp's `permute(w, heads)`, as its converter applies it to q and k.
 fn permute(w: &Tensor, heads: usize) -> Tensor {
     let (rows, cols) = w.dims2().unwrap();
-    w.reshape((heads, 2, rows / heads / 2, cols)).unwrap().transpose(1, 2).unwrap().contiguous().unwrap().reshape((rows, cols)).unwrap()
+    w.reshape((heads, 2, rows / heads / 2, cols))
+        .unwrap()
+        .transpose(1, 2)
+        .unwrap()
+        .contiguous()
+        .unwrap()
+        .reshape((rows, cols))
+        .unwrap()
 }
 
 #[test]
@@ -62,20 +69,33 @@ fn every_supported_gguf_type_loads_to_the_same_model() {
 
         let loaded = Llama::load(&path).unwrap();
         let got = loaded.logits(&ids, None).unwrap();
-        let err = |t: Tensor| t.sqr().unwrap().sum_all().unwrap().sqrt().unwrap().to_scalar::<f32>().unwrap();
+        let err = |t: Tensor| {
+            t.sqr().unwrap().sum_all().unwrap().sqrt().unwrap().to_scalar::<f32>().unwrap()
+        };
         let relative = err((&got - &want).unwrap()) / err(want.clone());
-        assert!(relative < tolerance, "{dtype:?}: logits differ by {relative} (relative), allowed {tolerance}");
+        assert!(
+            relative < tolerance,
+            "{dtype:?}: logits differ by {relative} (relative), allowed {tolerance}"
+        );
     }
 }
 
 /// Writes the model in llama.cpp's layout with its linear weights and
 /// embedding as `dtype`: as a `llama` model (query and key rows permuted), or
 /// as a `qwen2` model with the query, key and value biases `qwen2_bias`.
-fn write_gguf(path: &std::path::Path, dtype: GgmlDType, w: &[Tensor], embed: &Tensor, norm: &Tensor, qwen2_bias: Option<&[Tensor; 3]>) {
+fn write_gguf(
+    path: &std::path::Path,
+    dtype: GgmlDType,
+    w: &[Tensor],
+    embed: &Tensor,
+    norm: &Tensor,
+    qwen2_bias: Option<&[Tensor; 3]>,
+) {
     let q = |t: &Tensor| QTensor::quantize(t, dtype).unwrap();
     let f = |t: &Tensor| QTensor::quantize(t, GgmlDType::F32).unwrap();
     let arch = if qwen2_bias.is_some() { "qwen2" } else { "llama" };
-    let permuted = |t: &Tensor, heads| if qwen2_bias.is_some() { t.clone() } else { permute(t, heads) };
+    let permuted =
+        |t: &Tensor, heads| if qwen2_bias.is_some() { t.clone() } else { permute(t, heads) };
     let mut tensors = vec![
         ("token_embd.weight".to_string(), q(embed)),
         ("output_norm.weight".into(), f(norm)),
@@ -114,7 +134,11 @@ fn write_gguf(path: &std::path::Path, dtype: GgmlDType, w: &[Tensor], embed: &Te
 fn a_qwen2_gguf_loads_with_its_biases_and_unpermuted_rows() {
     let (w, embed, norm) = weights();
     let kv = KV_HEADS * HIDDEN / HEADS;
-    let bias = [random((1, HIDDEN), 40).squeeze(0).unwrap(), random((1, kv), 41).squeeze(0).unwrap(), random((1, kv), 42).squeeze(0).unwrap()];
+    let bias = [
+        random((1, HIDDEN), 40).squeeze(0).unwrap(),
+        random((1, kv), 41).squeeze(0).unwrap(),
+        random((1, kv), 42).squeeze(0).unwrap(),
+    ];
     let ids = [3u32, 17, 5, 9, 30, 1, 22, 8];
     let want = model(&w, &embed, &norm, Some(bias.clone())).logits(&ids, None).unwrap();
     let without_bias = model(&w, &embed, &norm, None).logits(&ids, None).unwrap();
@@ -124,7 +148,9 @@ fn a_qwen2_gguf_loads_with_its_biases_and_unpermuted_rows() {
     let loaded = Llama::load(&path).unwrap();
     assert!(loaded.config.attention_bias);
     let got = loaded.logits(&ids, None).unwrap();
-    let max = |t: Tensor| t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    let max = |t: Tensor| {
+        t.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
+    };
     assert!(max((&got - &want).unwrap()) < 1e-5, "qwen2 logits differ");
     assert!(max((&got - &without_bias).unwrap()) > 1e-3, "the biases change the logits");
 }
@@ -162,7 +188,15 @@ fn model(w: &[Tensor], embed: &Tensor, norm: &Tensor, qkv_bias: Option<[Tensor; 
 /// The model's weights: q, k, v, o, gate, up, down, then the embedding and the norm.
 fn weights() -> (Vec<Tensor>, Tensor, Tensor) {
     let kv = KV_HEADS * HIDDEN / HEADS;
-    let shapes = [(HIDDEN, HIDDEN), (kv, HIDDEN), (kv, HIDDEN), (HIDDEN, HIDDEN), (FFN, HIDDEN), (FFN, HIDDEN), (HIDDEN, FFN)];
+    let shapes = [
+        (HIDDEN, HIDDEN),
+        (kv, HIDDEN),
+        (kv, HIDDEN),
+        (HIDDEN, HIDDEN),
+        (FFN, HIDDEN),
+        (FFN, HIDDEN),
+        (HIDDEN, FFN),
+    ];
     let w = shapes.iter().enumerate().map(|(i, &s)| random(s, i as u64 + 1)).collect();
     let norm = (random((1, HIDDEN), 98).squeeze(0).unwrap() + 1.0).unwrap();
     (w, random((VOCAB, HIDDEN), 99), norm)
@@ -176,7 +210,11 @@ fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
     write_gguf(&path, GgmlDType::Q2K, &w, &embed, &norm, None);
     let e = Llama::load(&path).err().unwrap().to_string();
     assert!(e.contains("tensor `blk.0.attn_k.weight` (and 7 more) is of type Q2K, which tuneline does not read"), "{e}");
-    assert!(e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K") && e.contains("llama-quantize"), "{e}");
+    assert!(
+        e.contains("it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K")
+            && e.contains("llama-quantize"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -185,7 +223,12 @@ fn an_unsupported_architecture_is_refused_with_the_supported_list() {
     let path = dir.path().join("phi3.gguf");
     let arch = Value::String("phi3".into());
     let embed = QTensor::quantize(&random((VOCAB, HIDDEN), 1), GgmlDType::F32).unwrap();
-    gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &[("general.architecture", &arch)], &[("token_embd.weight", &embed)]).unwrap();
+    gguf_file::write(
+        &mut std::fs::File::create(&path).unwrap(),
+        &[("general.architecture", &arch)],
+        &[("token_embd.weight", &embed)],
+    )
+    .unwrap();
     let e = Llama::load(&path).err().unwrap().to_string();
     assert!(e.contains("phi3.gguf") && e.contains("architecture `phi3` is not supported"), "{e}");
     assert!(e.contains("llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)"), "{e}");

@@ -8,7 +8,8 @@ use tuneline_model::ModelTokenizer;
 fn matches_transformers(name: &str) {
     let gguf = tuneline_testkit::llama_cpp_vocab(name);
     let tokenizer = ModelTokenizer::load(&gguf).unwrap();
-    let read = |ext: &str| std::fs::read_to_string(gguf.with_extension(format!("gguf.{ext}"))).unwrap();
+    let read =
+        |ext: &str| std::fs::read_to_string(gguf.with_extension(format!("gguf.{ext}"))).unwrap();
     let (texts, ids) = (read("inp"), read("out"));
     let texts: Vec<&str> = texts.split("\n__ggml_vocab_test__\n").collect();
     let ids: Vec<&str> = ids.split('\n').collect();

@@ -25,8 +25,13 @@ fn write_dir(model: &Llama, dir: &Path, dtype: DType, shards: usize) {
     let per = weights.len().div_ceil(shards);
     let mut weight_map = serde_json::Map::new();
     for (i, chunk) in weights.chunks(per).enumerate() {
-        let file = if shards == 1 { "model.safetensors".to_string() } else { format!("model-{:05}-of-{shards:05}.safetensors", i + 1) };
-        let tensors: HashMap<String, Tensor> = chunk.iter().map(|(n, t)| (n.clone(), t.to_dtype(dtype).unwrap())).collect();
+        let file = if shards == 1 {
+            "model.safetensors".to_string()
+        } else {
+            format!("model-{:05}-of-{shards:05}.safetensors", i + 1)
+        };
+        let tensors: HashMap<String, Tensor> =
+            chunk.iter().map(|(n, t)| (n.clone(), t.to_dtype(dtype).unwrap())).collect();
         candle_core::safetensors::save(&tensors, dir.join(&file)).unwrap();
         for (name, _) in chunk {
             weight_map.insert(name.clone(), file.clone().into());
@@ -39,17 +44,26 @@ fn write_dir(model: &Llama, dir: &Path, dtype: DType, shards: usize) {
 }
 
 fn relative(a: &Tensor, b: &Tensor) -> f32 {
-    let norm = |t: Tensor| t.sqr().unwrap().sum_all().unwrap().sqrt().unwrap().to_scalar::<f32>().unwrap();
+    let norm =
+        |t: Tensor| t.sqr().unwrap().sum_all().unwrap().sqrt().unwrap().to_scalar::<f32>().unwrap();
     norm((a - b).unwrap()) / norm(b.clone())
 }
 
 #[test]
 fn smollm2_as_a_hugging_face_directory_is_the_same_model() {
     let gguf = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap()).unwrap();
-    let tensors = candle_core::safetensors::load(tuneline_testkit::fixture("smollm2/reference.safetensors"), &Device::Cpu).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let tensors = candle_core::safetensors::load(
+        tuneline_testkit::fixture("smollm2/reference.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap();
     let case = &reference["logit_cases"][0];
-    let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let ids: Vec<u32> =
+        case["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     let want = gguf.logits(&ids, None).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -59,7 +73,14 @@ fn smollm2_as_a_hugging_face_directory_is_the_same_model() {
     let got = f32_dir.logits(&ids, None).unwrap();
     assert_eq!(relative(&got, &want), 0.0, "the same weights give the same logits");
     let last = got.get(ids.len() - 1).unwrap();
-    let diff = (last - &tensors["base.0.last_logits"]).unwrap().abs().unwrap().max(D::Minus1).unwrap().to_scalar::<f32>().unwrap();
+    let diff = (last - &tensors["base.0.last_logits"])
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max(D::Minus1)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
     assert!(diff < 1e-3, "{diff}");
 
     write_dir(&gguf, &dir.path().join("bf16"), DType::BF16, 2);
@@ -71,7 +92,8 @@ fn smollm2_as_a_hugging_face_directory_is_the_same_model() {
     let index = dir.path().join("bf16/model.safetensors.index.json");
     let good = std::fs::read_to_string(&index).unwrap();
     for shard in ["../f32/model.safetensors", "/etc/hostname", "C:/model.safetensors"] {
-        std::fs::write(&index, good.replacen("model-00002-of-00002.safetensors", shard, 1)).unwrap();
+        std::fs::write(&index, good.replacen("model-00002-of-00002.safetensors", shard, 1))
+            .unwrap();
         let Err(e) = Llama::load(&dir.path().join("bf16")) else { panic!("{shard} was loaded") };
         let e = e.to_string();
         assert!(e.contains("`weight_map`: unsafe path"), "{shard}: {e}");

@@ -5,7 +5,8 @@ use serde_json::Value;
 use tuneline_model::{Message, ModelTokenizer};
 
 fn reference() -> Value {
-    let text = std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap();
+    let text =
+        std::fs::read_to_string(tuneline_testkit::fixture("smollm2/reference.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -34,11 +35,19 @@ fn gguf_chat_template_renders_byte_for_byte() {
     let cases = reference()["chat_template_cases"].as_array().unwrap().clone();
     assert_eq!(cases.len(), 6);
     for case in cases {
-        let messages: Vec<Message> =
-            case["messages"].as_array().unwrap().iter().map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
+        let messages: Vec<Message> = case["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
         let add = case["add_generation_prompt"].as_bool().unwrap();
         let rendered = template.render(&messages, add).unwrap();
-        assert_eq!(rendered, case["rendered"].as_str().unwrap(), "{messages:?} add_generation_prompt={add}");
+        assert_eq!(
+            rendered,
+            case["rendered"].as_str().unwrap(),
+            "{messages:?} add_generation_prompt={add}"
+        );
         assert_eq!(tok.encode(&rendered).unwrap(), ids(&case["ids"]), "ids of {rendered:?}");
     }
 }
@@ -61,7 +70,11 @@ fn exported_hf_files_load_back_identically() {
 fn bounded_encoding_matches_full_encoding_and_stops_past_the_limit() {
     let tok = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
     let r = reference();
-    let texts = r["chat_template_cases"].as_array().unwrap().iter().chain(r["tokenizer_cases"].as_array().unwrap());
+    let texts = r["chat_template_cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["tokenizer_cases"].as_array().unwrap());
     for case in texts {
         let text = case.get("rendered").or(case.get("text")).unwrap().as_str().unwrap();
         let full = tok.tokenizer.encode(text, false).unwrap();

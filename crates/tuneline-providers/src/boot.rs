@@ -41,8 +41,28 @@ pub struct Boot<'a> {
 impl<'a> Boot<'a> {
     /// The boot of `provider`'s instance `id` in [`BOOT_DIR`], with no spot
     /// notice, self-stop or variables of its own (set those fields after).
-    pub fn new(link: &'a PlaneLink, binary_url: &'a str, binary_sha: &'a str, provider: &'a str, id: &'a str, offer: &'a Offer, class: WorkerClass) -> Self {
-        Self { link, binary_url, binary_sha, provider, id, offer, class, dir: BOOT_DIR, spot_notice: None, self_stop: None, env: &[] }
+    pub fn new(
+        link: &'a PlaneLink,
+        binary_url: &'a str,
+        binary_sha: &'a str,
+        provider: &'a str,
+        id: &'a str,
+        offer: &'a Offer,
+        class: WorkerClass,
+    ) -> Self {
+        Self {
+            link,
+            binary_url,
+            binary_sha,
+            provider,
+            id,
+            offer,
+            class,
+            dir: BOOT_DIR,
+            spot_notice: None,
+            self_stop: None,
+            env: &[],
+        }
     }
 
     /// The script. It carries the join token, which only registers a worker:
@@ -54,9 +74,13 @@ impl<'a> Boot<'a> {
             args.push_str(&format!(" --spot-notice {source}"));
         }
         if let Some(cloud) = self.self_stop {
-            args.push_str(&format!(" --self-stop {cloud} --orphan-timeout {}s", self.link.orphan_timeout.as_secs().max(1)));
+            args.push_str(&format!(
+                " --self-stop {cloud} --orphan-timeout {}s",
+                self.link.orphan_timeout.as_secs().max(1)
+            ));
         }
-        let exports: String = self.env.iter().map(|(k, v)| format!("{k}={}; export {k}\n", quote(v))).collect();
+        let exports: String =
+            self.env.iter().map(|(k, v)| format!("{k}={}; export {k}\n", quote(v))).collect();
         format!(
             "#!/bin/sh\n# tuneline: fetch the worker binary (checked by SHA-256) and start the worker.\nset -eu\n\
              mkdir -p {dir}/bin {dir}/workers && cd {dir}\n{exports}{SOURCE_ENV}\n\
@@ -80,6 +104,10 @@ pub struct BinaryHash(OnceCell<String>);
 impl BinaryHash {
     /// The hash of `link`'s binary, as `provider`'s error if it cannot be read.
     pub async fn of(&self, link: &PlaneLink, provider: &str) -> Result<&str, ProviderError> {
-        self.0.get_or_try_init(|| sha256_of(&link.binary)).await.map(String::as_str).map_err(|e| ProviderError::new(provider, e))
+        self.0
+            .get_or_try_init(|| sha256_of(&link.binary))
+            .await
+            .map(String::as_str)
+            .map_err(|e| ProviderError::new(provider, e))
     }
 }

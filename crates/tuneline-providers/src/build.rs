@@ -26,20 +26,40 @@ pub fn remote(
     offer: &Offer,
     grace: Duration,
 ) -> Result<Arc<dyn Provider>, String> {
-    let missing = || format!("[workers] provider = \"{kind}\": there is no [providers.{kind}] table saying what to launch");
+    let missing = || {
+        format!("[workers] provider = \"{kind}\": there is no [providers.{kind}] table saying what to launch")
+    };
     Ok(match kind {
-        ProviderKind::Ssh => Arc::new(SshProvider::new(SshSettings::from_config(providers.ssh.as_ref().ok_or_else(missing)?, link, class, offer, grace)?)),
-        ProviderKind::Slurm => {
-            Arc::new(SlurmProvider::new(SlurmSettings::from_config(providers.slurm.as_ref().ok_or_else(missing)?, link, class, offer, grace)?))
-        }
+        ProviderKind::Ssh => Arc::new(SshProvider::new(SshSettings::from_config(
+            providers.ssh.as_ref().ok_or_else(missing)?,
+            link,
+            class,
+            offer,
+            grace,
+        )?)),
+        ProviderKind::Slurm => Arc::new(SlurmProvider::new(SlurmSettings::from_config(
+            providers.slurm.as_ref().ok_or_else(missing)?,
+            link,
+            class,
+            offer,
+            grace,
+        )?)),
         ProviderKind::Aws => {
-            let settings = AwsSettings::from_config(providers.aws.as_ref().ok_or_else(missing)?, link, class, offer)?;
+            let settings = AwsSettings::from_config(
+                providers.aws.as_ref().ok_or_else(missing)?,
+                link,
+                class,
+                offer,
+            )?;
             Arc::new(AwsProvider::from_env(settings).map_err(|e| e.to_string())?)
         }
-        ProviderKind::Local | ProviderKind::Manual => return Err(format!("[workers] provider = \"{kind}\" launches nothing remote")),
+        ProviderKind::Local | ProviderKind::Manual => {
+            return Err(format!("[workers] provider = \"{kind}\" launches nothing remote"))
+        }
         market => {
             let table = MarketTable::of(market, providers).ok_or_else(missing)?;
-            crate::market::provider(market.name(), &table, link, class, offer).expect("every other kind is a marketplace")?
+            crate::market::provider(market.name(), &table, link, class, offer)
+                .expect("every other kind is a marketplace")?
         }
     })
 }

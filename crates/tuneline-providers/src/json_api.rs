@@ -55,18 +55,38 @@ impl JsonApi {
 
     /// `method path` with `body` as JSON; the answer's JSON on a 2xx status.
     /// A 429 is retried after its `Retry-After` (or a doubling backoff), up to [`TRIES`] times.
-    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
         let url = format!("{}{path}", self.base);
         let mut backoff = FIRST_BACKOFF;
         for attempt in 1..=TRIES {
-            let mut request = self.http.request(method.clone(), &url).bearer_auth(&self.key).header("accept", "application/json");
+            let mut request = self
+                .http
+                .request(method.clone(), &url)
+                .bearer_auth(&self.key)
+                .header("accept", "application/json");
             if let Some(body) = body {
                 request = request.header("content-type", "application/json").body(body.to_string());
             }
-            let answer = request.send().await.map_err(|e| ApiError { status: 0, body: None, message: format!("{method} {url}: {}", causes(&e)) })?;
+            let answer = request.send().await.map_err(|e| ApiError {
+                status: 0,
+                body: None,
+                message: format!("{method} {url}: {}", causes(&e)),
+            })?;
             let status = answer.status().as_u16();
-            let retry_after = answer.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<f64>().ok());
-            let text = answer.text().await.map_err(|e| ApiError { status, body: None, message: format!("{method} {url}: reading the answer: {e}") })?;
+            let retry_after = answer
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse::<f64>().ok());
+            let text = answer.text().await.map_err(|e| ApiError {
+                status,
+                body: None,
+                message: format!("{method} {url}: reading the answer: {e}"),
+            })?;
             if status == 429 && attempt < TRIES {
                 let wait = retry_after.map_or(backoff, Duration::from_secs_f64).min(MAX_BACKOFF);
                 tracing::warn!("{method} {url}: rate-limited (429); trying again in {wait:?} ({attempt} of {TRIES})");
@@ -76,16 +96,28 @@ impl JsonApi {
             }
             let json = serde_json::from_str::<Value>(&text).ok();
             if !(200..300).contains(&status) {
-                return Err(ApiError { status, body: json, message: format!("{method} {url}: HTTP {status}: {}", excerpt(&text)) });
+                return Err(ApiError {
+                    status,
+                    body: json,
+                    message: format!("{method} {url}: HTTP {status}: {}", excerpt(&text)),
+                });
             }
-            return json.ok_or_else(|| ApiError { status, body: None, message: format!("{method} {url}: the answer is not JSON: {}", excerpt(&text)) });
+            return json.ok_or_else(|| ApiError {
+                status,
+                body: None,
+                message: format!("{method} {url}: the answer is not JSON: {}", excerpt(&text)),
+            });
         }
         unreachable!("the last try returns")
     }
 }
 
 /// `value` read as `T`, or a malformed-answer error of `provider` naming `what` was read.
-pub fn decode<T: DeserializeOwned>(provider: &str, what: &str, value: Value) -> Result<T, ProviderError> {
+pub fn decode<T: DeserializeOwned>(
+    provider: &str,
+    what: &str,
+    value: Value,
+) -> Result<T, ProviderError> {
     let text = value.to_string();
     serde_json::from_value(value).map_err(|e| {
         ProviderError::new(provider, format!("{what}: malformed answer ({e}): {}; the API may have changed, so report this with the answer", excerpt(&text)))

@@ -24,7 +24,12 @@ use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
 /// Lambda's API.
-pub const LAMBDA: Market = Market { name: "lambda", endpoint: "https://cloud.lambdalabs.com/api/v1", key_var: "LAMBDA_API_KEY", example_type: "gpu_1x_a10" };
+pub const LAMBDA: Market = Market {
+    name: "lambda",
+    endpoint: "https://cloud.lambdalabs.com/api/v1",
+    key_var: "LAMBDA_API_KEY",
+    example_type: "gpu_1x_a10",
+};
 
 /// The least time between two launches: Lambda's rate limit on launch.
 pub const LAUNCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -70,13 +75,28 @@ impl LambdaProvider {
     /// A provider with `settings`, spacing launches by `interval` (normally [`LAUNCH_INTERVAL`]).
     pub fn new(settings: MarketSettings, interval: Duration) -> Result<Self, ProviderError> {
         if settings.offer.spot {
-            return Err(ProviderError::new(LAMBDA.name, "Lambda sells no spot instances; set [providers.lambda] spot = false".into()));
+            return Err(ProviderError::new(
+                LAMBDA.name,
+                "Lambda sells no spot instances; set [providers.lambda] spot = false".into(),
+            ));
         }
         let api = settings.api(LAMBDA)?;
-        Ok(Self { settings, api, hash: BinaryHash::default(), interval, last_launch: Mutex::new(None) })
+        Ok(Self {
+            settings,
+            api,
+            hash: BinaryHash::default(),
+            interval,
+            last_launch: Mutex::new(None),
+        })
     }
 
-    async fn call(&self, call: &str, method: Method, path: &str, body: Option<&Value>) -> Result<Value, ProviderError> {
+    async fn call(
+        &self,
+        call: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ProviderError> {
         self.api.call(method, path, body).await.map_err(|e| self.error(call, &e))
     }
 
@@ -92,8 +112,16 @@ impl LambdaProvider {
             None => regions.first().cloned(),
         };
         let Some(region) = region else {
-            let place = self.settings.region.as_deref().map_or("any region".to_string(), |r| format!("region {r}"));
-            let elsewhere = if regions.is_empty() { String::new() } else { format!(" (it has in {})", regions.join(", ")) };
+            let place = self
+                .settings
+                .region
+                .as_deref()
+                .map_or("any region".to_string(), |r| format!("region {r}"));
+            let elsewhere = if regions.is_empty() {
+                String::new()
+            } else {
+                format!(" (it has in {})", regions.join(", "))
+            };
             let mut e =
                 ProviderError::new(LAMBDA.name, format!("no capacity for {instance_type} in {place} now{elsewhere}; try later or another type or region"));
             e.kind = ErrorKind::NoCapacity;
@@ -120,7 +148,9 @@ impl LambdaProvider {
 /// Lambda's `{"error": {code, message, suggestion}}`, with what to do.
 fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
     let said = e.body.as_ref().and_then(|b| b.get("error"));
-    let field = |k: &str| said.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+    let field = |k: &str| {
+        said.and_then(|s| s.get(k)).and_then(Value::as_str).unwrap_or_default().to_string()
+    };
     let code = field("code");
     let mut message = match said {
         Some(_) => format!("{code}: {}", field("message")),
@@ -140,8 +170,12 @@ fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
 
 /// Instance type `name` at `api`: its price per hour and the regions with capacity for it now.
 pub async fn type_prices(api: &JsonApi, name: &str) -> Result<(f64, Vec<String>), ProviderError> {
-    let answer = api.call(Method::GET, "/instance-types", None).await.map_err(|e| error(api, "instance-types", &e))?;
-    let mut types: std::collections::BTreeMap<String, TypeEntry> = decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
+    let answer = api
+        .call(Method::GET, "/instance-types", None)
+        .await
+        .map_err(|e| error(api, "instance-types", &e))?;
+    let mut types: std::collections::BTreeMap<String, TypeEntry> =
+        decode(LAMBDA.name, "instance-types", answer.get("data").cloned().unwrap_or_default())?;
     let Some(entry) = types.remove(name) else {
         let known: Vec<_> = types.keys().take(8).cloned().collect();
         return Err(ProviderError::new(
@@ -172,7 +206,8 @@ impl Provider for LambdaProvider {
             ProviderError::new(LAMBDA.name, "[providers.lambda] ssh_key_name: missing; name an SSH key of the account, which every launch must name".into())
         })?;
         let (region, price) = self.choose(&offer.instance_type).await?;
-        let launched = Offer { price_per_hour: price, price_as_of: Some(as_of_now()), ..offer.clone() };
+        let launched =
+            Offer { price_per_hour: price, price_as_of: Some(as_of_now()), ..offer.clone() };
         self.pace().await;
         let launched_at = now();
         let id = s.link.instance_id(s.class, launched_at);
@@ -185,21 +220,50 @@ impl Provider for LambdaProvider {
             "name": id,
             "user_data": script,
         });
-        let answer = self.call("launch", Method::POST, "/instance-operations/launch", Some(&body)).await?;
-        let ids: Vec<String> = decode(LAMBDA.name, "launch", answer.pointer("/data/instance_ids").cloned().unwrap_or_default())?;
-        tracing::info!("launched worker {id} as Lambda instance {} ({} in {region})", ids.join(", "), offer.instance_type);
+        let answer =
+            self.call("launch", Method::POST, "/instance-operations/launch", Some(&body)).await?;
+        let ids: Vec<String> = decode(
+            LAMBDA.name,
+            "launch",
+            answer.pointer("/data/instance_ids").cloned().unwrap_or_default(),
+        )?;
+        tracing::info!(
+            "launched worker {id} as Lambda instance {} ({} in {region})",
+            ids.join(", "),
+            offer.instance_type
+        );
         Ok(Instance { id, offer: launched, launched_at })
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let ids: Vec<String> = self.instances().await?.into_iter().filter(|i| i.name.as_deref() == Some(id) && !ended(&i.status)).map(|i| i.id).collect();
+        let ids: Vec<String> = self
+            .instances()
+            .await?
+            .into_iter()
+            .filter(|i| i.name.as_deref() == Some(id) && !ended(&i.status))
+            .map(|i| i.id)
+            .collect();
         if ids.is_empty() {
             return Ok(());
         }
-        let answer = self.call("terminate", Method::POST, "/instance-operations/terminate", Some(&json!({ "instance_ids": ids }))).await?;
-        let ended_now: Vec<LambdaInstance> = decode(LAMBDA.name, "terminate", answer.pointer("/data/terminated_instances").cloned().unwrap_or_default())?;
+        let answer = self
+            .call(
+                "terminate",
+                Method::POST,
+                "/instance-operations/terminate",
+                Some(&json!({ "instance_ids": ids })),
+            )
+            .await?;
+        let ended_now: Vec<LambdaInstance> = decode(
+            LAMBDA.name,
+            "terminate",
+            answer.pointer("/data/terminated_instances").cloned().unwrap_or_default(),
+        )?;
         match ids.iter().find(|i| !ended_now.iter().any(|t| &t.id == *i && ended(&t.status))) {
-            Some(left) => Err(ProviderError::new(LAMBDA.name, format!("instance {left} ({id}) was not terminated; terminate it by hand"))),
+            Some(left) => Err(ProviderError::new(
+                LAMBDA.name,
+                format!("instance {left} ({id}) was not terminated; terminate it by hand"),
+            )),
             None => Ok(()),
         }
     }
@@ -213,8 +277,14 @@ impl Provider for LambdaProvider {
             .filter(|i| !ended(&i.status))
             .filter_map(|i| {
                 let name = i.name.filter(|n| s.owns(n))?;
-                let price = i.instance_type.map_or(s.offer.price_per_hour, |t| t.price_cents_per_hour / 100.0);
-                Some(Instance { launched_at: s.link.launched_at(s.class, &name), id: name, offer: Offer { price_per_hour: price, ..s.offer.clone() } })
+                let price = i
+                    .instance_type
+                    .map_or(s.offer.price_per_hour, |t| t.price_cents_per_hour / 100.0);
+                Some(Instance {
+                    launched_at: s.link.launched_at(s.class, &name),
+                    id: name,
+                    offer: Offer { price_per_hour: price, ..s.offer.clone() },
+                })
             })
             .collect())
     }

@@ -79,11 +79,28 @@ impl Provider for LocalProvider {
         let id = format!("local-{}-{}", std::process::id(), next_serial());
         let dir = s.dir.join(&id);
         std::fs::create_dir_all(&dir).map_err(|e| self.error(format!("{}: {e}", dir.display())))?;
-        let log = std::fs::File::create(dir.join("worker.log")).map_err(|e| self.error(format!("{}: {e}", dir.display())))?;
+        let log = std::fs::File::create(dir.join("worker.log"))
+            .map_err(|e| self.error(format!("{}: {e}", dir.display())))?;
         let mut command = Command::new(&s.exe);
         command
-            .args(["worker", "--server", &s.server, "--provider", "local", "--instance", &id, "--instance-type", &offer.instance_type])
-            .args(["--price", &offer.price_per_hour.to_string(), "--class", s.class.as_str(), "--cache-dir"])
+            .args([
+                "worker",
+                "--server",
+                &s.server,
+                "--provider",
+                "local",
+                "--instance",
+                &id,
+                "--instance-type",
+                &offer.instance_type,
+            ])
+            .args([
+                "--price",
+                &offer.price_per_hour.to_string(),
+                "--class",
+                s.class.as_str(),
+                "--cache-dir",
+            ])
             .arg(dir.join("cache"))
             .args(offer.spot.then_some("--spot"))
             // In the environment, not the arguments, which any user's `ps` shows.
@@ -93,15 +110,23 @@ impl Provider for LocalProvider {
             .stdout(log.try_clone().map_err(|e| self.error(e.to_string()))?)
             .stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = spawn_tied(command).map_err(|e| self.error(format!("cannot start {}: {e}", s.exe.display())))?;
+        let child = spawn_tied(command)
+            .map_err(|e| self.error(format!("cannot start {}: {e}", s.exe.display())))?;
         let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at: now() };
         tracing::info!("launched local worker {id} (pid {})", child.id());
-        self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (child, instance.clone()));
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (child, instance.clone()));
         Ok(instance)
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let Some((mut child, _)) = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(id) else { return Ok(()) };
+        let Some((mut child, _)) =
+            self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
+        else {
+            return Ok(());
+        };
         let _ = signal(child.id(), libc::SIGTERM, true);
         let deadline = Instant::now() + self.settings.grace;
         while Instant::now() < deadline {

@@ -25,16 +25,24 @@ pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
 /// The provider of marketplace `name` for a pool of `class` launching
 /// `offer`, from `[providers.<name>]` and the API key in the environment;
 /// `None` when `name` is no marketplace.
-pub fn provider(name: &str, p: &MarketTable, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Option<Result<Arc<dyn Provider>, String>> {
+pub fn provider(
+    name: &str,
+    p: &MarketTable,
+    link: &PlaneLink,
+    class: WorkerClass,
+    offer: &Offer,
+) -> Option<Result<Arc<dyn Provider>, String>> {
     let market = MARKETS.into_iter().find(|m| m.name == name)?;
-    let made = MarketSettings::from_config(market, p, link, class, offer, |k| std::env::var(k).ok()).and_then(|s| {
-        let provider: Result<Arc<dyn Provider>, ProviderError> = match market.name {
-            "runpod" => RunPodProvider::new(s).map(|p| Arc::new(p) as _),
-            "vast" => VastProvider::new(s).map(|p| Arc::new(p) as _),
-            _ => LambdaProvider::new(s, LAUNCH_INTERVAL).map(|p| Arc::new(p) as _),
-        };
-        provider.map_err(|e| e.to_string())
-    });
+    let made =
+        MarketSettings::from_config(market, p, link, class, offer, |k| std::env::var(k).ok())
+            .and_then(|s| {
+                let provider: Result<Arc<dyn Provider>, ProviderError> = match market.name {
+                    "runpod" => RunPodProvider::new(s).map(|p| Arc::new(p) as _),
+                    "vast" => VastProvider::new(s).map(|p| Arc::new(p) as _),
+                    _ => LambdaProvider::new(s, LAUNCH_INTERVAL).map(|p| Arc::new(p) as _),
+                };
+                provider.map_err(|e| e.to_string())
+            });
     Some(made)
 }
 
@@ -64,29 +72,44 @@ impl MarketTable {
     /// The table of marketplace `kind` in `providers`; `None` when the config
     /// has none or `kind` is no marketplace.
     pub fn of(kind: ProviderKind, providers: &Providers) -> Option<MarketTable> {
-        let base = |launch: Launch, endpoint: &Option<String>, binary_url: &Option<String>| MarketTable {
-            launch,
-            image: None,
-            endpoint: endpoint.clone(),
-            bid_per_hour: None,
-            disk_gb: 0,
-            cloud_type: CloudType::Secure,
-            ssh_key_name: None,
-            binary_url: binary_url.clone(),
-        };
+        let base =
+            |launch: Launch, endpoint: &Option<String>, binary_url: &Option<String>| MarketTable {
+                launch,
+                image: None,
+                endpoint: endpoint.clone(),
+                bid_per_hour: None,
+                disk_gb: 0,
+                cloud_type: CloudType::Secure,
+                ssh_key_name: None,
+                binary_url: binary_url.clone(),
+            };
         Some(match kind {
             ProviderKind::Runpod => {
                 let t = providers.runpod.as_ref()?;
                 let table = base(t.launch(), &t.endpoint, &t.binary_url);
-                MarketTable { image: t.image.clone(), bid_per_hour: t.bid_per_hour, disk_gb: t.disk_gb, cloud_type: t.cloud_type, ..table }
+                MarketTable {
+                    image: t.image.clone(),
+                    bid_per_hour: t.bid_per_hour,
+                    disk_gb: t.disk_gb,
+                    cloud_type: t.cloud_type,
+                    ..table
+                }
             }
             ProviderKind::Vast => {
                 let t = providers.vast.as_ref()?;
-                MarketTable { image: t.image.clone(), bid_per_hour: t.bid_per_hour, disk_gb: t.disk_gb, ..base(t.launch(), &t.endpoint, &t.binary_url) }
+                MarketTable {
+                    image: t.image.clone(),
+                    bid_per_hour: t.bid_per_hour,
+                    disk_gb: t.disk_gb,
+                    ..base(t.launch(), &t.endpoint, &t.binary_url)
+                }
             }
             ProviderKind::Lambda => {
                 let t = providers.lambda.as_ref()?;
-                MarketTable { ssh_key_name: t.ssh_key_name.clone(), ..base(t.launch(), &t.endpoint, &t.binary_url) }
+                MarketTable {
+                    ssh_key_name: t.ssh_key_name.clone(),
+                    ..base(t.launch(), &t.endpoint, &t.binary_url)
+                }
             }
             _ => return None,
         })
@@ -154,7 +177,10 @@ impl MarketSettings {
             WorkerClass::Cpu => ("delivery_instance_type", &p.launch.delivery_instance_type),
         };
         if named.is_none() {
-            return Err(format!("[providers.{name}] {key}: missing; name what to launch, such as \"{}\"", market.example_type));
+            return Err(format!(
+                "[providers.{name}] {key}: missing; name what to launch, such as \"{}\"",
+                market.example_type
+            ));
         }
         let binary_url = p.binary_url.clone().ok_or_else(|| {
             format!("[providers.{name}] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)")
@@ -181,17 +207,30 @@ impl MarketSettings {
     ///
     /// Where the cloud lets a worker stop its own instance (RunPod, Vast.ai), it does so
     /// when it ends, and past the orphan timeout; the API's endpoint goes with it when it is not the vendor's.
-    pub async fn boot_script(&self, name: &str, hash: &BinaryHash, id: &str, offer: &Offer) -> Result<String, ProviderError> {
+    pub async fn boot_script(
+        &self,
+        name: &str,
+        hash: &BinaryHash,
+        id: &str,
+        offer: &Offer,
+    ) -> Result<String, ProviderError> {
         let sha = hash.of(&self.link, name).await?;
         let self_stop = super::self_stop::CLOUDS.into_iter().find(|c| *c == name);
         let endpoint = self.custom_endpoint.iter().filter(|_| self_stop.is_some());
-        let env: Vec<(&str, String)> = endpoint.map(|e| (super::self_stop::CLOUD_ENDPOINT, e.clone())).collect();
-        Ok(Boot { self_stop, env: &env, ..Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class) }.script())
+        let env: Vec<(&str, String)> =
+            endpoint.map(|e| (super::self_stop::CLOUD_ENDPOINT, e.clone())).collect();
+        Ok(Boot {
+            self_stop,
+            env: &env,
+            ..Boot::new(&self.link, &self.binary_url, sha, name, id, offer, self.class)
+        }
+        .script())
     }
 
     /// A client of `market`'s API at this pool's endpoint, with its key.
     pub fn api(&self, market: Market) -> Result<JsonApi, ProviderError> {
-        JsonApi::new(&self.endpoint, self.api_key.clone()).map_err(|e| ProviderError::new(market.name, e))
+        JsonApi::new(&self.endpoint, self.api_key.clone())
+            .map_err(|e| ProviderError::new(market.name, e))
     }
 
     /// The container image (RunPod, Vast.ai), or what to set.
@@ -211,17 +250,35 @@ impl MarketSettings {
 }
 
 /// The API key of `market` in `var` (the environment), never read from a file.
-pub fn api_key(market: Market, var: impl Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
-    var(market.key_var)
-        .filter(|k| !k.trim().is_empty())
-        .ok_or_else(|| ProviderError::new(market.name, format!("no credentials: set {} to an API key of the account", market.key_var)).of_kind(ErrorKind::Auth))
+pub fn api_key(
+    market: Market,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<String, ProviderError> {
+    var(market.key_var).filter(|k| !k.trim().is_empty()).ok_or_else(|| {
+        ProviderError::new(
+            market.name,
+            format!("no credentials: set {} to an API key of the account", market.key_var),
+        )
+        .of_kind(ErrorKind::Auth)
+    })
 }
 
 /// `market`'s refusal (HTTP `status`) of `call` at `api`, as it `said` it;
 /// for a refused key (401 or 403), which variable to check.
-pub fn refusal(market: Market, api: &JsonApi, call: &str, said: &str, status: u16) -> ProviderError {
-    let hint = if matches!(status, 401 | 403) { format!("; check {}: the API refused the key", market.key_var) } else { String::new() };
-    ProviderError::new(market.name, format!("{call} at {}: {said}{hint}", api.base())).of_kind(ProviderError::kind_of_status(status))
+pub fn refusal(
+    market: Market,
+    api: &JsonApi,
+    call: &str,
+    said: &str,
+    status: u16,
+) -> ProviderError {
+    let hint = if matches!(status, 401 | 403) {
+        format!("; check {}: the API refused the key", market.key_var)
+    } else {
+        String::new()
+    };
+    ProviderError::new(market.name, format!("{call} at {}: {said}{hint}", api.base()))
+        .of_kind(ProviderError::kind_of_status(status))
 }
 
 /// The time now, RFC 3339: when a price the provider reported was current.

@@ -44,7 +44,11 @@ pub fn spawn_tied(mut command: Command) -> io::Result<Child> {
         Mutex::new(tx)
     });
     let (reply, answer) = mpsc::channel();
-    spawner.lock().unwrap_or_else(|p| p.into_inner()).send((command, reply)).map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((command, reply))
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
     answer.recv().map_err(|_| io::Error::other("the spawner thread is gone"))?
 }
 

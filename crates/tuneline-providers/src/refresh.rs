@@ -36,12 +36,20 @@ pub struct Refresh {
 
 /// Reads the prices of every cloud table in `config` whose types `catalog`
 /// lists, with keys from `var` (the environment); dated `today`.
-pub async fn read(config: &Config, catalog: &Catalog, today: chrono::NaiveDate, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Refresh {
+pub async fn read(
+    config: &Config,
+    catalog: &Catalog,
+    today: chrono::NaiveDate,
+    var: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Refresh {
     let mut refresh = Refresh::default();
-    for kind in [ProviderKind::Aws, ProviderKind::Runpod, ProviderKind::Vast, ProviderKind::Lambda] {
+    for kind in [ProviderKind::Aws, ProviderKind::Runpod, ProviderKind::Vast, ProviderKind::Lambda]
+    {
         let name = kind.name();
         let read = match (kind, &config.providers.aws) {
-            (ProviderKind::Aws, Some(aws)) => aws_prices(&aws.launch(), aws.endpoint.as_deref(), var).await,
+            (ProviderKind::Aws, Some(aws)) => {
+                aws_prices(&aws.launch(), aws.endpoint.as_deref(), var).await
+            }
             (ProviderKind::Aws, None) => continue,
             _ => match MarketTable::of(kind, &config.providers) {
                 Some(table) => market_prices(name, &table, var).await,
@@ -59,7 +67,11 @@ pub async fn read(config: &Config, catalog: &Catalog, today: chrono::NaiveDate, 
                     let ids: Vec<&str> = catalog
                         .offers
                         .iter()
-                        .filter(|o| o.provider == name && o.instance == instance && region.as_ref().is_none_or(|r| &o.region == r))
+                        .filter(|o| {
+                            o.provider == name
+                                && o.instance == instance
+                                && region.as_ref().is_none_or(|r| &o.region == r)
+                        })
                         .map(|o| o.id.as_str())
                         .collect();
                     if ids.is_empty() {
@@ -93,37 +105,71 @@ type Read = (String, Option<String>, Option<f64>, Option<f64>, String);
 
 /// The instance types a table names, each once.
 fn types(table: &Launch) -> Vec<String> {
-    let mut all: Vec<String> = table.instance_type.iter().chain(&table.fallback_instance_types).chain(&table.delivery_instance_type).cloned().collect();
+    let mut all: Vec<String> = table
+        .instance_type
+        .iter()
+        .chain(&table.fallback_instance_types)
+        .chain(&table.delivery_instance_type)
+        .cloned()
+        .collect();
     all.sort();
     all.dedup();
     all
 }
 
-async fn aws_prices(table: &Launch, endpoint: Option<&str>, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
-    let region =
-        table.region.clone().ok_or_else(|| ProviderError::new("aws", "[providers.aws] region: missing; name the region whose spot prices to read".into()))?;
-    let ec2 = Ec2::new(&region, endpoint, aws::credentials(var)?).map_err(|e| ProviderError::new("aws", e))?;
+async fn aws_prices(
+    table: &Launch,
+    endpoint: Option<&str>,
+    var: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Vec<Read>, ProviderError> {
+    let region = table.region.clone().ok_or_else(|| {
+        ProviderError::new(
+            "aws",
+            "[providers.aws] region: missing; name the region whose spot prices to read".into(),
+        )
+    })?;
+    let ec2 = Ec2::new(&region, endpoint, aws::credentials(var)?)
+        .map_err(|e| ProviderError::new("aws", e))?;
     let mut found = Vec::new();
     for instance in types(table) {
-        let price = ec2.spot_price(&instance).await.map_err(|e| ProviderError::new("aws", format!("DescribeSpotPriceHistory in {region}: {e}")))?;
-        let (spot, at) = price.map_or((None, String::new()), |(p, at)| (Some(p), format!(", {at}")));
-        found.push((instance, Some(region.clone()), None, spot, format!("EC2 DescribeSpotPriceHistory{at}")));
+        let price = ec2.spot_price(&instance).await.map_err(|e| {
+            ProviderError::new("aws", format!("DescribeSpotPriceHistory in {region}: {e}"))
+        })?;
+        let (spot, at) =
+            price.map_or((None, String::new()), |(p, at)| (Some(p), format!(", {at}")));
+        found.push((
+            instance,
+            Some(region.clone()),
+            None,
+            spot,
+            format!("EC2 DescribeSpotPriceHistory{at}"),
+        ));
     }
     Ok(found)
 }
 
-async fn market_prices(name: &str, table: &MarketTable, var: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Vec<Read>, ProviderError> {
-    let market: Market = super::market::MARKETS.into_iter().find(|m| m.name == name).expect("a marketplace");
-    let api = JsonApi::new(table.endpoint.as_deref().unwrap_or(market.endpoint), api_key(market, var)?).map_err(|e| ProviderError::new(name, e))?;
+async fn market_prices(
+    name: &str,
+    table: &MarketTable,
+    var: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Vec<Read>, ProviderError> {
+    let market: Market =
+        super::market::MARKETS.into_iter().find(|m| m.name == name).expect("a marketplace");
+    let api =
+        JsonApi::new(table.endpoint.as_deref().unwrap_or(market.endpoint), api_key(market, var)?)
+            .map_err(|e| ProviderError::new(name, e))?;
     let mut found = Vec::new();
     for instance in types(&table.launch) {
         let (on_demand, spot, source) = match name {
             "runpod" => {
-                let (on_demand, bid) = runpod::gpu_prices(&api, &instance, table.cloud_type == CloudType::Secure).await?;
+                let (on_demand, bid) =
+                    runpod::gpu_prices(&api, &instance, table.cloud_type == CloudType::Secure)
+                        .await?;
                 (on_demand, bid, format!("RunPod gpuTypes ({} cloud)", table.cloud_type.name()))
             }
             "vast" => {
-                let on_demand = vast::search(&api, &instance, false).await?.first().map(|a| a.dph_total);
+                let on_demand =
+                    vast::search(&api, &instance, false).await?.first().map(|a| a.dph_total);
                 let bid = match vast::search(&api, &instance, true).await {
                     Ok(asks) => asks.first().and_then(|a| a.min_bid),
                     Err(e) if e.is_no_capacity() => None,
@@ -131,7 +177,11 @@ async fn market_prices(name: &str, table: &MarketTable, var: &(dyn Fn(&str) -> O
                 };
                 (on_demand, bid, "Vast.ai bundles, the cheapest verified offer".to_string())
             }
-            _ => (Some(lambda::type_prices(&api, &instance).await?.0), None, "Lambda instance-types".to_string()),
+            _ => (
+                Some(lambda::type_prices(&api, &instance).await?.0),
+                None,
+                "Lambda instance-types".to_string(),
+            ),
         };
         found.push((instance, None, on_demand, spot, source));
     }

@@ -45,13 +45,19 @@ impl PlaneLink {
         static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let wanted = (launched_at * 1000.0) as u64;
         let previous = LAST.fetch_max(wanted, std::sync::atomic::Ordering::SeqCst);
-        let ms = if previous < wanted { wanted } else { LAST.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 };
+        let ms = if previous < wanted {
+            wanted
+        } else {
+            LAST.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+        };
         format!("{}{ms}", self.prefix(class))
     }
 
     /// When instance `name` of `class` was launched: the milliseconds its [`Self::instance_id`] ends with (0 for another's name).
     pub fn launched_at(&self, class: tuneline_api::WorkerClass, name: &str) -> f64 {
-        name.strip_prefix(&self.prefix(class)).and_then(|ms| ms.parse::<u64>().ok()).map_or(0.0, |ms| ms as f64 / 1000.0)
+        name.strip_prefix(&self.prefix(class))
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map_or(0.0, |ms| ms as f64 / 1000.0)
     }
 }
 
@@ -111,16 +117,26 @@ impl Shell {
             }
             Self::Ssh(host, auth) => {
                 let mut ssh = Command::new("ssh");
-                ssh.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"])
-                    .args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
-                    .arg(format!("UserKnownHostsFile={}", auth.known_hosts.display()));
+                ssh.args([
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "ConnectTimeout=5",
+                    "-o",
+                    "ServerAliveInterval=5",
+                    "-o",
+                    "ServerAliveCountMax=2",
+                ])
+                .args(["-o", "StrictHostKeyChecking=accept-new", "-o"])
+                .arg(format!("UserKnownHostsFile={}", auth.known_hosts.display()));
                 if let Some(key) = &auth.identity_file {
                     ssh.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
                 }
                 if let Some(mux) = &auth.mux {
                     // One connection per host, shared by its commands (the autoscaler lists every
                     // tick): no handshake each time. It closes 2 s after its last command.
-                    ssh.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=2", "-o"]).arg(format!("ControlPath={}/%C", mux.path().display()));
+                    ssh.args(["-o", "ControlMaster=auto", "-o", "ControlPersist=2", "-o"])
+                        .arg(format!("ControlPath={}/%C", mux.path().display()));
                 }
                 if let Some(port) = host.port {
                     ssh.arg("-p").arg(port.to_string());
@@ -131,7 +147,9 @@ impl Shell {
             }
         };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", if matches!(self, Self::Local) { "sh" } else { "ssh" }))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            format!("cannot run {}: {e}", if matches!(self, Self::Local) { "sh" } else { "ssh" })
+        })?;
         let mut input = child.stdin.take().expect("piped");
         let feed = async {
             let _ = input.write_all(stdin).await;
@@ -143,9 +161,14 @@ impl Shell {
         match (self, out.status.code()) {
             (_, Some(0)) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
             (Self::Ssh(host, _), Some(255)) if stderr.contains("Permission denied") => {
-                Err(format!("permission denied for {}: {stderr} (check identity_file)", host.destination()))
+                Err(format!(
+                    "permission denied for {}: {stderr} (check identity_file)",
+                    host.destination()
+                ))
             }
-            (Self::Ssh(host, _), Some(255)) => Err(format!("cannot reach {host}: {}", last_line(&stderr))),
+            (Self::Ssh(host, _), Some(255)) => {
+                Err(format!("cannot reach {host}: {}", last_line(&stderr)))
+            }
             _ => Err(format!("on {self}: {}", last_line(&stderr))),
         }
     }
@@ -160,7 +183,8 @@ impl Shell {
         if self.run(&probe, b"").await?.trim() == sha {
             return Ok(());
         }
-        let bytes = tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+        let bytes =
+            tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
         let copy = format!("cat > {dir}/bin/tuneline.partial && chmod 755 {dir}/bin/tuneline.partial && mv {dir}/bin/tuneline.partial {dir}/bin/tuneline");
         self.run(&copy, &bytes).await?;
         tracing::info!("copied tuneline ({} MB) to {self}", bytes.len() / 1_000_000);
@@ -180,7 +204,13 @@ pub fn quote(text: &str) -> String {
 }
 
 /// The `tuneline worker` arguments of instance `id`, quoted for sh.
-pub fn worker_args(link: &PlaneLink, provider: &str, id: &str, offer: &super::Offer, class: tuneline_api::WorkerClass) -> String {
+pub fn worker_args(
+    link: &PlaneLink,
+    provider: &str,
+    id: &str,
+    offer: &super::Offer,
+    class: tuneline_api::WorkerClass,
+) -> String {
     let server = link.server.as_str();
     let price = offer.price_per_hour.to_string();
     let args = [

@@ -25,15 +25,20 @@ use tuneline_core::clock::now;
 use tuneline_core::config::CloudType;
 
 /// RunPod's API.
-pub const RUNPOD: Market =
-    Market { name: "runpod", endpoint: "https://api.runpod.io/graphql", key_var: "RUNPOD_API_KEY", example_type: "NVIDIA GeForce RTX 4090" };
+pub const RUNPOD: Market = Market {
+    name: "runpod",
+    endpoint: "https://api.runpod.io/graphql",
+    key_var: "RUNPOD_API_KEY",
+    example_type: "NVIDIA GeForce RTX 4090",
+};
 
 const GPU_TYPES: &str = "query GpuTypes($input: GpuTypeFilter, $lowest: GpuLowestPriceInput) { gpuTypes(input: $input) { id displayName memoryInGb lowestPrice(input: $lowest) { minimumBidPrice uninterruptablePrice } } }";
 const DEPLOY: &str = "mutation Deploy($input: PodFindAndDeployOnDemandInput) { podFindAndDeployOnDemand(input: $input) { id name costPerHr desiredStatus } }";
 const RENT: &str = "mutation Rent($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id name costPerHr desiredStatus } }";
 const PODS: &str = "query Pods { myself { pods { id name desiredStatus costPerHr } } }";
 const POD: &str = "query Pod($input: PodFilter) { pod(input: $input) { id desiredStatus } }";
-const TERMINATE: &str = "mutation Terminate($input: PodTerminateInput!) { podTerminate(input: $input) }";
+const TERMINATE: &str =
+    "mutation Terminate($input: PodTerminateInput!) { podTerminate(input: $input) }";
 
 /// The states of a pod that is starting or running.
 const RUNNING: [&str; 3] = ["CREATED", "RUNNING", "RESTARTING"];
@@ -82,21 +87,36 @@ impl RunPodProvider {
         Ok(Self { settings, api, hash: BinaryHash::default() })
     }
 
-    async fn graphql(&self, call: &str, query: &str, variables: Value) -> Result<Value, ProviderError> {
+    async fn graphql(
+        &self,
+        call: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<Value, ProviderError> {
         graphql(&self.api, call, query, variables).await
     }
 
     /// Every pod of this account.
     async fn pods(&self) -> Result<Vec<Pod>, ProviderError> {
         let data = self.graphql("myself.pods", PODS, json!({})).await?;
-        Ok(decode::<Myself>(RUNPOD.name, "myself.pods", data.get("myself").cloned().unwrap_or_default())?.pods)
+        Ok(decode::<Myself>(
+            RUNPOD.name,
+            "myself.pods",
+            data.get("myself").cloned().unwrap_or_default(),
+        )?
+        .pods)
     }
 
     /// `offer` at the market's price now: the on-demand price, or the bid
     /// (the configured one, else the minimum), refused below the minimum.
     async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
         let mut offer = offer.clone();
-        let (on_demand, minimum_bid) = gpu_prices(&self.api, &offer.instance_type, self.settings.cloud_type == CloudType::Secure).await?;
+        let (on_demand, minimum_bid) = gpu_prices(
+            &self.api,
+            &offer.instance_type,
+            self.settings.cloud_type == CloudType::Secure,
+        )
+        .await?;
         let market = if offer.spot { minimum_bid } else { on_demand };
         let Some(market) = market else {
             let mut e = ProviderError::new(
@@ -127,11 +147,19 @@ impl RunPodProvider {
 }
 
 /// One GraphQL call named `call` to RunPod at `api`: its `data`, or its first error.
-async fn graphql(api: &JsonApi, call: &str, query: &str, variables: Value) -> Result<Value, ProviderError> {
-    let answer = api.call(reqwest::Method::POST, "", Some(&json!({ "query": query, "variables": variables }))).await;
+async fn graphql(
+    api: &JsonApi,
+    call: &str,
+    query: &str,
+    variables: Value,
+) -> Result<Value, ProviderError> {
+    let answer = api
+        .call(reqwest::Method::POST, "", Some(&json!({ "query": query, "variables": variables })))
+        .await;
     let answer = answer.map_err(|e| refusal(RUNPOD, api, call, &e.message, e.status))?;
     if let Some(message) = answer.pointer("/errors/0/message").and_then(Value::as_str) {
-        let mut error = ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
+        let mut error =
+            ProviderError::new(RUNPOD.name, format!("{call}: {message}{}", hint(message)));
         if is_capacity(message) {
             error.kind = ErrorKind::NoCapacity;
         }
@@ -161,24 +189,34 @@ pub async fn terminate_pod(api: &JsonApi, pod: &str, name: &str) -> Result<(), P
 
 /// What one GPU of type `gpu` costs now in RunPod's secure (or community)
 /// cloud: on demand, and the minimum bid; `None` where none is available.
-pub async fn gpu_prices(api: &JsonApi, gpu: &str, secure: bool) -> Result<(Option<f64>, Option<f64>), ProviderError> {
-    let variables = json!({ "input": { "id": gpu }, "lowest": { "gpuCount": 1, "secureCloud": secure } });
+pub async fn gpu_prices(
+    api: &JsonApi,
+    gpu: &str,
+    secure: bool,
+) -> Result<(Option<f64>, Option<f64>), ProviderError> {
+    let variables =
+        json!({ "input": { "id": gpu }, "lowest": { "gpuCount": 1, "secureCloud": secure } });
     let data = graphql(api, "gpuTypes", GPU_TYPES, variables).await?;
-    let types: Vec<GpuType> = decode(RUNPOD.name, "gpuTypes", data.get("gpuTypes").cloned().unwrap_or_default())?;
+    let types: Vec<GpuType> =
+        decode(RUNPOD.name, "gpuTypes", data.get("gpuTypes").cloned().unwrap_or_default())?;
     let Some(found) = types.into_iter().find(|t| t.id == gpu) else {
         return Err(ProviderError::new(
             RUNPOD.name,
             format!("unknown GPU type \"{gpu}\": set [providers.runpod] instance_type to one of RunPod's gpuTypes ids, such as \"{}\"", RUNPOD.example_type),
         ));
     };
-    let lowest = found.lowest_price.unwrap_or(LowestPrice { minimum_bid_price: None, uninterruptable_price: None });
+    let lowest = found
+        .lowest_price
+        .unwrap_or(LowestPrice { minimum_bid_price: None, uninterruptable_price: None });
     Ok((lowest.uninterruptable_price, lowest.minimum_bid_price))
 }
 
 /// RunPod's "there are no longer any instances available" and its kin: no one's fault.
 fn is_capacity(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    m.contains("no longer any instances available") || m.contains("no instances available") || m.contains("not enough free gpus")
+    m.contains("no longer any instances available")
+        || m.contains("no instances available")
+        || m.contains("not enough free gpus")
 }
 
 /// What to do about RunPod's `message`.
@@ -238,12 +276,22 @@ impl Provider for RunPodProvider {
             launched.price_per_hour = cost;
             launched.price_as_of = Some(as_of_now());
         }
-        tracing::info!("launched worker {id} as RunPod pod {} ({}{})", pod.id, offer.instance_type, if offer.spot { ", interruptible" } else { "" });
+        tracing::info!(
+            "launched worker {id} as RunPod pod {} ({}{})",
+            pod.id,
+            offer.instance_type,
+            if offer.spot { ", interruptible" } else { "" }
+        );
         Ok(Instance { id, offer: launched, launched_at })
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        for pod in self.pods().await?.into_iter().filter(|p| p.name == id && p.desired_status != "TERMINATED") {
+        for pod in self
+            .pods()
+            .await?
+            .into_iter()
+            .filter(|p| p.name == id && p.desired_status != "TERMINATED")
+        {
             terminate_pod(&self.api, &pod.id, id).await?;
         }
         Ok(())
@@ -251,10 +299,20 @@ impl Provider for RunPodProvider {
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
         let mut alive = Vec::new();
-        for pod in self.pods().await?.into_iter().filter(|p| self.settings.owns(&p.name) && p.desired_status != "TERMINATED") {
+        for pod in self
+            .pods()
+            .await?
+            .into_iter()
+            .filter(|p| self.settings.owns(&p.name) && p.desired_status != "TERMINATED")
+        {
             if !RUNNING.contains(&pod.desired_status.as_str()) {
                 // Stopped (an interruptible pod outbid, or its container exited): its disk still bills.
-                tracing::warn!("RunPod pod {} ({}) is {}; terminating it", pod.id, pod.name, pod.desired_status);
+                tracing::warn!(
+                    "RunPod pod {} ({}) is {}; terminating it",
+                    pod.id,
+                    pod.name,
+                    pod.desired_status
+                );
                 terminate_pod(&self.api, &pod.id, &pod.name).await?;
                 continue;
             }

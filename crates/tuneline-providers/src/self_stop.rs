@@ -26,18 +26,25 @@ pub const CLOUDS: [&str; 3] = ["aws", "runpod", "vast"];
 
 /// Terminates the instance this runs on, of `cloud`, with what `var` (the
 /// environment) holds; returns the instance's id.
-pub async fn terminate_self(cloud: &str, var: impl Fn(&str) -> Option<String>) -> Result<String, ProviderError> {
+pub async fn terminate_self(
+    cloud: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<String, ProviderError> {
     let (market, id_var, key_var) = match cloud {
         "aws" => return super::aws::self_stop::terminate_self().await,
         "runpod" => (RUNPOD, "RUNPOD_POD_ID", "RUNPOD_API_KEY"),
         "vast" => (VAST, "CONTAINER_ID", "CONTAINER_API_KEY"),
         other => return Err(ProviderError::new(other, format!("cannot terminate this instance: {other} workers cannot stop their own; its plane must"))),
     };
-    let fail = |e: String| ProviderError::new(market.name, format!("cannot terminate this instance: {e}"));
+    let fail =
+        |e: String| ProviderError::new(market.name, format!("cannot terminate this instance: {e}"));
     let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
-    let id = var(id_var).ok_or_else(|| fail(format!("{id_var} is not set; is this a {} instance?", market.name)))?;
+    let id = var(id_var)
+        .ok_or_else(|| fail(format!("{id_var} is not set; is this a {} instance?", market.name)))?;
     let key = var(key_var).ok_or_else(|| fail(format!("{key_var} is not set")))?;
-    let api = JsonApi::new(&var(CLOUD_ENDPOINT).unwrap_or_else(|| market.endpoint.to_string()), key).map_err(fail)?;
+    let api =
+        JsonApi::new(&var(CLOUD_ENDPOINT).unwrap_or_else(|| market.endpoint.to_string()), key)
+            .map_err(fail)?;
     terminate(market, &api, &id).await.map_err(|e| fail(e.message))?;
     Ok(id)
 }

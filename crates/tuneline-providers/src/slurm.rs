@@ -64,11 +64,24 @@ const KILL_WAIT: Duration = Duration::from_secs(30);
 impl SlurmSettings {
     /// The settings `[providers.slurm]` gives, for the pool of `class` billed
     /// as `offer`, whose workers need `grace` to checkpoint after SIGTERM.
-    pub fn from_config(p: &SlurmTable, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+    pub fn from_config(
+        p: &SlurmTable,
+        link: &PlaneLink,
+        class: WorkerClass,
+        offer: &Offer,
+        grace: Duration,
+    ) -> Result<Self, String> {
         let shell = match &p.login {
             Some(login) => {
-                let host = SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
-                Shell::Ssh(host, SshAuth::new(p.identity_file.as_ref().map(PathBuf::from), link.known_hosts.clone()))
+                let host =
+                    SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
+                Shell::Ssh(
+                    host,
+                    SshAuth::new(
+                        p.identity_file.as_ref().map(PathBuf::from),
+                        link.known_hosts.clone(),
+                    ),
+                )
             }
             None => Shell::Local,
         };
@@ -102,7 +115,11 @@ pub struct SlurmProvider {
 impl SlurmProvider {
     /// A provider over `settings`.
     pub fn new(settings: SlurmSettings) -> Self {
-        Self { settings, known: Mutex::new(HashMap::new()), binary_sha: tokio::sync::OnceCell::new() }
+        Self {
+            settings,
+            known: Mutex::new(HashMap::new()),
+            binary_sha: tokio::sync::OnceCell::new(),
+        }
     }
 
     fn error(&self, message: String) -> ProviderError {
@@ -116,9 +133,18 @@ impl SlurmProvider {
     /// The batch script of instance `id`.
     fn batch_script(&self, id: &str, offer: &Offer) -> String {
         let s = &self.settings;
-        let mut lines = vec!["#!/bin/sh".to_string(), format!("#SBATCH --job-name={id}"), format!("#SBATCH --output=workers/{id}.log")];
+        let mut lines = vec![
+            "#!/bin/sh".to_string(),
+            format!("#SBATCH --job-name={id}"),
+            format!("#SBATCH --output=workers/{id}.log"),
+        ];
         lines.push(format!("#SBATCH --signal=B:TERM@{}", s.notice.as_secs().max(1)));
-        for (flag, value) in [("partition", &s.partition), ("gres", &s.gres), ("time", &s.time_limit), ("account", &s.account)] {
+        for (flag, value) in [
+            ("partition", &s.partition),
+            ("gres", &s.gres),
+            ("time", &s.time_limit),
+            ("account", &s.account),
+        ] {
             if let Some(value) = value {
                 lines.push(format!("#SBATCH --{flag}={value}"));
             }
@@ -126,7 +152,10 @@ impl SlurmProvider {
         lines.push(format!("set -e; {SOURCE_ENV}"));
         lines.push("TUNELINE_JOIN=$(cat join); export TUNELINE_JOIN".into());
         // exec: the batch shell is the worker, so Slurm's TERM reaches it.
-        lines.push(format!("exec bin/tuneline worker {}", worker_args(&s.link, "slurm", id, offer, s.class)));
+        lines.push(format!(
+            "exec bin/tuneline worker {}",
+            worker_args(&s.link, "slurm", id, offer, s.class)
+        ));
         lines.join("\n") + "\n"
     }
 }
@@ -143,14 +172,27 @@ impl Provider for SlurmProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let s = &self.settings;
-        let sha = self.binary_sha.get_or_try_init(|| sha256_of(&s.link.binary)).await.map_err(|e| self.error(e))?;
+        let sha = self
+            .binary_sha
+            .get_or_try_init(|| sha256_of(&s.link.binary))
+            .await
+            .map_err(|e| self.error(e))?;
         s.shell.install(&s.link.binary, sha, &s.remote_dir).await.map_err(|e| self.error(e))?;
         let dir = &s.remote_dir;
-        self.run(&format!("umask 077 && cat > {dir}/join"), format!("{}\n", s.link.join).as_bytes()).await?;
+        self.run(
+            &format!("umask 077 && cat > {dir}/join"),
+            format!("{}\n", s.link.join).as_bytes(),
+        )
+        .await?;
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
         let extra: String = s.sbatch_args.iter().map(|a| format!(" {}", quote(a))).collect();
-        let out = self.run(&format!("cd {dir} && sbatch --parsable{extra}"), self.batch_script(&id, offer).as_bytes()).await?;
+        let out = self
+            .run(
+                &format!("cd {dir} && sbatch --parsable{extra}"),
+                self.batch_script(&id, offer).as_bytes(),
+            )
+            .await?;
         let job = out.trim().split(';').next().unwrap_or_default().to_string();
         if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
             return Err(self.error(format!("sbatch printed no job id: {out}")));
@@ -162,7 +204,10 @@ impl Provider for SlurmProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let Some((job, _)) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned() else { return Ok(()) };
+        let Some((job, _)) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+        else {
+            return Ok(());
+        };
         let halves = self.settings.grace.as_millis() / 500;
         let script = format!(
             "scancel {job} 2>/dev/null || true; i=0; \
@@ -188,7 +233,12 @@ impl Provider for SlurmProvider {
                 // A job of this plane from before a restart: its name carries its launch time.
                 None => Instance {
                     id: name.to_string(),
-                    offer: Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false, price_as_of: None },
+                    offer: Offer {
+                        instance_type: "unknown".into(),
+                        price_per_hour: 0.0,
+                        spot: false,
+                        price_as_of: None,
+                    },
                     launched_at: serial.parse::<f64>().map_or(0.0, |ms| ms / 1000.0),
                 },
             };
@@ -197,7 +247,9 @@ impl Provider for SlurmProvider {
         // Just submitted, not yet in squeue: not gone.
         let at = now();
         for (id, entry) in known.iter() {
-            if !listed.contains_key(id) && at - entry.1.launched_at < self.settings.listing_grace.as_secs_f64() {
+            if !listed.contains_key(id)
+                && at - entry.1.launched_at < self.settings.listing_grace.as_secs_f64()
+            {
                 listed.insert(id.clone(), entry.clone());
             }
         }

@@ -55,13 +55,19 @@ impl Provider for SpotProvider {
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let instance = self.inner.launch(&Offer { spot: true, ..offer.clone() }).await?;
-        let hours = self.settings.source.lifetime_h(&mut self.rng.lock().unwrap_or_else(|p| p.into_inner()));
-        let life = Duration::try_from_secs_f64(hours * 3600.0 / self.settings.speedup).unwrap_or(Duration::MAX);
+        let hours = self
+            .settings
+            .source
+            .lifetime_h(&mut self.rng.lock().unwrap_or_else(|p| p.into_inner()));
+        let life = Duration::try_from_secs_f64(hours * 3600.0 / self.settings.speedup)
+            .unwrap_or(Duration::MAX);
         let (inner, id, notice) = (self.inner.clone(), instance.id.clone(), self.settings.notice);
         tokio::spawn(async move {
             tokio::time::sleep(life).await;
             if inner.signal(&id, libc::SIGTERM) {
-                tracing::warn!("spot: preempting {id} after {life:.1?} (SIGTERM, SIGKILL in {notice:?})");
+                tracing::warn!(
+                    "spot: preempting {id} after {life:.1?} (SIGTERM, SIGKILL in {notice:?})"
+                );
                 tokio::time::sleep(notice).await;
                 inner.signal(&id, libc::SIGKILL);
             }

@@ -53,14 +53,30 @@ pub struct SshSettings {
 
 impl SshSettings {
     /// The settings `[providers.ssh]` gives, for the pool of `class` billed as `offer`.
-    pub fn from_config(p: &SshTable, link: &PlaneLink, class: WorkerClass, offer: &Offer, grace: Duration) -> Result<Self, String> {
+    pub fn from_config(
+        p: &SshTable,
+        link: &PlaneLink,
+        class: WorkerClass,
+        offer: &Offer,
+        grace: Duration,
+    ) -> Result<Self, String> {
         if p.hosts.is_empty() {
-            return Err("[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]".into());
+            return Err(
+                "[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]"
+                    .into(),
+            );
         }
-        let hosts = p.hosts.iter().map(|h| SshHost::parse(h).map_err(|e| format!("[providers.ssh] hosts: {e}"))).collect::<Result<_, _>>()?;
+        let hosts = p
+            .hosts
+            .iter()
+            .map(|h| SshHost::parse(h).map_err(|e| format!("[providers.ssh] hosts: {e}")))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             hosts,
-            auth: SshAuth::new(p.identity_file.as_ref().map(PathBuf::from), link.known_hosts.clone()),
+            auth: SshAuth::new(
+                p.identity_file.as_ref().map(PathBuf::from),
+                link.known_hosts.clone(),
+            ),
             remote_dir: p.remote_dir.clone(),
             link: link.clone(),
             offer: offer.clone(),
@@ -82,8 +98,14 @@ pub struct SshProvider {
 impl SshProvider {
     /// A provider over `settings.hosts`.
     pub fn new(settings: SshSettings) -> Self {
-        let shells = settings.hosts.iter().map(|h| Shell::Ssh(h.clone(), settings.auth.clone())).collect();
-        Self { settings, shells, known: Mutex::new(HashMap::new()), binary_sha: tokio::sync::OnceCell::new() }
+        let shells =
+            settings.hosts.iter().map(|h| Shell::Ssh(h.clone(), settings.auth.clone())).collect();
+        Self {
+            settings,
+            shells,
+            known: Mutex::new(HashMap::new()),
+            binary_sha: tokio::sync::OnceCell::new(),
+        }
     }
 
     fn error(&self, message: String) -> ProviderError {
@@ -98,14 +120,23 @@ impl SshProvider {
     /// Copies the binary to host `i` unless the one there has the same SHA-256.
     async fn install(&self, i: usize) -> Result<(), ProviderError> {
         let binary = &self.settings.link.binary;
-        let sha = self.binary_sha.get_or_try_init(|| sha256_of(binary)).await.map_err(|e| self.error(e))?;
-        self.shells[i].install(binary, sha, &self.settings.remote_dir).await.map_err(|e| self.error(e))
+        let sha = self
+            .binary_sha
+            .get_or_try_init(|| sha256_of(binary))
+            .await
+            .map_err(|e| self.error(e))?;
+        self.shells[i]
+            .install(binary, sha, &self.settings.remote_dir)
+            .await
+            .map_err(|e| self.error(e))
     }
 
     /// The hosts with no instance of this pool, in order.
     fn free_hosts(&self) -> Vec<usize> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        (0..self.settings.hosts.len()).filter(|i| !known.values().any(|(host, _)| host == i)).collect()
+        (0..self.settings.hosts.len())
+            .filter(|i| !known.values().any(|(host, _)| host == i))
+            .collect()
     }
 
     /// Starts a worker on host `i`.
@@ -125,7 +156,11 @@ impl SshProvider {
         );
         self.run(i, &script, format!("{}\n", s.link.join).as_bytes()).await?;
         let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at };
-        tracing::info!("launched worker {id} on {} in {:.2} s", s.hosts[i], began.elapsed().as_secs_f64());
+        tracing::info!(
+            "launched worker {id} on {} in {:.2} s",
+            s.hosts[i],
+            began.elapsed().as_secs_f64()
+        );
         self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (i, instance.clone()));
         Ok(instance)
     }
@@ -146,7 +181,8 @@ impl Provider for SshProvider {
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let free = self.free_hosts();
         if free.is_empty() {
-            let message = format!("all {} hosts run a worker of this pool", self.settings.hosts.len());
+            let message =
+                format!("all {} hosts run a worker of this pool", self.settings.hosts.len());
             return Err(self.error(message).of_kind(ErrorKind::NoCapacity));
         }
         let mut errors = Vec::new();
@@ -160,7 +196,10 @@ impl Provider for SshProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let Some((i, _)) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned() else { return Ok(()) };
+        let Some((i, _)) = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+        else {
+            return Ok(());
+        };
         let dir = &self.settings.remote_dir;
         let tenths = self.settings.grace.as_millis() / 100;
         let script = format!(
@@ -188,15 +227,40 @@ impl Provider for SshProvider {
                 Ok(out) => {
                     for line in out.lines() {
                         let Some((id, at)) = line.split_once(' ') else { continue };
-                        let known = self.known.lock().unwrap_or_else(|p| p.into_inner()).get(id).map(|(_, inst)| inst.offer.clone());
-                        let offer = known.unwrap_or(Offer { instance_type: "unknown".into(), price_per_hour: 0.0, spot: false, price_as_of: None });
-                        listed.insert(id.to_string(), (i, Instance { id: id.to_string(), offer, launched_at: at.parse().unwrap_or(0.0) }));
+                        let known = self
+                            .known
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get(id)
+                            .map(|(_, inst)| inst.offer.clone());
+                        let offer = known.unwrap_or(Offer {
+                            instance_type: "unknown".into(),
+                            price_per_hour: 0.0,
+                            spot: false,
+                            price_as_of: None,
+                        });
+                        listed.insert(
+                            id.to_string(),
+                            (
+                                i,
+                                Instance {
+                                    id: id.to_string(),
+                                    offer,
+                                    launched_at: at.parse().unwrap_or(0.0),
+                                },
+                            ),
+                        );
                     }
                 }
                 Err(e) => {
                     tracing::warn!("{e}; keeping the workers last seen there");
                     let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-                    listed.extend(known.iter().filter(|(_, (host, _))| *host == i).map(|(id, v)| (id.clone(), v.clone())));
+                    listed.extend(
+                        known
+                            .iter()
+                            .filter(|(_, (host, _))| *host == i)
+                            .map(|(id, v)| (id.clone(), v.clone())),
+                    );
                 }
             }
         }

@@ -23,7 +23,12 @@ use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_core::clock::now;
 
 /// Vast.ai's API.
-pub const VAST: Market = Market { name: "vast", endpoint: "https://console.vast.ai/api/v0", key_var: "VAST_API_KEY", example_type: "RTX 4090" };
+pub const VAST: Market = Market {
+    name: "vast",
+    endpoint: "https://console.vast.ai/api/v0",
+    key_var: "VAST_API_KEY",
+    example_type: "RTX 4090",
+};
 
 /// How many offers a search returns.
 const SEARCH_LIMIT: u32 = 5;
@@ -96,7 +101,13 @@ impl VastProvider {
         Ok(Self { settings, api, hash: BinaryHash::default() })
     }
 
-    async fn call(&self, call: &str, method: Method, path: &str, body: Option<&Value>) -> Result<Value, ProviderError> {
+    async fn call(
+        &self,
+        call: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ProviderError> {
         self.api.call(method, path, body).await.map_err(|e| self.error(call, &e))
     }
 
@@ -125,7 +136,12 @@ impl VastProvider {
     }
 
     async fn instances(&self) -> Result<Vec<VastInstance>, ProviderError> {
-        Ok(decode::<Instances>(VAST.name, "instances", self.call("instances", Method::GET, "/instances/", None).await?)?.instances)
+        Ok(decode::<Instances>(
+            VAST.name,
+            "instances",
+            self.call("instances", Method::GET, "/instances/", None).await?,
+        )?
+        .instances)
     }
 
     /// Destroys contract `id` and checks that it is gone.
@@ -153,7 +169,10 @@ fn error(api: &JsonApi, call: &str, e: &ApiError) -> ProviderError {
 /// Destroys instance (contract) `id` at `api`: the provider's terminate, and
 /// a worker's self-stop with the key Vast.ai put in its instance.
 pub async fn destroy(api: &JsonApi, id: &str) -> Result<(), ProviderError> {
-    let answer = api.call(Method::DELETE, &format!("/instances/{id}/"), None).await.map_err(|e| error(api, &format!("destroy instance {id}"), &e))?;
+    let answer = api
+        .call(Method::DELETE, &format!("/instances/{id}/"), None)
+        .await
+        .map_err(|e| error(api, &format!("destroy instance {id}"), &e))?;
     match answer.get("success").and_then(Value::as_bool) {
         Some(true) => Ok(()),
         _ => Err(ProviderError::new(VAST.name, format!("destroy instance {id}: {answer}"))),
@@ -172,7 +191,10 @@ pub async fn search(api: &JsonApi, gpu: &str, spot: bool) -> Result<Vec<Ask>, Pr
         "order": [["dph_total", "asc"]],
         "limit": SEARCH_LIMIT,
     });
-    let answer = api.call(Method::POST, "/bundles/", Some(&query)).await.map_err(|e| error(api, "bundles", &e))?;
+    let answer = api
+        .call(Method::POST, "/bundles/", Some(&query))
+        .await
+        .map_err(|e| error(api, "bundles", &e))?;
     let found: Bundles = decode(VAST.name, "bundles", answer)?;
     if found.offers.is_empty() {
         let mut e = ProviderError::new(
@@ -208,7 +230,8 @@ impl Provider for VastProvider {
         let image = s.image(VAST, "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel")?;
         let ask = self.search(offer).await?.swap_remove(0);
         let price = self.price(&ask, offer.spot)?;
-        let launched = Offer { price_per_hour: price, price_as_of: Some(as_of_now()), ..offer.clone() };
+        let launched =
+            Offer { price_per_hour: price, price_as_of: Some(as_of_now()), ..offer.clone() };
         let launched_at = now();
         let id = s.link.instance_id(s.class, launched_at);
         let script = s.boot_script(VAST.name, &self.hash, &id, &launched).await?;
@@ -220,13 +243,21 @@ impl Provider for VastProvider {
         let answer = match self.api.call(Method::PUT, &path, Some(&body)).await {
             Ok(answer) => answer,
             // A refusal's body says why, and may still name a contract.
-            Err(ApiError { body: Some(answer), status, .. }) if status != 0 && answer.get("success").is_some() => answer,
+            Err(ApiError { body: Some(answer), status, .. })
+                if status != 0 && answer.get("success").is_some() =>
+            {
+                answer
+            }
             Err(e) => return Err(self.error("create instance", &e)),
         };
         let created: Created = decode(VAST.name, "create instance", answer)?;
         match (created.success, created.new_contract) {
             (true, Some(contract)) => {
-                tracing::info!("launched worker {id} as Vast.ai instance {contract} (offer {}, {})", ask.id, offer.instance_type);
+                tracing::info!(
+                    "launched worker {id} as Vast.ai instance {contract} (offer {}, {})",
+                    ask.id,
+                    offer.instance_type
+                );
                 Ok(Instance { id, offer: launched, launched_at })
             }
             (_, contract) => {
@@ -237,7 +268,11 @@ impl Provider for VastProvider {
                 let code = created.error.unwrap_or_default();
                 let mut e = ProviderError::new(
                     VAST.name,
-                    format!("create instance from offer {}: {code}: {}", ask.id, created.msg.unwrap_or_else(|| "refused".into())),
+                    format!(
+                        "create instance from offer {}: {code}: {}",
+                        ask.id,
+                        created.msg.unwrap_or_else(|| "refused".into())
+                    ),
                 );
                 if code == "no_such_ask" {
                     e.kind = ErrorKind::NoCapacity;
@@ -248,7 +283,9 @@ impl Provider for VastProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        for instance in self.instances().await?.into_iter().filter(|i| i.label.as_deref() == Some(id)) {
+        for instance in
+            self.instances().await?.into_iter().filter(|i| i.label.as_deref() == Some(id))
+        {
             self.destroy(instance.id, id).await?;
         }
         Ok(())
@@ -260,12 +297,22 @@ impl Provider for VastProvider {
         for instance in self.instances().await? {
             let Some(name) = instance.label.clone().filter(|l| s.owns(l)) else { continue };
             if instance.stopped() {
-                tracing::warn!("Vast.ai instance {} ({name}) is stopped (outbid, or it exited); destroying it", instance.id);
+                tracing::warn!(
+                    "Vast.ai instance {} ({name}) is stopped (outbid, or it exited); destroying it",
+                    instance.id
+                );
                 self.destroy(instance.id, &name).await?;
                 continue;
             }
-            let offer = Offer { price_per_hour: instance.dph_total.unwrap_or(s.offer.price_per_hour), ..s.offer.clone() };
-            alive.push(Instance { launched_at: s.link.launched_at(s.class, &name), id: name, offer });
+            let offer = Offer {
+                price_per_hour: instance.dph_total.unwrap_or(s.offer.price_per_hour),
+                ..s.offer.clone()
+            };
+            alive.push(Instance {
+                launched_at: s.link.launched_at(s.class, &name),
+                id: name,
+                offer,
+            });
         }
         Ok(alive)
     }

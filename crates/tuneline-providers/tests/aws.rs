@@ -10,7 +10,9 @@ use std::process::Command;
 use aws_credential_types::Credentials;
 use tuneline_api::WorkerClass;
 use tuneline_providers::aws::ec2::{Ec2, RunRequest};
-use tuneline_providers::aws::{credentials as credentials_from, AwsProvider, AwsSettings, PLANE_TAG};
+use tuneline_providers::aws::{
+    credentials as credentials_from, AwsProvider, AwsSettings, PLANE_TAG,
+};
 use tuneline_providers::boot::Boot;
 use tuneline_providers::{Offer, Provider};
 
@@ -33,7 +35,12 @@ fn settings(dir: &Path, tag: &str, spot: bool) -> AwsSettings {
         instance_profile: None,
         binary_url: "https://example.invalid/tuneline".into(),
         link: link("10.0.0.1", dir, tag, binary),
-        offer: Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot, price_as_of: None },
+        offer: Offer {
+            instance_type: "g5.xlarge".into(),
+            price_per_hour: 0.45,
+            spot,
+            price_as_of: None,
+        },
         class: WorkerClass::Gpu,
     }
 }
@@ -50,7 +57,8 @@ async fn aws_passes_the_provider_conformance_suite_on_moto() {
 }
 
 #[tokio::test]
-async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones_are_never_touched() {
+async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones_are_never_touched()
+{
     let dir = tempfile::tempdir().unwrap();
     let tag = tag();
     let provider = AwsProvider::new(settings(dir.path(), &tag, true), credentials()).unwrap();
@@ -68,11 +76,18 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
     let other_plane = ec2.run_instance(&run(&[(PLANE_TAG, "tlanother")])).await.unwrap();
 
     let offers = provider.offers().await.unwrap();
-    assert_eq!((offers[0].price_per_hour, offers[0].price_as_of.as_deref()), (0.45, None), "a configured price stands");
+    assert_eq!(
+        (offers[0].price_per_hour, offers[0].price_as_of.as_deref()),
+        (0.45, None),
+        "a configured price stands"
+    );
     let mut market = settings(dir.path(), &tag, true);
     market.offer.price_per_hour = 0.0;
     let priced = AwsProvider::new(market, credentials()).unwrap().offers().await.unwrap();
-    assert!(priced[0].price_per_hour > 0.0 && priced[0].price_as_of.is_some(), "no price: the market's, with its time: {priced:?}");
+    assert!(
+        priced[0].price_per_hour > 0.0 && priced[0].price_as_of.is_some(),
+        "no price: the market's, with its time: {priced:?}"
+    );
     let launched = provider.launch(&offers[0]).await.unwrap();
     let ours = ec2.describe_tagged(PLANE_TAG, &tag, &["pending", "running"]).await.unwrap();
     assert_eq!(ours.len(), 1);
@@ -89,8 +104,12 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
         let ec2 = &ec2;
         let id = id.to_string();
         async move {
-            let all = ec2.describe_tagged("Name", "someone-elses", &["pending", "running"]).await.unwrap();
-            let other = ec2.describe_tagged(PLANE_TAG, "tlanother", &["pending", "running"]).await.unwrap();
+            let all = ec2
+                .describe_tagged("Name", "someone-elses", &["pending", "running"])
+                .await
+                .unwrap();
+            let other =
+                ec2.describe_tagged(PLANE_TAG, "tlanother", &["pending", "running"]).await.unwrap();
             all.iter().chain(&other).any(|i| i.instance_id == id)
         }
     };
@@ -101,20 +120,28 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
 }
 
 #[tokio::test]
-async fn bad_credentials_an_unknown_instance_type_and_a_malformed_endpoint_are_named_with_what_to_do() {
+async fn bad_credentials_an_unknown_instance_type_and_a_malformed_endpoint_are_named_with_what_to_do(
+) {
     let dir = tempfile::tempdir().unwrap();
     let mut s = settings(dir.path(), &tag(), false);
     // Nothing listens here: the error names the call, the region and the endpoint.
     s.endpoint = Some(format!("http://127.0.0.1:{}", tuneline_testkit::free_port()));
     let e = AwsProvider::new(s, credentials()).unwrap().list().await.unwrap_err().to_string();
-    assert!(e.starts_with("provider aws: DescribeInstances in us-east-1 at http://127.0.0.1:"), "{e}");
+    assert!(
+        e.starts_with("provider aws: DescribeInstances in us-east-1 at http://127.0.0.1:"),
+        "{e}"
+    );
     // moto knows EC2's instance types, as EC2 does.
     let mut s = settings(dir.path(), &tag(), false);
     s.offer.instance_type = "g5.huge".into();
     let unknown = AwsProvider::new(s, credentials()).unwrap();
     let e = unknown.launch(&unknown.offers().await.unwrap()[0]).await.unwrap_err();
     assert!(!e.is_no_capacity(), "a wrong type is the config's fault, not the market's: {e}");
-    assert!(e.message.starts_with("RunInstances in us-east-1 at http://127.0.0.1:") && e.message.contains("g5.huge"), "{e}");
+    assert!(
+        e.message.starts_with("RunInstances in us-east-1 at http://127.0.0.1:")
+            && e.message.contains("g5.huge"),
+        "{e}"
+    );
     assert!(e.message.ends_with("; check [providers.aws] instance_type, fallback_instance_types and delivery_instance_type: each must be an EC2 instance type, such as \"g5.xlarge\""), "{e}");
     assert!(unknown.list().await.unwrap().is_empty(), "nothing was launched");
     let missing = credentials_from(|_| None).unwrap_err();
@@ -142,7 +169,12 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
     let dir = tempfile::tempdir().unwrap();
     let binary = stand_in(dir.path());
     let plane = link("10.0.0.1", dir.path(), "tlboot", binary.clone());
-    let offer = Offer { instance_type: "g5.xlarge".into(), price_per_hour: 0.45, spot: true, price_as_of: None };
+    let offer = Offer {
+        instance_type: "g5.xlarge".into(),
+        price_per_hour: 0.45,
+        spot: true,
+        price_as_of: None,
+    };
     let node = dir.path().join("node");
     let url = format!("file://{}", binary.display());
     let sha = sha256(&binary);
@@ -167,8 +199,15 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
 
     let refused = boot(&"0".repeat(64));
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains(&format!("is not sha256 {}", "0".repeat(64))), "{refused:?}");
-    assert!(!node.join("bin/tuneline").exists() && !node.join("bin/tuneline.partial").exists(), "a wrong binary is not kept");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains(&format!("is not sha256 {}", "0".repeat(64))),
+        "{refused:?}"
+    );
+    assert!(
+        !node.join("bin/tuneline").exists() && !node.join("bin/tuneline.partial").exists(),
+        "a wrong binary is not kept"
+    );
 
     let booted = boot(&sha);
     assert!(booted.status.success(), "{booted:?}");
@@ -178,9 +217,16 @@ fn the_boot_script_fetches_the_binary_checks_its_sha256_and_starts_the_worker() 
         args.contains(" --spot ") && args.contains("--spot-notice aws") && !args.contains("tlj1"),
         "a spot worker watches IMDS; the join token is not an argument: {args}"
     );
-    assert!(args.contains("--orphan-timeout 1800s") && args.contains("--self-stop aws"), "it stops with its instance: {args}");
+    assert!(
+        args.contains("--orphan-timeout 1800s") && args.contains("--self-stop aws"),
+        "it stops with its instance: {args}"
+    );
     assert_eq!(std::fs::read_to_string(node.join("join")).unwrap().trim(), "tlj1.5ec2e7");
-    assert_eq!(std::fs::read_to_string(node.join("region")).unwrap().trim(), "us-east-1", "its self-stop knows the region");
+    assert_eq!(
+        std::fs::read_to_string(node.join("region")).unwrap().trim(),
+        "us-east-1",
+        "its self-stop knows the region"
+    );
     // A second boot (a reboot) keeps the binary it has: same hash, no download.
     std::fs::remove_file(&binary).unwrap();
     assert!(boot(&sha).status.success(), "a binary with the right hash is not fetched again");

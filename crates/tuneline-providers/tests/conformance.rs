@@ -32,7 +32,12 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
         join: "tlj1.00".into(),
         env: Vec::new(),
         dir: dir.join("workers"),
-        offer: Offer { instance_type: "local-cpu".into(), price_per_hour: 0.5, spot: false, price_as_of: None },
+        offer: Offer {
+            instance_type: "local-cpu".into(),
+            price_per_hour: 0.5,
+            spot: false,
+            price_as_of: None,
+        },
         class: tuneline_api::WorkerClass::Gpu,
         grace,
     }))
@@ -47,7 +52,12 @@ async fn the_local_provider_conforms() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_spot_wrapper_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = SpotSettings { source: Source::Poisson { mtbf_h: 1000.0 }, speedup: 1.0, notice: Duration::from_secs(1), seed: 1 };
+    let settings = SpotSettings {
+        source: Source::Poisson { mtbf_h: 1000.0 },
+        speedup: 1.0,
+        notice: Duration::from_secs(1),
+        seed: 1,
+    };
     conformance(&SpotProvider::new(local(dir.path(), Duration::from_millis(300)), settings)).await;
 }
 
@@ -56,7 +66,12 @@ async fn spot_preemption_is_a_notice_then_a_kill() {
     let dir = tempfile::tempdir().unwrap();
     let local = local(dir.path(), Duration::from_millis(300));
     // A lifetime of about 0.2 s (an hour's mean at 18,000x), then 1 s of notice.
-    let settings = SpotSettings { source: Source::Poisson { mtbf_h: 1.0 }, speedup: 18_000.0, notice: Duration::from_secs(1), seed: 3 };
+    let settings = SpotSettings {
+        source: Source::Poisson { mtbf_h: 1.0 },
+        speedup: 18_000.0,
+        notice: Duration::from_secs(1),
+        seed: 3,
+    };
     let spot = SpotProvider::new(local.clone(), settings);
     let offer = spot.offers().await.unwrap().remove(0);
     assert!(offer.spot);
@@ -73,17 +88,30 @@ async fn spot_preemption_is_a_notice_then_a_kill() {
         assert!(noticed.elapsed() < Duration::from_secs(5), "no SIGKILL after the notice");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(noticed.elapsed() >= Duration::from_millis(800), "killed {:?} after the notice, not 1 s", noticed.elapsed());
+    assert!(
+        noticed.elapsed() >= Duration::from_millis(800),
+        "killed {:?} after the notice, not 1 s",
+        noticed.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn spot_preemption_follows_a_real_trace_time_scaled() {
     let dir = tempfile::tempdir().unwrap();
-    let traces =
-        tuneline_cost::trace::Trace::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/spot-traces/preemption/1-node/aws-04-22-2023")).unwrap();
-    let longest = traces.iter().flat_map(|t| t.up_intervals()).map(|(s, e)| e - s).fold(0.0, f64::max);
+    let traces = tuneline_cost::trace::Trace::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../data/spot-traces/preemption/1-node/aws-04-22-2023"),
+    )
+    .unwrap();
+    let longest =
+        traces.iter().flat_map(|t| t.up_intervals()).map(|(s, e)| e - s).fold(0.0, f64::max);
     // The longest stretch alive in any of these traces passes in one second.
-    let settings = SpotSettings { source: Source::Traces(traces), speedup: longest * 3600.0, notice: Duration::from_millis(200), seed: 5 };
+    let settings = SpotSettings {
+        source: Source::Traces(traces),
+        speedup: longest * 3600.0,
+        notice: Duration::from_millis(200),
+        seed: 5,
+    };
     let spot = SpotProvider::new(local(dir.path(), Duration::from_millis(300)), settings);
     let instance = spot.launch(&spot.offers().await.unwrap()[0]).await.unwrap();
     let started = Instant::now();

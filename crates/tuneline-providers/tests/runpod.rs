@@ -15,7 +15,14 @@ use market::{contract, is_boot_script_of, settings};
 const GPU: &str = "NVIDIA GeForce RTX 4090";
 const IMAGE: &str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04";
 
-fn provider(dir: &std::path::Path, url: &str, key: &str, gpu: &str, spot: bool, bid: Option<f64>) -> RunPodProvider {
+fn provider(
+    dir: &std::path::Path,
+    url: &str,
+    key: &str,
+    gpu: &str,
+    spot: bool,
+    bid: Option<f64>,
+) -> RunPodProvider {
     let mut s = settings(dir, &format!("{url}/graphql"), key, gpu, spot);
     s.image = Some(IMAGE.into());
     s.bid_per_hour = bid;
@@ -32,7 +39,10 @@ async fn runpod_passes_the_provider_conformance_suite_on_its_recorded_contract()
     for pod in ["a", "b"] {
         let (name, args) = (api.bound(pod), api.bound(&format!("boot_{pod}")));
         let args = args.as_str().unwrap();
-        assert!(args.starts_with("sh -c '#!/bin/sh"), "the start command runs the boot script: {args}");
+        assert!(
+            args.starts_with("sh -c '#!/bin/sh"),
+            "the start command runs the boot script: {args}"
+        );
         is_boot_script_of(args, "runpod", name.as_str().unwrap());
     }
 }
@@ -45,7 +55,10 @@ async fn an_interruptible_pod_bids_is_billed_at_runpods_price_and_is_terminated_
     let offer = runpod.offers().await.unwrap().remove(0);
     assert_eq!(offer.price_per_hour, 0.40, "the configured bid, above the market's minimum");
     let pod = runpod.launch(&offer).await.unwrap();
-    assert_eq!(pod.offer.price_per_hour, 0.44, "the ledger keeps what RunPod reports it bills, not the bid");
+    assert_eq!(
+        pod.offer.price_per_hour, 0.44,
+        "the ledger keeps what RunPod reports it bills, not the bid"
+    );
     assert!(pod.offer.price_as_of.is_some());
     assert!(runpod.list().await.unwrap().is_empty(), "an outbid (EXITED) pod is not alive");
     api.finish();
@@ -55,7 +68,9 @@ async fn an_interruptible_pod_bids_is_billed_at_runpods_price_and_is_terminated_
 async fn runpods_refusals_name_the_provider_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let api = contract("runpod-refusals");
-    let p = |gpu: &str, spot: bool, bid: Option<f64>, key: &str| provider(dir.path(), api.url(), key, gpu, spot, bid);
+    let p = |gpu: &str, spot: bool, bid: Option<f64>, key: &str| {
+        provider(dir.path(), api.url(), key, gpu, spot, bid)
+    };
     // The recording expects the right key: the refusal is the API's 401, which names the variable, not the key.
     let e = p(GPU, false, None, "rp-test-key").list().await.unwrap_err().to_string();
     assert!(
@@ -70,19 +85,38 @@ async fn runpods_refusals_name_the_provider_and_what_to_do() {
     let e = p(GPU, true, Some(0.20), "rp-test-key").offers().await.unwrap_err().to_string();
     assert_eq!(e, "provider runpod: bid $0.200/h for NVIDIA GeForce RTX 4090 is below the market's minimum $0.340/h; raise [providers.runpod] bid_per_hour");
     let full = p(GPU, false, None, "rp-test-key");
-    let offer = tuneline_providers::Offer { instance_type: GPU.into(), price_per_hour: 0.69, spot: false, price_as_of: None };
+    let offer = tuneline_providers::Offer {
+        instance_type: GPU.into(),
+        price_per_hour: 0.69,
+        spot: false,
+        price_as_of: None,
+    };
     let e = full.launch(&offer).await.unwrap_err();
     assert!(e.is_no_capacity(), "no capacity is the market's state, not the job's fault: {e}");
-    assert!(e.message.starts_with("podFindAndDeployOnDemand: There are no longer any instances available"), "{e}");
+    assert!(
+        e.message
+            .starts_with("podFindAndDeployOnDemand: There are no longer any instances available"),
+        "{e}"
+    );
     let e = p(GPU, false, None, "rp-test-key").list().await.unwrap_err().to_string();
-    assert!(e.starts_with("provider runpod: myself.pods: malformed answer (invalid type: string \"not a list\""), "{e}");
+    assert!(
+        e.starts_with(
+            "provider runpod: myself.pods: malformed answer (invalid type: string \"not a list\""
+        ),
+        "{e}"
+    );
     api.finish();
 }
 
 #[test]
 fn no_key_in_the_environment_is_named() {
-    let e = tuneline_providers::market::api_key(tuneline_providers::runpod::RUNPOD, |_| None).unwrap_err().to_string();
-    assert_eq!(e, "provider runpod: no credentials: set RUNPOD_API_KEY to an API key of the account");
+    let e = tuneline_providers::market::api_key(tuneline_providers::runpod::RUNPOD, |_| None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "provider runpod: no credentials: set RUNPOD_API_KEY to an API key of the account"
+    );
 }
 
 #[tokio::test]

@@ -40,7 +40,12 @@ fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>
         notice: Duration::from_secs(55),
         remote_dir: ".tuneline".into(),
         link: link(&fleet.gateway, dir, "tlslurm", stand_in(dir)),
-        offer: Offer { instance_type: "a100-partition".into(), price_per_hour: 1.1, spot: false, price_as_of: None },
+        offer: Offer {
+            instance_type: "a100-partition".into(),
+            price_per_hour: 1.1,
+            spot: false,
+            price_as_of: None,
+        },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(40),
         listing_grace: Duration::from_secs(30),
@@ -67,7 +72,11 @@ async fn the_slurm_provider_conforms_and_leaves_other_jobs_alone() {
     conformance(&slurm).await;
     let other = on(&fleet, "sbatch --parsable -J someone-elses-job --wrap 'sleep 300'");
     assert!(slurm.list().await.unwrap().is_empty(), "another user's job is never listed as ours");
-    assert_eq!(on(&fleet, &format!("squeue -h -j {other} -o %j")), "someone-elses-job", "and is left alone");
+    assert_eq!(
+        on(&fleet, &format!("squeue -h -j {other} -o %j")),
+        "someone-elses-job",
+        "and is left alone"
+    );
     on(&fleet, &format!("scancel {other}"));
 }
 
@@ -83,9 +92,17 @@ async fn the_time_limit_reaches_the_worker_as_sigterm_and_a_bad_partition_is_slu
     let slurm = provider(&fleet, dir.path(), "gpu", Some("1"));
     let instance = slurm.launch(&slurm.offers().await.unwrap()[0]).await.unwrap();
     assert_eq!(slurm.list().await.unwrap().len(), 1);
-    let script = on(&fleet, &format!("scontrol show job $(squeue -h -n {} -o %i) | grep -o 'TimeLimit=[^ ]*'", instance.id));
+    let script = on(
+        &fleet,
+        &format!(
+            "scontrol show job $(squeue -h -n {} -o %i) | grep -o 'TimeLimit=[^ ]*'",
+            instance.id
+        ),
+    );
     assert_eq!(script, "TimeLimit=00:01:00");
-    wait_for("SIGTERM before the time limit", || on(&fleet, &format!("test -f {}.term && echo yes", instance.id)) == "yes");
+    wait_for("SIGTERM before the time limit", || {
+        on(&fleet, &format!("test -f {}.term && echo yes", instance.id)) == "yes"
+    });
     slurm.terminate(&instance.id).await.unwrap();
     assert!(slurm.list().await.unwrap().is_empty());
     assert_eq!(on(&fleet, "squeue -h | wc -l"), "0", "no allocation is left");

@@ -35,7 +35,12 @@ fn provider(fleet: &Fleet, dir: &Path, key: &Path, tag: &str) -> SshProvider {
         auth: SshAuth::new(Some(key.to_path_buf()), dir.join("known_hosts")),
         remote_dir: ".tuneline".into(),
         link: link(&fleet.gateway, dir, tag, stand_in(dir)),
-        offer: Offer { instance_type: "rtx4090-box".into(), price_per_hour: 0.35, spot: false, price_as_of: None },
+        offer: Offer {
+            instance_type: "rtx4090-box".into(),
+            price_per_hour: 0.35,
+            spot: false,
+            price_as_of: None,
+        },
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(2),
     })
@@ -52,7 +57,11 @@ async fn the_ssh_provider_conforms_on_real_hosts() {
     let fleet = Fleet::new(2, &[dir.path()]);
     conformance(&provider(&fleet, dir.path(), &fleet.key, "tlconf")).await;
     for i in 0..2 {
-        assert_eq!(on(&fleet, i, "test -f term && echo yes"), "yes", "host {i}'s worker got SIGTERM");
+        assert_eq!(
+            on(&fleet, i, "test -f term && echo yes"),
+            "yes",
+            "host {i}'s worker got SIGTERM"
+        );
     }
 }
 
@@ -60,7 +69,11 @@ async fn the_ssh_provider_conforms_on_real_hosts() {
 async fn a_worker_is_started_detached_with_the_join_token_on_stdin_and_the_binary_copied_once() {
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::new(1, &[dir.path()]);
-    assert_eq!(on(&fleet, 0, &format!("ls {} 2>&1 | wc -l", dir.path().display())), "0", "the server's directory is hidden on the host");
+    assert_eq!(
+        on(&fleet, 0, &format!("ls {} 2>&1 | wc -l", dir.path().display())),
+        "0",
+        "the server's directory is hidden on the host"
+    );
     fleet.ssh(0, "mkdir -p .tuneline && echo 'AWS_ACCESS_KEY_ID=GKhostsown' > .tuneline/env");
     let ssh = provider(&fleet, dir.path(), &fleet.key, "tlcopy");
     let offer = ssh.offers().await.unwrap().remove(0);
@@ -70,16 +83,35 @@ async fn a_worker_is_started_detached_with_the_join_token_on_stdin_and_the_binar
     assert!(e.contains("all 1 hosts run a worker"), "{e}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let args = on(&fleet, 0, "cat args");
-    assert!(args.starts_with("worker --server https://") && args.contains(&format!("--instance {}", first.id)), "{args}");
-    assert!(args.contains("--price 0.35") && !args.contains("5ec2e7"), "the token is not an argument: {args}");
-    assert_eq!(on(&fleet, 0, "cat join"), "tlj1.5ec2e7", "the join token reached the worker's environment");
-    assert_eq!(on(&fleet, 0, "cat key_id"), "GKhostsown", "the host's own store credentials, from its env file");
+    assert!(
+        args.starts_with("worker --server https://")
+            && args.contains(&format!("--instance {}", first.id)),
+        "{args}"
+    );
+    assert!(
+        args.contains("--price 0.35") && !args.contains("5ec2e7"),
+        "the token is not an argument: {args}"
+    );
+    assert_eq!(
+        on(&fleet, 0, "cat join"),
+        "tlj1.5ec2e7",
+        "the join token reached the worker's environment"
+    );
+    assert_eq!(
+        on(&fleet, 0, "cat key_id"),
+        "GKhostsown",
+        "the host's own store credentials, from its env file"
+    );
     let installed = on(&fleet, 0, "stat -c %Y.%i .tuneline/bin/tuneline");
     ssh.terminate(&first.id).await.unwrap();
     assert_eq!(on(&fleet, 0, "ls .tuneline/workers/*.pid 2>/dev/null | wc -l"), "0");
 
     let second = ssh.launch(&offer).await.unwrap();
-    assert_eq!(on(&fleet, 0, "stat -c %Y.%i .tuneline/bin/tuneline"), installed, "an unchanged binary is not copied again");
+    assert_eq!(
+        on(&fleet, 0, "stat -c %Y.%i .tuneline/bin/tuneline"),
+        installed,
+        "an unchanged binary is not copied again"
+    );
     // Another control plane's worker on the same host (another tag) is not listed, so never reconciled away.
     let other = provider(&fleet, dir.path(), &fleet.key, "tlother");
     assert!(other.list().await.unwrap().is_empty());
@@ -98,14 +130,25 @@ async fn an_unreachable_host_or_a_wrong_key_is_named_with_sshs_error() {
     let instance = ssh.launch(&ssh.offers().await.unwrap()[0]).await.unwrap();
     fleet.link(0, false);
     let listed = ssh.list().await.unwrap();
-    assert_eq!(listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [instance.id.as_str()], "a host cut off keeps its last-seen worker");
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        [instance.id.as_str()],
+        "a host cut off keeps its last-seen worker"
+    );
     let e = ssh.terminate(&instance.id).await.unwrap_err().to_string();
     assert!(e.contains(&format!("cannot reach root@{}:22", fleet.hosts[0].addr)), "{e}");
-    assert!(ssh.list().await.unwrap().is_empty(), "forgotten once its terminate failed, so the pool launches elsewhere");
+    assert!(
+        ssh.list().await.unwrap().is_empty(),
+        "forgotten once its terminate failed, so the pool launches elsewhere"
+    );
 
     fleet.link(0, true);
     let back = ssh.list().await.unwrap();
-    assert_eq!(back.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), [instance.id.as_str()], "found again when the host is back");
+    assert_eq!(
+        back.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        [instance.id.as_str()],
+        "found again when the host is back"
+    );
     ssh.terminate(&instance.id).await.unwrap();
     assert!(ssh.list().await.unwrap().is_empty());
 }

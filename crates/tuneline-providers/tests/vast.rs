@@ -13,7 +13,13 @@ mod market;
 mod remote;
 use market::{contract, is_boot_script_of, settings};
 
-fn provider(dir: &std::path::Path, url: &str, gpu: &str, spot: bool, bid: Option<f64>) -> VastProvider {
+fn provider(
+    dir: &std::path::Path,
+    url: &str,
+    gpu: &str,
+    spot: bool,
+    bid: Option<f64>,
+) -> VastProvider {
     let mut s = settings(dir, url, "vast-test-key", gpu, spot);
     s.image = Some("pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel".into());
     s.bid_per_hour = bid;
@@ -38,7 +44,11 @@ async fn an_outbid_instance_and_a_refused_create_s_contract_are_destroyed_and_42
     let api = contract("vast-interruptible");
     let vast = provider(dir.path(), api.url(), "RTX 4090", true, None);
     let offer = vast.offers().await.unwrap().remove(0);
-    assert_eq!((offer.price_per_hour, offer.spot), (0.18, true), "no bid configured: the market's minimum");
+    assert_eq!(
+        (offer.price_per_hour, offer.spot),
+        (0.18, true),
+        "no bid configured: the market's minimum"
+    );
     let instance = vast.launch(&offer).await.unwrap();
     assert_eq!(instance.offer.price_per_hour, 0.18);
     let started = Instant::now();
@@ -54,11 +64,18 @@ async fn an_outbid_instance_and_a_refused_create_s_contract_are_destroyed_and_42
 async fn vasts_refusals_name_the_provider_and_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let api = contract("vast-refusals");
-    let refused = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err();
-    assert_eq!(refused.kind, tuneline_providers::ErrorKind::Auth, "a refused key is typed as such: {refused}");
+    let refused =
+        provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err();
+    assert_eq!(
+        refused.kind,
+        tuneline_providers::ErrorKind::Auth,
+        "a refused key is typed as such: {refused}"
+    );
     let e = refused.to_string();
     assert!(
-        e.starts_with("provider vast: instances at http://127.0.0.1:") && e.contains("HTTP 401") && e.ends_with("check VAST_API_KEY: the API refused the key"),
+        e.starts_with("provider vast: instances at http://127.0.0.1:")
+            && e.contains("HTTP 401")
+            && e.ends_with("check VAST_API_KEY: the API refused the key"),
         "{e}"
     );
     assert!(!e.contains("vast-test-key"), "the key is never printed: {e}");
@@ -68,9 +85,17 @@ async fn vasts_refusals_name_the_provider_and_what_to_do() {
         e.message,
         "no rentable on-demand offer of one \"RTX_4090\" now; check [providers.vast] instance_type (Vast's gpu_name, such as \"RTX 4090\") or try later"
     );
-    let e = provider(dir.path(), api.url(), "RTX 4090", true, Some(0.1)).offers().await.unwrap_err().to_string();
+    let e = provider(dir.path(), api.url(), "RTX 4090", true, Some(0.1))
+        .offers()
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "provider vast: bid $0.100/h is below the market's minimum $0.180/h (offer 8120033); raise [providers.vast] bid_per_hour");
-    let e = provider(dir.path(), api.url(), "RTX 4090", false, None).list().await.unwrap_err().to_string();
+    let e = provider(dir.path(), api.url(), "RTX 4090", false, None)
+        .list()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("provider vast: instances: malformed answer (missing field `id`"), "{e}");
     api.finish();
 }
@@ -84,6 +109,9 @@ async fn a_worker_destroys_its_own_instance_with_the_key_vast_puts_in_it() {
         "TUNELINE_CLOUD_ENDPOINT" => Some(api.url().to_string()),
         _ => None,
     };
-    assert_eq!(tuneline_providers::self_stop::terminate_self("vast", env).await.unwrap(), "9100001");
+    assert_eq!(
+        tuneline_providers::self_stop::terminate_self("vast", env).await.unwrap(),
+        "9100001"
+    );
     api.finish();
 }

@@ -26,10 +26,18 @@ impl ArtifactStore {
                 Some(&size) => {
                     return Err(StoreError::Corrupt {
                         key: key::join(prefix, &f.path),
-                        what: format!("stored size {size} differs from the {} bytes uploaded; not committing", f.size),
+                        what: format!(
+                            "stored size {size} differs from the {} bytes uploaded; not committing",
+                            f.size
+                        ),
                     })
                 }
-                None => return Err(StoreError::Corrupt { key: key::join(prefix, &f.path), what: "is missing from the store; not committing".into() }),
+                None => {
+                    return Err(StoreError::Corrupt {
+                        key: key::join(prefix, &f.path),
+                        what: "is missing from the store; not committing".into(),
+                    })
+                }
             }
         }
         let commit = Commit::new(prefix, files);
@@ -37,7 +45,9 @@ impl ArtifactStore {
         let location = key::path(&key::join(prefix, COMMIT_FILE))?;
         match self.create_exclusive(&location, body).await? {
             Created::Yes => Ok(commit),
-            Created::AlreadyExists => Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() }),
+            Created::AlreadyExists => {
+                Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() })
+            }
         }
     }
 
@@ -46,25 +56,40 @@ impl ArtifactStore {
         let location = key::path(&key::join(prefix, COMMIT_FILE))?;
         let bytes = match self.inner.get(&location).await {
             Ok(got) => got.bytes().await.map_err(|e| self.err(e))?,
-            Err(object_store::Error::NotFound { .. }) => return Err(StoreError::NotCommitted { prefix: prefix.trim_matches('/').to_string() }),
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StoreError::NotCommitted {
+                    prefix: prefix.trim_matches('/').to_string(),
+                })
+            }
             Err(e) => return Err(self.err(e)),
         };
-        Commit::parse(&bytes).map_err(|what| StoreError::Corrupt { key: location.to_string(), what })
+        Commit::parse(&bytes)
+            .map_err(|what| StoreError::Corrupt { key: location.to_string(), what })
     }
 
     /// The content of one file of the committed artifact at `prefix`, checked against its sha256.
     pub async fn read_committed(&self, prefix: &str, path: &str) -> Result<bytes::Bytes> {
         let commit = self.read_commit(prefix).await?;
         let key = key::join(prefix, path);
-        let entry = commit
-            .files
-            .iter()
-            .find(|f| f.path == path)
-            .ok_or_else(|| StoreError::Corrupt { key: key.clone(), what: format!("is not part of the commit of `{prefix}`") })?;
-        let bytes = self.inner.get(&key::path(&key)?).await.map_err(|e| self.err(e))?.bytes().await.map_err(|e| self.err(e))?;
+        let entry =
+            commit.files.iter().find(|f| f.path == path).ok_or_else(|| StoreError::Corrupt {
+                key: key.clone(),
+                what: format!("is not part of the commit of `{prefix}`"),
+            })?;
+        let bytes = self
+            .inner
+            .get(&key::path(&key)?)
+            .await
+            .map_err(|e| self.err(e))?
+            .bytes()
+            .await
+            .map_err(|e| self.err(e))?;
         let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
         if sha256 != entry.sha256 {
-            return Err(StoreError::Corrupt { key, what: format!("sha256 {sha256}, commit says {}", entry.sha256) });
+            return Err(StoreError::Corrupt {
+                key,
+                what: format!("sha256 {sha256}, commit says {}", entry.sha256),
+            });
         }
         Ok(bytes)
     }
@@ -81,7 +106,14 @@ impl ArtifactStore {
     /// Sizes of the objects under `prefix`, keyed by path relative to it.
     pub(crate) async fn sizes_under(&self, prefix: &str) -> Result<HashMap<String, u64>> {
         let root = prefix.trim_matches('/');
-        Ok(self.list_objects(prefix).await?.into_iter().filter_map(|m| relative(root, m.location.as_ref()).map(|rel| (rel.to_string(), m.size))).collect())
+        Ok(self
+            .list_objects(prefix)
+            .await?
+            .into_iter()
+            .filter_map(|m| {
+                relative(root, m.location.as_ref()).map(|rel| (rel.to_string(), m.size))
+            })
+            .collect())
     }
 }
 

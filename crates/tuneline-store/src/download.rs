@@ -32,11 +32,19 @@ pub struct TransferReport {
 
 impl ArtifactStore {
     /// Downloads the committed artifact at `prefix` into `dir`.
-    pub async fn pull(&self, prefix: &str, dir: &Path, progress: &dyn Progress) -> Result<TransferReport> {
+    pub async fn pull(
+        &self,
+        prefix: &str,
+        dir: &Path,
+        progress: &dyn Progress,
+    ) -> Result<TransferReport> {
         let commit = self.read_commit(prefix).await?;
         // Every destination is proven to stay under `dir` before anything is written.
-        let dests: Vec<(PathBuf, &FileEntry)> =
-            commit.files.iter().map(|entry| Ok((confined(dir, &key::join(prefix, &entry.path), &entry.path)?, entry))).collect::<Result<_>>()?;
+        let dests: Vec<(PathBuf, &FileEntry)> = commit
+            .files
+            .iter()
+            .map(|entry| Ok((confined(dir, &key::join(prefix, &entry.path), &entry.path)?, entry)))
+            .collect::<Result<_>>()?;
         progress.start("download", commit.total_size(), Unit::Bytes);
         let moved: Vec<u64> = futures::stream::iter(dests)
             .map(|(dest, entry)| {
@@ -47,7 +55,8 @@ impl ArtifactStore {
                             progress.advance(entry.size);
                             return Ok(0);
                         }
-                        self.fetch_once(&key, &dest, entry.size, Some(&entry.sha256), progress).await
+                        self.fetch_once(&key, &dest, entry.size, Some(&entry.sha256), progress)
+                            .await
                     })
                     .await
                 }
@@ -67,13 +76,21 @@ impl ArtifactStore {
     /// With the committed `sha256`, an interrupted download resumes from its
     /// `.part` file and the result is verified; without one (a raw object that
     /// may have changed since) it starts over and only the size is checked.
-    pub(crate) async fn fetch_once(&self, key: &str, dest: &Path, size: u64, sha256: Option<&str>, progress: &dyn Progress) -> Result<u64> {
+    pub(crate) async fn fetch_once(
+        &self,
+        key: &str,
+        dest: &Path,
+        size: u64,
+        sha256: Option<&str>,
+        progress: &dyn Progress,
+    ) -> Result<u64> {
         let part = part_path(dest);
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|e| StoreError::local(parent, e))?;
         }
         // A `.part` that is a link (planted, or left by anything but tuneline) is removed, never appended through.
-        let part_is_link = tokio::fs::symlink_metadata(&part).await.is_ok_and(|m| m.file_type().is_symlink());
+        let part_is_link =
+            tokio::fs::symlink_metadata(&part).await.is_ok_and(|m| m.file_type().is_symlink());
         if sha256.is_none() || part_is_link {
             let _ = tokio::fs::remove_file(&part).await;
         }
@@ -97,19 +114,32 @@ impl ArtifactStore {
             tokio::fs::remove_file(&part).await.map_err(|e| StoreError::local(&part, e))?;
         }
         progress.advance(have);
-        let mut out = tokio::fs::OpenOptions::new().create(true).append(true).open(&part).await.map_err(|e| StoreError::local(&part, e))?;
+        let mut out = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&part)
+            .await
+            .map_err(|e| StoreError::local(&part, e))?;
         let mut downloaded = 0u64;
         let streamed: Result<()> = async {
             if size == 0 {
                 // Nothing to read, but the object must be there and empty: an entry alone makes no file.
                 let stored = self.inner.head(&key::path(key)?).await.map_err(|e| self.err(e))?.size;
                 if stored != 0 {
-                    return Err(StoreError::Corrupt { key: key.to_string(), what: format!("stored {stored} bytes, but the commit lists it as empty") });
+                    return Err(StoreError::Corrupt {
+                        key: key.to_string(),
+                        what: format!("stored {stored} bytes, but the commit lists it as empty"),
+                    });
                 }
             } else if have < size {
                 let location = key::path(key)?;
                 let opts = GetOptions { range: Some(GetRange::Offset(have)), ..Default::default() };
-                let mut stream = self.inner.get_opts(&location, opts).await.map_err(|e| self.err(e))?.into_stream();
+                let mut stream = self
+                    .inner
+                    .get_opts(&location, opts)
+                    .await
+                    .map_err(|e| self.err(e))?
+                    .into_stream();
                 while let Some(chunk) = stream.next().await {
                     let chunk = chunk.map_err(|e| self.err(e))?;
                     out.write_all(&chunk).await.map_err(|e| StoreError::local(&part, e))?;
@@ -140,13 +170,19 @@ impl ArtifactStore {
 
 /// `dir/name` for a file of `key`, proven to stay under `dir` ([`tuneline_core::confine::under`]).
 pub(crate) fn confined(dir: &Path, key: &str, name: &str) -> Result<PathBuf> {
-    tuneline_core::confine::under(dir, name).map_err(|reason| StoreError::Unconfined { key: key.to_string(), dir: dir.to_path_buf(), reason })
+    tuneline_core::confine::under(dir, name).map_err(|reason| StoreError::Unconfined {
+        key: key.to_string(),
+        dir: dir.to_path_buf(),
+        reason,
+    })
 }
 
 /// Whether `dest` already holds exactly the committed content.
 async fn already_there(dest: &Path, entry: &FileEntry) -> Result<bool> {
     match tokio::fs::metadata(dest).await {
-        Ok(meta) if meta.is_file() && meta.len() == entry.size => Ok(hash_file(dest).await?.1 == entry.sha256),
+        Ok(meta) if meta.is_file() && meta.len() == entry.size => {
+            Ok(hash_file(dest).await?.1 == entry.sha256)
+        }
         _ => Ok(false),
     }
 }

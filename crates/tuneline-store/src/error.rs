@@ -121,11 +121,16 @@ impl StoreError {
     /// Classifies a backend error for `store` (its URL) into what a user can act on.
     pub fn from_backend(store: &str, e: object_store::Error) -> Self {
         match e {
-            object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => {
                 StoreError::AccessDenied { store: store.to_string(), detail: short(&e) }
             }
-            e if is_denied(&e) => StoreError::AccessDenied { store: store.to_string(), detail: s3_message(&e) },
-            e if is_connection_error(&e) => StoreError::Unreachable { store: store.to_string(), detail: short(&e) },
+            e if is_denied(&e) => {
+                StoreError::AccessDenied { store: store.to_string(), detail: s3_message(&e) }
+            }
+            e if is_connection_error(&e) => {
+                StoreError::Unreachable { store: store.to_string(), detail: short(&e) }
+            }
             e => StoreError::Backend(e),
         }
     }
@@ -155,7 +160,10 @@ fn is_denied(e: &object_store::Error) -> bool {
 /// The `<Message>` of an S3 error document, or the innermost cause.
 fn s3_message(e: &object_store::Error) -> String {
     let text = e.to_string();
-    let message = text.split_once("<Message>").and_then(|(_, rest)| rest.split_once("</Message>")).map(|(m, _)| m);
+    let message = text
+        .split_once("<Message>")
+        .and_then(|(_, rest)| rest.split_once("</Message>"))
+        .map(|(m, _)| m);
     message.map(str::to_string).unwrap_or_else(|| short(e))
 }
 
@@ -163,7 +171,10 @@ fn is_connection_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
         let text = c.to_string().to_lowercase();
-        if ["error sending request", "connection refused", "timed out", "dns error", "tcp connect"].iter().any(|needle| text.contains(needle)) {
+        if ["error sending request", "connection refused", "timed out", "dns error", "tcp connect"]
+            .iter()
+            .any(|needle| text.contains(needle))
+        {
             return true;
         }
         cause = c.source();

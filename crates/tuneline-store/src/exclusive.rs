@@ -48,7 +48,10 @@ impl ArtifactStore {
             let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
             return match self.inner.put_opts(location, body.into(), opts).await {
                 Ok(_) => Ok(Created::Yes),
-                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(Created::AlreadyExists),
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. },
+                ) => Ok(Created::AlreadyExists),
                 Err(e) => Err(self.err(e)),
             };
         }
@@ -65,10 +68,16 @@ impl ArtifactStore {
             self.inner.delete(&key).await.map_err(|e| self.err(e))?;
             match second {
                 Ok(_) => {
-                    tracing::info!("{} ignores conditional puts; commits are guarded by claims", self.url);
+                    tracing::info!(
+                        "{} ignores conditional puts; commits are guarded by claims",
+                        self.url
+                    );
                     Ok(false)
                 }
-                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(true),
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. },
+                ) => Ok(true),
                 Err(e) => Err(self.err(e)),
             }
         };
@@ -79,7 +88,8 @@ impl ArtifactStore {
         if self.exists(location).await? {
             return Ok(Created::AlreadyExists);
         }
-        let dir = location.as_ref().rsplit_once('/').map(|(d, _)| format!("{d}/")).unwrap_or_default();
+        let dir =
+            location.as_ref().rsplit_once('/').map(|(d, _)| format!("{d}/")).unwrap_or_default();
         let claims = Path::from(format!("{dir}.claims"));
         let mine = Path::from(format!("{dir}.claims/{}", random_name()));
         self.inner.put(&mine, PutPayload::new()).await.map_err(|e| self.err(e))?;
@@ -87,7 +97,11 @@ impl ArtifactStore {
         let outcome = async {
             if self.oldest_claim(&claims, &mine).await? {
                 // Past this wait the server clock has left the second our claim was stamped in.
-                tokio::time::sleep((claimed_at + Duration::from_millis(1100)).saturating_duration_since(Instant::now())).await;
+                tokio::time::sleep(
+                    (claimed_at + Duration::from_millis(1100))
+                        .saturating_duration_since(Instant::now()),
+                )
+                .await;
                 if self.oldest_claim(&claims, &mine).await? && !self.exists(location).await? {
                     self.inner.put(location, body.into()).await.map_err(|e| self.err(e))?;
                     return Ok(Created::Yes);
@@ -103,10 +117,14 @@ impl ArtifactStore {
     /// Whether `mine` is the oldest live claim under `claims`.
     async fn oldest_claim(&self, claims: &Path, mine: &Path) -> Result<bool> {
         use futures::TryStreamExt;
-        let all: Vec<ObjectMeta> = self.inner.list(Some(claims)).try_collect().await.map_err(|e| self.err(e))?;
+        let all: Vec<ObjectMeta> =
+            self.inner.list(Some(claims)).try_collect().await.map_err(|e| self.err(e))?;
         let Some(newest) = all.iter().map(|m| m.last_modified).max() else { return Ok(false) };
         let ttl = chrono::Duration::from_std(CLAIM_TTL).expect("small");
-        let oldest = all.iter().filter(|m| m.last_modified + ttl >= newest).min_by(|a, b| (a.last_modified, &a.location).cmp(&(b.last_modified, &b.location)));
+        let oldest = all
+            .iter()
+            .filter(|m| m.last_modified + ttl >= newest)
+            .min_by(|a, b| (a.last_modified, &a.location).cmp(&(b.last_modified, &b.location)));
         Ok(oldest.is_some_and(|m| &m.location == mine))
     }
 

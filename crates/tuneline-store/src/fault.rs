@@ -12,8 +12,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult, UploadPart,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, UploadPart,
 };
 
 /// A fault to inject.
@@ -49,7 +49,13 @@ pub struct FaultyStore {
 impl FaultyStore {
     /// A wrapper that injects nothing until faults are planned.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, uploads: AtomicUsize::new(0), downloads: AtomicUsize::new(0), largest_write: Arc::default(), plan: Mutex::new(Vec::new()) }
+        Self {
+            inner,
+            uploads: AtomicUsize::new(0),
+            downloads: AtomicUsize::new(0),
+            largest_write: Arc::default(),
+            plan: Mutex::new(Vec::new()),
+        }
     }
 
     /// Plans `fault` for the transfer `target` names.
@@ -97,7 +103,10 @@ impl FaultyStore {
 }
 
 fn injected(what: &str) -> object_store::Error {
-    object_store::Error::Generic { store: "FaultyStore", source: format!("injected fault: {what}").into() }
+    object_store::Error::Generic {
+        store: "FaultyStore",
+        source: format!("injected fault: {what}").into(),
+    }
 }
 
 impl fmt::Display for FaultyStore {
@@ -108,7 +117,12 @@ impl fmt::Display for FaultyStore {
 
 #[async_trait]
 impl ObjectStore for FaultyStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         self.largest_write.fetch_max(payload.content_length(), Ordering::SeqCst);
         match self.take(location, true) {
             Some(Fault::FailUpload) => Err(injected("upload failed")),
@@ -121,18 +135,32 @@ impl ObjectStore for FaultyStore {
         }
     }
 
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> object_store::Result<Box<dyn MultipartUpload>> {
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
         let fault = self.take(location, true);
         let inner = self.inner.put_multipart_opts(location, opts).await?;
-        Ok(Box::new(FaultyUpload { inner, fault, parts: 0, largest_write: self.largest_write.clone() }))
+        Ok(Box::new(FaultyUpload {
+            inner,
+            fault,
+            parts: 0,
+            largest_write: self.largest_write.clone(),
+        }))
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         let fault = self.take(location, false);
         let result = self.inner.get_opts(location, options).await?;
         let Some(Fault::BreakDownloadAfter(limit)) = fault else { return Ok(result) };
         let GetResult { meta, range, attributes, extensions, .. } = &result;
-        let (meta, range, attributes, extensions) = (meta.clone(), range.clone(), attributes.clone(), extensions.clone());
+        let (meta, range, attributes, extensions) =
+            (meta.clone(), range.clone(), attributes.clone(), extensions.clone());
         let mut sent = 0usize;
         let stream = result
             .into_stream()
@@ -157,10 +185,19 @@ impl ObjectStore for FaultyStore {
                 futures::future::ready((!done).then_some(item))
             })
             .boxed();
-        Ok(GetResult { payload: GetResultPayload::Stream(stream), meta, range, attributes, extensions })
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(stream),
+            meta,
+            range,
+            attributes,
+            extensions,
+        })
     }
 
-    fn delete_stream(&self, locations: BoxStream<'static, object_store::Result<Path>>) -> BoxStream<'static, object_store::Result<Path>> {
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
         self.inner.delete_stream(locations)
     }
 
@@ -172,7 +209,12 @@ impl ObjectStore for FaultyStore {
         self.inner.list_with_delimiter(prefix).await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
     }
 }

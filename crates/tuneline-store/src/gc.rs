@@ -58,13 +58,17 @@ impl ArtifactStore {
         let rotated = rotated_checkpoints(&committed, opts.save_total_limit);
         let mut removals = Vec::new();
         let mut doomed: Vec<Path> = Vec::new();
-        let mut rotated_bytes: BTreeMap<&str, u64> = rotated.iter().map(|p| (p.as_str(), 0)).collect();
+        let mut rotated_bytes: BTreeMap<&str, u64> =
+            rotated.iter().map(|p| (p.as_str(), 0)).collect();
         for prefix in &rotated {
             doomed.push(key::path(&key::join(prefix, COMMIT_FILE))?);
         }
         for meta in &objects {
             let k = meta.location.as_ref();
-            let owner = committed.iter().filter(|p| crate::commit::relative(p, k).is_some()).max_by_key(|p| p.len());
+            let owner = committed
+                .iter()
+                .filter(|p| crate::commit::relative(p, k).is_some())
+                .max_by_key(|p| p.len());
             if let Some(prefix) = owner.filter(|p| rotated_bytes.contains_key(p.as_str())) {
                 *rotated_bytes.get_mut(prefix.as_str()).expect("present") += meta.size;
                 if !k.ends_with(COMMIT_FILE) {
@@ -75,7 +79,8 @@ impl ArtifactStore {
             let reason = match owner {
                 Some(prefix) => {
                     let rel = crate::commit::relative(prefix, k).expect("owner contains it");
-                    (rel != COMMIT_FILE && !listed[prefix].iter().any(|f| f == rel)).then(|| format!("not listed in {prefix}/COMMIT.json"))
+                    (rel != COMMIT_FILE && !listed[prefix].iter().any(|f| f == rel))
+                        .then(|| format!("not listed in {prefix}/COMMIT.json"))
                 }
                 None => in_artifact_slot(k).then(|| "never committed".to_string()),
             };
@@ -85,12 +90,17 @@ impl ArtifactStore {
             }
         }
         for (prefix, bytes) in rotated_bytes {
-            removals.push(Removal { key: format!("{prefix}/"), reason: "past save_total_limit".into(), bytes });
+            removals.push(Removal {
+                key: format!("{prefix}/"),
+                reason: "past save_total_limit".into(),
+                bytes,
+            });
         }
         removals.sort_by(|a, b| a.key.cmp(&b.key));
         if !opts.dry_run && !doomed.is_empty() {
             // Commit files are deleted first, so nothing half-deleted is ever visible.
-            let (commits, rest): (Vec<Path>, Vec<Path>) = doomed.into_iter().partition(|p| p.as_ref().ends_with(COMMIT_FILE));
+            let (commits, rest): (Vec<Path>, Vec<Path>) =
+                doomed.into_iter().partition(|p| p.as_ref().ends_with(COMMIT_FILE));
             self.delete_all(commits).await?;
             self.delete_all(rest).await?;
         }
@@ -101,7 +111,10 @@ impl ArtifactStore {
 /// Whether `key` lies inside an artifact slot of the store layout.
 fn in_artifact_slot(key: &str) -> bool {
     let s: Vec<&str> = key.split('/').collect();
-    matches!(s.as_slice(), ["datasets" | "models", _, _, _, ..] | ["runs", _, "checkpoints", _, _, ..])
+    matches!(
+        s.as_slice(),
+        ["datasets" | "models", _, _, _, ..] | ["runs", _, "checkpoints", _, _, ..]
+    )
 }
 
 /// Committed checkpoints past the newest `limit` of each run.
@@ -109,7 +122,8 @@ fn rotated_checkpoints(committed: &[String], limit: Option<u32>) -> Vec<String> 
     let Some(limit) = limit else { return Vec::new() };
     let mut by_run: BTreeMap<&str, Vec<(u64, &String)>> = BTreeMap::new();
     for prefix in committed {
-        if let ["runs", run, "checkpoints", step] = prefix.split('/').collect::<Vec<_>>().as_slice() {
+        if let ["runs", run, "checkpoints", step] = prefix.split('/').collect::<Vec<_>>().as_slice()
+        {
             if let Ok(step) = step.parse::<u64>() {
                 by_run.entry(run).or_default().push((step, prefix));
             }
@@ -139,8 +153,14 @@ mod tests {
 
     #[test]
     fn rotation_keeps_the_newest_steps_by_number() {
-        let committed: Vec<String> =
-            ["runs/a/checkpoints/100", "runs/a/checkpoints/20", "runs/a/checkpoints/300", "runs/b/checkpoints/5"].map(String::from).to_vec();
+        let committed: Vec<String> = [
+            "runs/a/checkpoints/100",
+            "runs/a/checkpoints/20",
+            "runs/a/checkpoints/300",
+            "runs/b/checkpoints/5",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(rotated_checkpoints(&committed, Some(2)), ["runs/a/checkpoints/20"]);
         assert!(rotated_checkpoints(&committed, None).is_empty());
     }

@@ -8,7 +8,8 @@ use crate::error::{Result, StoreError};
 /// no empty segments, no backslashes or control characters. Leading and
 /// trailing slashes are allowed and ignored.
 pub fn check(key: &str) -> Result<()> {
-    let bad = |reason: &str| Err(StoreError::BadKey { key: key.to_string(), reason: reason.to_string() });
+    let bad =
+        |reason: &str| Err(StoreError::BadKey { key: key.to_string(), reason: reason.to_string() });
     let trimmed = key.trim_matches('/');
     if trimmed.is_empty() {
         return Ok(());
@@ -18,7 +19,9 @@ pub fn check(key: &str) -> Result<()> {
             "" => return bad("it has an empty segment (`//`)"),
             ".." => return bad("`..` would escape the store prefix"),
             "." => return bad("`.` segments are not allowed"),
-            s if s.chars().any(|c| c.is_control() || c == '\\') => return bad("it contains a control character or a backslash"),
+            s if s.chars().any(|c| c.is_control() || c == '\\') => {
+                return bad("it contains a control character or a backslash")
+            }
             _ => {}
         }
     }
@@ -28,7 +31,8 @@ pub fn check(key: &str) -> Result<()> {
 /// The object path of `key`, checked.
 pub fn path(key: &str) -> Result<Path> {
     check(key)?;
-    Path::parse(key.trim_matches('/')).map_err(|e| StoreError::BadKey { key: key.to_string(), reason: e.to_string() })
+    Path::parse(key.trim_matches('/'))
+        .map_err(|e| StoreError::BadKey { key: key.to_string(), reason: e.to_string() })
 }
 
 /// `prefix/name`, or `name` at the root.

@@ -41,23 +41,35 @@ impl ArtifactStore {
         Ok(listing
             .artifacts
             .into_iter()
-            .filter_map(|a| a.prefix.rsplit('/').next().and_then(|s| s.parse::<u64>().ok()).map(|n| (a.prefix.clone(), n)))
+            .filter_map(|a| {
+                a.prefix
+                    .rsplit('/')
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .map(|n| (a.prefix.clone(), n))
+            })
             .max_by_key(|(_, n)| *n))
     }
 
     /// Committed artifacts under `prefix` (the prefix itself included).
     pub async fn list_committed(&self, prefix: &str) -> Result<Listing> {
         let objects = self.list_objects(prefix).await?;
-        let sizes: HashMap<&str, u64> = objects.iter().map(|m| (m.location.as_ref(), m.size)).collect();
+        let sizes: HashMap<&str, u64> =
+            objects.iter().map(|m| (m.location.as_ref(), m.size)).collect();
         let prefixes: Vec<String> = commit_prefixes(objects.iter().map(|m| m.location.as_ref()));
-        let commits: Vec<Commit> =
-            futures::stream::iter(prefixes).map(|p| async move { self.read_commit(&p).await }).buffered(self.concurrency).try_collect().await?;
+        let commits: Vec<Commit> = futures::stream::iter(prefixes)
+            .map(|p| async move { self.read_commit(&p).await })
+            .buffered(self.concurrency)
+            .try_collect()
+            .await?;
         let mut listing = Listing::default();
         for commit in commits {
             let bad: Vec<String> = commit
                 .files
                 .iter()
-                .filter(|f| sizes.get(crate::key::join(&commit.prefix, &f.path).as_str()) != Some(&f.size))
+                .filter(|f| {
+                    sizes.get(crate::key::join(&commit.prefix, &f.path).as_str()) != Some(&f.size)
+                })
                 .map(|f| f.path.clone())
                 .collect();
             if bad.is_empty() {
@@ -68,7 +80,8 @@ impl ArtifactStore {
                     committed_at: commit.committed_at.clone(),
                 });
             } else {
-                let what = format!("{} file(s) missing or the wrong size: {}", bad.len(), bad.join(", "));
+                let what =
+                    format!("{} file(s) missing or the wrong size: {}", bad.len(), bad.join(", "));
                 listing.broken.push((commit.prefix.clone(), what));
             }
         }
@@ -78,5 +91,12 @@ impl ArtifactStore {
 
 /// The prefixes that hold a `COMMIT.json`, among `keys` (sorted in, sorted out).
 pub(crate) fn commit_prefixes<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
-    keys.filter_map(|k| if k == COMMIT_FILE { Some(String::new()) } else { k.strip_suffix(COMMIT_FILE)?.strip_suffix('/').map(str::to_string) }).collect()
+    keys.filter_map(|k| {
+        if k == COMMIT_FILE {
+            Some(String::new())
+        } else {
+            k.strip_suffix(COMMIT_FILE)?.strip_suffix('/').map(str::to_string)
+        }
+    })
+    .collect()
 }

@@ -33,7 +33,8 @@ pub enum Location {
 impl Location {
     /// Parses a store URL.
     pub fn parse(url: &str) -> Result<Self> {
-        let bad = |reason: &str| StoreError::BadUrl { url: url.to_string(), reason: reason.to_string() };
+        let bad =
+            |reason: &str| StoreError::BadUrl { url: url.to_string(), reason: reason.to_string() };
         let url = url.trim();
         if url.is_empty() {
             return Err(bad("it is empty; use file://DIR, s3://bucket/prefix or memory://"));
@@ -46,9 +47,14 @@ impl Location {
         }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let valid_bucket = (3..=63).contains(&bucket.len()) && bucket.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            let valid_bucket = (3..=63).contains(&bucket.len())
+                && bucket
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
             if !valid_bucket {
-                return Err(bad("the bucket name must be 3-63 lowercase letters, digits, `-` or `.`"));
+                return Err(bad(
+                    "the bucket name must be 3-63 lowercase letters, digits, `-` or `.`",
+                ));
             }
             let prefix = prefix.trim_matches('/');
             crate::key::check(prefix).map_err(|e| bad(&e.to_string()))?;
@@ -58,7 +64,9 @@ impl Location {
             return Ok(Location::Memory);
         }
         if let Some((scheme, _)) = url.split_once("://") {
-            return Err(bad(&format!("unknown scheme `{scheme}://`; use file://, s3:// or memory://")));
+            return Err(bad(&format!(
+                "unknown scheme `{scheme}://`; use file://, s3:// or memory://"
+            )));
         }
         Ok(Location::File(PathBuf::from(url)))
     }
@@ -69,11 +77,17 @@ impl Location {
             Location::Memory => Ok(Arc::new(InMemory::new())),
             Location::File(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| StoreError::local(dir, e))?;
-                let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| StoreError::BadUrl { url: dir.display().to_string(), reason: e.to_string() })?;
+                let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| StoreError::BadUrl {
+                    url: dir.display().to_string(),
+                    reason: e.to_string(),
+                })?;
                 Ok(Arc::new(fs))
             }
             Location::S3 { bucket, prefix } => {
-                let s3 = s3_builder(bucket, config).build().map_err(|e| StoreError::BadUrl { url: format!("s3://{bucket}"), reason: e.to_string() })?;
+                let s3 = s3_builder(bucket, config).build().map_err(|e| StoreError::BadUrl {
+                    url: format!("s3://{bucket}"),
+                    reason: e.to_string(),
+                })?;
                 if prefix.is_empty() {
                     Ok(Arc::new(s3))
                 } else {
@@ -85,9 +99,16 @@ impl Location {
 }
 
 fn s3_builder(bucket: &str, config: &StoreConfig) -> AmazonS3Builder {
-    let client = ClientOptions::new().with_allow_http(config.allow_http).with_connect_timeout(config.connect_timeout.0).with_timeout(config.request_timeout.0);
+    let client = ClientOptions::new()
+        .with_allow_http(config.allow_http)
+        .with_connect_timeout(config.connect_timeout.0)
+        .with_timeout(config.request_timeout.0);
     let retry = RetryConfig {
-        backoff: BackoffConfig { init_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(5), base: 2.0 },
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
         max_retries: config.retries as usize,
         retry_timeout: config.request_timeout.0,
     };
@@ -118,17 +139,27 @@ mod tests {
 
     #[test]
     fn parses_every_scheme() {
-        assert_eq!(Location::parse("file://./.tuneline/store").unwrap(), Location::File("./.tuneline/store".into()));
+        assert_eq!(
+            Location::parse("file://./.tuneline/store").unwrap(),
+            Location::File("./.tuneline/store".into())
+        );
         assert_eq!(Location::parse("/data/store").unwrap(), Location::File("/data/store".into()));
-        assert_eq!(Location::parse("s3://my-bucket/team/a/").unwrap(), Location::S3 { bucket: "my-bucket".into(), prefix: "team/a".into() });
+        assert_eq!(
+            Location::parse("s3://my-bucket/team/a/").unwrap(),
+            Location::S3 { bucket: "my-bucket".into(), prefix: "team/a".into() }
+        );
         assert_eq!(Location::parse("memory://").unwrap(), Location::Memory);
     }
 
     #[test]
     fn rejects_bad_urls_with_a_reason() {
-        for (url, needle) in
-            [("gs://b/x", "unknown scheme `gs://`"), ("s3://B", "bucket name"), ("s3://bucket/../x", "`..`"), ("file://", "needs a directory"), ("", "empty")]
-        {
+        for (url, needle) in [
+            ("gs://b/x", "unknown scheme `gs://`"),
+            ("s3://B", "bucket name"),
+            ("s3://bucket/../x", "`..`"),
+            ("file://", "needs a directory"),
+            ("", "empty"),
+        ] {
             let e = Location::parse(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");
         }

@@ -50,7 +50,8 @@ impl Commit {
 
     /// Parses a `COMMIT.json` and [`Self::check`]s it; `Err` says what is wrong.
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let commit: Self = serde_json::from_slice(bytes).map_err(|e| format!("unreadable manifest: {e}"))?;
+        let commit: Self =
+            serde_json::from_slice(bytes).map_err(|e| format!("unreadable manifest: {e}"))?;
         commit.check()?;
         Ok(commit)
     }
@@ -61,12 +62,18 @@ impl Commit {
     pub fn check(&self) -> Result<(), String> {
         let mut seen = std::collections::HashSet::new();
         for (i, f) in self.files.iter().enumerate() {
-            tuneline_core::confine::check_relative(&f.path).map_err(|e| format!("files[{i}].path: {e}"))?;
+            tuneline_core::confine::check_relative(&f.path)
+                .map_err(|e| format!("files[{i}].path: {e}"))?;
             if !seen.insert(f.path.as_str()) {
                 return Err(format!("files[{i}].path: `{}` is listed twice", f.path));
             }
-            if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-                return Err(format!("files[{i}].sha256: `{}` is not 64 lowercase hex digits", f.sha256.escape_debug()));
+            if f.sha256.len() != 64
+                || !f.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return Err(format!(
+                    "files[{i}].sha256: `{}` is not 64 lowercase hex digits",
+                    f.sha256.escape_debug()
+                ));
             }
         }
         Ok(())

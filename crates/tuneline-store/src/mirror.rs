@@ -20,7 +20,12 @@ impl ArtifactStore {
     /// Downloads the object `key`, or every object under `key/`, into `dir`,
     /// keeping paths below `key`'s parent; skips copies already current.
     /// Returns the local files, sorted.
-    pub async fn mirror(&self, key: &str, dir: &Path, progress: &dyn Progress) -> Result<Vec<PathBuf>> {
+    pub async fn mirror(
+        &self,
+        key: &str,
+        dir: &Path,
+        progress: &dyn Progress,
+    ) -> Result<Vec<PathBuf>> {
         let location = key::path(key)?;
         let objects = match self.inner.head(&location).await {
             Ok(meta) => vec![meta],
@@ -35,7 +40,14 @@ impl ArtifactStore {
             .iter()
             .map(|meta| {
                 let name = meta.location.as_ref();
-                Ok((confined(dir, name, name.strip_prefix(parent).unwrap_or(name).trim_start_matches('/'))?, meta))
+                Ok((
+                    confined(
+                        dir,
+                        name,
+                        name.strip_prefix(parent).unwrap_or(name).trim_start_matches('/'),
+                    )?,
+                    meta,
+                ))
             })
             .collect::<Result<_>>()?;
         progress.start("download", objects.iter().map(|o| o.size).sum(), Unit::Bytes);
@@ -48,7 +60,10 @@ impl ArtifactStore {
                             progress.advance(meta.size);
                         } else {
                             self.fetch_once(name, &dest, meta.size, None, progress).await?;
-                            let set = std::fs::File::options().write(true).open(&dest).and_then(|f| f.set_modified(modified(meta)));
+                            let set = std::fs::File::options()
+                                .write(true)
+                                .open(&dest)
+                                .and_then(|f| f.set_modified(modified(meta)));
                             set.map_err(|e| StoreError::local(&dest, e))?;
                         }
                         Ok(dest.clone())
@@ -70,5 +85,7 @@ fn modified(meta: &ObjectMeta) -> SystemTime {
 
 /// Whether `dest` has the object's size and modification time.
 fn is_current(dest: &Path, meta: &ObjectMeta) -> bool {
-    std::fs::metadata(dest).is_ok_and(|m| m.is_file() && m.len() == meta.size && m.modified().ok() == Some(modified(meta)))
+    std::fs::metadata(dest).is_ok_and(|m| {
+        m.is_file() && m.len() == meta.size && m.modified().ok() == Some(modified(meta))
+    })
 }

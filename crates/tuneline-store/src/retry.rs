@@ -20,5 +20,8 @@ where
         .with_max_delay(Duration::from_secs(5))
         .with_max_times(retries as usize)
         .with_jitter();
-    op.retry(policy).when(StoreError::is_transient).notify(|e, after| tracing::warn!("{what}: {e}; retrying in {after:?}")).await
+    op.retry(policy)
+        .when(StoreError::is_transient)
+        .notify(|e, after| tracing::warn!("{what}: {e}; retrying in {after:?}"))
+        .await
 }

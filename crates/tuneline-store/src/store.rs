@@ -33,7 +33,13 @@ impl ArtifactStore {
 
     /// Wraps any backend (a fault-injecting wrapper, say) with `config`'s transfer settings.
     pub fn from_backend(inner: Arc<dyn ObjectStore>, url: &str, config: &StoreConfig) -> Self {
-        Self { inner, url: url.to_string(), concurrency: config.concurrency.max(1), retries: config.retries, conditional_put: Arc::default() }
+        Self {
+            inner,
+            url: url.to_string(),
+            concurrency: config.concurrency.max(1),
+            retries: config.retries,
+            conditional_put: Arc::default(),
+        }
     }
 
     /// The URL this store was opened from.
@@ -46,7 +52,8 @@ impl ArtifactStore {
     pub async fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let prefix = crate::key::path(prefix)?;
         let root = (!prefix.as_ref().is_empty()).then_some(&prefix);
-        let mut all: Vec<ObjectMeta> = self.inner.list(root).try_collect().await.map_err(|e| self.err(e))?;
+        let mut all: Vec<ObjectMeta> =
+            self.inner.list(root).try_collect().await.map_err(|e| self.err(e))?;
         all.sort_by(|a, b| a.location.cmp(&b.location));
         Ok(all)
     }

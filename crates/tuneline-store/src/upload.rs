@@ -23,15 +23,27 @@ const PARTS_IN_FLIGHT: usize = 4;
 impl ArtifactStore {
     /// Uploads the local file at `local` to `key`, retrying transient failures,
     /// and returns its size and sha256. Memory stays bounded whatever the size.
-    pub async fn put_file(&self, local: &Path, key: &str, progress: &dyn Progress) -> Result<(u64, String)> {
+    pub async fn put_file(
+        &self,
+        local: &Path,
+        key: &str,
+        progress: &dyn Progress,
+    ) -> Result<(u64, String)> {
         key::check(key)?;
         with_backoff(self.retries, key, || self.put_file_once(local, key, progress)).await
     }
 
-    async fn put_file_once(&self, local: &Path, key: &str, progress: &dyn Progress) -> Result<(u64, String)> {
+    async fn put_file_once(
+        &self,
+        local: &Path,
+        key: &str,
+        progress: &dyn Progress,
+    ) -> Result<(u64, String)> {
         let location = key::path(key)?;
-        let mut file = tokio::fs::File::open(local).await.map_err(|e| StoreError::local(local, e))?;
-        let mut writer = BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE).with_max_concurrency(PARTS_IN_FLIGHT);
+        let mut file =
+            tokio::fs::File::open(local).await.map_err(|e| StoreError::local(local, e))?;
+        let mut writer = BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE)
+            .with_max_concurrency(PARTS_IN_FLIGHT);
         let mut hasher = Sha256::new();
         let mut size = 0u64;
         let mut buf = vec![0u8; CHUNK];
@@ -57,7 +69,10 @@ impl ArtifactStore {
         // What landed must be what was sent: a short object is retried, never committed.
         let stored = self.inner.head(&location).await.map_err(|e| self.err(e))?.size;
         if stored != size {
-            return Err(StoreError::Corrupt { key: key.to_string(), what: format!("stored {stored} bytes of {size}") });
+            return Err(StoreError::Corrupt {
+                key: key.to_string(),
+                what: format!("stored {stored} bytes of {size}"),
+            });
         }
         Ok((size, hex::encode(hasher.finalize())))
     }
@@ -66,17 +81,33 @@ impl ArtifactStore {
     /// Refuses a prefix that is already committed: artifacts are immutable.
     /// A symbolic link is followed only to what lies under `dir` itself; one
     /// leading out of it (a trainer's checkpoint linking a key file) is refused.
-    pub async fn push_dir(&self, dir: &Path, prefix: &str, progress: &dyn Progress) -> Result<Commit> {
+    pub async fn push_dir(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        progress: &dyn Progress,
+    ) -> Result<Commit> {
         self.push_tree(dir, prefix, Links::Inside, progress).await
     }
 
     /// [`Self::push_dir`] for a directory the user named and vouches for
     /// (`tuneline store push`): its links are followed wherever they lead, as `cp -L` would.
-    pub async fn push_dir_following_links(&self, dir: &Path, prefix: &str, progress: &dyn Progress) -> Result<Commit> {
+    pub async fn push_dir_following_links(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        progress: &dyn Progress,
+    ) -> Result<Commit> {
         self.push_tree(dir, prefix, Links::Anywhere, progress).await
     }
 
-    async fn push_tree(&self, dir: &Path, prefix: &str, links: Links, progress: &dyn Progress) -> Result<Commit> {
+    async fn push_tree(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        links: Links,
+        progress: &dyn Progress,
+    ) -> Result<Commit> {
         key::check(prefix)?;
         if self.is_committed(prefix).await? {
             return Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() });
@@ -85,7 +116,8 @@ impl ArtifactStore {
         progress.start("upload", files.iter().map(|(_, _, size)| size).sum(), Unit::Bytes);
         let entries: Vec<FileEntry> = futures::stream::iter(files)
             .map(|(rel, abs, _)| async move {
-                let (size, sha256) = self.put_file(&abs, &key::join(prefix, &rel), progress).await?;
+                let (size, sha256) =
+                    self.put_file(&abs, &key::join(prefix, &rel), progress).await?;
                 Ok::<_, StoreError>(FileEntry { path: rel, size, sha256 })
             })
             .buffer_unordered(self.concurrency)
@@ -125,7 +157,8 @@ fn local_files(dir: &Path, links: Links) -> Result<Vec<(String, PathBuf, u64)>> 
         let entry = entry.map_err(|e| StoreError::local(dir, e.into()))?;
         // A link out of `dir` (a key file, another run) would upload what was never put there.
         if links == Links::Inside && entry.path_is_symlink() {
-            let target = std::fs::canonicalize(entry.path()).map_err(|e| StoreError::local(entry.path(), e))?;
+            let target = std::fs::canonicalize(entry.path())
+                .map_err(|e| StoreError::local(entry.path(), e))?;
             if !target.starts_with(&root) {
                 let why = format!("is a symbolic link to {}, outside the directory pushed; copy the file in (`cp -L`) to push it", target.display());
                 return Err(StoreError::local(entry.path(), std::io::Error::other(why)));
@@ -135,10 +168,18 @@ fn local_files(dir: &Path, links: Links) -> Result<Vec<(String, PathBuf, u64)>> 
             continue;
         }
         let rel = entry.path().strip_prefix(dir).expect("walkdir stays under its root");
-        let rel = rel.to_str().ok_or_else(|| StoreError::local(entry.path(), std::io::Error::other("file name is not UTF-8; rename it")))?;
+        let rel = rel.to_str().ok_or_else(|| {
+            StoreError::local(
+                entry.path(),
+                std::io::Error::other("file name is not UTF-8; rename it"),
+            )
+        })?;
         let rel = rel.replace(std::path::MAIN_SEPARATOR, "/");
         if rel == COMMIT_FILE {
-            return Err(StoreError::local(entry.path(), std::io::Error::other("COMMIT.json is reserved for the commit manifest")));
+            return Err(StoreError::local(
+                entry.path(),
+                std::io::Error::other("COMMIT.json is reserved for the commit manifest"),
+            ));
         }
         key::check(&rel)?;
         let size = entry.metadata().map_err(|e| StoreError::local(entry.path(), e.into()))?.len();

@@ -42,20 +42,36 @@ impl ArtifactStore {
         for artifact in prefixes {
             let commit = self.read_commit(&artifact).await?;
             progress.start(&format!("verify {artifact}"), commit.total_size(), Unit::Bytes);
-            let problems: Vec<Option<FileProblem>> =
-                futures::stream::iter(&commit.files).map(|f| self.check_file(&artifact, f, progress)).buffered(self.concurrency).try_collect().await?;
-            results.push(Verified { prefix: artifact, files: commit.files.len(), problems: problems.into_iter().flatten().collect() });
+            let problems: Vec<Option<FileProblem>> = futures::stream::iter(&commit.files)
+                .map(|f| self.check_file(&artifact, f, progress))
+                .buffered(self.concurrency)
+                .try_collect()
+                .await?;
+            results.push(Verified {
+                prefix: artifact,
+                files: commit.files.len(),
+                problems: problems.into_iter().flatten().collect(),
+            });
         }
         Ok(results)
     }
 
-    async fn check_file(&self, prefix: &str, f: &FileEntry, progress: &dyn Progress) -> Result<Option<FileProblem>> {
+    async fn check_file(
+        &self,
+        prefix: &str,
+        f: &FileEntry,
+        progress: &dyn Progress,
+    ) -> Result<Option<FileProblem>> {
         let key = key::join(prefix, &f.path);
         let problem = match self.hash_object(&key, progress).await {
-            Err(StoreError::Backend(object_store::Error::NotFound { .. })) => Some("missing".to_string()),
+            Err(StoreError::Backend(object_store::Error::NotFound { .. })) => {
+                Some("missing".to_string())
+            }
             Err(e) => return Err(e),
             Ok((size, _)) if size != f.size => Some(format!("size {size}, commit says {}", f.size)),
-            Ok((_, sha)) if sha != f.sha256 => Some(format!("sha256 {sha}, commit says {}", f.sha256)),
+            Ok((_, sha)) if sha != f.sha256 => {
+                Some(format!("sha256 {sha}, commit says {}", f.sha256))
+            }
             Ok(_) => None,
         };
         Ok(problem.map(|problem| FileProblem { key, problem }))

@@ -12,7 +12,10 @@ use rand::{RngCore, SeedableRng};
 use tempfile::TempDir;
 use tuneline_core::config::StoreConfig;
 use tuneline_store::fault::{Fault, FaultyStore, Target};
-use tuneline_store::{hash_file, part_path, ArtifactStore, FileEntry, GcOptions, Location, NoProgress, StoreError, PART_SIZE};
+use tuneline_store::{
+    hash_file, part_path, ArtifactStore, FileEntry, GcOptions, Location, NoProgress, StoreError,
+    PART_SIZE,
+};
 
 /// Larger than two parts, so uploads go multipart.
 const BIG: usize = 20 * 1024 * 1024 + 12345;
@@ -112,13 +115,20 @@ async fn round_trips_empty_small_and_multipart_files(b: Backend) {
     assert_same_tree(src.path(), dest.path());
 
     let second = store.pull("models/demo/v1", dest.path(), &NoProgress).await.unwrap();
-    assert_eq!((second.files_transferred, second.bytes_transferred), (0, 0), "a second pull transfers nothing");
+    assert_eq!(
+        (second.files_transferred, second.bytes_transferred),
+        (0, 0),
+        "a second pull transfers nothing"
+    );
 }
 
 async fn only_committed_artifacts_are_visible(b: Backend) {
     let store = b.store(0);
     let src = sample_dir();
-    let (size, sha256) = store.put_file(&src.path().join("small.txt"), "runs/r1/checkpoints/10/small.txt", &NoProgress).await.unwrap();
+    let (size, sha256) = store
+        .put_file(&src.path().join("small.txt"), "runs/r1/checkpoints/10/small.txt", &NoProgress)
+        .await
+        .unwrap();
     assert!(store.list_committed("").await.unwrap().artifacts.is_empty());
     assert!(!store.is_committed("runs/r1/checkpoints/10").await.unwrap());
     let dest = TempDir::new().unwrap();
@@ -137,34 +147,69 @@ async fn only_committed_artifacts_are_visible(b: Backend) {
 async fn racing_commits_have_exactly_one_winner(b: Backend) {
     let store = b.store(0);
     let src = sample_dir();
-    let (size, sha256) = store.put_file(&src.path().join("small.txt"), "datasets/d/v1/small.txt", &NoProgress).await.unwrap();
+    let (size, sha256) = store
+        .put_file(&src.path().join("small.txt"), "datasets/d/v1/small.txt", &NoProgress)
+        .await
+        .unwrap();
     let entry = FileEntry { path: "small.txt".into(), size, sha256 };
     let racers = (0..8).map(|_| {
         let (store, entry) = (store.clone(), entry.clone());
         tokio::spawn(async move { store.commit("datasets/d/v1", vec![entry]).await })
     });
-    let results: Vec<_> = futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    let results: Vec<_> =
+        futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
     let winners = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(winners, 1, "{results:?}");
     for r in results.iter().filter_map(|r| r.as_ref().err()) {
         assert!(matches!(r, StoreError::AlreadyCommitted { .. }), "{r}");
     }
     let err = store.push_dir(src.path(), "datasets/d/v1", &NoProgress).await.unwrap_err();
-    assert!(matches!(err, StoreError::AlreadyCommitted { .. }), "a committed artifact is never overwritten: {err}");
+    assert!(
+        matches!(err, StoreError::AlreadyCommitted { .. }),
+        "a committed artifact is never overwritten: {err}"
+    );
 }
 
 async fn lists_committed_artifacts_under_a_prefix(b: Backend) {
     let store = b.store(0);
     let src = TempDir::new().unwrap();
     std::fs::write(src.path().join("a.txt"), b"a").unwrap();
-    for prefix in ["runs/r/checkpoints/20", "datasets/chat/v1", "runs/r/checkpoints/10", "runs/rr/checkpoints/5"] {
+    for prefix in [
+        "runs/r/checkpoints/20",
+        "datasets/chat/v1",
+        "runs/r/checkpoints/10",
+        "runs/rr/checkpoints/5",
+    ] {
         store.push_dir(src.path(), prefix, &NoProgress).await.unwrap();
     }
-    store.put_file(&src.path().join("a.txt"), "runs/r/checkpoints/30/a.txt", &NoProgress).await.unwrap();
-    let all: Vec<String> = store.list_committed("").await.unwrap().artifacts.into_iter().map(|a| a.prefix).collect();
-    assert_eq!(all, ["datasets/chat/v1", "runs/r/checkpoints/10", "runs/r/checkpoints/20", "runs/rr/checkpoints/5"]);
-    let runs: Vec<String> = store.list_committed("runs/r").await.unwrap().artifacts.into_iter().map(|a| a.prefix).collect();
-    assert_eq!(runs, ["runs/r/checkpoints/10", "runs/r/checkpoints/20"], "prefixes match whole segments");
+    store
+        .put_file(&src.path().join("a.txt"), "runs/r/checkpoints/30/a.txt", &NoProgress)
+        .await
+        .unwrap();
+    let all: Vec<String> =
+        store.list_committed("").await.unwrap().artifacts.into_iter().map(|a| a.prefix).collect();
+    assert_eq!(
+        all,
+        [
+            "datasets/chat/v1",
+            "runs/r/checkpoints/10",
+            "runs/r/checkpoints/20",
+            "runs/rr/checkpoints/5"
+        ]
+    );
+    let runs: Vec<String> = store
+        .list_committed("runs/r")
+        .await
+        .unwrap()
+        .artifacts
+        .into_iter()
+        .map(|a| a.prefix)
+        .collect();
+    assert_eq!(
+        runs,
+        ["runs/r/checkpoints/10", "runs/r/checkpoints/20"],
+        "prefixes match whole segments"
+    );
 
     b.raw.delete(&"runs/r/checkpoints/20/a.txt".into()).await.unwrap();
     let listing = store.list_committed("runs/r").await.unwrap();
@@ -186,7 +231,11 @@ async fn an_interrupted_pull_resumes_where_it_stopped(b: Backend) {
     let resumed = b.store(0).pull("models/m/v1", dest.path(), &NoProgress).await.unwrap();
     // The small files may or may not have finished before the cut; big.bin resumes at the cut.
     let most = (BIG - cut + 13 + 8) as u64;
-    assert!(resumed.bytes_transferred <= most, "resumed pull fetched {} bytes, more than the missing rest", resumed.bytes_transferred);
+    assert!(
+        resumed.bytes_transferred <= most,
+        "resumed pull fetched {} bytes, more than the missing rest",
+        resumed.bytes_transferred
+    );
     assert_same_tree(src.path(), dest.path());
     assert!(!part.exists());
 
@@ -209,7 +258,11 @@ async fn checksums_catch_corruption_and_loss(b: Backend) {
     b.raw.put(&"models/m/v2/small.txt".into(), b"HELLO, STORE\n".to_vec().into()).await.unwrap();
     b.raw.delete(&"models/m/v2/nested/config.json".into()).await.unwrap();
     let report = store.verify("models/m/v2", &NoProgress).await.unwrap();
-    let problems: Vec<(String, String)> = report[0].problems.iter().map(|p| (p.key.clone(), p.problem.split(',').next().unwrap().to_string())).collect();
+    let problems: Vec<(String, String)> = report[0]
+        .problems
+        .iter()
+        .map(|p| (p.key.clone(), p.problem.split(',').next().unwrap().to_string()))
+        .collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert_eq!(problems[0].0, "models/m/v2/nested/config.json");
     assert_eq!(problems[0].1, "missing");
@@ -223,13 +276,19 @@ async fn checksums_catch_corruption_and_loss(b: Backend) {
 
 async fn a_failed_upload_never_commits_and_a_retry_does(b: Backend) {
     let src = sample_dir();
-    let targets = [(1, "the first upload", Target::Nth(1)), (2, "a multipart upload", Target::KeyEndsWith("big.bin".into()))];
+    let targets = [
+        (1, "the first upload", Target::Nth(1)),
+        (2, "a multipart upload", Target::KeyEndsWith("big.bin".into())),
+    ];
     for (n, what, target) in targets {
         let prefix = format!("runs/f{n}/checkpoints/1");
         b.faults.inject(target, Fault::FailUpload);
         let err = b.store(0).push_dir(src.path(), &prefix, &NoProgress).await.unwrap_err();
         assert!(err.to_string().contains("injected fault"), "{what}: {err}");
-        assert!(!b.store(0).is_committed(&prefix).await.unwrap(), "{what}: a failed push is not committed");
+        assert!(
+            !b.store(0).is_committed(&prefix).await.unwrap(),
+            "{what}: a failed push is not committed"
+        );
         assert!(b.store(0).list_committed(&prefix).await.unwrap().artifacts.is_empty());
 
         b.store(0).push_dir(src.path(), &prefix, &NoProgress).await.unwrap();
@@ -249,7 +308,10 @@ async fn a_truncated_upload_never_commits_and_a_retry_does(b: Backend) {
         b.faults.inject_on(target, Fault::TruncateUpload);
         let err = b.store(0).push_dir(src.path(), &prefix, &NoProgress).await.unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{target}: {err}");
-        assert!(!b.store(0).is_committed(&prefix).await.unwrap(), "{target}: a truncated push is not committed");
+        assert!(
+            !b.store(0).is_committed(&prefix).await.unwrap(),
+            "{target}: a truncated push is not committed"
+        );
 
         b.faults.inject_on(target, Fault::TruncateUpload);
         b.store(2).push_dir(src.path(), &prefix, &NoProgress).await.unwrap();
@@ -259,7 +321,10 @@ async fn a_truncated_upload_never_commits_and_a_retry_does(b: Backend) {
     }
     // A commit over a short object is refused outright.
     let store = b.store(0);
-    let (size, sha256) = store.put_file(&src.path().join("small.txt"), "models/short/v1/small.txt", &NoProgress).await.unwrap();
+    let (size, sha256) = store
+        .put_file(&src.path().join("small.txt"), "models/short/v1/small.txt", &NoProgress)
+        .await
+        .unwrap();
     let lie = FileEntry { path: "small.txt".into(), size: size + 1, sha256 };
     let err = store.commit("models/short/v1", vec![lie]).await.unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
@@ -270,33 +335,51 @@ async fn gc_removes_leftovers_and_rotates_checkpoints(b: Backend) {
     let src = TempDir::new().unwrap();
     std::fs::write(src.path().join("adapter.bin"), b"weights").unwrap();
     for step in [100, 200, 300, 400] {
-        store.push_dir(src.path(), &format!("runs/r/checkpoints/{step}"), &NoProgress).await.unwrap();
+        store
+            .push_dir(src.path(), &format!("runs/r/checkpoints/{step}"), &NoProgress)
+            .await
+            .unwrap();
     }
     let leftover = src.path().join("adapter.bin");
     store.put_file(&leftover, "runs/r/checkpoints/500/adapter.bin", &NoProgress).await.unwrap();
     store.put_file(&leftover, "runs/r/checkpoints/400/stray.bin", &NoProgress).await.unwrap();
     store.put_file(&leftover, "runs/r/metrics.jsonl", &NoProgress).await.unwrap();
 
-    let young = GcOptions { dry_run: false, older_than: Duration::from_secs(3600), save_total_limit: None };
+    let young =
+        GcOptions { dry_run: false, older_than: Duration::from_secs(3600), save_total_limit: None };
     assert!(store.gc(&young).await.unwrap().is_empty(), "uploads in flight are left alone");
 
     let opts = GcOptions { dry_run: true, older_than: Duration::ZERO, save_total_limit: Some(2) };
     let planned = store.gc(&opts).await.unwrap();
-    let keys: Vec<(&str, &str)> = planned.iter().map(|r| (r.key.as_str(), r.reason.as_str())).collect();
+    let keys: Vec<(&str, &str)> =
+        planned.iter().map(|r| (r.key.as_str(), r.reason.as_str())).collect();
     assert_eq!(
         keys,
         [
             ("runs/r/checkpoints/100/", "past save_total_limit"),
             ("runs/r/checkpoints/200/", "past save_total_limit"),
-            ("runs/r/checkpoints/400/stray.bin", "not listed in runs/r/checkpoints/400/COMMIT.json"),
+            (
+                "runs/r/checkpoints/400/stray.bin",
+                "not listed in runs/r/checkpoints/400/COMMIT.json"
+            ),
             ("runs/r/checkpoints/500/adapter.bin", "never committed"),
         ]
     );
-    assert_eq!(store.list_committed("runs").await.unwrap().artifacts.len(), 4, "a dry run removes nothing");
+    assert_eq!(
+        store.list_committed("runs").await.unwrap().artifacts.len(),
+        4,
+        "a dry run removes nothing"
+    );
 
     let done = store.gc(&GcOptions { dry_run: false, ..opts }).await.unwrap();
     assert_eq!(done, planned);
-    let left: Vec<String> = store.list_objects("runs").await.unwrap().into_iter().map(|m| m.location.to_string()).collect();
+    let left: Vec<String> = store
+        .list_objects("runs")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.location.to_string())
+        .collect();
     assert_eq!(
         left,
         [
@@ -325,20 +408,33 @@ async fn pulls_and_pushes_stay_inside_their_directory(b: Backend) {
     std::fs::write(outside.path().join("credentials"), "secret").unwrap();
     // A trainer's checkpoint linking a file outside it is not uploaded; a link inside it is.
     let src = sample_dir();
-    std::os::unix::fs::symlink(outside.path().join("credentials"), src.path().join("nested/leak")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("credentials"), src.path().join("nested/leak"))
+        .unwrap();
     let err = store.push_dir(src.path(), "runs/l/checkpoints/1", &NoProgress).await.unwrap_err();
-    assert!(err.to_string().contains("is a symbolic link to") && err.to_string().contains("outside the directory pushed"), "{err}");
+    assert!(
+        err.to_string().contains("is a symbolic link to")
+            && err.to_string().contains("outside the directory pushed"),
+        "{err}"
+    );
     assert!(store.list_objects("runs/l").await.unwrap().is_empty(), "nothing of it was uploaded");
     std::fs::remove_file(src.path().join("nested/leak")).unwrap();
-    std::os::unix::fs::symlink(src.path().join("small.txt"), src.path().join("nested/alias.txt")).unwrap();
+    std::os::unix::fs::symlink(src.path().join("small.txt"), src.path().join("nested/alias.txt"))
+        .unwrap();
     store.push_dir(src.path(), "runs/l/checkpoints/1", &NoProgress).await.unwrap();
     // A pull never writes through a link in its destination.
     let dest = TempDir::new().unwrap();
     std::os::unix::fs::symlink(outside.path(), dest.path().join("nested")).unwrap();
     let err = store.pull("runs/l/checkpoints/1", dest.path(), &NoProgress).await.unwrap_err();
     assert!(matches!(err, StoreError::Unconfined { .. }), "{err}");
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1, "nothing was written through the link");
-    assert!(!dest.path().join("small.txt").exists(), "every path is checked before any file is written");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        1,
+        "nothing was written through the link"
+    );
+    assert!(
+        !dest.path().join("small.txt").exists(),
+        "every path is checked before any file is written"
+    );
     // A raw object is mirrored only under its directory, by the same rule.
     b.raw.put(&"raw/nested/x.jsonl".into(), "x\n".into()).await.unwrap();
     let err = store.mirror("raw/nested", dest.path(), &NoProgress).await.unwrap_err();
@@ -347,7 +443,9 @@ async fn pulls_and_pushes_stay_inside_their_directory(b: Backend) {
 
 async fn raw_objects_are_mirrored_and_kept_current(b: Backend) {
     let store = b.store(0);
-    for (key, body) in [("raw/chat.jsonl", "one\n"), ("raw/set/a.jsonl", "a\n"), ("raw/set/sub/b.jsonl", "b\n")] {
+    for (key, body) in
+        [("raw/chat.jsonl", "one\n"), ("raw/set/a.jsonl", "a\n"), ("raw/set/sub/b.jsonl", "b\n")]
+    {
         b.raw.put(&key.into(), body.into()).await.unwrap();
     }
     let dir = TempDir::new().unwrap();

@@ -30,14 +30,22 @@ fn one_line(e: &StoreError) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn wrong_credentials_say_access_denied() {
     let g = tuneline_testkit::garage();
-    let config = s3_config(&g.endpoint, &g.key_id, "0000000000000000000000000000000000000000000000000000000000000000");
+    let config = s3_config(
+        &g.endpoint,
+        &g.key_id,
+        "0000000000000000000000000000000000000000000000000000000000000000",
+    );
     let store = ArtifactStore::open(&g.fresh_url("denied"), &config).unwrap();
     let err = store.list_committed("").await.unwrap_err();
     assert!(matches!(err, StoreError::AccessDenied { .. }), "{err}");
     assert!(one_line(&err).starts_with("access denied by s3://tuneline-test/denied-"), "{err}");
 
     let config = s3_config(&g.endpoint, "GKnosuchkey0000000000000", "x");
-    let err = ArtifactStore::open(&g.fresh_url("denied"), &config).unwrap().list_committed("").await.unwrap_err();
+    let err = ArtifactStore::open(&g.fresh_url("denied"), &config)
+        .unwrap()
+        .list_committed("")
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::AccessDenied { .. }), "{err}");
 }
 

@@ -107,7 +107,8 @@ impl Cloud {
         std::fs::create_dir_all(BOOT_DIR).unwrap_or_else(|e| panic!("{BOOT_DIR}: {e}"));
         let fleet = Fleet::new(machines, hidden);
         let disks = tempfile::Builder::new().prefix("tuneline-cloud-").tempdir().unwrap();
-        let server = tiny_http::Server::http(format!("{}:0", fleet.gateway)).unwrap_or_else(|e| panic!("the metadata service: {e}"));
+        let server = tiny_http::Server::http(format!("{}:0", fleet.gateway))
+            .unwrap_or_else(|e| panic!("the metadata service: {e}"));
         let imds = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
         let moto = crate::moto::start_on(&fleet.gateway).unwrap_or_else(|e| panic!("{e}"));
         let front = crate::ec2_front::Ec2Front::start(&fleet.gateway, &moto);
@@ -127,7 +128,8 @@ impl Cloud {
                 serving.answer(request);
             }
         });
-        let hosts: Vec<(String, u32, String)> = fleet.hosts.iter().map(|h| (h.addr.clone(), h.sshd_pid, h.netns.clone())).collect();
+        let hosts: Vec<(String, u32, String)> =
+            fleet.hosts.iter().map(|h| (h.addr.clone(), h.sshd_pid, h.netns.clone())).collect();
         let watching = inner.clone();
         let watcher = std::thread::spawn(move || watching.watch(&hosts));
         Self { inner, watcher: Some(watcher), fleet }
@@ -169,10 +171,19 @@ impl Cloud {
     /// What instance `id`'s workers logged on its disk, each log after its name.
     pub fn logs(&self, id: &str) -> String {
         let dir = self.inner.disks.path().join(id).join("workers");
-        let mut logs: Vec<_> =
-            std::fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
+        let mut logs: Vec<_> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
         logs.sort();
-        logs.iter().map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default())).collect()
+        logs.iter()
+            .map(|p| {
+                format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default())
+            })
+            .collect()
     }
 
     /// Gives instance `id` a spot interruption notice: IMDS's
@@ -180,18 +191,29 @@ impl Cloud {
     pub fn notice(&self, id: &str) {
         let time = time_in(120);
         let mut state = self.inner.lock();
-        let machine = state.machines.get_mut(id).unwrap_or_else(|| panic!("cloud stand-in: no instance {id} has booted"));
+        let machine = state
+            .machines
+            .get_mut(id)
+            .unwrap_or_else(|| panic!("cloud stand-in: no instance {id} has booted"));
         machine.notice = Some(format!("{{\"action\": \"terminate\", \"time\": \"{time}\"}}"));
     }
 
     /// Terminates instance `id` in moto, as the cloud reclaiming it; it dies at the next look.
     pub fn terminate(&self, id: &str) {
-        self.inner.call(&[("Action", "TerminateInstances"), ("InstanceId.1", id)]).unwrap_or_else(|e| panic!("{e}"));
+        self.inner
+            .call(&[("Action", "TerminateInstances"), ("InstanceId.1", id)])
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Launches an instance with no user data and no tags: someone else's, which nothing of ours may touch.
     pub fn launch_foreign(&self) -> String {
-        let params = [("Action", "RunInstances"), ("ImageId", "ami-12c6146b"), ("InstanceType", "t3.micro"), ("MinCount", "1"), ("MaxCount", "1")];
+        let params = [
+            ("Action", "RunInstances"),
+            ("ImageId", "ami-12c6146b"),
+            ("InstanceType", "t3.micro"),
+            ("MinCount", "1"),
+            ("MaxCount", "1"),
+        ];
         let answer = self.inner.call(&params).unwrap_or_else(|e| panic!("{e}"));
         instances(&answer).into_iter().next().expect("RunInstances gave an instance").id
     }
@@ -250,7 +272,11 @@ impl Inner {
         let mut machine = Machine::default();
         if !script.is_empty() {
             let host = state.next_host;
-            assert!(host < hosts.len(), "cloud stand-in: instance {id} needs a host, and all {} are used", hosts.len());
+            assert!(
+                host < hosts.len(),
+                "cloud stand-in: instance {id} needs a host, and all {} are used",
+                hosts.len()
+            );
             state.next_host += 1;
             let (addr, sshd, _) = &hosts[host];
             state.by_addr.insert(addr.clone(), id.to_string());
@@ -277,9 +303,15 @@ impl Inner {
     /// Instance `id`'s user data, decoded ("" if it has none).
     fn user_data(&self, id: &str) -> Result<String, String> {
         use base64::Engine;
-        let answer = self.call(&[("Action", "DescribeInstanceAttribute"), ("InstanceId", id), ("Attribute", "userData")])?;
+        let answer = self.call(&[
+            ("Action", "DescribeInstanceAttribute"),
+            ("InstanceId", id),
+            ("Attribute", "userData"),
+        ])?;
         let value = element_text(&answer, &["userData", "value"]).unwrap_or_default();
-        let bytes = base64::engine::general_purpose::STANDARD.decode(value.trim()).map_err(|e| format!("{id}'s user data is not base64: {e}"))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.trim())
+            .map_err(|e| format!("{id}'s user data is not base64: {e}"))?;
         String::from_utf8(bytes).map_err(|e| format!("{id}'s user data is not UTF-8: {e}"))
     }
 
@@ -299,7 +331,9 @@ impl Inner {
             let path = self.lock().files.get(name).cloned();
             let _ = match path.and_then(|p| std::fs::File::open(p).ok()) {
                 Some(file) => request.respond(tiny_http::Response::from_file(file)),
-                None => request.respond(tiny_http::Response::from_string("no such file").with_status_code(404)),
+                None => request.respond(
+                    tiny_http::Response::from_string("no such file").with_status_code(404),
+                ),
             };
             return;
         }
@@ -309,7 +343,13 @@ impl Inner {
 
     /// IMDSv2: a token for a PUT, then the value at a path for a GET that presents it.
     fn metadata(&self, request: &tiny_http::Request, url: &str) -> (u16, String) {
-        let header = |name: &'static str| request.headers().iter().find(|h| h.field.equiv(name)).map(|h| h.value.as_str().to_string());
+        let header = |name: &'static str| {
+            request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv(name))
+                .map(|h| h.value.as_str().to_string())
+        };
         if url == "/latest/api/token" {
             return match (request.method(), header("X-aws-ec2-metadata-token-ttl-seconds")) {
                 (tiny_http::Method::Put, Some(_)) => (200, IMDS_TOKEN.into()),
@@ -321,7 +361,9 @@ impl Inner {
         }
         let addr = request.remote_addr().map(|a| a.ip().to_string()).unwrap_or_default();
         let state = self.lock();
-        let Some(id) = state.by_addr.get(&addr) else { return (404, format!("no instance at {addr}")) };
+        let Some(id) = state.by_addr.get(&addr) else {
+            return (404, format!("no instance at {addr}"));
+        };
         let found = match url.strip_prefix("/latest/meta-data/").unwrap_or_default() {
             "instance-id" => Some(id.clone()),
             "placement/region" => Some(self.region.clone()),
@@ -341,7 +383,8 @@ impl Inner {
 
 /// Ends every process on a host but its sshd: SIGTERM, then SIGKILL two seconds later.
 fn end_host(netns: &str, sshd: u32) {
-    let others = || crate::hosts::netns_pids(netns).into_iter().filter(|&p| p != sshd).collect::<Vec<_>>();
+    let others =
+        || crate::hosts::netns_pids(netns).into_iter().filter(|&p| p != sshd).collect::<Vec<_>>();
     for (signal, wait) in [(libc::SIGTERM, 2000), (libc::SIGKILL, 0)] {
         for pid in others() {
             // SAFETY: kill(2) on a pid in this cloud's host namespace: what its boot started.
@@ -360,13 +403,19 @@ fn time_in(secs: i64) -> String {
 pub(crate) fn instances(xml: &str) -> Vec<CloudInstance> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
-    let (mut path, mut found, mut tag) = (Vec::<String>::new(), Vec::<CloudInstance>::new(), (String::new(), String::new()));
+    let (mut path, mut found, mut tag) =
+        (Vec::<String>::new(), Vec::<CloudInstance>::new(), (String::new(), String::new()));
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) => {
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
                 if name == "item" && path.last().is_some_and(|p| p == "instancesSet") {
-                    found.push(CloudInstance { id: String::new(), state: String::new(), instance_type: String::new(), tags: Vec::new() });
+                    found.push(CloudInstance {
+                        id: String::new(),
+                        state: String::new(),
+                        instance_type: String::new(),
+                        tags: Vec::new(),
+                    });
                 }
                 path.push(name);
             }
@@ -408,7 +457,11 @@ fn element_text(xml: &str, path: &[&str]) -> Option<String> {
             Ok(Event::End(_)) => {
                 at.pop();
             }
-            Ok(Event::Text(t)) if at.ends_with(&path.iter().map(|p| p.to_string()).collect::<Vec<_>>()) => return t.decode().ok().map(|c| c.into_owned()),
+            Ok(Event::Text(t))
+                if at.ends_with(&path.iter().map(|p| p.to_string()).collect::<Vec<_>>()) =>
+            {
+                return t.decode().ok().map(|c| c.into_owned())
+            }
             Ok(Event::Eof) | Err(_) => return None,
             _ => {}
         }

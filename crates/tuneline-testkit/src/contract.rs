@@ -87,22 +87,42 @@ impl Contract {
     /// Serves the recording at `path` (relative paths from the calling crate's directory).
     pub fn serve(path: impl AsRef<Path>) -> Self {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("recorded contract {}: {e}", path.display()));
-        let recording: Recording = serde_json::from_str(&text).unwrap_or_else(|e| panic!("recorded contract {}: {e}", path.display()));
-        eprintln!("recorded contract: {} ({} exchanges) from {}, per {}", recording.vendor, recording.exchanges.len(), path.display(), recording.docs);
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap_or_else(|e| panic!("recorded contract server: {e}")));
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("recorded contract {}: {e}", path.display()));
+        let recording: Recording = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("recorded contract {}: {e}", path.display()));
+        eprintln!(
+            "recorded contract: {} ({} exchanges) from {}, per {}",
+            recording.vendor,
+            recording.exchanges.len(),
+            path.display(),
+            recording.docs
+        );
+        let server = Arc::new(
+            tiny_http::Server::http("127.0.0.1:0")
+                .unwrap_or_else(|e| panic!("recorded contract server: {e}")),
+        );
         let url = format!("http://{}", server.server_addr().to_ip().expect("an IP address"));
         let left = Arc::new(Mutex::new(recording.exchanges));
         let replay = Arc::new(Mutex::new(Replay::default()));
         let thread = std::thread::spawn({
-            let (server, left, replay, authorization) = (server.clone(), left.clone(), replay.clone(), recording.authorization);
+            let (server, left, replay, authorization) =
+                (server.clone(), left.clone(), replay.clone(), recording.authorization);
             move || {
                 for request in server.incoming_requests() {
                     answer(request, &left, &replay, &authorization);
                 }
             }
         });
-        Self { url, file: path.display().to_string(), vendor: recording.vendor, left, replay, server, thread: Some(thread) }
+        Self {
+            url,
+            file: path.display().to_string(),
+            vendor: recording.vendor,
+            left,
+            replay,
+            server,
+            thread: Some(thread),
+        }
     }
 
     /// Its base URL, `http://127.0.0.1:PORT`.
@@ -113,7 +133,11 @@ impl Contract {
     /// The value a request bound to `{{name}}`.
     pub fn bound(&self, name: &str) -> Value {
         let replay = self.replay.lock().unwrap();
-        replay.bound.get(name).cloned().unwrap_or_else(|| panic!("{}: nothing bound {{{{{name}}}}} yet", self.file))
+        replay
+            .bound
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: nothing bound {{{{{name}}}}} yet", self.file))
     }
 
     /// When each request was served, with its method and path, in order.
@@ -124,10 +148,28 @@ impl Contract {
     /// Asserts that every request matched its recording and every recorded exchange (but those that repeat) was used.
     pub fn finish(&self) {
         let replay = self.replay.lock().unwrap();
-        let left: Vec<String> =
-            self.left.lock().unwrap().iter().filter(|e| !e.repeat).map(|e| format!("{} {} ({})", e.request.method, e.request.path, e.note)).collect();
-        assert!(replay.mismatches.is_empty(), "{} ({}): requests that broke the recorded contract:\n{}", self.vendor, self.file, replay.mismatches.join("\n"));
-        assert!(left.is_empty(), "{} ({}): recorded requests never sent:\n{}", self.vendor, self.file, left.join("\n"));
+        let left: Vec<String> = self
+            .left
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| !e.repeat)
+            .map(|e| format!("{} {} ({})", e.request.method, e.request.path, e.note))
+            .collect();
+        assert!(
+            replay.mismatches.is_empty(),
+            "{} ({}): requests that broke the recorded contract:\n{}",
+            self.vendor,
+            self.file,
+            replay.mismatches.join("\n")
+        );
+        assert!(
+            left.is_empty(),
+            "{} ({}): recorded requests never sent:\n{}",
+            self.vendor,
+            self.file,
+            left.join("\n")
+        );
     }
 }
 
@@ -140,16 +182,29 @@ impl Drop for Contract {
     }
 }
 
-fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, replay: &Mutex<Replay>, authorization: &str) {
+fn answer(
+    mut request: tiny_http::Request,
+    left: &Mutex<VecDeque<Exchange>>,
+    replay: &Mutex<Replay>,
+    authorization: &str,
+) {
     let method = request.method().to_string();
     let path = request.url().to_string();
     let mut text = String::new();
     let _ = request.as_reader().read_to_string(&mut text);
-    let auth = request.headers().iter().find(|h| h.field.equiv("Authorization")).map(|h| h.value.to_string());
+    let auth = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.to_string());
     let mut replay = replay.lock().unwrap();
     replay.served.push((Instant::now(), format!("{method} {path}")));
     let mut left = left.lock().unwrap();
-    while left.front().is_some_and(|e| e.repeat && (e.request.method != method || e.request.path != path)) && left.len() > 1 {
+    while left
+        .front()
+        .is_some_and(|e| e.repeat && (e.request.method != method || e.request.path != path))
+        && left.len() > 1
+    {
         left.pop_front();
     }
     let next = match left.front() {
@@ -158,10 +213,20 @@ fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, rep
     };
     drop(left);
     let Some(exchange) = next else {
-        replay.mismatches.push(format!("{method} {path}: not in the recording (every exchange was used); body {text}"));
-        return respond(request, 500, &BTreeMap::new(), "{\"error\":\"not in the recorded contract\"}".into());
+        replay.mismatches.push(format!(
+            "{method} {path}: not in the recording (every exchange was used); body {text}"
+        ));
+        return respond(
+            request,
+            500,
+            &BTreeMap::new(),
+            "{\"error\":\"not in the recorded contract\"}".into(),
+        );
     };
-    let at = format!("{method} {path} (recorded: {} {}, {})", exchange.request.method, exchange.request.path, exchange.note);
+    let at = format!(
+        "{method} {path} (recorded: {} {}, {})",
+        exchange.request.method, exchange.request.path, exchange.note
+    );
     let mut wrong = Vec::new();
     if method != exchange.request.method || path != exchange.request.path {
         wrong.push("method or path".to_string());
@@ -169,8 +234,13 @@ fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, rep
     if auth.as_deref() != Some(authorization) {
         wrong.push(format!("Authorization is {auth:?}, recorded {authorization:?}"));
     }
-    let body =
-        if text.is_empty() { None } else { serde_json::from_str::<Value>(&text).map_err(|e| wrong.push(format!("body is not JSON ({e}): {text}"))).ok() };
+    let body = if text.is_empty() {
+        None
+    } else {
+        serde_json::from_str::<Value>(&text)
+            .map_err(|e| wrong.push(format!("body is not JSON ({e}): {text}")))
+            .ok()
+    };
     match (&exchange.request.body, &body) {
         (Some(expected), Some(actual)) => {
             if let Err(e) = matches(expected, actual, "body", &mut replay.bound) {
@@ -182,18 +252,33 @@ fn answer(mut request: tiny_http::Request, left: &Mutex<VecDeque<Exchange>>, rep
     }
     if !wrong.is_empty() {
         replay.mismatches.push(format!("{at}: {}", wrong.join("; ")));
-        return respond(request, 500, &BTreeMap::new(), "{\"error\":\"the request broke the recorded contract\"}".into());
+        return respond(
+            request,
+            500,
+            &BTreeMap::new(),
+            "{\"error\":\"the request broke the recorded contract\"}".into(),
+        );
     }
     let body = substitute(&exchange.response.body, &replay.bound);
     drop(replay);
     respond(request, exchange.response.status, &exchange.response.headers, body.to_string());
 }
 
-fn respond(request: tiny_http::Request, status: u16, headers: &BTreeMap<String, String>, body: String) {
+fn respond(
+    request: tiny_http::Request,
+    status: u16,
+    headers: &BTreeMap<String, String>,
+    body: String,
+) {
     let mut response = tiny_http::Response::from_string(body).with_status_code(status);
-    response.add_header(tiny_http::Header::from_bytes("Content-Type", "application/json").expect("a valid header"));
+    response.add_header(
+        tiny_http::Header::from_bytes("Content-Type", "application/json").expect("a valid header"),
+    );
     for (name, value) in headers {
-        response.add_header(tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a valid recorded header"));
+        response.add_header(
+            tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
+                .expect("a valid recorded header"),
+        );
     }
     let _ = request.respond(response);
 }
@@ -204,12 +289,19 @@ fn placeholder(s: &str) -> Option<&str> {
 }
 
 /// Whether `actual` is what `expected` records, binding its placeholders.
-fn matches(expected: &Value, actual: &Value, at: &str, bound: &mut BTreeMap<String, Value>) -> Result<(), String> {
+fn matches(
+    expected: &Value,
+    actual: &Value,
+    at: &str,
+    bound: &mut BTreeMap<String, Value>,
+) -> Result<(), String> {
     match (expected, actual) {
         (Value::String(s), _) if placeholder(s).is_some() => {
             let name = placeholder(s).expect("checked");
             match bound.get(name) {
-                Some(value) if value != actual => Err(format!("{at} is {actual}, but {{{{{name}}}}} was bound to {value}")),
+                Some(value) if value != actual => {
+                    Err(format!("{at} is {actual}, but {{{{{name}}}}} was bound to {value}"))
+                }
                 Some(_) => Ok(()),
                 None => {
                     bound.insert(name.to_string(), actual.clone());
@@ -224,9 +316,11 @@ fn matches(expected: &Value, actual: &Value, at: &str, bound: &mut BTreeMap<Stri
             }
             e.iter().try_for_each(|(k, v)| matches(v, &a[k], &format!("{at}.{k}"), bound))
         }
-        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
-            e.iter().zip(a).enumerate().try_for_each(|(i, (e, a))| matches(e, a, &format!("{at}[{i}]"), bound))
-        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => e
+            .iter()
+            .zip(a)
+            .enumerate()
+            .try_for_each(|(i, (e, a))| matches(e, a, &format!("{at}[{i}]"), bound)),
         (Value::Number(e), Value::Number(a)) if e.as_f64() == a.as_f64() => Ok(()),
         _ if expected == actual => Ok(()),
         _ => Err(format!("{at} is {actual}, recorded {expected}")),
@@ -238,10 +332,14 @@ fn substitute(value: &Value, bound: &BTreeMap<String, Value>) -> Value {
     match value {
         Value::String(s) => match placeholder(s).and_then(|n| bound.get(n)) {
             Some(v) => v.clone(),
-            None => Value::String(bound.iter().fold(s.clone(), |s, (n, v)| s.replace(&format!("{{{{{n}}}}}"), v.as_str().unwrap_or(&v.to_string())))),
+            None => Value::String(bound.iter().fold(s.clone(), |s, (n, v)| {
+                s.replace(&format!("{{{{{n}}}}}"), v.as_str().unwrap_or(&v.to_string()))
+            })),
         },
         Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, bound)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, bound))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, bound))).collect())
+        }
         other => other.clone(),
     }
 }

@@ -15,7 +15,9 @@ pub fn cache_dir() -> PathBuf {
 
 /// The Garage binary: `$TUNELINE_GARAGE`, default `<cache>/garage/bin/garage`. Panics, saying how to get it, when absent.
 pub fn garage_bin() -> PathBuf {
-    let path = std::env::var_os("TUNELINE_GARAGE").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("garage/bin/garage"));
+    let path = std::env::var_os("TUNELINE_GARAGE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("garage/bin/garage"));
     assert!(path.is_file(), "Garage S3 server not found at {}: {SETUP}", path.display());
     path
 }
@@ -41,8 +43,12 @@ pub fn sharegpt_json() -> PathBuf {
 /// `qwen2`), with its test texts (`.inp`) and transformers' token ids for
 /// them (`.out`), from the llama-cpp-python source package. Panics, saying how to get it, when absent.
 pub fn llama_cpp_vocab(name: &str) -> PathBuf {
-    let gguf = package_file(&format!("llama_cpp_vocab/ggml-vocab-{name}.gguf"), "llama.cpp vocabulary");
-    package_file(&format!("llama_cpp_vocab/ggml-vocab-{name}.gguf.out"), "llama.cpp tokenizer test ids");
+    let gguf =
+        package_file(&format!("llama_cpp_vocab/ggml-vocab-{name}.gguf"), "llama.cpp vocabulary");
+    package_file(
+        &format!("llama_cpp_vocab/ggml-vocab-{name}.gguf.out"),
+        "llama.cpp tokenizer test ids",
+    );
     gguf
 }
 
@@ -57,8 +63,14 @@ fn package_file(rel: &str, what: &str) -> PathBuf {
 /// Hugging Face `datasets`, gguf-py and numpy. `$TUNELINE_TEST_PYTHON`,
 /// default `<cache>/venv/bin/python`. Panics, saying how to get it, when absent.
 pub fn test_python() -> PathBuf {
-    let path = std::env::var_os("TUNELINE_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("venv/bin/python"));
-    assert!(path.is_file(), "the test Python (datasets, gguf, numpy) not found at {}: {SETUP}", path.display());
+    let path = std::env::var_os("TUNELINE_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("venv/bin/python"));
+    assert!(
+        path.is_file(),
+        "the test Python (datasets, gguf, numpy) not found at {}: {SETUP}",
+        path.display()
+    );
     path
 }
 
@@ -97,7 +109,11 @@ pub fn mlflow_python() -> PathBuf {
 /// its package directory, to drive a browser from node. Panics, saying how to get it, when absent.
 pub fn playwright() -> PathBuf {
     let path = cache_dir().join("npm/node_modules/playwright-core");
-    assert!(path.join("index.mjs").is_file(), "playwright-core not found at {}: {SETUP}", path.display());
+    assert!(
+        path.join("index.mjs").is_file(),
+        "playwright-core not found at {}: {SETUP}",
+        path.display()
+    );
     path
 }
 
@@ -112,7 +128,11 @@ pub fn chromium() -> PathBuf {
 /// the setup script under `<cache>/npm`: its package directory. Panics, saying how to get it, when absent.
 pub fn workflow_parser() -> PathBuf {
     let path = cache_dir().join("npm/node_modules/@actions/workflow-parser");
-    assert!(path.join("dist/index.js").is_file(), "@actions/workflow-parser not found at {}: {SETUP}", path.display());
+    assert!(
+        path.join("dist/index.js").is_file(),
+        "@actions/workflow-parser not found at {}: {SETUP}",
+        path.display()
+    );
     path
 }
 
@@ -127,13 +147,20 @@ pub fn docker_registry() -> PathBuf {
 /// Debian's sshd (openssh-server, unpacked with libwrap0 into `<cache>/openssh`), for test hosts. Panics, saying how to get it, when absent.
 pub fn sshd() -> PathBuf {
     let path = cache_dir().join("openssh/usr/sbin/sshd");
-    assert!(path.is_file(), "sshd (Debian's openssh-server) not found at {}: {SETUP}", path.display());
+    assert!(
+        path.is_file(),
+        "sshd (Debian's openssh-server) not found at {}: {SETUP}",
+        path.display()
+    );
     path
 }
 
 /// Checks that Debian's slurm-wlm 22.05 (slurmctld, slurmd, the clients) and munge are installed, for the test cluster.
 pub fn slurm() {
     for bin in ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch"] {
-        assert!(Path::new(bin).is_file(), "{bin} (Debian's slurm-wlm and munge) not found: {SETUP}");
+        assert!(
+            Path::new(bin).is_file(),
+            "{bin} (Debian's slurm-wlm and munge) not found: {SETUP}"
+        );
     }
 }

@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// The headers a signed EC2 call carries that moto reads (the region is in the credential scope).
-const FORWARDED: [&str; 4] = ["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"];
+const FORWARDED: [&str; 4] =
+    ["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"];
 
 /// An EC2 endpoint in front of moto.
 pub(crate) struct Ec2Front {
@@ -20,7 +21,8 @@ pub(crate) struct Ec2Front {
 impl Ec2Front {
     /// Listens on `host`, forwarding to moto at `moto`.
     pub(crate) fn start(host: &str, moto: &str) -> Self {
-        let server = tiny_http::Server::http(format!("{host}:0")).unwrap_or_else(|e| panic!("the EC2 endpoint: {e}"));
+        let server = tiny_http::Server::http(format!("{host}:0"))
+            .unwrap_or_else(|e| panic!("the EC2 endpoint: {e}"));
         let url = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
         let out_of: Arc<Mutex<HashSet<String>>> = Arc::default();
         let (refusing, moto) = (out_of.clone(), moto.to_string());
@@ -54,7 +56,12 @@ fn answer(mut request: tiny_http::Request, out_of: &Mutex<HashSet<String>>, moto
     let _ = request.as_reader().read_to_string(&mut body);
     // The form's values here are plain (an action name, an instance type): no decoding is needed to match them.
     let pairs: Vec<&str> = body.split('&').collect();
-    let refused = pairs.contains(&"Action=RunInstances") && out_of.lock().unwrap().iter().any(|t| pairs.contains(&format!("InstanceType={t}").as_str()));
+    let refused = pairs.contains(&"Action=RunInstances")
+        && out_of
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|t| pairs.contains(&format!("InstanceType={t}").as_str()));
     let (status, text) = if refused {
         let kind = pairs.iter().find_map(|p| p.strip_prefix("InstanceType=")).unwrap_or_default();
         (
@@ -71,18 +78,34 @@ fn answer(mut request: tiny_http::Request, out_of: &Mutex<HashSet<String>>, moto
         forward(&request, &body, moto)
     };
     let mut response = tiny_http::Response::from_string(text).with_status_code(status);
-    response.add_header(tiny_http::Header::from_bytes("Content-Type", "text/xml;charset=UTF-8").expect("a valid header"));
+    response.add_header(
+        tiny_http::Header::from_bytes("Content-Type", "text/xml;charset=UTF-8")
+            .expect("a valid header"),
+    );
     let _ = request.respond(response);
 }
 
 /// `request` sent on to moto with curl; its status and body.
 fn forward(request: &tiny_http::Request, body: &str, moto: &str) -> (u16, String) {
     let mut curl = Command::new("curl");
-    curl.args(["-sS", "-m", "30", "-X", &request.method().to_string(), "--data-binary", "@-", "-w", "\n%{http_code}"]);
+    curl.args([
+        "-sS",
+        "-m",
+        "30",
+        "-X",
+        &request.method().to_string(),
+        "--data-binary",
+        "@-",
+        "-w",
+        "\n%{http_code}",
+    ]);
     for header in request.headers().iter().filter(|h| FORWARDED.iter().any(|f| h.field.equiv(f))) {
         curl.args(["-H", &format!("{}: {}", header.field, header.value)]);
     }
-    curl.arg(format!("{moto}{}", request.url())).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    curl.arg(format!("{moto}{}", request.url()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let Ok(mut child) = curl.spawn() else { return (502, "curl did not start".into()) };
     let _ = child.stdin.take().expect("piped").write_all(body.as_bytes());
     let Ok(out) = child.wait_with_output() else { return (502, "curl failed".into()) };

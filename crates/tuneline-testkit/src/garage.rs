@@ -35,13 +35,19 @@ impl Garage {
 /// The Garage server of this test process, started on first use and killed when the process exits.
 pub fn garage() -> &'static Garage {
     static GARAGE: OnceLock<Garage> = OnceLock::new();
-    GARAGE.get_or_init(|| on_lasting_thread(|| start_on("127.0.0.1")).unwrap_or_else(|e| panic!("{e}")))
+    GARAGE.get_or_init(|| {
+        on_lasting_thread(|| start_on("127.0.0.1")).unwrap_or_else(|e| panic!("{e}"))
+    })
 }
 
 /// A Garage of its own listening on `ip`, killed when the calling thread exits.
 pub(crate) fn start_on(ip: &str) -> Result<Garage, String> {
     let bin = crate::garage_bin();
-    let dir = tempfile::Builder::new().prefix("tuneline-garage-").tempdir().map_err(|e| e.to_string())?.keep();
+    let dir = tempfile::Builder::new()
+        .prefix("tuneline-garage-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
     let (rpc, s3) = (free_port(), free_port());
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::rng().random::<u8>())).collect();
     let config = dir.join("garage.toml");
@@ -62,11 +68,17 @@ pub(crate) fn start_on(ip: &str) -> Result<Garage, String> {
     let admin = |args: &[&str]| loop {
         match admin(&bin, &config, args) {
             Ok(out) => return Ok(out),
-            Err(e) if Instant::now() > deadline => return Err(format!("Garage did not come up: {e}; see {}/server.log", dir.display())),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!(
+                    "Garage did not come up: {e}; see {}/server.log",
+                    dir.display()
+                ))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     };
-    let node = admin(&["node", "id", "-q"])?.trim().split('@').next().unwrap_or_default().to_string();
+    let node =
+        admin(&["node", "id", "-q"])?.trim().split('@').next().unwrap_or_default().to_string();
     admin(&["status"])?;
     admin(&["layout", "assign", "-z", "dc1", "-c", "20G", &node])?;
     admin(&["layout", "apply", "--version", "1"])?;
@@ -74,17 +86,34 @@ pub(crate) fn start_on(ip: &str) -> Result<Garage, String> {
     admin(&["bucket", "create", &bucket])?;
     let key = admin(&["key", "create", "tuneline-test-key"])?;
     let field = |name: &str| {
-        key.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string())).ok_or_else(|| format!("`garage key create` printed no `{name}`:\n{key}"))
+        key.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+            .ok_or_else(|| format!("`garage key create` printed no `{name}`:\n{key}"))
     };
     let (key_id, secret) = (field("Key ID:")?, field("Secret key:")?);
-    admin(&["bucket", "allow", "--read", "--write", "--owner", &bucket, "--key", "tuneline-test-key"])?;
+    admin(&[
+        "bucket",
+        "allow",
+        "--read",
+        "--write",
+        "--owner",
+        &bucket,
+        "--key",
+        "tuneline-test-key",
+    ])?;
     // Kept while it fails to start, for its log; removed with a server that ran.
     remove_at_exit(dir);
     Ok(Garage { endpoint: format!("http://{ip}:{s3}"), bucket, key_id, secret, config })
 }
 
 fn admin(bin: &Path, config: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(bin).arg("-c").arg(config).args(args).stdin(Stdio::null()).output().map_err(|e| e.to_string())?;
+    let out = Command::new(bin)
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

@@ -99,7 +99,11 @@ impl Fleet {
             crate::deps::slurm();
         }
         static SERIAL: AtomicU32 = AtomicU32::new(0);
-        let id = format!("{:05}{:02}", std::process::id() % 100_000, SERIAL.fetch_add(1, Ordering::Relaxed) % 100);
+        let id = format!(
+            "{:05}{:02}",
+            std::process::id() % 100_000,
+            SERIAL.fetch_add(1, Ordering::Relaxed) % 100
+        );
         let dir = tempfile::Builder::new().prefix("tuneline-hosts-").tempdir().unwrap();
         let bridge = format!("tl{id}b");
         let mut teardown = Teardown::default();
@@ -117,7 +121,22 @@ impl Fleet {
         let key = keygen(dir.path(), "client_key");
         let wrong_key = keygen(dir.path(), "wrong_key");
         std::fs::create_dir_all("/run/sshd").unwrap();
-        let hosts = (0..n).map(|i| host(&id, i, &subnet, &bridge, dir.path(), &sshd, &key, hidden, slurm && i == 0, &mut teardown)).collect::<Vec<_>>();
+        let hosts = (0..n)
+            .map(|i| {
+                host(
+                    &id,
+                    i,
+                    &subnet,
+                    &bridge,
+                    dir.path(),
+                    &sshd,
+                    &key,
+                    hidden,
+                    slurm && i == 0,
+                    &mut teardown,
+                )
+            })
+            .collect::<Vec<_>>();
         for host in &hosts {
             let addr = format!("{}:22", host.addr);
             assert!(
@@ -127,7 +146,15 @@ impl Fleet {
             );
         }
         let garage = start_on(&format!("{subnet}.1")).unwrap_or_else(|e| panic!("{e}"));
-        let fleet = Self { hosts, gateway: format!("{subnet}.1"), garage, key, wrong_key, _teardown: teardown, _dir: dir };
+        let fleet = Self {
+            hosts,
+            gateway: format!("{subnet}.1"),
+            garage,
+            key,
+            wrong_key,
+            _teardown: teardown,
+            _dir: dir,
+        };
         if slurm {
             fleet.wait_for_slurm();
         }
@@ -145,9 +172,17 @@ impl Fleet {
             if std::time::Instant::now() > deadline {
                 let logs: String = ["munged.log", "slurmctld.log", "slurmd.log"]
                     .iter()
-                    .map(|f| format!("--- {f}\n{}", std::fs::read_to_string(self.hosts[0].dir.join(f)).unwrap_or_default()))
+                    .map(|f| {
+                        format!(
+                            "--- {f}\n{}",
+                            std::fs::read_to_string(self.hosts[0].dir.join(f)).unwrap_or_default()
+                        )
+                    })
                     .collect();
-                panic!("the Slurm node did not come up idle ({}):\n{logs}", String::from_utf8_lossy(&out.stderr));
+                panic!(
+                    "the Slurm node did not come up idle ({}):\n{logs}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
@@ -163,7 +198,16 @@ impl Fleet {
         Command::new("ssh")
             .args(["-i"])
             .arg(&self.key)
-            .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+            ])
             .arg(format!("root@{}", self.hosts[i].addr))
             .arg(script)
             .stdin(Stdio::null())
@@ -190,7 +234,18 @@ pub(crate) fn netns_pids(netns: &str) -> Vec<u32> {
 
 /// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered (and a Slurm cluster with `slurm`).
 #[allow(clippy::too_many_arguments)]
-fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path, key: &Path, hidden: &[&Path], slurm: bool, made: &mut Teardown) -> Host {
+fn host(
+    id: &str,
+    i: usize,
+    subnet: &str,
+    bridge: &str,
+    dir: &Path,
+    sshd: &Path,
+    key: &Path,
+    hidden: &[&Path],
+    slurm: bool,
+    made: &mut Teardown,
+) -> Host {
     let netns = format!("tl{id}h{i}");
     let (link, peer) = (format!("tl{id}v{i}"), format!("tl{id}p{i}"));
     let addr = format!("{subnet}.{}", i + 2);
@@ -230,7 +285,11 @@ fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path,
     let mut covers: Vec<String> = vec!["/root".into()];
     covers.extend(hidden.iter().map(|p| p.display().to_string()));
     let mounts: String = covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
-    let cluster = if slurm { slurm_cluster(&host_dir, &format!("tl-host-{i}"), &addr) } else { String::new() };
+    let cluster = if slurm {
+        slurm_cluster(&host_dir, &format!("tl-host-{i}"), &addr)
+    } else {
+        String::new()
+    };
     let script = format!(
         "set -e; {mounts}mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname tl-host-{i}; {cluster}\
          exec env LD_LIBRARY_PATH='{d}/lib' '{bin}' -D -e -f '{d}/sshd_config'",
@@ -246,7 +305,8 @@ fn host(id: &str, i: usize, subnet: &str, bridge: &str, dir: &Path, sshd: &Path,
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
-    let sshd_pid = spawn_tied(&mut cmd).unwrap_or_else(|e| panic!("cannot start sshd in {netns}: {e}"));
+    let sshd_pid =
+        spawn_tied(&mut cmd).unwrap_or_else(|e| panic!("cannot start sshd in {netns}: {e}"));
     Host { netns, addr, link, sshd_pid, dir: host_dir }
 }
 
@@ -259,12 +319,17 @@ fn slurm_cluster(dir: &Path, name: &str, addr: &str) -> String {
     }
     for gpu in 0..2 {
         let dev = dir.join(format!("dev/nvidia{gpu}"));
-        let made = Command::new("mknod").arg(&dev).args(["c", "195", &gpu.to_string()]).status().unwrap();
+        let made =
+            Command::new("mknod").arg(&dev).args(["c", "195", &gpu.to_string()]).status().unwrap();
         assert!(made.success(), "mknod {}", dev.display());
     }
     let key: Vec<u8> = (0..1024).map(|_| rand::random::<u8>()).collect();
     std::fs::write(dir.join("munge.key"), key).unwrap();
-    std::fs::set_permissions(dir.join("munge.key"), std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+    std::fs::set_permissions(
+        dir.join("munge.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o400),
+    )
+    .unwrap();
     let conf = format!(
         "ClusterName=tuneline\nSlurmctldHost={name}({addr})\nAuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation={d}/state\n\
          SlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\nProctrackType=proctrack/linuxproc\n\
@@ -276,7 +341,11 @@ fn slurm_cluster(dir: &Path, name: &str, addr: &str) -> String {
          PartitionName=gpu Nodes={name} Default=YES MaxTime=INFINITE State=UP\n"
     );
     std::fs::write(dir.join("slurm.conf"), conf).unwrap();
-    std::fs::write(dir.join("gres.conf"), format!("NodeName={name} Name=gpu File={d}/dev/nvidia[0-1]\n")).unwrap();
+    std::fs::write(
+        dir.join("gres.conf"),
+        format!("NodeName={name} Name=gpu File={d}/dev/nvidia[0-1]\n"),
+    )
+    .unwrap();
     std::fs::write(dir.join("hosts"), format!("127.0.0.1 localhost\n{addr} {name}\n")).unwrap();
     format!(
         "mount -t tmpfs tmpfs /etc/slurm; cp '{d}/slurm.conf' '{d}/gres.conf' /etc/slurm/; mount --bind '{d}/hosts' /etc/hosts; \
@@ -288,7 +357,9 @@ fn slurm_cluster(dir: &Path, name: &str, addr: &str) -> String {
 
 /// A /24 under 10.0.0.0/8 that no interface here has.
 fn free_subnet() -> String {
-    let taken = String::from_utf8_lossy(&Command::new("ip").args(["-br", "addr"]).output().unwrap().stdout).into_owned();
+    let taken =
+        String::from_utf8_lossy(&Command::new("ip").args(["-br", "addr"]).output().unwrap().stdout)
+            .into_owned();
     let start = std::process::id() as usize;
     (0..200 * 250)
         .map(|k| (start + k * 7919) % (200 * 250))
@@ -298,13 +369,25 @@ fn free_subnet() -> String {
 }
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| panic!("ip (iproute2) is needed for test hosts: {e}"));
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("ip (iproute2) is needed for test hosts: {e}"));
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn keygen(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
-    let out = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&path).output().unwrap();
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
     path
 }

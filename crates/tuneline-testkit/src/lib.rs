@@ -20,8 +20,8 @@ mod registry;
 pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
 pub use deps::{
-    cache_dir, chromium, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab, playwright, schemathesis, sharegpt_json, smollm2_gguf, sshd,
-    test_python, workflow_parser,
+    cache_dir, chromium, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab,
+    playwright, schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python, workflow_parser,
 };
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};

@@ -24,7 +24,11 @@ pub fn mlflow() -> &'static str {
 /// `mlflow server` sets (`mlflow.server`'s `*_ENV_VAR`, of the pinned 3.1.4).
 fn start() -> Result<String, String> {
     let python = crate::deps::mlflow_python();
-    let dir = tempfile::Builder::new().prefix("tuneline-mlflow-").tempdir().map_err(|e| e.to_string())?.keep();
+    let dir = tempfile::Builder::new()
+        .prefix("tuneline-mlflow-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let log = std::fs::File::create(dir.join("mlflow.log")).map_err(|e| e.to_string())?;
@@ -37,7 +41,10 @@ fn start() -> Result<String, String> {
         .stderr(log);
     spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", python.display()))?;
     if !listening_within(&addr, Duration::from_secs(120)) {
-        return Err(format!("the MLflow server did not listen on {addr}; see {}/mlflow.log", dir.display()));
+        return Err(format!(
+            "the MLflow server did not listen on {addr}; see {}/mlflow.log",
+            dir.display()
+        ));
     }
     remove_at_exit(dir);
     Ok(format!("http://{addr}"))

@@ -39,7 +39,9 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<u32> {
 pub fn listening_within(addr: &str, limit: std::time::Duration) -> bool {
     let deadline = std::time::Instant::now() + limit;
     let addr: std::net::SocketAddr = addr.parse().expect("an ip:port");
-    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_err() {
+    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200))
+        .is_err()
+    {
         if std::time::Instant::now() > deadline {
             return false;
         }

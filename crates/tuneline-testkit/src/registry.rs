@@ -26,7 +26,11 @@ pub fn registry() -> &'static Registry {
 
 fn start() -> Result<Registry, String> {
     let bin = crate::docker_registry();
-    let dir = tempfile::Builder::new().prefix("tuneline-registry-").tempdir().map_err(|e| e.to_string())?.keep();
+    let dir = tempfile::Builder::new()
+        .prefix("tuneline-registry-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
     let port = free_port();
     let (user, password) = ("tuneline".to_string(), "registry-secret".to_string());
     let hash = bcrypt::hash(&password, 5).map_err(|e| e.to_string())?;
@@ -44,7 +48,10 @@ fn start() -> Result<Registry, String> {
     spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     let addr = format!("127.0.0.1:{port}");
     if !listening_within(&addr, Duration::from_secs(30)) {
-        return Err(format!("docker-registry did not listen on {addr}; see {}/registry.log", dir.display()));
+        return Err(format!(
+            "docker-registry did not listen on {addr}; see {}/registry.log",
+            dir.display()
+        ));
     }
     // Kept while it fails to start, for its log; removed with a server that ran.
     remove_at_exit(dir);

@@ -45,7 +45,11 @@ impl AdamW {
     }
 
     /// One update at rate `lr` of every `(name, var, grad)`.
-    pub fn update<'a>(&mut self, lr: f64, items: impl IntoIterator<Item = (&'a str, &'a Var, &'a Tensor)>) -> Result<()> {
+    pub fn update<'a>(
+        &mut self,
+        lr: f64,
+        items: impl IntoIterator<Item = (&'a str, &'a Var, &'a Tensor)>,
+    ) -> Result<()> {
         self.step += 1;
         let AdamWParams { beta1, beta2, eps, weight_decay } = self.params;
         let bias_correction1 = 1.0 - beta1.powi(self.step as i32);
@@ -83,11 +87,17 @@ mod tests {
         // torch's single-tensor update (lerp, addcmul, addcdiv) evaluated in f64.
         let p = Var::new(&[1.0f64, -2.0], &Device::Cpu).unwrap();
         let mut opt = AdamW::new(AdamWParams { weight_decay: 0.5, ..Default::default() });
-        for (grad, expected) in [([0.5, -1.0], [0.850_000_002, -1.800_000_001]), ([0.25, 3.0], [0.714_282_040_377_462_3, -1.759_418_984_058_744])] {
+        for (grad, expected) in [
+            ([0.5, -1.0], [0.850_000_002, -1.800_000_001]),
+            ([0.25, 3.0], [0.714_282_040_377_462_3, -1.759_418_984_058_744]),
+        ] {
             let g = Tensor::new(&grad, &Device::Cpu).unwrap();
             opt.update(0.1, [("p", &p, &g)]).unwrap();
             let got: Vec<f64> = p.as_tensor().to_vec1().unwrap();
-            assert!(got.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-12), "{got:?} != {expected:?}");
+            assert!(
+                got.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-12),
+                "{got:?} != {expected:?}"
+            );
         }
         assert_eq!(opt.step, 2);
     }

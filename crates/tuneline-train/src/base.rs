@@ -32,7 +32,13 @@ pub struct Added {
 /// `models/base/<name>/<sha256>/`, `name` defaulting to the file's stem or
 /// the directory's name. Its files are staged in `staging` as hard links
 /// (copies across file systems).
-pub async fn add(store: &ArtifactStore, path: &Path, name: Option<&str>, staging: &Path, progress: &dyn Progress) -> Result<Added, SetupError> {
+pub async fn add(
+    store: &ArtifactStore,
+    path: &Path,
+    name: Option<&str>,
+    staging: &Path,
+    progress: &dyn Progress,
+) -> Result<Added, SetupError> {
     let input = |e: tuneline_model::ModelError| SetupError::Input(e.to_string());
     let files = BaseModel::files(path).map_err(input)?;
     let base = tokio::task::block_in_place(|| BaseModel::identify(path)).map_err(input)?;
@@ -43,16 +49,21 @@ pub async fn add(store: &ArtifactStore, path: &Path, name: Option<&str>, staging
     let prefix = layout::base_model(&name, &base.sha256);
     let stage = staging.join(&base.sha256);
     let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage).map_err(|e| StoreError::Local { path: stage.clone(), source: e })?;
+    std::fs::create_dir_all(&stage)
+        .map_err(|e| StoreError::Local { path: stage.clone(), source: e })?;
     let mut bytes = 0;
     for file in &files {
         let to = stage.join(file.file_name().expect("a model file has a name"));
         // A link to the file itself, not to a symlink that names it.
-        let file = &std::fs::canonicalize(file).map_err(|e| StoreError::Local { path: file.clone(), source: e })?;
+        let file = &std::fs::canonicalize(file)
+            .map_err(|e| StoreError::Local { path: file.clone(), source: e })?;
         if std::fs::hard_link(file, &to).is_err() {
-            std::fs::copy(file, &to).map_err(|e| StoreError::Local { path: file.to_path_buf(), source: e })?;
+            std::fs::copy(file, &to)
+                .map_err(|e| StoreError::Local { path: file.to_path_buf(), source: e })?;
         }
-        bytes += std::fs::metadata(file).map_err(|e| StoreError::Local { path: file.clone(), source: e })?.len();
+        bytes += std::fs::metadata(file)
+            .map_err(|e| StoreError::Local { path: file.clone(), source: e })?
+            .len();
     }
     let pushed = store.push_dir(&stage, &prefix, progress).await;
     let _ = std::fs::remove_dir_all(&stage);
@@ -61,14 +72,26 @@ pub async fn add(store: &ArtifactStore, path: &Path, name: Option<&str>, staging
         Err(StoreError::AlreadyCommitted { .. }) => false,
         Err(e) => return Err(e.into()),
     };
-    Ok(Added { reference: format!("{}{prefix}", layout::STORE_REF), files: files.len(), bytes, fresh })
+    Ok(Added {
+        reference: format!("{}{prefix}", layout::STORE_REF),
+        files: files.len(),
+        bytes,
+        fresh,
+    })
 }
 
 /// `config` with a `store:` `[model] path` pulled into `cache` and replaced
 /// by the local copy: the GGUF file in it, or the directory. Any other path
 /// is left as it is.
-pub async fn localize(store: &ArtifactStore, config: &mut Config, cache: &Path, progress: &dyn Progress) -> Result<(), SetupError> {
-    let Some(prefix) = layout::store_ref(&config.model.path).map(str::to_string) else { return Ok(()) };
+pub async fn localize(
+    store: &ArtifactStore,
+    config: &mut Config,
+    cache: &Path,
+    progress: &dyn Progress,
+) -> Result<(), SetupError> {
+    let Some(prefix) = layout::store_ref(&config.model.path).map(str::to_string) else {
+        return Ok(());
+    };
     if !prefix.starts_with("models/base/") || !store.is_committed(&prefix).await? {
         return Err(SetupError::Input(format!(
             "[model] path `{}`: no model committed at {prefix} in {}; `tuneline model add PATH` commits one and prints its reference",
@@ -77,8 +100,10 @@ pub async fn localize(store: &ArtifactStore, config: &mut Config, cache: &Path, 
         )));
     }
     // Absolute: `[data]` paths are taken relative to the config's directory, this one is not.
-    let local = tuneline_core::confine::under(cache, &prefix).map_err(|e| SetupError::Input(format!("[model] path `{}`: {e}", config.model.path)))?;
-    let local = std::path::absolute(local).map_err(|e| StoreError::Local { path: cache.to_path_buf(), source: e })?;
+    let local = tuneline_core::confine::under(cache, &prefix)
+        .map_err(|e| SetupError::Input(format!("[model] path `{}`: {e}", config.model.path)))?;
+    let local = std::path::absolute(local)
+        .map_err(|e| StoreError::Local { path: cache.to_path_buf(), source: e })?;
     store.pull(&prefix, &local, progress).await?;
     let gguf: Vec<PathBuf> = std::fs::read_dir(&local)
         .map_err(|e| StoreError::Local { path: local.clone(), source: e })?

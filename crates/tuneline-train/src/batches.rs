@@ -43,7 +43,12 @@ impl Batches {
     }
 
     /// The `size` rows at `cursor` (wrapping into the next epoch), and the cursor after them.
-    pub fn next(&mut self, cursor: Cursor, size: usize, device: &Device) -> Result<(Batch, Cursor)> {
+    pub fn next(
+        &mut self,
+        cursor: Cursor,
+        size: usize,
+        device: &Device,
+    ) -> Result<(Batch, Cursor)> {
         let mut at = cursor;
         let mut picked = Vec::with_capacity(size);
         for _ in 0..size.min(self.rows.len()) {

@@ -72,15 +72,20 @@ impl Trainer<'_> {
             log_history: history.to_vec(),
             tuneline: self.progress.clone(),
         };
-        std::fs::write(dir.join(TRAINER_STATE), serde_json::to_string_pretty(&state).expect("serializable"))
+        std::fs::write(
+            dir.join(TRAINER_STATE),
+            serde_json::to_string_pretty(&state).expect("serializable"),
+        )
     }
 
     /// Continues from the checkpoint in `dir`; returns its log history.
     pub fn restore_checkpoint(&mut self, dir: &Path) -> std::io::Result<Vec<StepLog>> {
-        let state: TrainerState = serde_json::from_slice(&std::fs::read(dir.join(TRAINER_STATE))?).map_err(io)?;
+        let state: TrainerState =
+            serde_json::from_slice(&std::fs::read(dir.join(TRAINER_STATE))?).map_err(io)?;
         let device = self.model().device().clone();
         self.lora = Lora::load(dir, &self.model().config, &device).map_err(io)?;
-        let moments = candle_core::safetensors::load(dir.join("optimizer.safetensors"), &device).map_err(io)?;
+        let moments = candle_core::safetensors::load(dir.join("optimizer.safetensors"), &device)
+            .map_err(io)?;
         self.optimizer.exp_avg.clear();
         self.optimizer.exp_avg_sq.clear();
         for (key, t) in moments {

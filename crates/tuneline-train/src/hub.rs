@@ -57,8 +57,12 @@ impl HubModel {
         let rest = text.strip_prefix("hf://").unwrap_or(text);
         let (path, revision) = rest.split_once('@').map_or((rest, None), |(p, r)| (p, Some(r)));
         let mut parts = path.splitn(3, '/');
-        let (org, name, file) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default(), parts.next());
-        let repo = HubRepo::parse(&format!("hf://{org}/{name}{}", revision.map(|r| format!("@{r}")).unwrap_or_default()))?;
+        let (org, name, file) =
+            (parts.next().unwrap_or_default(), parts.next().unwrap_or_default(), parts.next());
+        let repo = HubRepo::parse(&format!(
+            "hf://{org}/{name}{}",
+            revision.map(|r| format!("@{r}")).unwrap_or_default()
+        ))?;
         Ok(Self { repo, file: file.map(String::from) })
     }
 }
@@ -76,11 +80,21 @@ pub struct Downloaded {
 
 /// Downloads `model` from the Hub at `endpoint` into `dir` (kept between
 /// runs, so a download resumes), with `token` for gated repositories.
-pub async fn download(model: &HubModel, endpoint: &str, token: Option<&str>, dir: &Path, progress: &dyn Progress) -> Result<Downloaded, SetupError> {
+pub async fn download(
+    model: &HubModel,
+    endpoint: &str,
+    token: Option<&str>,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<Downloaded, SetupError> {
     let endpoint = endpoint.trim_end_matches('/');
     let repo = &model.repo;
-    let http = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)).build().expect("a default client");
-    let tree_url = format!("{endpoint}/api/models/{}/tree/{}?recursive=true", repo.repo, repo.revision);
+    let http = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("a default client");
+    let tree_url =
+        format!("{endpoint}/api/models/{}/tree/{}?recursive=true", repo.repo, repo.revision);
     let response = send(http.get(&tree_url), token).await.map_err(|e| hub_error(endpoint, &e))?;
     let status = response.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
@@ -92,19 +106,29 @@ pub async fn download(model: &HubModel, endpoint: &str, token: Option<&str>, dir
         )));
     }
     if status == reqwest::StatusCode::NOT_FOUND {
-        return Err(SetupError::Input(format!("hf://{}@{}: no such repository or revision on {endpoint}", repo.repo, repo.revision)));
+        return Err(SetupError::Input(format!(
+            "hf://{}@{}: no such repository or revision on {endpoint}",
+            repo.repo, repo.revision
+        )));
     }
     if !status.is_success() {
-        return Err(SetupError::Download(format!("the Hub ({endpoint}) listing {}: {status}", repo.repo)));
+        return Err(SetupError::Download(format!(
+            "the Hub ({endpoint}) listing {}: {status}",
+            repo.repo
+        )));
     }
-    let tree: Vec<TreeEntry> = response.json().await.map_err(|e| SetupError::Download(format!("the Hub's file tree of {}: {e}", repo.repo)))?;
+    let tree: Vec<TreeEntry> = response
+        .json()
+        .await
+        .map_err(|e| SetupError::Download(format!("the Hub's file tree of {}: {e}", repo.repo)))?;
     let (files, path) = choose(model, &tree, dir)?;
     let total: u64 = files.iter().map(|f| f.size).sum();
     progress.start("download", total, Unit::Bytes);
     let (mut bytes, mut resumed) = (0, 0);
     for file in &files {
         let url = format!("{endpoint}/{}/resolve/{}/{}", repo.repo, repo.revision, file.path);
-        let (fetched, from_partial) = fetch(&http, &url, token, file, &confined(model, dir, &file.path)?, progress).await?;
+        let (fetched, from_partial) =
+            fetch(&http, &url, token, file, &confined(model, dir, &file.path)?, progress).await?;
         bytes += fetched;
         resumed += usize::from(from_partial);
     }
@@ -114,25 +138,45 @@ pub async fn download(model: &HubModel, endpoint: &str, token: Option<&str>, dir
 /// `dir/path` for a file the Hub's tree names, proven to stay under `dir`.
 fn confined(model: &HubModel, dir: &Path, path: &str) -> Result<PathBuf, SetupError> {
     tuneline_core::confine::under(dir, path).map_err(|e| {
-        SetupError::Input(format!("hf://{}@{}: the Hub's file tree names a file tuneline will not write: {e}", model.repo.repo, model.repo.revision))
+        SetupError::Input(format!(
+            "hf://{}@{}: the Hub's file tree names a file tuneline will not write: {e}",
+            model.repo.repo, model.repo.revision
+        ))
     })
 }
 
 /// The files to download, and what to commit: a GGUF file (the one named,
 /// or the only one), or else a Hugging Face model directory's files.
-fn choose(model: &HubModel, tree: &[TreeEntry], dir: &Path) -> Result<(Vec<TreeEntry>, PathBuf), SetupError> {
+fn choose(
+    model: &HubModel,
+    tree: &[TreeEntry],
+    dir: &Path,
+) -> Result<(Vec<TreeEntry>, PathBuf), SetupError> {
     let files: Vec<&TreeEntry> = tree.iter().filter(|e| e.kind == "file").collect();
     let name = format!("hf://{}@{}", model.repo.repo, model.repo.revision);
     if let Some(wanted) = &model.file {
-        let file = files.iter().find(|f| &f.path == wanted).ok_or_else(|| SetupError::Input(format!("{name} has no file `{wanted}`")))?;
+        let file = files
+            .iter()
+            .find(|f| &f.path == wanted)
+            .ok_or_else(|| SetupError::Input(format!("{name} has no file `{wanted}`")))?;
         return Ok((vec![(*file).clone()], confined(model, dir, wanted)?));
     }
     let ggufs: Vec<&&TreeEntry> = files.iter().filter(|f| f.path.ends_with(".gguf")).collect();
-    let hf_dir = files.iter().any(|f| f.path == "config.json") && files.iter().any(|f| f.path.ends_with(".safetensors"));
+    let hf_dir = files.iter().any(|f| f.path == "config.json")
+        && files.iter().any(|f| f.path.ends_with(".safetensors"));
     if hf_dir {
-        const KEEP: [&str; 6] =
-            ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "model.safetensors.index.json"];
-        let keep = files.iter().filter(|f| KEEP.contains(&f.path.as_str()) || (f.path.ends_with(".safetensors") && !f.path.contains('/')));
+        const KEEP: [&str; 6] = [
+            "config.json",
+            "generation_config.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "model.safetensors.index.json",
+        ];
+        let keep = files.iter().filter(|f| {
+            KEEP.contains(&f.path.as_str())
+                || (f.path.ends_with(".safetensors") && !f.path.contains('/'))
+        });
         return Ok((keep.map(|f| (*f).clone()).collect(), dir.to_path_buf()));
     }
     match ggufs.as_slice() {
@@ -163,7 +207,10 @@ async fn fetch(
     if let Some(parent) = dest.parent() {
         tokio::fs::create_dir_all(parent).await.map_err(local)?;
     }
-    let partial = dest.with_file_name(format!("{}.partial", dest.file_name().unwrap_or_default().to_string_lossy()));
+    let partial = dest.with_file_name(format!(
+        "{}.partial",
+        dest.file_name().unwrap_or_default().to_string_lossy()
+    ));
     let mut fetched = 0;
     let mut resumed = false;
     for attempt in 1..=ATTEMPTS {
@@ -177,7 +224,14 @@ async fn fetch(
             let mut response = send(request, token).await?.error_for_status()?;
             // A server that ignores the range sends the whole file: start over.
             let append = have > 0 && response.status() == reqwest::StatusCode::PARTIAL_CONTENT;
-            let mut out = tokio::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(&partial).await.map_err(Fetch::Io)?;
+            let mut out = tokio::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&partial)
+                .await
+                .map_err(Fetch::Io)?;
             let mut n = 0u64;
             let streamed = async {
                 while let Some(chunk) = response.chunk().await? {
@@ -202,8 +256,15 @@ async fn fetch(
                 break;
             }
             Err(Fetch::Io(e)) => return Err(local(e)),
-            Err(Fetch::Http(e)) if attempt < ATTEMPTS => tracing::warn!("{}: {e}; resuming", file.path),
-            Err(Fetch::Http(e)) => return Err(SetupError::Download(format!("downloading {}: {e} ({ATTEMPTS} attempts)", file.path))),
+            Err(Fetch::Http(e)) if attempt < ATTEMPTS => {
+                tracing::warn!("{}: {e}; resuming", file.path)
+            }
+            Err(Fetch::Http(e)) => {
+                return Err(SetupError::Download(format!(
+                    "downloading {}: {e} ({ATTEMPTS} attempts)",
+                    file.path
+                )))
+            }
         }
     }
     if let Some(found) = checksum(&partial, file).await.map_err(local)? {
@@ -233,7 +294,10 @@ impl From<reqwest::Error> for Fetch {
 }
 
 /// Sends `request` with the token, if any.
-async fn send(request: reqwest::RequestBuilder, token: Option<&str>) -> Result<reqwest::Response, reqwest::Error> {
+async fn send(
+    request: reqwest::RequestBuilder,
+    token: Option<&str>,
+) -> Result<reqwest::Response, reqwest::Error> {
     match token {
         Some(token) => request.bearer_auth(token).send().await,
         None => request.send().await,

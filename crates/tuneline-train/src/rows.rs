@@ -15,23 +15,36 @@ use tuneline_core::dataset::COLUMNS;
 pub fn read_split(dir: &Path, split: &str) -> std::io::Result<Vec<Row>> {
     let mut shards: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{split}-")) && n.ends_with(".parquet")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{split}-")) && n.ends_with(".parquet"))
+        })
         .collect();
     shards.sort();
     let mut rows = Vec::new();
     for shard in shards {
-        let bad = |e: &dyn std::fmt::Display| std::io::Error::other(format!("{}: {e}", shard.display()));
+        let bad =
+            |e: &dyn std::fmt::Display| std::io::Error::other(format!("{}: {e}", shard.display()));
         let reader = tuneline_data::parquet_batches::open(&shard, 1024).map_err(|e| bad(&e))?;
         for batch in reader {
             let batch = batch.map_err(|e| bad(&e))?;
             let column = |name: &str| -> std::io::Result<Vec<Vec<i32>>> {
-                let list = batch.column_by_name(name).ok_or_else(|| bad(&format!("no column `{name}`")))?;
-                let list = list.as_list_opt::<i32>().ok_or_else(|| bad(&format!("column `{name}` is not a list of int32")))?;
-                Ok((0..list.len()).map(|i| list.value(i).as_primitive::<Int32Type>().values().to_vec()).collect())
+                let list = batch
+                    .column_by_name(name)
+                    .ok_or_else(|| bad(&format!("no column `{name}`")))?;
+                let list = list
+                    .as_list_opt::<i32>()
+                    .ok_or_else(|| bad(&format!("column `{name}` is not a list of int32")))?;
+                Ok((0..list.len())
+                    .map(|i| list.value(i).as_primitive::<Int32Type>().values().to_vec())
+                    .collect())
             };
             let [ids, labels, positions, segments] = COLUMNS.map(column);
             let (ids, labels, positions, segments) = (ids?, labels?, positions?, segments?);
-            for (((ids, labels), positions), segments) in ids.into_iter().zip(labels).zip(positions).zip(segments) {
+            for (((ids, labels), positions), segments) in
+                ids.into_iter().zip(labels).zip(positions).zip(segments)
+            {
                 rows.push(Row {
                     input_ids: ids.into_iter().map(|x| x as u32).collect(),
                     labels,

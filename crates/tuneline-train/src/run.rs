@@ -144,7 +144,13 @@ pub enum RunEvent<'a> {
 }
 
 /// Trains `trainer` to its last step under `spec`, telling `on_event` what happens.
-pub fn run(trainer: &mut Trainer, eval_rows: &[Row], spec: &RunSpec, handle: &Handle, on_event: &mut dyn FnMut(RunEvent)) -> Result<Ended, RunError> {
+pub fn run(
+    trainer: &mut Trainer,
+    eval_rows: &[Row],
+    spec: &RunSpec,
+    handle: &Handle,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Ended, RunError> {
     std::fs::create_dir_all(&spec.work)?;
     let start = match &spec.resume {
         Resume::Fresh => None,
@@ -168,16 +174,23 @@ pub fn run(trainer: &mut Trainer, eval_rows: &[Row], spec: &RunSpec, handle: &Ha
     let mut saved = trainer.progress.global_step;
     let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
-    let abandon = |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
+    let abandon =
+        |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
     while !trainer.done() {
         let Some(mut log) = trainer.step_unless(&abandon)? else {
-            tracing::warn!("SIGTERM: step {} cannot finish within the grace period; abandoned", trainer.progress.global_step + 1);
+            tracing::warn!(
+                "SIGTERM: step {} cannot finish within the grace period; abandoned",
+                trainer.progress.global_step + 1
+            );
             break;
         };
         if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
             if deadline().is_some() {
                 // The notice's time goes to committing the step: an eval point is worth less.
-                tracing::warn!("SIGTERM: no eval loss at step {}, to commit the checkpoint in time", log.step);
+                tracing::warn!(
+                    "SIGTERM: no eval loss at step {}, to commit the checkpoint in time",
+                    log.step
+                );
             } else {
                 log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
             }
@@ -207,7 +220,11 @@ pub fn run(trainer: &mut Trainer, eval_rows: &[Row], spec: &RunSpec, handle: &Ha
     if let Some(last) = upload.take() {
         finish_upload(handle, last)?;
     }
-    Ok(if trainer.done() { Ended::Completed { steps: trainer.progress.global_step } } else { Ended::Stopped { step: trainer.progress.global_step } })
+    Ok(if trainer.done() {
+        Ended::Completed { steps: trainer.progress.global_step }
+    } else {
+        Ended::Stopped { step: trainer.progress.global_step }
+    })
 }
 
 /// A checkpoint's upload and commit, running while training goes on.
@@ -231,9 +248,19 @@ fn save(
     let dir = spec.work.join(format!("checkpoint-{step}"));
     trainer.save_checkpoint(&dir, history)?;
     spec.origin.save(&dir)?;
-    let bytes = std::fs::read_dir(&dir)?.map(|e| e.and_then(|e| e.metadata()).map(|m| m.len())).sum::<std::io::Result<u64>>()?;
+    let bytes = std::fs::read_dir(&dir)?
+        .map(|e| e.and_then(|e| e.metadata()).map(|m| m.len()))
+        .sum::<std::io::Result<u64>>()?;
     on_event(RunEvent::Saved { step, bytes });
-    let commit = commit_checkpoint(spec.store.clone(), spec.checkpoints(), step, dir, metrics.to_path_buf(), spec.run.clone(), spec.save_total_limit);
+    let commit = commit_checkpoint(
+        spec.store.clone(),
+        spec.checkpoints(),
+        step,
+        dir,
+        metrics.to_path_buf(),
+        spec.run.clone(),
+        spec.save_total_limit,
+    );
     Ok(handle.spawn(commit))
 }
 
@@ -255,9 +282,17 @@ async fn commit_checkpoint(
     store.put_file(&metrics, &layout::metrics(&run), &NoProgress).await?;
     if save_total_limit.is_some() {
         // Uploads younger than a day are left alone: only rotation is wanted here.
-        store.gc(&GcOptions { dry_run: false, older_than: Duration::from_secs(86_400), save_total_limit }).await?;
+        store
+            .gc(&GcOptions {
+                dry_run: false,
+                older_than: Duration::from_secs(86_400),
+                save_total_limit,
+            })
+            .await?;
     }
-    tokio::fs::remove_dir_all(&dir).await.map_err(|e| StoreError::Local { path: dir.clone(), source: e })
+    tokio::fs::remove_dir_all(&dir)
+        .await
+        .map_err(|e| StoreError::Local { path: dir.clone(), source: e })
 }
 
 /// `metrics.jsonl` as `history` says: a resumed run drops the lines of steps it lost.

@@ -19,7 +19,12 @@ pub struct Schedule {
 
 impl Schedule {
     /// HF's `get_warmup_steps`: `ceil(total_steps * warmup_ratio)`.
-    pub fn new(kind: LrSchedulerType, learning_rate: f64, warmup_ratio: f64, total_steps: u64) -> Self {
+    pub fn new(
+        kind: LrSchedulerType,
+        learning_rate: f64,
+        warmup_ratio: f64,
+        total_steps: u64,
+    ) -> Self {
         let warmup_steps = (total_steps as f64 * warmup_ratio).ceil() as u64;
         Self { kind, learning_rate, warmup_steps, total_steps }
     }
@@ -30,7 +35,8 @@ impl Schedule {
     }
 
     fn factor(&self, step: u64) -> f64 {
-        let (step, warmup, total) = (step as f64, self.warmup_steps as f64, self.total_steps as f64);
+        let (step, warmup, total) =
+            (step as f64, self.warmup_steps as f64, self.total_steps as f64);
         let warming = self.kind != LrSchedulerType::Constant && step < warmup;
         if warming {
             return step / warmup.max(1.0);
@@ -63,12 +69,25 @@ mod tests {
     #[test]
     fn schedules_follow_transformers() {
         // transformers' get_*_schedule_with_warmup(num_warmup_steps=2, num_training_steps=10), steps 0..=10.
-        close(&rates(LrSchedulerType::Linear), &[0.0, 0.5, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0]);
-        let cosine: Vec<f64> =
-            (0..=10).map(|k| if k < 2 { k as f64 / 2.0 } else { 0.5 * (1.0 + (std::f64::consts::PI * (k - 2) as f64 / 8.0).cos()) }).collect();
+        close(
+            &rates(LrSchedulerType::Linear),
+            &[0.0, 0.5, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0],
+        );
+        let cosine: Vec<f64> = (0..=10)
+            .map(|k| {
+                if k < 2 {
+                    k as f64 / 2.0
+                } else {
+                    0.5 * (1.0 + (std::f64::consts::PI * (k - 2) as f64 / 8.0).cos())
+                }
+            })
+            .collect();
         close(&rates(LrSchedulerType::Cosine), &cosine);
         close(&rates(LrSchedulerType::Cosine)[..4], &[0.0, 0.5, 1.0, 0.9619397662556434]);
-        close(&rates(LrSchedulerType::ConstantWithWarmup), &[0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+        close(
+            &rates(LrSchedulerType::ConstantWithWarmup),
+            &[0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        );
         close(&rates(LrSchedulerType::Constant), &[1.0; 11]);
     }
 }

@@ -60,7 +60,8 @@ pub fn compute_device(choice: ComputeDevice) -> Result<Device, SetupError> {
 
 /// Loads `[model] path` onto `device`, quantized or dense as `[model] quantized_base` says.
 pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError> {
-    Llama::load_on(Path::new(&config.model.path), device, config.model.quantized_base).map_err(input)
+    Llama::load_on(Path::new(&config.model.path), device, config.model.quantized_base)
+        .map_err(input)
 }
 
 /// The identity (path and content hash) of `[model] path`, recorded in every checkpoint.
@@ -82,7 +83,9 @@ pub fn model_shape(name_or_path: &str) -> Result<ModelShape, SetupError> {
     }
     let c = Llama::read_config(path).map_err(input)?;
     Ok(ModelShape {
-        name: path.file_name().map_or_else(|| name_or_path.to_string(), |n| n.to_string_lossy().into_owned()),
+        name: path
+            .file_name()
+            .map_or_else(|| name_or_path.to_string(), |n| n.to_string_lossy().into_owned()),
         hidden: c.hidden_size as u64,
         intermediate: c.intermediate_size as u64,
         layers: c.num_hidden_layers as u64,
@@ -99,13 +102,17 @@ pub fn check_memory_budget(config: &Config) -> Result<(), SetupError> {
     if config.training.memory_budget.is_none() {
         return Ok(());
     }
-    config_job::check_memory_budget(config, model_shape(&config.model.path)?).map_err(SetupError::Input)
+    config_job::check_memory_budget(config, model_shape(&config.model.path)?)
+        .map_err(SetupError::Input)
 }
 
 /// The trainer's settings from `[training]`, for a dataset of `train_rows` rows.
 pub fn train_settings(config: &Config, train_rows: usize) -> TrainSettings {
     let t = &config.training;
-    let (batch, accumulation) = (t.per_device_train_batch_size.max(1) as usize, t.gradient_accumulation_steps.max(1) as usize);
+    let (batch, accumulation) = (
+        t.per_device_train_batch_size.max(1) as usize,
+        t.gradient_accumulation_steps.max(1) as usize,
+    );
     let max_steps = t.max_steps.unwrap_or_else(|| {
         let per_epoch = train_rows.div_ceil(batch * accumulation) as f64;
         (per_epoch * t.num_train_epochs).ceil().max(1.0) as u64
@@ -148,8 +155,13 @@ pub fn run_id(config: &Config, dataset: &str) -> String {
 pub fn save_steps(config: &Config, max_steps: u64) -> (u64, Option<String>) {
     match config.training.save_steps {
         SaveSteps::Steps(n) => (n, None),
-        SaveSteps::Auto => match model_shape(&config.model.path).map_err(|e| e.to_string()).and_then(|shape| config_job::auto_save_steps(config, shape)) {
-            Ok((steps, why)) => (steps, Some(format!("save_steps = \"auto\": every {steps} steps ({why})"))),
+        SaveSteps::Auto => match model_shape(&config.model.path)
+            .map_err(|e| e.to_string())
+            .and_then(|shape| config_job::auto_save_steps(config, shape))
+        {
+            Ok((steps, why)) => {
+                (steps, Some(format!("save_steps = \"auto\": every {steps} steps ({why})")))
+            }
             Err(why) => {
                 let steps = (max_steps / 10).max(1);
                 (steps, Some(format!("save_steps = \"auto\": every {steps} steps, a tenth of the run, because {why}")))
@@ -160,7 +172,11 @@ pub fn save_steps(config: &Config, max_steps: u64) -> (u64, Option<String>) {
 
 /// The dataset version `pinned`, checked to be committed, or else the
 /// newest committed version of `[data] name`.
-pub async fn dataset_version(store: &ArtifactStore, config: &Config, pinned: Option<&str>) -> Result<String, SetupError> {
+pub async fn dataset_version(
+    store: &ArtifactStore,
+    config: &Config,
+    pinned: Option<&str>,
+) -> Result<String, SetupError> {
     match pinned {
         Some(prefix) if store.is_committed(prefix).await? => Ok(prefix.to_string()),
         Some(prefix) => Err(SetupError::Input(format!("--dataset: no committed dataset version `{prefix}` in {}; `tuneline data ls` lists them", store.url()))),
@@ -177,7 +193,8 @@ pub async fn dataset_version(store: &ArtifactStore, config: &Config, pinned: Opt
 
 /// Fails unless the dataset in `local` was tokenized with the model's tokenizer and template.
 pub fn check_tokenizer(config: &Config, dataset: &str, local: &Path) -> Result<(), SetupError> {
-    let manifest = dataset::tokenizer_of(local).ok_or_else(|| SetupError::Input(format!("{dataset}: unreadable {}", dataset::MANIFEST)))?;
+    let manifest = dataset::tokenizer_of(local)
+        .ok_or_else(|| SetupError::Input(format!("{dataset}: unreadable {}", dataset::MANIFEST)))?;
     let model = ModelTokenizer::load(Path::new(&config.model.path)).map_err(input)?;
     if manifest.fingerprint != model.fingerprint {
         return Err(SetupError::Input(format!(
@@ -194,7 +211,8 @@ pub fn check_tokenizer(config: &Config, dataset: &str, local: &Path) -> Result<(
 /// The train and eval rows of dataset version `dataset`, pulled into `local`;
 /// a dataset with no train rows is refused.
 pub fn read_splits(dataset: &str, local: &Path) -> Result<(Vec<Row>, Vec<Row>), SetupError> {
-    let read = |split| read_split(local, split).map_err(|e| SetupError::Input(format!("{dataset}: {e}")));
+    let read =
+        |split| read_split(local, split).map_err(|e| SetupError::Input(format!("{dataset}: {e}")));
     let (train, eval) = (read("train")?, read("eval")?);
     if train.is_empty() {
         return Err(SetupError::Input(format!("{dataset} has no train rows")));

@@ -65,7 +65,15 @@ impl<'m> Trainer<'m> {
     /// A run over `rows` from the start.
     pub fn new(model: &'m Llama, lora: Lora, settings: TrainSettings, rows: Vec<Row>) -> Self {
         let batches = Batches::new(rows, settings.seed);
-        Self { model, lora, optimizer: AdamW::new(settings.adamw), progress: Progress::default(), settings, batches, last_step_time: None }
+        Self {
+            model,
+            lora,
+            optimizer: AdamW::new(settings.adamw),
+            progress: Progress::default(),
+            settings,
+            batches,
+            last_step_time: None,
+        }
     }
 
     /// The settings.
@@ -108,18 +116,32 @@ impl<'m> Trainer<'m> {
         }
         let counted: usize = micro.iter().map(|b| b.trained_tokens).sum();
         if counted == 0 {
-            candle_core::bail!("step {}: no labeled tokens in its rows", self.progress.global_step + 1);
+            candle_core::bail!(
+                "step {}: no labeled tokens in its rows",
+                self.progress.global_step + 1
+            );
         }
         let mut grads: HashMap<String, Tensor> = HashMap::new();
         let mut loss_sum = 0.0;
         for (i, b) in micro.iter().enumerate().filter(|(_, b)| b.trained_tokens > 0) {
-            let rest = if i == 0 { self.last_step_time } else { Some(started.elapsed() / i as u32 * (micro.len() - i) as u32) };
+            let rest = if i == 0 {
+                self.last_step_time
+            } else {
+                Some(started.elapsed() / i as u32 * (micro.len() - i) as u32)
+            };
             if rest.is_some_and(abandon) {
                 return Ok(None);
             }
             let seed = dropout_seed(self.settings.seed, self.progress.global_step, i);
             let share = b.trained_tokens as f64 / counted as f64;
-            let (loss, micro_grads) = self.model.loss_and_grads(&b.ids, &b.positions, &b.segments, &b.labels, self.lora.training(seed), share)?;
+            let (loss, micro_grads) = self.model.loss_and_grads(
+                &b.ids,
+                &b.positions,
+                &b.segments,
+                &b.labels,
+                self.lora.training(seed),
+                share,
+            )?;
             loss_sum += loss * share;
             for (name, g) in micro_grads {
                 let total = match grads.remove(&name) {
@@ -129,17 +151,29 @@ impl<'m> Trainer<'m> {
                 grads.insert(name, total);
             }
         }
-        let grad_norm = grads.values().map(|g| g.sqr()?.sum_all()?.to_scalar::<f32>().map(f64::from)).sum::<Result<f64>>()?.sqrt();
+        let grad_norm = grads
+            .values()
+            .map(|g| g.sqr()?.sum_all()?.to_scalar::<f32>().map(f64::from))
+            .sum::<Result<f64>>()?
+            .sqrt();
         // torch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-        let clip = if self.settings.max_grad_norm > 0.0 { (self.settings.max_grad_norm / (grad_norm + 1e-6)).min(1.0) } else { 1.0 };
+        let clip = if self.settings.max_grad_norm > 0.0 {
+            (self.settings.max_grad_norm / (grad_norm + 1e-6)).min(1.0)
+        } else {
+            1.0
+        };
         if clip < 1.0 {
             for g in grads.values_mut() {
                 *g = (&*g * clip)?;
             }
         }
         let lr = self.settings.schedule.rate(self.progress.global_step);
-        let named: Vec<(String, candle_core::Var)> = self.lora.named().map(|(n, v)| (n, v.clone())).collect();
-        self.optimizer.update(lr, named.iter().filter_map(|(n, v)| grads.get(n).map(|g| (n.as_str(), v, g))))?;
+        let named: Vec<(String, candle_core::Var)> =
+            self.lora.named().map(|(n, v)| (n, v.clone())).collect();
+        self.optimizer.update(
+            lr,
+            named.iter().filter_map(|(n, v)| grads.get(n).map(|g| (n.as_str(), v, g))),
+        )?;
         self.progress = Progress { global_step: self.progress.global_step + 1, cursor };
         let tokens: u64 = micro.iter().map(|b| b.tokens as u64).sum();
         self.last_step_time = Some(started.elapsed());
@@ -162,5 +196,7 @@ impl<'m> Trainer<'m> {
 
 /// The seed of micro-batch `micro`'s dropout in step `step`.
 fn dropout_seed(seed: u64, step: u64, micro: usize) -> u64 {
-    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step.wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (micro as u64).wrapping_mul(0x94D0_49BB_1331_11EB)
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ step.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ (micro as u64).wrapping_mul(0x94D0_49BB_1331_11EB)
 }

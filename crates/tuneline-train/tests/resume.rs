@@ -16,7 +16,8 @@ use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
 
 /// A small support-chat dataset, prepared into `dir/dataset`.
 fn prepare(dir: &Path) -> (Vec<Row>, Vec<Row>) {
-    let topics = ["refunds", "passwords", "exports", "invoices", "shipping", "accounts", "backups", "teams"];
+    let topics =
+        ["refunds", "passwords", "exports", "invoices", "shipping", "accounts", "backups", "teams"];
     let lines: Vec<String> = topics
         .iter()
         .enumerate()
@@ -54,7 +55,13 @@ fn settings() -> TrainSettings {
 }
 
 fn lora(model: &Llama) -> Lora {
-    let s = LoraSettings { r: 4, lora_alpha: 8.0, lora_dropout: 0.1, target_modules: vec!["q_proj".into(), "v_proj".into()], use_rslora: false };
+    let s = LoraSettings {
+        r: 4,
+        lora_alpha: 8.0,
+        lora_dropout: 0.1,
+        target_modules: vec!["q_proj".into(), "v_proj".into()],
+        use_rslora: false,
+    };
     Lora::init(s, &model.config, 7, DType::F32, &Device::Cpu).unwrap()
 }
 
@@ -89,8 +96,12 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
     }
     resumed.save_checkpoint(&dir.path().join("resumed"), &history).unwrap();
 
-    let strip = |l: &StepLog| (l.step, l.loss.to_bits(), l.learning_rate.to_bits(), l.grad_norm.to_bits());
-    assert_eq!(history.iter().map(strip).collect::<Vec<_>>(), logs.iter().map(strip).collect::<Vec<_>>());
+    let strip =
+        |l: &StepLog| (l.step, l.loss.to_bits(), l.learning_rate.to_bits(), l.grad_norm.to_bits());
+    assert_eq!(
+        history.iter().map(strip).collect::<Vec<_>>(),
+        logs.iter().map(strip).collect::<Vec<_>>()
+    );
     for file in ["adapter_model.safetensors", "optimizer.safetensors"] {
         let a = std::fs::read(dir.path().join("whole").join(file)).unwrap();
         let b = std::fs::read(dir.path().join("resumed").join(file)).unwrap();
@@ -116,11 +127,23 @@ fn a_step_that_would_outlast_the_notice_is_not_started_and_changes_nothing() {
     assert_eq!(first.unwrap().unwrap().loss.to_bits(), logs[0].loss.to_bits());
     assert_eq!(guesses.borrow().len(), 1, "one guess, before the second micro-batch: {guesses:?}");
     // The next step is guessed from the last one's time, before any work.
-    let state = |t: &Trainer| (t.progress.clone(), t.lora.named().map(|(n, v)| (n, v.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect::<Vec<_>>());
+    let state = |t: &Trainer| {
+        (
+            t.progress.clone(),
+            t.lora
+                .named()
+                .map(|(n, v)| (n, v.flatten_all().unwrap().to_vec1::<f32>().unwrap()))
+                .collect::<Vec<_>>(),
+        )
+    };
     let before = state(&stopped);
     let asked = std::cell::Cell::new(None);
     assert!(stopped.step_unless(&|rest| asked.replace(Some(rest)).is_none()).unwrap().is_none());
     assert!(asked.get().is_some_and(|rest| rest > std::time::Duration::ZERO), "{asked:?}");
     assert!(before == state(&stopped), "an abandoned step leaves the run as it was");
-    assert_eq!(stopped.step().unwrap().loss.to_bits(), logs[1].loss.to_bits(), "and the step after it is the one it would have been");
+    assert_eq!(
+        stopped.step().unwrap().loss.to_bits(),
+        logs[1].loss.to_bits(),
+        "and the step after it is the one it would have been"
+    );
 }

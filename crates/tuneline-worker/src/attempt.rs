@@ -13,7 +13,10 @@ use super::hf::HfWatcher;
 use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
-use tuneline_api::{bounds, exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog, TrainerEvent};
+use tuneline_api::{
+    bounds, exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog,
+    TrainerEvent,
+};
 use tuneline_providers::process::{signal, spawn_tied};
 
 /// Stderr lines kept to explain a failure.
@@ -102,10 +105,27 @@ impl Progress {
 }
 
 /// Runs leased job `job` on worker `worker` and releases it.
-pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &WorkerOptions, heartbeat: Duration, gpu: Option<&Gpu>, stop: &Stop) {
+pub(super) async fn run(
+    client: &Client,
+    worker: i64,
+    job: Job,
+    options: &WorkerOptions,
+    heartbeat: Duration,
+    gpu: Option<&Gpu>,
+    stop: &Stop,
+) {
     let id = job.id;
     let began = Instant::now();
-    let prepared = match heartbeating(client, worker, id, heartbeat, stop, Setup::prepare(&job, options)).await {
+    let prepared = match heartbeating(
+        client,
+        worker,
+        id,
+        heartbeat,
+        stop,
+        Setup::prepare(&job, options),
+    )
+    .await
+    {
         Waited::Done(prepared) => prepared,
         Waited::Stopped => {
             tracing::warn!("job {id}: stopped during the prefetch; nothing had started");
@@ -127,15 +147,37 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
             return release(client, worker, id, outcome, Some(message), Heartbeat::of(id)).await;
         }
     };
-    tracing::info!("job {id}: prefetched {} bytes ({}) in {:.2} s", setup.bytes_down, human(setup.bytes_down), began.elapsed().as_secs_f64());
-    let progress = Arc::new(Mutex::new(Progress { started: setup.resumed_from, bytes_down: setup.bytes_down, ..Progress::default() }));
+    tracing::info!(
+        "job {id}: prefetched {} bytes ({}) in {:.2} s",
+        setup.bytes_down,
+        human(setup.bytes_down),
+        began.elapsed().as_secs_f64()
+    );
+    let progress = Arc::new(Mutex::new(Progress {
+        started: setup.resumed_from,
+        bytes_down: setup.bytes_down,
+        ..Progress::default()
+    }));
     let mut command = std::process::Command::new(&setup.argv[0]);
-    command.args(&setup.argv[1..]).envs(setup.env.iter().cloned()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(&setup.argv[1..])
+        .envs(setup.env.iter().cloned())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = match spawn_tied(command) {
         Ok(child) => child,
         Err(e) => {
             let message = format!("cannot start `{}`: {e}", setup.argv[0]);
-            return release(client, worker, id, Outcome::InfraError, Some(message), Heartbeat::of(id)).await;
+            return release(
+                client,
+                worker,
+                id,
+                Outcome::InfraError,
+                Some(message),
+                Heartbeat::of(id),
+            )
+            .await;
         }
     };
     tracing::info!("job {id}: started `{}` (pid {})", setup.argv.join(" "), child.id());
@@ -143,7 +185,9 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         child.stdout.take().map(|out| read_lines(out, progress.clone(), Progress::stdout_line)),
         child.stderr.take().map(|err| read_lines(err, progress.clone(), Progress::log)),
     ];
-    let mut watcher = setup.output.as_ref().map(|o| HfWatcher::new(o, setup.store.clone(), &setup.run, setup.resumed_from.unwrap_or(0)));
+    let mut watcher = setup.output.as_ref().map(|o| {
+        HfWatcher::new(o, setup.store.clone(), &setup.run, setup.resumed_from.unwrap_or(0))
+    });
     let pid = child.id();
     let mut utilization = Utilization::new(super::resources::cpus());
     let (mut started, mut abandoned, mut terminated_at) = (false, false, None::<Instant>);
@@ -162,7 +206,9 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
             terminated_at = Some(Instant::now());
         }
         if terminated_at.is_some_and(|at| at.elapsed() > setup.grace + Duration::from_secs(10)) {
-            tracing::warn!("job {id}: the trainer ignored SIGTERM past its grace period; killing it");
+            tracing::warn!(
+                "job {id}: the trainer ignored SIGTERM past its grace period; killing it"
+            );
             let _ = signal(pid, libc::SIGKILL, false);
         }
         if let Some(watcher) = watcher.as_mut() {
@@ -172,7 +218,9 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
         if let (false, Some(step)) = (started, resumed_from) {
             started = true;
             if let Err(e) = client.start(id, &Start { worker, resumed_from: step }).await {
-                tracing::warn!("job {id}: the server refused its start ({e}); stopping the trainer");
+                tracing::warn!(
+                    "job {id}: the server refused its start ({e}); stopping the trainer"
+                );
                 abandoned = true;
             }
         }
@@ -202,16 +250,26 @@ pub(super) async fn run(client: &Client, worker: i64, job: Job, options: &Worker
     // `tuneline train` and `deliver` exit 0 only when all is done; an external
     // trainer may exit 0 after saving on SIGTERM, so after a stop its 0 is a
     // preemption (a resumed attempt that has nothing left ends at once).
-    let done = status.code() == Some(0) && (!matches!(job.spec, JobSpec::Command(_)) || !stop.requested());
+    let done =
+        status.code() == Some(0) && (!matches!(job.spec, JobSpec::Command(_)) || !stop.requested());
     let (outcome, message) = match (status.code(), abandoned, stop.requested()) {
         (Some(0), false, _) if done => (Outcome::Succeeded, None),
         (_, true, _) => (Outcome::Cancelled, None),
         (_, false, true) => (Outcome::Preempted, None),
-        (Some(code), false, false) if code == i32::from(exit::PREEMPTED) => (Outcome::Preempted, None),
-        (Some(code), false, false) if code == i32::from(exit::BAD_INPUT) => (Outcome::UserError, Some(explained())),
-        (code, false, false) => {
-            (Outcome::InfraError, Some(format!("the trainer exited with {}: {}", code.map_or("a signal".to_string(), |c| format!("code {c}")), explained())))
+        (Some(code), false, false) if code == i32::from(exit::PREEMPTED) => {
+            (Outcome::Preempted, None)
         }
+        (Some(code), false, false) if code == i32::from(exit::BAD_INPUT) => {
+            (Outcome::UserError, Some(explained()))
+        }
+        (code, false, false) => (
+            Outcome::InfraError,
+            Some(format!(
+                "the trainer exited with {}: {}",
+                code.map_or("a signal".to_string(), |c| format!("code {c}")),
+                explained()
+            )),
+        ),
     };
     tracing::info!("job {id}: {}", outcome.as_str());
     let last = progress.beat(id);
@@ -231,7 +289,14 @@ enum Waited<T> {
 /// Runs `work` (the prefetch, which may download gigabytes) while
 /// heartbeating job `job`, so that the server does not take a long download
 /// for a lost worker; a stop or a cancel ends the wait at once.
-async fn heartbeating<T>(client: &Client, worker: i64, job: i64, heartbeat: Duration, stop: &Stop, work: impl std::future::Future<Output = T>) -> Waited<T> {
+async fn heartbeating<T>(
+    client: &Client,
+    worker: i64,
+    job: i64,
+    heartbeat: Duration,
+    stop: &Stop,
+    work: impl std::future::Future<Output = T>,
+) -> Waited<T> {
     tokio::pin!(work);
     loop {
         tokio::select! {
@@ -255,7 +320,10 @@ async fn cancelled(client: &Client, worker: i64, beat: &Heartbeat) -> bool {
     match client.heartbeat(worker, beat).await {
         Ok(orders) => orders.cancel,
         Err(e) if e.is_revoked() => {
-            tracing::warn!("job {}: the server no longer accepts this worker ({e}); stopping the job", beat.job.unwrap_or_default());
+            tracing::warn!(
+                "job {}: the server no longer accepts this worker ({e}); stopping the job",
+                beat.job.unwrap_or_default()
+            );
             true
         }
         Err(e) => {
@@ -266,7 +334,11 @@ async fn cancelled(client: &Client, worker: i64, beat: &Heartbeat) -> bool {
 }
 
 /// Reads `stream` line by line into `progress` on a thread of its own.
-fn read_lines(stream: impl std::io::Read + Send + 'static, progress: Arc<Mutex<Progress>>, take: fn(&mut Progress, &str)) -> std::thread::JoinHandle<()> {
+fn read_lines(
+    stream: impl std::io::Read + Send + 'static,
+    progress: Arc<Mutex<Progress>>,
+    take: fn(&mut Progress, &str),
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
             take(&mut progress.lock().unwrap_or_else(|p| p.into_inner()), &line);
@@ -290,7 +362,14 @@ async fn upload_checkpoints(watcher: &mut HfWatcher, progress: &Mutex<Progress>,
 }
 
 /// Releases the lease, retrying while the server is unreachable (it may be restarting).
-async fn release(client: &Client, worker: i64, job: i64, outcome: Outcome, message: Option<String>, last: Heartbeat) {
+async fn release(
+    client: &Client,
+    worker: i64,
+    job: i64,
+    outcome: Outcome,
+    message: Option<String>,
+    last: Heartbeat,
+) {
     let release = Release { worker, outcome, message, last };
     for attempt in 0..30 {
         match client.release(job, &release).await {
@@ -316,13 +395,28 @@ mod tests {
     use tuneline_control::serve::{Endpoint, Server};
 
     #[tokio::test]
-    async fn a_prefetch_longer_than_the_lease_timeout_keeps_the_lease_and_a_stop_or_cancel_ends_it() {
+    async fn a_prefetch_longer_than_the_lease_timeout_keeps_the_lease_and_a_stop_or_cancel_ends_it()
+    {
         let dir = tempfile::tempdir().unwrap();
         let (beat, lease_timeout) = (Duration::from_millis(200), Duration::from_millis(600));
-        let timing = Timing { heartbeat: beat, lease_timeout, idle_timeout: Duration::from_secs(1800) };
-        let server = Server::start(dir.path(), &Endpoint::plain("127.0.0.1:0"), timing, Box::new(StoreCheck::default())).await.unwrap();
+        let timing =
+            Timing { heartbeat: beat, lease_timeout, idle_timeout: Duration::from_secs(1800) };
+        let server = Server::start(
+            dir.path(),
+            &Endpoint::plain("127.0.0.1:0"),
+            timing,
+            Box::new(StoreCheck::default()),
+        )
+        .await
+        .unwrap();
         let client = Client::new(&server.url(), &server.token);
-        let register = WorkerRegister { provider: "local".into(), price_per_hour: 1.0, cpus: 2, pid: 1, ..Default::default() };
+        let register = WorkerRegister {
+            provider: "local".into(),
+            price_per_hour: 1.0,
+            cpus: 2,
+            pid: 1,
+            ..Default::default()
+        };
         let worker = client.register(&register).await.unwrap().worker;
         let store = format!("file://{}", dir.path().join("store").display());
         let spec = JobSpec::Command(CommandSpec::new(["python", "train_lora.py"], "r", store));
@@ -331,18 +425,29 @@ mod tests {
         let stop = Stop::default();
 
         let download = tokio::time::sleep(lease_timeout * 3);
-        assert!(matches!(heartbeating(&client, worker, job, beat, &stop, download).await, Waited::Done(())));
-        assert_eq!(client.job(job).await.unwrap().state, State::Leased, "the worker was not declared lost");
+        assert!(matches!(
+            heartbeating(&client, worker, job, beat, &stop, download).await,
+            Waited::Done(())
+        ));
+        assert_eq!(
+            client.job(job).await.unwrap().state,
+            State::Leased,
+            "the worker was not declared lost"
+        );
 
         let endless = std::future::pending::<()>();
-        let (waited, ()) = tokio::join!(heartbeating(&client, worker, job, beat, &stop, endless), async {
-            tokio::time::sleep(beat).await;
-            stop.request();
-        });
+        let (waited, ()) =
+            tokio::join!(heartbeating(&client, worker, job, beat, &stop, endless), async {
+                tokio::time::sleep(beat).await;
+                stop.request();
+            });
         assert!(matches!(waited, Waited::Stopped), "a spot notice ends the prefetch");
 
         let unstopped = Stop::default();
-        let (waited, _) = tokio::join!(heartbeating(&client, worker, job, beat, &unstopped, std::future::pending::<()>()), client.cancel(job));
+        let (waited, _) = tokio::join!(
+            heartbeating(&client, worker, job, beat, &unstopped, std::future::pending::<()>()),
+            client.cancel(job)
+        );
         assert!(matches!(waited, Waited::Cancelled), "a cancel ends the prefetch");
     }
 }

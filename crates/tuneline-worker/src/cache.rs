@@ -40,11 +40,22 @@ impl<'a> Cache<'a> {
     /// the bytes downloaded. `Err` says what did not fit, before any download.
     pub(crate) async fn fetch(&self, store: &ArtifactStore, prefix: &str) -> Result<u64, String> {
         let dir = self.dir(prefix)?;
-        let total: u64 = store.read_commit(prefix).await.map_err(|e| e.to_string())?.files.iter().map(|f| f.size).sum();
+        let total: u64 = store
+            .read_commit(prefix)
+            .await
+            .map_err(|e| e.to_string())?
+            .files
+            .iter()
+            .map(|f| f.size)
+            .sum();
         let need = total.saturating_sub(size_of(&dir));
         if let Some(limit) = self.limit {
             if total > limit {
-                return Err(format!("{prefix} is {} but [workers] cache_size is {}: raise it to hold the artifact", human(total), human(limit)));
+                return Err(format!(
+                    "{prefix} is {} but [workers] cache_size is {}: raise it to hold the artifact",
+                    human(total),
+                    human(limit)
+                ));
             }
             let mut entries = self.entries();
             entries.retain(|e| e.dir != dir);
@@ -54,8 +65,13 @@ impl<'a> Cache<'a> {
                 if used + need <= limit {
                     break;
                 }
-                tracing::info!("cache: evicting {} ({}), least recently used, for {prefix}", entry.dir.display(), human(entry.bytes));
-                std::fs::remove_dir_all(&entry.dir).map_err(|e| format!("evicting {}: {e}", entry.dir.display()))?;
+                tracing::info!(
+                    "cache: evicting {} ({}), least recently used, for {prefix}",
+                    entry.dir.display(),
+                    human(entry.bytes)
+                );
+                std::fs::remove_dir_all(&entry.dir)
+                    .map_err(|e| format!("evicting {}: {e}", entry.dir.display()))?;
                 used -= entry.bytes;
             }
         }
@@ -69,15 +85,22 @@ impl<'a> Cache<'a> {
                 human(free)
             ));
         }
-        let pulled = store.pull(prefix, &dir, &NoProgress).await.map_err(|e| e.to_string())?.bytes_transferred;
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        std::fs::write(dir.join(USED), now.to_string()).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let pulled = store
+            .pull(prefix, &dir, &NoProgress)
+            .await
+            .map_err(|e| e.to_string())?
+            .bytes_transferred;
+        let now =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        std::fs::write(dir.join(USED), now.to_string())
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(pulled)
     }
 
     /// Where the artifact `prefix` is cached: `<root>/<prefix>`, proven to stay under the root.
     pub(crate) fn dir(&self, prefix: &str) -> Result<PathBuf, String> {
-        tuneline_core::confine::under(self.root, prefix.trim_matches('/')).map_err(|e| format!("the job's artifact {e}"))
+        tuneline_core::confine::under(self.root, prefix.trim_matches('/'))
+            .map_err(|e| format!("the job's artifact {e}"))
     }
 
     /// Every cached artifact: each directory holding a use marker.
@@ -97,7 +120,13 @@ impl<'a> Cache<'a> {
 
 /// Bytes of the files under `dir` (0 if it does not exist).
 fn size_of(dir: &Path) -> u64 {
-    walkdir::WalkDir::new(dir).into_iter().filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// Bytes an unprivileged writer may still use on the filesystem of `dir`.
@@ -124,24 +153,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_least_recently_used_artifact_goes_first_and_one_past_the_bound_is_refused_before_download() {
+    async fn the_least_recently_used_artifact_goes_first_and_one_past_the_bound_is_refused_before_download(
+    ) {
         let scratch = tempfile::tempdir().unwrap();
-        let store = ArtifactStore::open(&format!("file://{}", scratch.path().join("store").display()), &StoreConfig::default()).unwrap();
-        for (prefix, kib) in [("datasets/a/1", 400), ("models/base/b/2", 400), ("datasets/c/3", 300), ("models/base/big/4", 2048)] {
+        let store = ArtifactStore::open(
+            &format!("file://{}", scratch.path().join("store").display()),
+            &StoreConfig::default(),
+        )
+        .unwrap();
+        for (prefix, kib) in [
+            ("datasets/a/1", 400),
+            ("models/base/b/2", 400),
+            ("datasets/c/3", 300),
+            ("models/base/big/4", 2048),
+        ] {
             artifact(&store, scratch.path(), prefix, kib).await;
         }
         let root = scratch.path().join("cache");
         let cache = Cache::new(&root, Some(1024 * 1024));
         assert_eq!(cache.fetch(&store, "datasets/a/1").await.unwrap(), 400 * 1024);
         cache.fetch(&store, "models/base/b/2").await.unwrap();
-        assert_eq!(cache.fetch(&store, "datasets/a/1").await.unwrap(), 0, "a cached artifact is used again, not downloaded");
+        assert_eq!(
+            cache.fetch(&store, "datasets/a/1").await.unwrap(),
+            0,
+            "a cached artifact is used again, not downloaded"
+        );
         cache.fetch(&store, "datasets/c/3").await.unwrap();
         assert!(root.join("datasets/a/1/data.bin").is_file(), "used most recently, kept");
         assert!(!root.join("models/base/b/2").exists(), "least recently used, evicted");
         assert!(root.join("datasets/c/3/data.bin").is_file());
 
         let e = cache.fetch(&store, "models/base/big/4").await.unwrap_err();
-        assert!(e.contains("models/base/big/4 is 2.0 MiB but [workers] cache_size is 1.0 MiB"), "{e}");
+        assert!(
+            e.contains("models/base/big/4 is 2.0 MiB but [workers] cache_size is 1.0 MiB"),
+            "{e}"
+        );
         assert!(!root.join("models/base/big/4").exists(), "nothing downloaded");
     }
 
@@ -157,15 +203,26 @@ mod tests {
     #[tokio::test]
     async fn a_host_without_room_says_so_before_downloading() {
         let scratch = tempfile::tempdir().unwrap();
-        let store = ArtifactStore::open(&format!("file://{}", scratch.path().join("store").display()), &StoreConfig::default()).unwrap();
+        let store = ArtifactStore::open(
+            &format!("file://{}", scratch.path().join("store").display()),
+            &StoreConfig::default(),
+        )
+        .unwrap();
         artifact(&store, scratch.path(), "models/base/big/4", 2048).await;
         let disk = scratch.path().join("disk");
         std::fs::create_dir_all(&disk).unwrap();
-        let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&disk).status().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(&disk)
+            .status()
+            .unwrap();
         assert!(mounted.success(), "mounting a small tmpfs (the tests run as root, as CI does)");
         let disk = SmallDisk(disk);
         let e = Cache::new(&disk.0, None).fetch(&store, "models/base/big/4").await.unwrap_err();
-        assert!(e.contains("no room for models/base/big/4 on this host: it needs 2.0 MiB more"), "{e}");
+        assert!(
+            e.contains("no room for models/base/big/4 on this host: it needs 2.0 MiB more"),
+            "{e}"
+        );
         assert_eq!(size_of(&disk.0), 0, "nothing downloaded");
     }
 }

@@ -28,7 +28,13 @@ pub struct HfWatcher {
 impl HfWatcher {
     /// Watches `output` for run `run`'s checkpoints; those up to `resumed_from` are already committed.
     pub fn new(output: &Path, store: ArtifactStore, run: &str, resumed_from: u64) -> Self {
-        Self { output: output.to_path_buf(), store, run: run.to_string(), committed: (0..=resumed_from).collect(), seen: BTreeMap::new() }
+        Self {
+            output: output.to_path_buf(),
+            store,
+            run: run.to_string(),
+            committed: (0..=resumed_from).collect(),
+            seen: BTreeMap::new(),
+        }
     }
 
     /// Uploads every checkpoint that has become complete; returns `(step, bytes)`

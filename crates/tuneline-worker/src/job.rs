@@ -56,7 +56,8 @@ fn infra(e: impl std::fmt::Display) -> SetupError {
 
 /// `<cache>/runs/<run>/<what>`, proven to stay under the cache whatever the job names its run.
 fn run_dir(cache: &Path, run: &str, what: &str) -> Result<PathBuf, SetupError> {
-    tuneline_core::confine::under(cache, &format!("runs/{run}/{what}")).map_err(|e| SetupError::User(format!("spec.run: {e}")))
+    tuneline_core::confine::under(cache, &format!("runs/{run}/{what}"))
+        .map_err(|e| SetupError::User(format!("spec.run: {e}")))
 }
 
 impl Setup {
@@ -68,48 +69,106 @@ impl Setup {
         tokio::fs::create_dir_all(&jobs).await.map_err(infra)?;
         let spec = match &job.spec {
             JobSpec::Train(spec) => {
-                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| SetupError::User(e.to_string()))?.config;
-                let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| SetupError::User(e.to_string()))?;
+                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
+                    .map_err(|e| SetupError::User(e.to_string()))?
+                    .config;
+                let store = ArtifactStore::open(&config.store.url, &config.store)
+                    .map_err(|e| SetupError::User(e.to_string()))?;
                 let file = jobs.join("tuneline.toml");
                 tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
                 let dataset = &spec.dataset;
                 let artifacts = Cache::new(cache, options.cache_size);
-                let mut bytes_down = artifacts.fetch(&store, dataset).await.map_err(SetupError::Infra)?;
+                let mut bytes_down =
+                    artifacts.fetch(&store, dataset).await.map_err(SetupError::Infra)?;
                 // A base model in the store is prefetched too, to where the trainer resolves `[model] path` in this cache.
                 if let Some(model) = layout::store_ref(&config.model.path) {
-                    bytes_down += artifacts.fetch(&store, model).await.map_err(SetupError::Infra)?;
+                    bytes_down +=
+                        artifacts.fetch(&store, model).await.map_err(SetupError::Infra)?;
                 }
-                if let Some((prefix, _)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
-                    bytes_down += store.pull(&prefix, &run_dir(cache, &run, "resume")?, &NoProgress).await.map_err(infra)?.bytes_transferred;
+                if let Some((prefix, _)) =
+                    store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)?
+                {
+                    bytes_down += store
+                        .pull(&prefix, &run_dir(cache, &run, "resume")?, &NoProgress)
+                        .await
+                        .map_err(infra)?
+                        .bytes_transferred;
                 }
-                let argv = [options.trainer.display().to_string(), "--json".into(), "-c".into(), file.display().to_string(), "train".into()]
-                    .into_iter()
-                    .chain(["--run", &run, "--dataset", dataset, "--cache-dir"].map(String::from))
-                    .chain([cache.display().to_string()])
-                    .collect();
-                return Ok(Self { argv, env: Vec::new(), store, run, output: None, resumed_from: None, grace: config.training.sigterm_grace.0, bytes_down });
+                let argv = [
+                    options.trainer.display().to_string(),
+                    "--json".into(),
+                    "-c".into(),
+                    file.display().to_string(),
+                    "train".into(),
+                ]
+                .into_iter()
+                .chain(["--run", &run, "--dataset", dataset, "--cache-dir"].map(String::from))
+                .chain([cache.display().to_string()])
+                .collect();
+                return Ok(Self {
+                    argv,
+                    env: Vec::new(),
+                    store,
+                    run,
+                    output: None,
+                    resumed_from: None,
+                    grace: config.training.sigterm_grace.0,
+                    bytes_down,
+                });
             }
             JobSpec::Command(spec) => spec,
             JobSpec::Deliver(spec) => {
-                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok()).map_err(|e| SetupError::User(e.to_string()))?.config;
-                let store = ArtifactStore::open(&config.store.url, &config.store).map_err(|e| SetupError::User(e.to_string()))?;
+                let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
+                    .map_err(|e| SetupError::User(e.to_string()))?
+                    .config;
+                let store = ArtifactStore::open(&config.store.url, &config.store)
+                    .map_err(|e| SetupError::User(e.to_string()))?;
                 let file = jobs.join("tuneline.toml");
                 tokio::fs::write(&file, &spec.config).await.map_err(infra)?;
-                let mut argv: Vec<String> =
-                    [options.trainer.display().to_string(), "-c".into(), file.display().to_string(), "deliver".into(), run.clone()].into();
-                argv.extend(spec.checkpoint.map(|step| ["--checkpoint".to_string(), step.to_string()]).into_iter().flatten());
-                argv.extend(["--cache-dir".into(), cache.display().to_string(), "--out".into(), jobs.join("out").display().to_string()]);
+                let mut argv: Vec<String> = [
+                    options.trainer.display().to_string(),
+                    "-c".into(),
+                    file.display().to_string(),
+                    "deliver".into(),
+                    run.clone(),
+                ]
+                .into();
+                argv.extend(
+                    spec.checkpoint
+                        .map(|step| ["--checkpoint".to_string(), step.to_string()])
+                        .into_iter()
+                        .flatten(),
+                );
+                argv.extend([
+                    "--cache-dir".into(),
+                    cache.display().to_string(),
+                    "--out".into(),
+                    jobs.join("out").display().to_string(),
+                ]);
                 // The model card's bill comes from the server's ledger: a worker shares nothing else with it.
-                let mut env = vec![("TUNELINE_SERVER".to_string(), options.server.clone()), ("TUNELINE_TOKEN".to_string(), options.token.clone())];
+                let mut env = vec![
+                    ("TUNELINE_SERVER".to_string(), options.server.clone()),
+                    ("TUNELINE_TOKEN".to_string(), options.token.clone()),
+                ];
                 if let Trust::Pinned(fingerprint) = options.trust {
                     env.push(("TUNELINE_SERVER_FINGERPRINT".to_string(), fingerprint.to_string()));
                 }
                 // Delivery commits nothing until its push: a stopped attempt is redone whole, so it needs no grace.
                 let grace = Duration::from_secs(5);
-                return Ok(Self { argv, env, store, run, output: None, resumed_from: Some(0), grace, bytes_down: 0 });
+                return Ok(Self {
+                    argv,
+                    env,
+                    store,
+                    run,
+                    output: None,
+                    resumed_from: Some(0),
+                    grace,
+                    bytes_down: 0,
+                });
             }
         };
-        let store = ArtifactStore::open(&spec.store, &StoreConfig::default()).map_err(|e| SetupError::User(e.to_string()))?;
+        let store = ArtifactStore::open(&spec.store, &StoreConfig::default())
+            .map_err(|e| SetupError::User(e.to_string()))?;
         let output = run_dir(cache, &run, "output")?;
         tokio::fs::create_dir_all(&output).await.map_err(infra)?;
         let mut env = vec![
@@ -127,14 +186,26 @@ impl Setup {
         env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut argv = spec.argv.clone();
         let mut resumed_from = 0;
-        if let Some((prefix, step)) = store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)? {
+        if let Some((prefix, step)) =
+            store.latest_numbered(&layout::checkpoints(&run)).await.map_err(infra)?
+        {
             let dir = output.join(format!("checkpoint-{step}"));
-            bytes_down += store.pull(&prefix, &dir, &NoProgress).await.map_err(infra)?.bytes_transferred;
+            bytes_down +=
+                store.pull(&prefix, &dir, &NoProgress).await.map_err(infra)?.bytes_transferred;
             argv.extend(["--resume_from_checkpoint".to_string(), dir.display().to_string()]);
             env.push(("TUNELINE_RESUME_FROM".to_string(), dir.display().to_string()));
             resumed_from = step;
         }
         let grace = spec.sigterm_grace_s.map_or(Duration::from_secs(110), Duration::from_secs_f64);
-        Ok(Self { argv, env, store, run, output: Some(output), resumed_from: Some(resumed_from), grace, bytes_down })
+        Ok(Self {
+            argv,
+            env,
+            store,
+            run,
+            output: Some(output),
+            resumed_from: Some(resumed_from),
+            grace,
+            bytes_down,
+        })
     }
 }

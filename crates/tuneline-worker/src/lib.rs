@@ -107,12 +107,16 @@ impl Stop {
 /// Runs a worker until the server shuts it down or a signal stops it.
 pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
     let stop = Arc::new(Stop::default());
-    for kind in [tokio::signal::unix::SignalKind::terminate(), tokio::signal::unix::SignalKind::interrupt()] {
+    for kind in
+        [tokio::signal::unix::SignalKind::terminate(), tokio::signal::unix::SignalKind::interrupt()]
+    {
         if let Ok(mut signal) = tokio::signal::unix::signal(kind) {
             let stop = stop.clone();
             tokio::spawn(async move {
                 signal.recv().await;
-                tracing::warn!("signal received: finishing the current job with a checkpoint, then exiting");
+                tracing::warn!(
+                    "signal received: finishing the current job with a checkpoint, then exiting"
+                );
                 stop.request();
             });
         }
@@ -158,7 +162,8 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
             Ok(lease) if lease.orders.shutdown => break Exit::ShutDown,
             Ok(lease) => {
                 if let Some(job) = lease.job {
-                    attempt::run(&client, worker, job, &options, heartbeat, gpu.as_ref(), &stop).await;
+                    attempt::run(&client, worker, job, &options, heartbeat, gpu.as_ref(), &stop)
+                        .await;
                 }
             }
             Err(e) if e.is_transient() => {
@@ -176,7 +181,12 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
 
 /// Stops the worker as an orphan once `client` (or a clone) has had no
 /// answer from the server for `limit`.
-async fn watch_for_orphaning(client: Client, limit: Duration, orphaned: Arc<AtomicBool>, stop: Arc<Stop>) {
+async fn watch_for_orphaning(
+    client: Client,
+    limit: Duration,
+    orphaned: Arc<AtomicBool>,
+    stop: Arc<Stop>,
+) {
     let tick = (limit / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
     while client.silent_for() < limit {
         tokio::time::sleep(tick).await;
@@ -187,7 +197,11 @@ async fn watch_for_orphaning(client: Client, limit: Duration, orphaned: Arc<Atom
 }
 
 /// Registers, retrying while the server is unreachable (it may be starting).
-async fn register(client: &Client, info: &WorkerRegister, stop: &Stop) -> Result<tuneline_api::Registered, WorkerError> {
+async fn register(
+    client: &Client,
+    info: &WorkerRegister,
+    stop: &Stop,
+) -> Result<tuneline_api::Registered, WorkerError> {
     let mut delay = Duration::from_millis(200);
     for _ in 0..20 {
         match client.register(info).await {

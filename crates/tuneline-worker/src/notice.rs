@@ -43,7 +43,10 @@ impl NoticeSource {
     /// Waits until the metadata service gives a notice; returns what it said.
     /// A service that cannot be reached is retried: only a notice ends the wait.
     pub async fn wait(self) -> String {
-        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).build().expect("a plain HTTP client");
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .expect("a plain HTTP client");
         let imds = Imds::new();
         let mut warned = false;
         loop {
@@ -61,24 +64,39 @@ impl NoticeSource {
                 Err(_) => {}
             }
             // GCP's long poll waits by itself; a second between polls guards against one that does not.
-            tokio::time::sleep(if self == Self::Aws || warned { AWS_POLL } else { Duration::from_secs(1) }).await;
+            tokio::time::sleep(if self == Self::Aws || warned {
+                AWS_POLL
+            } else {
+                Duration::from_secs(1)
+            })
+            .await;
         }
     }
 }
 
 fn endpoint(var: &str, default: &str) -> String {
-    std::env::var(var).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string()).trim_end_matches('/').to_string()
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// One IMDSv2 look at the instance action, if any.
 async fn aws_notice(imds: &Imds) -> Result<Option<String>, String> {
-    Ok(imds.get("spot/instance-action").await?.map(|action| format!("AWS spot instance-action {action}")))
+    Ok(imds
+        .get("spot/instance-action")
+        .await?
+        .map(|action| format!("AWS spot instance-action {action}")))
 }
 
 /// One long poll of GCP's `preempted`, up to a minute.
 async fn gcp_notice(http: &reqwest::Client) -> Result<Option<String>, String> {
     let host = endpoint("GCE_METADATA_HOST", "metadata.google.internal");
-    let url = format!("http://{host}/computeMetadata/v1/instance/preempted?wait_for_change=true&timeout_sec=60");
+    let url = format!(
+        "http://{host}/computeMetadata/v1/instance/preempted?wait_for_change=true&timeout_sec=60"
+    );
     let answer = http
         .get(&url)
         .header("Metadata-Flavor", "Google")

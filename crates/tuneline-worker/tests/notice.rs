@@ -30,7 +30,10 @@ async fn serve(router: Router) -> String {
 
 /// GCP: `preempted` answers only with `Metadata-Flavor: Google`, holding a `wait_for_change` poll open until it changes.
 fn gce(state: Arc<Metadata>) -> Router {
-    async fn preempted(State(state): State<Arc<Metadata>>, headers: HeaderMap) -> (StatusCode, String) {
+    async fn preempted(
+        State(state): State<Arc<Metadata>>,
+        headers: HeaderMap,
+    ) -> (StatusCode, String) {
         if headers.get("metadata-flavor").and_then(|v| v.to_str().ok()) != Some("Google") {
             return (StatusCode::FORBIDDEN, "Missing Metadata-Flavor:Google header.".into());
         }
@@ -56,6 +59,9 @@ async fn a_gcp_preemption_ends_the_wait_and_nothing_else_does() {
     assert!(!waiting.is_finished(), "no notice yet");
     assert!(gcp.polls.load(Ordering::SeqCst) >= 1, "the metadata server was asked");
     gcp.notice.store(true, Ordering::SeqCst);
-    let said = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("the notice ends the long poll").unwrap();
+    let said = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the notice ends the long poll")
+        .unwrap();
     assert_eq!(said, "GCP instance preempted");
 }

@@ -9,7 +9,8 @@ pub fn check(global: &Global) -> CliResult {
     let loaded = load_config(global, false)?;
     let path = config_path(global);
     if global.json {
-        let sources: serde_json::Map<String, serde_json::Value> = loaded.secret_sources.iter().map(|(f, s)| (f.clone(), s.clone().into())).collect();
+        let sources: serde_json::Map<String, serde_json::Value> =
+            loaded.secret_sources.iter().map(|(f, s)| (f.clone(), s.clone().into())).collect();
         let out = serde_json::json!({ "file": path, "valid": true, "config": loaded.config, "secret_sources": sources });
         println!("{}", serde_json::to_string_pretty(&out).expect("serializable"));
         return Ok(());

@@ -39,12 +39,15 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
 fn pick<'a>(jobs: &'a [Job], run: Option<&str>) -> CliResult<&'a Job> {
     let found = match run {
         None => jobs.last(),
-        Some(wanted) => jobs.iter().rev().find(|j| j.id.to_string() == wanted || j.spec.run() == wanted),
+        Some(wanted) => {
+            jobs.iter().rev().find(|j| j.id.to_string() == wanted || j.spec.run() == wanted)
+        }
     };
     found.ok_or_else(|| match run {
         None => Failure::input("the state database has no jobs yet"),
         Some(wanted) => {
-            let known: Vec<String> = jobs.iter().rev().take(5).map(|j| format!("{} ({})", j.id, j.spec.run())).collect();
+            let known: Vec<String> =
+                jobs.iter().rev().take(5).map(|j| format!("{} ({})", j.id, j.spec.run())).collect();
             Failure::input(format!("no job or run `{wanted}`; recent jobs: {}", known.join(", ")))
         }
     })

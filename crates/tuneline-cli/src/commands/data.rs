@@ -47,9 +47,18 @@ pub async fn run(global: &Global, command: &DataCommand) -> CliResult {
             } else if rows.is_empty() {
                 println!("no datasets in {}", store.url());
             } else {
-                println!("{:<24} {:<18} {:>9} {:>10}  COMMITTED", "NAME", "VERSION", "SAMPLES", "SIZE");
+                println!(
+                    "{:<24} {:<18} {:>9} {:>10}  COMMITTED",
+                    "NAME", "VERSION", "SAMPLES", "SIZE"
+                );
                 for (m, at, size) in &rows {
-                    println!("{:<24} {:<18} {:>9} {:>10}  {at}", m.name, m.version, m.stats.kept, HumanBytes(*size).to_string());
+                    println!(
+                        "{:<24} {:<18} {:>9} {:>10}  {at}",
+                        m.name,
+                        m.version,
+                        m.stats.kept,
+                        HumanBytes(*size).to_string()
+                    );
                 }
             }
             Ok(())
@@ -67,11 +76,16 @@ async fn find(store: &ArtifactStore, spec: &str) -> CliResult<Manifest> {
         None => listing.artifacts.iter().max_by(|a, b| a.committed_at.cmp(&b.committed_at)),
     };
     let Some(artifact) = chosen else {
-        let known: Vec<&str> = listing.artifacts.iter().filter_map(|a| a.prefix.rsplit('/').next()).collect();
+        let known: Vec<&str> =
+            listing.artifacts.iter().filter_map(|a| a.prefix.rsplit('/').next()).collect();
         return Err(Failure::input(format!(
             "no committed dataset `{spec}` in {}; versions of `{name}`: {}",
             store.url(),
-            if known.is_empty() { "none (see `tuneline data ls`)".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "none (see `tuneline data ls`)".to_string()
+            } else {
+                known.join(", ")
+            }
         )));
     };
     manifest_at(store, &artifact.prefix).await

@@ -17,16 +17,25 @@ pub async fn deliver(global: &Global, args: &DeliverArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     let ledger = match (&args.server, &args.token) {
-        (Some(server), token) => {
-            Ledger::Server(client(server, token.as_deref().unwrap_or_default(), args.trust.fingerprint.as_deref(), args.trust.insecure_http)?)
+        (Some(server), token) => Ledger::Server(client(
+            server,
+            token.as_deref().unwrap_or_default(),
+            args.trust.fingerprint.as_deref(),
+            args.trust.insecure_http,
+        )?),
+        (None, _) => {
+            Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)))
         }
-        (None, _) => Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR))),
     };
     let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(LOCAL_CACHE));
     localize_model(global, &store, &mut config, &cache).await?;
     let from = (args.from.run.as_deref(), args.from.checkpoint);
-    let (checkpoint, eval, sheet, delivered) = deliver_run(global, &store, &config, from, args.out.as_deref(), &ledger, &cache).await?;
+    let (checkpoint, eval, sheet, delivered) =
+        deliver_run(global, &store, &config, from, args.out.as_deref(), &ledger, &cache).await?;
     let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(&checkpoint.run));
-    println!("{}", summary(&checkpoint, &eval, &sheet, &delivered, &out, &config.project.name, store.url()));
+    println!(
+        "{}",
+        summary(&checkpoint, &eval, &sheet, &delivered, &out, &config.project.name, store.url())
+    );
     Ok(())
 }

@@ -14,14 +14,26 @@ pub async fn eval(global: &Global, args: &CheckpointArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
-    let checkpoint = Checkpoint::fetch(global, &store, &config, args.run.as_deref(), args.checkpoint, Path::new(LOCAL_CACHE)).await?;
+    let checkpoint = Checkpoint::fetch(
+        global,
+        &store,
+        &config,
+        args.run.as_deref(),
+        args.checkpoint,
+        Path::new(LOCAL_CACHE),
+    )
+    .await?;
     let (report, sheet) = evaluate(global, &store, &config, &checkpoint).await?;
     if global.json {
         println!("{}", serde_json::to_string(&report).expect("serializable"));
         return Ok(());
     }
     let rate = report.generated_tokens as f64 / report.generation_seconds.max(1e-9);
-    println!("eval of {} on {} held-out samples ({rate:.0} tokens/s generated):", checkpoint.name(), report.samples);
+    println!(
+        "eval of {} on {} held-out samples ({rate:.0} tokens/s generated):",
+        checkpoint.name(),
+        report.samples
+    );
     print!("{}", report.table());
     println!("spot-check sheet: {}", sheet.display());
     Ok(())

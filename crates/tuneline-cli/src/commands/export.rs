@@ -16,35 +16,78 @@ use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline export`.
 pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
-    let quants: Vec<Quant> =
-        args.quant.split(',').map(|q| q.trim().parse()).collect::<Result<_, String>>().map_err(|e| Failure::input(format!("--quant: {e}")))?;
+    let quants: Vec<Quant> = args
+        .quant
+        .split(',')
+        .map(|q| q.trim().parse())
+        .collect::<Result<_, String>>()
+        .map_err(|e| Failure::input(format!("--quant: {e}")))?;
     let mut config = load_config(global, args.model.is_some())?.config;
     let store = open_store(global, &config)?;
     if args.model.is_none() {
         localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
     }
     if args.adapter {
-        let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(LOCAL_CACHE)).await?;
+        let checkpoint = Checkpoint::fetch(
+            global,
+            &store,
+            &config,
+            args.from.run.as_deref(),
+            args.from.checkpoint,
+            Path::new(LOCAL_CACHE),
+        )
+        .await?;
         let base = Path::new(&config.model.path);
-        let e = tokio::task::block_in_place(|| export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out))?;
-        println!("exported the adapter of {} -> {} ({:.1} MB, {} tensors)", checkpoint.name(), e.path.display(), e.bytes as f64 / 1e6, e.tensors.len());
+        let e = tokio::task::block_in_place(|| {
+            export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out)
+        })?;
+        println!(
+            "exported the adapter of {} -> {} ({:.1} MB, {} tensors)",
+            checkpoint.name(),
+            e.path.display(),
+            e.bytes as f64 / 1e6,
+            e.tensors.len()
+        );
         return Ok(());
     }
     let (merged, what, eval) = match &args.model {
         Some(dir) => {
             let merged = tokio::task::block_in_place(|| merge::open(dir))?;
             // A model of no run is smoke-tested on the newest dataset's eval split, if there is one.
-            let eval = if args.no_smoke { None } else { eval_split(global, &store, &config, None, Path::new(LOCAL_CACHE)).await.ok() };
+            let eval = if args.no_smoke {
+                None
+            } else {
+                eval_split(global, &store, &config, None, Path::new(LOCAL_CACHE)).await.ok()
+            };
             (merged, dir.display().to_string(), eval)
         }
         None => {
-            let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(LOCAL_CACHE)).await?;
-            let eval = if args.no_smoke { None } else { Some(checkpoint.eval_rows(global, &store, &config).await?) };
+            let checkpoint = Checkpoint::fetch(
+                global,
+                &store,
+                &config,
+                args.from.run.as_deref(),
+                args.from.checkpoint,
+                Path::new(LOCAL_CACHE),
+            )
+            .await?;
+            let eval = if args.no_smoke {
+                None
+            } else {
+                Some(checkpoint.eval_rows(global, &store, &config).await?)
+            };
             (checkpoint.merged(&config)?, checkpoint.name(), eval)
         }
     };
-    let rows = eval.as_ref().filter(|(_, rows, _)| !rows.is_empty()).map(|(_, rows, batch)| (rows.as_slice(), *batch));
-    let skipped = if args.no_smoke { "--no-smoke" } else { "no committed dataset with an eval split to take prompts from" };
+    let rows = eval
+        .as_ref()
+        .filter(|(_, rows, _)| !rows.is_empty())
+        .map(|(_, rows, batch)| (rows.as_slice(), *batch));
+    let skipped = if args.no_smoke {
+        "--no-smoke"
+    } else {
+        "no committed dataset with an eval split to take prompts from"
+    };
     let name = &config.project.name;
     let targets: Vec<(Quant, PathBuf)> = quants
         .iter()
@@ -55,7 +98,10 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         .collect();
     for (export, quant) in export_gguf(&merged, &config, &targets, rows)?.into_iter().zip(&quants) {
         let dir = export.exported.path.parent().unwrap_or(Path::new("")).to_path_buf();
-        println!("{}", describe(&format!("{what} as {}", quant.name()), &export.record(), &dir, name, skipped));
+        println!(
+            "{}",
+            describe(&format!("{what} as {}", quant.name()), &export.record(), &dir, name, skipped)
+        );
     }
     Ok(())
 }

@@ -19,7 +19,8 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     let server = args.server.clone().unwrap_or_else(|| format!("http://{}", config.server.listen));
     let token = token(args.token.as_deref())?;
-    let client = client(&server, &token, args.trust.fingerprint.as_deref(), args.trust.insecure_http)?;
+    let client =
+        client(&server, &token, args.trust.fingerprint.as_deref(), args.trust.insecure_http)?;
     let failed = |e: ClientError| Failure::failed(e);
     match &args.command {
         JobsCommand::Ls => {
@@ -27,7 +28,10 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
             if global.json {
                 println!("{}", serde_json::to_string_pretty(&jobs).expect("serializable"));
             } else {
-                println!("{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  RUN", "ID", "KIND", "STATE", "ATTEMPTS", "USED", "STEP");
+                println!(
+                    "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  RUN",
+                    "ID", "KIND", "STATE", "ATTEMPTS", "USED", "STEP"
+                );
                 for j in &jobs {
                     let step = j.step.map_or("-".to_string(), |s| s.to_string());
                     let used = format!("{}/{}", j.attempts_used, j.max_attempts);
@@ -51,21 +55,44 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 let job = train_job(global, &store, &mut config).await?;
                 (job.spec(), job.max_steps)
             } else {
-                let (run, store) = (run.as_deref().unwrap_or_default(), store.as_deref().unwrap_or_default());
-                (JobSpec::Command(CommandSpec { dataset: dataset.clone(), ..CommandSpec::new(argv, run, store) }), 0)
+                let (run, store) =
+                    (run.as_deref().unwrap_or_default(), store.as_deref().unwrap_or_default());
+                (
+                    JobSpec::Command(CommandSpec {
+                        dataset: dataset.clone(),
+                        ..CommandSpec::new(argv, run, store)
+                    }),
+                    0,
+                )
             };
-            let queued = client.submit(&JobSubmit::new(spec, Some(*max_attempts))).await.map_err(|e| Failure::input(e.to_string()))?;
+            let queued = client
+                .submit(&JobSubmit::new(spec, Some(*max_attempts)))
+                .await
+                .map_err(|e| Failure::input(e.to_string()))?;
             show(global, &queued, "queued");
             if *wait {
-                let ended = follow(&client, queued.id, (queued.spec.kind().as_str(), steps), global, stopped_waiting).await?;
+                let ended = follow(
+                    &client,
+                    queued.id,
+                    (queued.spec.kind().as_str(), steps),
+                    global,
+                    stopped_waiting,
+                )
+                .await?;
                 show(global, &ended, "ended");
                 if ended.state != State::Succeeded {
                     let why = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
-                    return Err(Failure::failed(format!("job {} {}{why}", ended.id, ended.state.as_str())));
+                    return Err(Failure::failed(format!(
+                        "job {} {}{why}",
+                        ended.id,
+                        ended.state.as_str()
+                    )));
                 }
             }
         }
-        JobsCommand::Cancel { id } => show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested"),
+        JobsCommand::Cancel { id } => {
+            show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested")
+        }
         JobsCommand::Logs { id, follow } => {
             let mut after = 0;
             loop {

@@ -13,13 +13,24 @@ use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline merge`.
 pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
-    let dtype: WeightDtype = args.dtype.parse().map_err(|e| Failure::input(format!("--dtype: {e}")))?;
+    let dtype: WeightDtype =
+        args.dtype.parse().map_err(|e| Failure::input(format!("--dtype: {e}")))?;
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
-    let checkpoint = Checkpoint::fetch(global, &store, &config, args.from.run.as_deref(), args.from.checkpoint, Path::new(LOCAL_CACHE)).await?;
+    let checkpoint = Checkpoint::fetch(
+        global,
+        &store,
+        &config,
+        args.from.run.as_deref(),
+        args.from.checkpoint,
+        Path::new(LOCAL_CACHE),
+    )
+    .await?;
     let merged = checkpoint.merged(&config)?;
-    let dir = tokio::task::block_in_place(|| hf_dir::write(&merged, dtype, hf_dir::SHARD_BYTES, &args.out))?;
+    let dir = tokio::task::block_in_place(|| {
+        hf_dir::write(&merged, dtype, hf_dir::SHARD_BYTES, &args.out)
+    })?;
     println!("merged {} into {} -> {}", checkpoint.name(), merged.base.path, dir.display());
     Ok(())
 }

@@ -25,7 +25,8 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     let mut config = load_config(global, true)?.config;
     if args.model.is_none() && layout::store_ref(&config.model.path).is_some() {
         let store = open_store(global, &config)?;
-        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE)).await?;
+        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE))
+            .await?;
     }
     if args.refresh {
         refresh(&config).await?;
@@ -38,7 +39,16 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&report).expect("plan serializes"));
         return Ok(());
     }
-    print!("{}", render(&report.job, &report.gpu_memory, &report.plan, args.top, config_job::max_age_days(&config)));
+    print!(
+        "{}",
+        render(
+            &report.job,
+            &report.gpu_memory,
+            &report.plan,
+            args.top,
+            config_job::max_age_days(&config)
+        )
+    );
     if let Some(b) = &report.buy {
         println!("{}", render_buy(b));
     }
@@ -47,7 +57,12 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
 
 /// `job` (of `config`) ranked on `catalog`'s offers (of `only_gpu`'s, when
 /// given), with its memory and the `[cost.buy]` verdict: what `--json` prints.
-pub fn report(config: &Config, catalog: &Catalog, job: Job, only_gpu: Option<&Gpu>) -> CliResult<Report> {
+pub fn report(
+    config: &Config,
+    catalog: &Catalog,
+    job: Job,
+    only_gpu: Option<&Gpu>,
+) -> CliResult<Report> {
     let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(config));
     let plan = rank(&job, catalog, only_gpu, today, max_age);
     let buy = config.cost.buy.as_ref().map(|b| buy_section(b, catalog)).transpose()?;
@@ -58,7 +73,8 @@ pub fn report(config: &Config, catalog: &Catalog, job: Job, only_gpu: Option<&Gp
 async fn refresh(config: &Config) -> CliResult {
     let today = chrono::Utc::now().date_naive();
     let listed = config_job::catalog(config).map_err(Failure::input)?;
-    let read = tuneline_providers::refresh::read(config, &listed, today, &|k| std::env::var(k).ok()).await;
+    let read =
+        tuneline_providers::refresh::read(config, &listed, today, &|k| std::env::var(k).ok()).await;
     if read.asked == 0 {
         return Err(Failure::input("--refresh: no cloud to ask; configure [providers.aws], [providers.runpod], [providers.vast] or [providers.lambda]"));
     }
@@ -66,9 +82,17 @@ async fn refresh(config: &Config) -> CliResult {
         eprintln!("warning: {note}");
     }
     if read.failed == read.asked {
-        return Err(Failure::input(format!("--refresh: no cloud answered ({} asked); see the warnings above", read.asked)));
+        return Err(Failure::input(format!(
+            "--refresh: no cloud answered ({} asked); see the warnings above",
+            read.asked
+        )));
     }
-    let path = tuneline_cost::prices::write(Path::new(tuneline_cost::prices::PRICES_DIR), today, &read.prices).map_err(Failure::failed)?;
+    let path = tuneline_cost::prices::write(
+        Path::new(tuneline_cost::prices::PRICES_DIR),
+        today,
+        &read.prices,
+    )
+    .map_err(Failure::failed)?;
     eprintln!("refreshed {} price(s) into {}:", read.prices.len(), path.display());
     for price in &read.prices {
         let was = listed.offers.iter().find(|o| o.id == price.id);
@@ -77,7 +101,10 @@ async fn refresh(config: &Config) -> CliResult {
             (Some(now), None) => format!("${now:.4}/h"),
             (None, _) => "not offered".to_string(),
         };
-        let on_demand = price.on_demand_per_hour.map(|p| format!(" on demand {}", show(Some(p), was.map(|o| o.on_demand_per_hour)))).unwrap_or_default();
+        let on_demand = price
+            .on_demand_per_hour
+            .map(|p| format!(" on demand {}", show(Some(p), was.map(|o| o.on_demand_per_hour))))
+            .unwrap_or_default();
         let spot = show(price.spot_per_hour, was.and_then(|o| o.spot_per_hour));
         eprintln!("  {}:{on_demand} spot {spot} ({})", price.id, price.source);
     }
@@ -100,13 +127,21 @@ fn job(config: &Config, args: &PlanArgs) -> CliResult<Job> {
         Some("experiment") => Some(Phase::Experiment),
         Some("validation") => Some(Phase::Validation),
         Some("delivery") => Some(Phase::Delivery),
-        Some(other) => return Err(Failure::input(format!("--phase {other}: write experiment, validation or delivery"))),
+        Some(other) => {
+            return Err(Failure::input(format!(
+                "--phase {other}: write experiment, validation or delivery"
+            )))
+        }
     };
     let optimizer = match args.optim.as_str() {
         "adamw_torch" | "adamw" => Optimizer::AdamW,
         "adamw_bnb_8bit" | "adamw_8bit" | "paged_adamw_8bit" => Optimizer::AdamW8bit,
         "sgd" => Optimizer::Sgd,
-        other => return Err(Failure::input(format!("--optim {other}: write adamw_torch, adamw_bnb_8bit or sgd"))),
+        other => {
+            return Err(Failure::input(format!(
+                "--optim {other}: write adamw_torch, adamw_bnb_8bit or sgd"
+            )))
+        }
     };
     let overrides = Overrides {
         quant: args.quant,
@@ -132,18 +167,31 @@ struct BuySection {
 }
 
 fn known_gpu(name: &str) -> CliResult<&'static Gpu> {
-    gpus::find(name).ok_or_else(|| Failure::input(format!("--gpu {name}: not a GPU tuneline knows; known: {}", gpus::names())))
+    gpus::find(name).ok_or_else(|| {
+        Failure::input(format!("--gpu {name}: not a GPU tuneline knows; known: {}", gpus::names()))
+    })
 }
 
 fn buy_section(b: &tuneline_core::config::BuyConfig, catalog: &Catalog) -> CliResult<BuySection> {
-    let gpu = gpus::find(&b.gpu).ok_or_else(|| Failure::input(format!("cost.buy.gpu: `{}` is not a GPU tuneline knows; known: {}", b.gpu, gpus::names())))?;
+    let gpu = gpus::find(&b.gpu).ok_or_else(|| {
+        Failure::input(format!(
+            "cost.buy.gpu: `{}` is not a GPU tuneline knows; known: {}",
+            b.gpu,
+            gpus::names()
+        ))
+    })?;
     let (offer, rent_per_hour) = catalog
         .offers
         .iter()
         .filter(|o| o.gpu == Some(gpu))
         .map(|o| (o.id.clone(), o.on_demand_per_hour / o.gpu_count as f64))
         .min_by(|a, b| a.1.total_cmp(&b.1))
-        .ok_or_else(|| Failure::input(format!("cost.buy.gpu: no catalog offer rents a {}; add one to your catalog", gpu.name)))?;
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "cost.buy.gpu: no catalog offer rents a {}; add one to your catalog",
+                gpu.name
+            ))
+        })?;
     let verdict = buy_vs_rent(&BuyInputs {
         annual_hours: b.annual_hours,
         card_price: b.card_price,
@@ -153,7 +201,13 @@ fn buy_section(b: &tuneline_core::config::BuyConfig, catalog: &Catalog) -> CliRe
         electricity_per_kwh: b.electricity_per_kwh,
         rent_per_hour,
     });
-    Ok(BuySection { gpu: gpu.name.to_string(), rent_offer: offer, rent_per_hour, annual_hours: b.annual_hours, verdict })
+    Ok(BuySection {
+        gpu: gpu.name.to_string(),
+        rent_offer: offer,
+        rent_per_hour,
+        annual_hours: b.annual_hours,
+        verdict,
+    })
 }
 
 fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: i64) -> String {
@@ -161,7 +215,11 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let m = &job.memory;
     let gib = |b: f64| b / tuneline_cost::GIB;
     let mut out = String::new();
-    let method = if m.quant == Quant::Bits16 { "LoRA".to_string() } else { format!("QLoRA {}-bit", m.quant.bits()) };
+    let method = if m.quant == Quant::Bits16 {
+        "LoRA".to_string()
+    } else {
+        format!("QLoRA {}-bit", m.quant.bits())
+    };
     let _ = writeln!(
         out,
         "job: {} ({:.2}B parameters), {method}, r={} on {} modules, {} x {} tokens per micro-batch{}",
@@ -173,7 +231,13 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
         m.seq_len,
         if m.gradient_checkpointing { ", gradient checkpointing" } else { "" }
     );
-    let _ = writeln!(out, "     {:.1}M tokens ({:.0} per step), phase {}", job.tokens / 1e6, job.tokens_per_step, format!("{:?}", job.phase).to_lowercase());
+    let _ = writeln!(
+        out,
+        "     {:.1}M tokens ({:.0} per step), phase {}",
+        job.tokens / 1e6,
+        job.tokens_per_step,
+        format!("{:?}", job.phase).to_lowercase()
+    );
     let _ = writeln!(
         out,
         "GPU memory: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
@@ -217,7 +281,16 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     }
     let _ = writeln!(out);
     let line = |label: &str, e: Option<&Estimate>| {
-        e.map(|e| format!("{label}: {} {} (${:.2}, {:.1} h wall)\n", e.offer, market(e.market), e.total_cost, e.wall_h)).unwrap_or_default()
+        e.map(|e| {
+            format!(
+                "{label}: {} {} (${:.2}, {:.1} h wall)\n",
+                e.offer,
+                market(e.market),
+                e.total_cost,
+                e.wall_h
+            )
+        })
+        .unwrap_or_default()
     };
     out += &line("cheapest job", plan.cheapest());
     out += &line("fastest job", plan.fastest());
@@ -230,7 +303,13 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let phase_name = format!("{:?}", job.phase).to_lowercase();
     for (cause, why) in [
         (Cause::Memory, "without the memory (--json lists them)".to_string()),
-        (Cause::Deadline, format!("expected to take longer than the {:.0} h deadline ([cost] deadline)", job.deadline_h)),
+        (
+            Cause::Deadline,
+            format!(
+                "expected to take longer than the {:.0} h deadline ([cost] deadline)",
+                job.deadline_h
+            ),
+        ),
         (Cause::Phase, format!("the {phase_name} phase does not rent")),
     ] {
         let n = left_out(cause);

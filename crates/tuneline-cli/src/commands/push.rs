@@ -24,8 +24,19 @@ pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
     }
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let ledger = Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)));
-    let pushed = push_to_store(global, &store, &config, args.run.as_deref(), args.checkpoint, &args.dir, &ledger, Path::new(LOCAL_CACHE)).await?;
+    let ledger =
+        Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)));
+    let pushed = push_to_store(
+        global,
+        &store,
+        &config,
+        args.run.as_deref(),
+        args.checkpoint,
+        &args.dir,
+        &ledger,
+        Path::new(LOCAL_CACHE),
+    )
+    .await?;
     println!("{pushed}");
     Ok(())
 }
@@ -34,7 +45,10 @@ pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
 async fn registry(target: &str, args: &PushArgs) -> CliResult {
     let reference = Reference::parse(target)?;
     let model = OllamaModel::from_dir(&args.dir)?;
-    let credentials = match (std::env::var("TUNELINE_REGISTRY_USER"), std::env::var("TUNELINE_REGISTRY_PASSWORD")) {
+    let credentials = match (
+        std::env::var("TUNELINE_REGISTRY_USER"),
+        std::env::var("TUNELINE_REGISTRY_PASSWORD"),
+    ) {
         (Ok(user), Ok(password)) => Some(Credentials { user, password }),
         _ => None,
     };

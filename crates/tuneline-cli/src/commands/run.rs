@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use tuneline_api::{now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, WorkerClass};
+use tuneline_api::{
+    now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, WorkerClass,
+};
 use tuneline_control::report::{Bill, Prices};
 use tuneline_control::serve::Endpoint;
 use tuneline_core::config::ProviderKind;
@@ -34,7 +36,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
     // Local workers reach the server on loopback (plain HTTP unless [server] tls = "on");
     // another provider's machines reach it at [server] listen.
-    let listen = if config.workers.launching() == [ProviderKind::Local] { "127.0.0.1:0".to_string() } else { config.server.listen.clone() };
+    let listen = if config.workers.launching() == [ProviderKind::Local] {
+        "127.0.0.1:0".to_string()
+    } else {
+        config.server.listen.clone()
+    };
     let endpoint = Endpoint::from_config(&config.server, &listen, false);
     let ranking = ranking_job(config, Some(job.max_steps))?;
     let mut plane = ControlPlane::start(config, &state_dir, &endpoint, ranking.as_ref()).await?;
@@ -50,8 +56,17 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
         print_report(global, &bill);
         let why = job.error.clone().unwrap_or_default();
-        let after = if job.spec.kind() == JobKind::Deliver { "; the trained checkpoints are kept: `tuneline deliver` retries" } else { "" };
-        return Err(Failure::failed(format!("job {} ({}) {}: {why}{after}", job.id, job.spec.kind().as_str(), job.state.as_str())));
+        let after = if job.spec.kind() == JobKind::Deliver {
+            "; the trained checkpoints are kept: `tuneline deliver` retries"
+        } else {
+            ""
+        };
+        return Err(Failure::failed(format!(
+            "job {} ({}) {}: {why}{after}",
+            job.id,
+            job.spec.kind().as_str(),
+            job.state.as_str()
+        )));
     }
     let out = Path::new("out").join(&job.run);
     let summary = delivered(global, &store, config, &job.run, &out).await?;
@@ -63,7 +78,13 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
 /// Trains `run` through the control plane, then, once the GPU pool is
 /// released, delivers it on the CPU pool; returns both jobs as they ended
 /// (no delivery when training did not succeed).
-async fn train_then_deliver(client: &Client, plane: &ControlPlane, global: &Global, job: &TrainJob, max_attempts: u32) -> CliResult<(Job, Option<Job>)> {
+async fn train_then_deliver(
+    client: &Client,
+    plane: &ControlPlane,
+    global: &Global,
+    job: &TrainJob,
+    max_attempts: u32,
+) -> CliResult<(Job, Option<Job>)> {
     let train = job_of(client, job.spec(), max_attempts).await?;
     let train = follow(client, train.id, ("train", job.max_steps), global, interrupted).await?;
     if train.state != State::Succeeded {
@@ -76,7 +97,11 @@ async fn train_then_deliver(client: &Client, plane: &ControlPlane, global: &Glob
     if plane.autoscalers.is_empty() {
         eprintln!("run {}: delivery waits for a CPU worker: start `tuneline worker --class cpu --server {}`", job.run, plane.server.url());
     }
-    let spec = JobSpec::Deliver(DeliverSpec { config: job.text.clone(), run: job.run.clone(), checkpoint: None });
+    let spec = JobSpec::Deliver(DeliverSpec {
+        config: job.text.clone(),
+        run: job.run.clone(),
+        checkpoint: None,
+    });
     let deliver = job_of(client, spec, max_attempts).await?;
     let deliver = follow(client, deliver.id, ("deliver", 0), global, interrupted).await?;
     Ok((train, Some(deliver)))
@@ -86,14 +111,30 @@ async fn train_then_deliver(client: &Client, plane: &ControlPlane, global: &Glob
 /// (unfinished or succeeded), else `spec` queued.
 async fn job_of(client: &Client, spec: JobSpec, max_attempts: u32) -> CliResult<Job> {
     let jobs = client.jobs().await.map_err(Failure::failed)?;
-    let ongoing = |j: &Job| j.spec.run() == spec.run() && j.spec.kind() == spec.kind() && !matches!(j.state, State::Failed | State::Cancelled);
+    let ongoing = |j: &Job| {
+        j.spec.run() == spec.run()
+            && j.spec.kind() == spec.kind()
+            && !matches!(j.state, State::Failed | State::Cancelled)
+    };
     if let Some(job) = jobs.into_iter().rev().find(ongoing) {
-        eprintln!("run {}: continuing {} job {} ({}, {} attempts used)", spec.run(), job.spec.kind().as_str(), job.id, job.state.as_str(), job.attempts_used);
+        eprintln!(
+            "run {}: continuing {} job {} ({}, {} attempts used)",
+            spec.run(),
+            job.spec.kind().as_str(),
+            job.id,
+            job.state.as_str(),
+            job.attempts_used
+        );
         return Ok(job);
     }
-    client.submit(&JobSubmit::new(spec, Some(max_attempts))).await.map_err(|e| Failure::input(e.to_string()))
+    client
+        .submit(&JobSubmit::new(spec, Some(max_attempts)))
+        .await
+        .map_err(|e| Failure::input(e.to_string()))
 }
 
 fn interrupted() -> Failure {
-    Failure::preempted("interrupted: the workers committed a checkpoint; run `tuneline run` again to continue")
+    Failure::preempted(
+        "interrupted: the workers committed a checkpoint; run `tuneline run` again to continue",
+    )
 }

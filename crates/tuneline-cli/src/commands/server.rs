@@ -34,11 +34,13 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     // A ranked pool prices the config's job on each offer: a `store:` base is pulled to read its shape.
     if !config.workers.providers.is_empty() && layout::store_ref(&config.model.path).is_some() {
         let store = open_store(global, &config)?;
-        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE)).await?;
+        localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE))
+            .await?;
     }
     let ranking = ranking_job(&config, None)?;
     let mut plane = ControlPlane::start(&config, &state_dir, &endpoint, ranking.as_ref()).await?;
-    let fingerprint = plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
+    let fingerprint =
+        plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
     eprintln!(
         "tuneline server: {} (OpenAPI at /openapi.json){fingerprint}, state in {}, admin token in {}",
         plane.server.url(),
@@ -53,7 +55,8 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     } else {
         eprintln!("`tuneline server join-token` prints the command that joins a worker");
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(Failure::failed)?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(Failure::failed)?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 use tuneline_cost::eth::eth;
-use tuneline_cost::simulate::{no_checkpoint_crossover, simulate as replay, SimJob, Source, Strategy, Summary};
+use tuneline_cost::simulate::{
+    no_checkpoint_crossover, simulate as replay, SimJob, Source, Strategy, Summary,
+};
 use tuneline_cost::trace::Trace;
 
 use crate::cli::{Global, SimulateArgs};
@@ -13,13 +15,23 @@ use crate::exit::{CliResult, Failure};
 pub fn simulate(global: &Global, args: &SimulateArgs) -> CliResult {
     let hours = |d: std::time::Duration| d.as_secs_f64() / 3600.0;
     let source = match (&args.trace, args.mtbf) {
-        (Some(path), _) => Source::Traces(Trace::load(path).map_err(|e| Failure::input(e.to_string()))?),
-        (None, Some(mtbf)) if mtbf.is_zero() => return Err(Failure::input("--mtbf must be longer than 0")),
+        (Some(path), _) => {
+            Source::Traces(Trace::load(path).map_err(|e| Failure::input(e.to_string()))?)
+        }
+        (None, Some(mtbf)) if mtbf.is_zero() => {
+            return Err(Failure::input("--mtbf must be longer than 0"))
+        }
         (None, Some(mtbf)) => Source::Poisson { mtbf_h: hours(mtbf) },
         (None, None) => unreachable!("clap requires --trace or --mtbf"),
     };
-    if args.work.is_zero() || args.runs == 0 || !(args.utilization > 0.0 && args.utilization <= 1.0) || args.price < 0.0 {
-        return Err(Failure::input("--work and --runs must be above 0, --utilization in (0, 1], --price 0 or more"));
+    if args.work.is_zero()
+        || args.runs == 0
+        || !(args.utilization > 0.0 && args.utilization <= 1.0)
+        || args.price < 0.0
+    {
+        return Err(Failure::input(
+            "--work and --runs must be above 0, --utilization in (0, 1], --price 0 or more",
+        ));
     }
     let job = SimJob {
         work_h: hours(args.work),
@@ -30,23 +42,47 @@ pub fn simulate(global: &Global, args: &SimulateArgs) -> CliResult {
         deadline_h: args.deadline.map_or(10.0 * hours(args.work), hours),
     };
     let every_h = hours(args.every);
-    let strategies = [Strategy::None, Strategy::LocalDisk { every_h }, Strategy::Store { every_h }, Strategy::YoungDaly];
-    let rows: Vec<Summary> = strategies.iter().map(|s| replay(&job, *s, &source, args.runs, args.seed)).collect();
+    let strategies = [
+        Strategy::None,
+        Strategy::LocalDisk { every_h },
+        Strategy::Store { every_h },
+        Strategy::YoungDaly,
+    ];
+    let rows: Vec<Summary> =
+        strategies.iter().map(|s| replay(&job, *s, &source, args.runs, args.seed)).collect();
     let mtbf_h = source.mtbf_h();
     let on_demand = args.on_demand_price.map(|price| {
         let wall_h = job.work_h + job.restart_h;
-        OnDemand { price_per_hour: price, wall_h, cost: price * wall_h, eth: eth(price * wall_h, job.work_h, job.utilization).unwrap_or(f64::INFINITY) }
+        OnDemand {
+            price_per_hour: price,
+            wall_h,
+            cost: price * wall_h,
+            eth: eth(price * wall_h, job.work_h, job.utilization).unwrap_or(f64::INFINITY),
+        }
     });
-    let crossover_h = args.on_demand_price.and_then(|od| no_checkpoint_crossover(args.price, od, mtbf_h, job.restart_h));
+    let crossover_h = args
+        .on_demand_price
+        .and_then(|od| no_checkpoint_crossover(args.price, od, mtbf_h, job.restart_h));
     if global.json {
-        let report = Report { job, mtbf_h, strategies: &rows, on_demand, no_checkpoint_crossover_work_h: crossover_h };
+        let report = Report {
+            job,
+            mtbf_h,
+            strategies: &rows,
+            on_demand,
+            no_checkpoint_crossover_work_h: crossover_h,
+        };
         println!("{}", serde_json::to_string_pretty(&report).expect("report serializes"));
         return Ok(());
     }
     let what = match &source {
         Source::Poisson { .. } => "Poisson preemptions".to_string(),
         Source::Traces(t) => {
-            format!("{} trace(s), {:.0} h, {} preemptions", t.len(), t.iter().map(Trace::hours).sum::<f64>(), t.iter().map(Trace::preemptions).sum::<usize>())
+            format!(
+                "{} trace(s), {:.0} h, {} preemptions",
+                t.len(),
+                t.iter().map(Trace::hours).sum::<f64>(),
+                t.iter().map(Trace::preemptions).sum::<usize>()
+            )
         }
     };
     println!(

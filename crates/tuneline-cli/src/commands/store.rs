@@ -17,7 +17,10 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
     match command {
         StoreCommand::Ls { prefix } => ls(global, &store, prefix).await,
         StoreCommand::Push { local_dir, prefix } => {
-            let (commit, secs) = with_progress(global, &format!("push {prefix}"), async |p| store.push_dir_following_links(local_dir, prefix, p).await).await?;
+            let (commit, secs) = with_progress(global, &format!("push {prefix}"), async |p| {
+                store.push_dir_following_links(local_dir, prefix, p).await
+            })
+            .await?;
             if global.json {
                 print_json(&serde_json::json!({ "commit": commit, "seconds": secs }));
             } else {
@@ -32,7 +35,10 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
             Ok(())
         }
         StoreCommand::Pull { prefix, local_dir } => {
-            let (report, secs) = with_progress(global, &format!("pull {prefix}"), async |p| store.pull(prefix, local_dir, p).await).await?;
+            let (report, secs) = with_progress(global, &format!("pull {prefix}"), async |p| {
+                store.pull(prefix, local_dir, p).await
+            })
+            .await?;
             if global.json {
                 print_json(&serde_json::json!({ "report": report, "seconds": secs }));
             } else {
@@ -49,7 +55,11 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
         }
         StoreCommand::Verify { prefix } => verify(global, &store, prefix).await,
         StoreCommand::Gc { dry_run, older_than } => {
-            let opts = GcOptions { dry_run: *dry_run, older_than: *older_than, save_total_limit: loaded.config.training.save_total_limit };
+            let opts = GcOptions {
+                dry_run: *dry_run,
+                older_than: *older_than,
+                save_total_limit: loaded.config.training.save_total_limit,
+            };
             let removals = store.gc(&opts).await?;
             if global.json {
                 print_json(&serde_json::json!({ "dry_run": dry_run, "removals": removals }));
@@ -69,7 +79,9 @@ pub async fn run(global: &Global, command: &StoreCommand) -> CliResult {
 async fn ls(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
     let listing = store.list_committed(prefix).await?;
     for (broken, what) in &listing.broken {
-        eprintln!("warning: {broken} is committed but {what}; run `tuneline store verify {broken}`");
+        eprintln!(
+            "warning: {broken} is committed but {what}; run `tuneline store verify {broken}`"
+        );
     }
     if global.json {
         print_json(&serde_json::to_value(&listing.artifacts).expect("serializable"));
@@ -82,13 +94,21 @@ async fn ls(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
     let width = listing.artifacts.iter().map(|a| a.prefix.len()).max().unwrap_or(0).max(6);
     println!("{:width$}  {:>6}  {:>10}  COMMITTED", "PREFIX", "FILES", "SIZE");
     for a in &listing.artifacts {
-        println!("{:width$}  {:>6}  {:>10}  {}", a.prefix, a.files, HumanBytes(a.size).to_string(), a.committed_at);
+        println!(
+            "{:width$}  {:>6}  {:>10}  {}",
+            a.prefix,
+            a.files,
+            HumanBytes(a.size).to_string(),
+            a.committed_at
+        );
     }
     Ok(())
 }
 
 async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResult {
-    let (results, _) = with_progress(global, &format!("verify {prefix}"), async |p| store.verify(prefix, p).await).await?;
+    let (results, _) =
+        with_progress(global, &format!("verify {prefix}"), async |p| store.verify(prefix, p).await)
+            .await?;
     let bad: usize = results.iter().map(|r| r.problems.len()).sum();
     if global.json {
         print_json(&serde_json::json!({ "ok": bad == 0, "artifacts": results }));
@@ -103,13 +123,20 @@ async fn verify(global: &Global, store: &ArtifactStore, prefix: &str) -> CliResu
         }
     }
     if bad > 0 {
-        return Err(Failure::verification(format!("{bad} file(s) corrupt or missing{}", under(prefix))));
+        return Err(Failure::verification(format!(
+            "{bad} file(s) corrupt or missing{}",
+            under(prefix)
+        )));
     }
     Ok(())
 }
 
 /// Runs a transfer while showing its progress; returns its result and the seconds it took.
-async fn with_progress<T>(global: &Global, what: &str, transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>) -> CliResult<(T, f64)> {
+async fn with_progress<T>(
+    global: &Global,
+    what: &str,
+    transfer: impl AsyncFnOnce(&Shown) -> Result<T, StoreError>,
+) -> CliResult<(T, f64)> {
     let shown = Shown::new(what, global.quiet || global.json);
     let started = Instant::now();
     let result = transfer(&shown).await;

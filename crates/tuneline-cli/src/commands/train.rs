@@ -28,22 +28,33 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         config.training.max_steps = Some(steps);
     }
     let store = open_store(global, &config)?;
-    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(tuneline_core::layout::LOCAL_CACHE));
+    let cache =
+        args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(tuneline_core::layout::LOCAL_CACHE));
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;
     let device = setup::compute_device(config.model.device)?;
-    let (dataset, local) = fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
+    let (dataset, local) =
+        fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
     let model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
-    let origin = tuneline_model::Origin { base: tokio::task::block_in_place(|| setup::base_model(config))?, dataset: dataset.clone() };
+    let origin = tuneline_model::Origin {
+        base: tokio::task::block_in_place(|| setup::base_model(config))?,
+        dataset: dataset.clone(),
+    };
     let settings = setup::train_settings(config, train_rows.len());
     let max_steps = settings.max_steps;
     let (batch, accumulation) = (settings.batch_size, settings.accumulation);
     let t = &config.training;
-    let lora = Lora::init(setup::lora_settings(config), &model.config, t.seed, candle_core::DType::F32, model.device())
-        .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
+    let lora = Lora::init(
+        setup::lora_settings(config),
+        &model.config,
+        t.seed,
+        candle_core::DType::F32,
+        model.device(),
+    )
+    .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
     let run_id = args.run.clone().unwrap_or_else(|| setup::run_id(config, &dataset));
     let (save_steps, why) = setup::save_steps(config, max_steps);
     if let Some(why) = why {
@@ -54,7 +65,8 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let spec = RunSpec {
         store: &store,
         run: run_id.clone(),
-        work: tuneline_core::confine::under(&cache, &format!("runs/{run_id}")).map_err(|e| Failure::input(format!("--run: {e}")))?,
+        work: tuneline_core::confine::under(&cache, &format!("runs/{run_id}"))
+            .map_err(|e| Failure::input(format!("--run: {e}")))?,
         save_steps,
         eval_steps: t.eval_steps,
         save_total_limit: t.save_total_limit,
@@ -75,7 +87,11 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let handle = tokio::runtime::Handle::current();
     let shown = Shown::new(&format!("train {run_id}"), global.quiet || global.json);
     shown.start("steps", max_steps, Unit::Items);
-    let ended = tokio::task::block_in_place(|| run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| report(event, max_steps, global, &shown)));
+    let ended = tokio::task::block_in_place(|| {
+        run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| {
+            report(event, max_steps, global, &shown)
+        })
+    });
     shown.finish();
     let ended = ended.map_err(Failure::failed)?;
     match ended {
@@ -95,7 +111,9 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
 /// Sets `stop` on SIGTERM (a spot instance's reclaim notice).
 fn listen_for_sigterm(stop: Arc<StopRequest>) {
     tokio::spawn(async move {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             term.recv().await;
             tracing::warn!("SIGTERM: finishing this step and committing a checkpoint");
             stop.request();

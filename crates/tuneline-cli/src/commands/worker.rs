@@ -21,7 +21,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     // A join token carries the secret that registers and the certificate to pin; an admin token trusts as any client does.
     let (token, trust) = match &args.join {
         Some(text) => {
-            let join = JoinToken::parse(text).map_err(|e| Failure::input(format!("--join: {e}")))?;
+            let join =
+                JoinToken::parse(text).map_err(|e| Failure::input(format!("--join: {e}")))?;
             (join.secret, join.fingerprint.map_or(Trust::System, Trust::Pinned))
         }
         None => {
@@ -33,19 +34,27 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let class = WorkerClass::parse(&args.class).expect("clap checks the class");
     // A delivery (CPU) machine is priced and typed by the provider's delivery_* settings.
     let (price, instance_type) = match class {
-        WorkerClass::Gpu => {
-            (provider.as_ref().and_then(|p| p.price_per_hour).or(config.cost.gpu_price_per_hour), provider.as_ref().and_then(|p| p.instance_type.clone()))
-        }
-        WorkerClass::Cpu => (provider.as_ref().and_then(|p| p.delivery_price_per_hour), provider.as_ref().and_then(|p| p.delivery_instance_type.clone())),
+        WorkerClass::Gpu => (
+            provider.as_ref().and_then(|p| p.price_per_hour).or(config.cost.gpu_price_per_hour),
+            provider.as_ref().and_then(|p| p.instance_type.clone()),
+        ),
+        WorkerClass::Cpu => (
+            provider.as_ref().and_then(|p| p.delivery_price_per_hour),
+            provider.as_ref().and_then(|p| p.delivery_instance_type.clone()),
+        ),
     };
     let price = args.price.or(price).unwrap_or(0.0);
     let options = WorkerOptions {
         server: args.server.clone(),
         token,
         trust,
-        cache_dir: args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
+        cache_dir: args
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".tuneline/worker-cache")),
         cache_size: args.cache_size.or(config.workers.cache_size).map(|s| s.0),
-        trainer: std::env::current_exe().map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
+        trainer: std::env::current_exe()
+            .map_err(|e| Failure::failed(format!("cannot find the tuneline binary: {e}")))?,
         register: WorkerRegister {
             instance: args.instance.clone(),
             provider: args.provider.clone(),
@@ -56,20 +65,28 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             class,
             ..WorkerRegister::default()
         },
-        spot_notice: args.spot_notice.as_deref().map(|s| s.parse().expect("clap checks the source")),
+        spot_notice: args
+            .spot_notice
+            .as_deref()
+            .map(|s| s.parse().expect("clap checks the source")),
         orphan_timeout: args.orphan_timeout,
     };
     let served = serve(options).await;
     match &served {
-        Ok(Exit::ShutDown) => eprintln!("worker: shut down by the server (idle past the idle timeout)"),
+        Ok(Exit::ShutDown) => {
+            eprintln!("worker: shut down by the server (idle past the idle timeout)")
+        }
         Ok(Exit::Signalled) => eprintln!("worker: stopped by a signal"),
         Ok(Exit::Orphaned) => eprintln!("worker: stopped as an orphan (the server did not answer)"),
         // Said once, as this command's error, below.
         Err(_) => {}
     }
     // A signal is the cloud's own notice or a person's: anything else leaves the instance with no worker, billing.
-    if let Some(cloud) = args.self_stop.as_deref().filter(|_| !matches!(served, Ok(Exit::Signalled))) {
-        match tuneline_providers::self_stop::terminate_self(cloud, |k| std::env::var(k).ok()).await {
+    if let Some(cloud) =
+        args.self_stop.as_deref().filter(|_| !matches!(served, Ok(Exit::Signalled)))
+    {
+        match tuneline_providers::self_stop::terminate_self(cloud, |k| std::env::var(k).ok()).await
+        {
             Ok(id) => eprintln!("worker: terminated this instance, {id}"),
             Err(e) => eprintln!("worker: {e}"),
         }

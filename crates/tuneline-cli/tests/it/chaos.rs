@@ -18,7 +18,11 @@ const SAVE_STEPS: u64 = 2;
 const MAX_STEPS: u64 = 10;
 
 fn project() -> TestContext {
-    let ctx = crate::train::project_with(MAX_STEPS as u32, SAVE_STEPS as u32, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
+    let ctx = crate::train::project_with(
+        MAX_STEPS as u32,
+        SAVE_STEPS as u32,
+        "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",
+    );
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write(
         "tuneline.toml",
@@ -66,14 +70,22 @@ fn poll_until<T>(run: &mut Child, what: &str, mut found: impl FnMut() -> Option<
 /// Waits until the job has reached `step`.
 fn wait_for_step(ctx: &TestContext, run: &mut Child, step: u64) {
     let db = ctx.path(".tuneline/control/state.db");
-    poll_until(run, &format!("step {step}"), || (job(&db).and_then(|j| j.step).unwrap_or(0) >= step).then_some(()));
+    poll_until(run, &format!("step {step}"), || {
+        (job(&db).and_then(|j| j.step).unwrap_or(0) >= step).then_some(())
+    });
 }
 
 /// The pid of the worker that holds the job, waiting while a spot notice
 /// has left it queued.
 fn busy_worker(db: &Path, run: &mut Child) -> u32 {
     poll_until(run, "a worker taking the job again", || {
-        Db::open(db).unwrap().workers(false).unwrap().into_iter().find(|w| w.state == tuneline_api::WorkerState::Busy).map(|w| w.info.pid)
+        Db::open(db)
+            .unwrap()
+            .workers(false)
+            .unwrap()
+            .into_iter()
+            .find(|w| w.state == tuneline_api::WorkerState::Busy)
+            .map(|w| w.info.pid)
     })
 }
 
@@ -85,21 +97,33 @@ fn processes_in(dir: &Path) -> Vec<String> {
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
         .filter(|e| std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&dir)))
-        .map(|e| std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default().replace('\0', " "))
+        .map(|e| {
+            std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default().replace('\0', " ")
+        })
         .collect()
 }
 
 /// Both runs' and every worker's logs, to explain a failed assertion.
 fn logs(ctx: &TestContext) -> String {
-    let mut files: Vec<_> =
-        std::fs::read_dir(ctx.path(".tuneline/control/workers")).unwrap().filter_map(Result::ok).map(|e| e.path().join("worker.log")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(ctx.path(".tuneline/control/workers"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("worker.log"))
+        .collect();
     files.sort();
     files.splice(0..0, ["first.err", "second.err"].map(|f| ctx.path(f)));
-    files.iter().map(|f| format!("--- {}\n{}", f.display(), std::fs::read_to_string(f).unwrap_or_default())).collect()
+    files
+        .iter()
+        .map(|f| format!("--- {}\n{}", f.display(), std::fs::read_to_string(f).unwrap_or_default()))
+        .collect()
 }
 
 fn kill(pid: u32) {
-    assert!(std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
 }
 
 #[test]
@@ -119,14 +143,31 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     busy_worker(&db, &mut first.0);
     drop(first);
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(processes_in(ctx.dir.path()), Vec::<String>::new(), "the killed server's workers and trainers are gone");
+    assert_eq!(
+        processes_in(ctx.dir.path()),
+        Vec::<String>::new(),
+        "the killed server's workers and trainers are gone"
+    );
 
     let second = start_run(&ctx, "second").wait().unwrap();
-    let (out, run_err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
+    let (out, run_err) = (
+        std::fs::read_to_string(ctx.path("second.out")).unwrap(),
+        std::fs::read_to_string(ctx.path("second.err")).unwrap(),
+    );
     assert_eq!(second.code(), Some(0), "{out}\n{}", logs(&ctx));
     assert!(run_err.contains("continuing train job 1"), "{run_err}");
-    assert!(out.contains("cost report for run ") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)") && out.contains("ETH"), "{out}");
-    assert!(out.contains("on 2 held-out samples:") && out.contains("smoke test passed") && out.contains("delivered support version"), "{out}");
+    assert!(
+        out.contains("cost report for run ")
+            && out.contains("(job 1 train succeeded, job 2 deliver succeeded)")
+            && out.contains("ETH"),
+        "{out}"
+    );
+    assert!(
+        out.contains("on 2 held-out samples:")
+            && out.contains("smoke test passed")
+            && out.contains("delivered support version"),
+        "{out}"
+    );
 
     let (code, report, err) = ctx.run(&["--json", "cost", "report"]);
     assert_eq!(code, 0, "{err}");
@@ -136,19 +177,45 @@ fn a_run_preempted_killed_and_restarted_ends_bit_identical_to_an_uninterrupted_o
     assert!(preemptions >= 3, "{preemptions} preemptions: {report}");
     assert!(cost["max_lost_per_preemption"].as_u64().unwrap() <= SAVE_STEPS, "{report}");
     assert!(cost["steps_committed"].as_u64().unwrap() >= MAX_STEPS, "{report}");
-    assert!(cost["total_usd"].as_f64().unwrap() > 0.0 && cost["eth_usd"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        cost["total_usd"].as_f64().unwrap() > 0.0 && cost["eth_usd"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
     let segments = Db::open(&db).unwrap().segments(Some(1)).unwrap();
-    let outcomes: Vec<_> = segments.iter().map(|s| s.outcome.map_or(String::new(), |o| o.to_string())).collect();
-    assert!(outcomes.iter().any(|o| o == "lost"), "the killed worker's segment is lost: {outcomes:?}");
-    assert!(outcomes.iter().any(|o| o == "preempted"), "a spot notice was taken: {outcomes:?}\n{}", logs(&ctx));
+    let outcomes: Vec<_> =
+        segments.iter().map(|s| s.outcome.map_or(String::new(), |o| o.to_string())).collect();
+    assert!(
+        outcomes.iter().any(|o| o == "lost"),
+        "the killed worker's segment is lost: {outcomes:?}"
+    );
+    assert!(
+        outcomes.iter().any(|o| o == "preempted"),
+        "a spot notice was taken: {outcomes:?}\n{}",
+        logs(&ctx)
+    );
     let lost = outcomes.iter().filter(|o| *o == "lost").count();
     assert!(lost <= 2, "only the two kills without notice lose an attempt; every spot notice is taken: {outcomes:?}\n{}", logs(&ctx));
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
 
-    let runs = std::fs::read_dir(ctx.path(".tuneline/store/runs")).unwrap().filter_map(Result::ok).map(|e| e.file_name().into_string().unwrap());
+    let runs = std::fs::read_dir(ctx.path(".tuneline/store/runs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().into_string().unwrap());
     let chaos = runs.filter(|r| r != "whole").collect::<Vec<_>>();
     assert_eq!(chaos.len(), 1, "{chaos:?}");
-    let adapter = |run: &str| std::fs::read(ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/{MAX_STEPS}/adapter_model.safetensors"))).unwrap();
-    assert!(adapter(&chaos[0]) == adapter("whole"), "the final adapter is bit-identical to the uninterrupted run's");
-    assert_eq!(processes_in(ctx.dir.path()), Vec::<String>::new(), "no worker or trainer outlives the run");
+    let adapter = |run: &str| {
+        std::fs::read(ctx.path(&format!(
+            ".tuneline/store/runs/{run}/checkpoints/{MAX_STEPS}/adapter_model.safetensors"
+        )))
+        .unwrap()
+    };
+    assert!(
+        adapter(&chaos[0]) == adapter("whole"),
+        "the final adapter is bit-identical to the uninterrupted run's"
+    );
+    assert_eq!(
+        processes_in(ctx.dir.path()),
+        Vec::<String>::new(),
+        "no worker or trainer outlives the run"
+    );
 }

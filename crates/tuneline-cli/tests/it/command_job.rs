@@ -30,15 +30,30 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     let mut first = worker(&ctx, &url, "cache-a");
     let started = Instant::now();
     while !committed(&ctx, 4) {
-        assert!(started.elapsed() < Duration::from_secs(60), "checkpoint-4 was never committed: {}", std::fs::read_to_string(ctx.path("cache-a.log")).unwrap());
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "checkpoint-4 was never committed: {}",
+            std::fs::read_to_string(ctx.path("cache-a.log")).unwrap()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The spot notice.
-    assert!(std::process::Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &first.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
     assert!(first.0.wait().unwrap().success());
     let requeued = client.job(job.id).await.unwrap();
-    assert_eq!((requeued.state, requeued.attempts_used, requeued.attempts.len()), (State::Queued, 1, 1), "{requeued:?}");
-    let saved: u64 = (5..=8).rev().find(|s| committed(&ctx, *s)).expect("the checkpoint saved on SIGTERM is committed");
+    assert_eq!(
+        (requeued.state, requeued.attempts_used, requeued.attempts.len()),
+        (State::Queued, 1, 1),
+        "{requeued:?}"
+    );
+    let saved: u64 = (5..=8)
+        .rev()
+        .find(|s| committed(&ctx, *s))
+        .expect("the checkpoint saved on SIGTERM is committed");
 
     let _second = worker(&ctx, &url, "cache-b");
     let started = Instant::now();
@@ -52,15 +67,27 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     };
     assert_eq!(done.state, State::Succeeded, "{done:?}");
     // The record tells the truth: both attempts, the preempted one included, and no error on a job that succeeded.
-    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.outcome.map(|o| o.as_str()).unwrap(), a.start_step, a.error.is_none())).collect();
-    assert_eq!(attempts, [("preempted", Some(0), true), ("succeeded", Some(saved), true)], "{done:?}");
+    let attempts: Vec<_> = done
+        .attempts
+        .iter()
+        .map(|a| (a.outcome.map(|o| o.as_str()).unwrap(), a.start_step, a.error.is_none()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [("preempted", Some(0), true), ("succeeded", Some(saved), true)],
+        "{done:?}"
+    );
     assert_eq!((done.attempts_used, done.error.as_deref()), (1, None), "{done:?}");
     assert!(done.retry.preempted, "the record states that a preemption uses an attempt");
     assert!(committed(&ctx, 8));
-    let logs: Vec<String> = client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
+    let logs: Vec<String> =
+        client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
     assert!(logs.contains(&format!("resumed from checkpoint-{saved} at step {saved}")), "{logs:?}");
     let ledger = client.ledger(Some(job.id)).await.unwrap();
-    let outcomes: Vec<_> = ledger.iter().map(|s| (s.outcome.unwrap().to_string(), s.lost_steps, s.price_per_hour)).collect();
+    let outcomes: Vec<_> = ledger
+        .iter()
+        .map(|s| (s.outcome.unwrap().to_string(), s.lost_steps, s.price_per_hour))
+        .collect();
     assert_eq!(outcomes, [("preempted".to_string(), 0, 0.75), ("succeeded".to_string(), 0, 0.75)]);
     assert!(ledger[1].bytes_down > 0, "the second worker downloaded the checkpoint");
 }
@@ -74,8 +101,13 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
     let client = Client::new(&url, &token);
     let store = ctx.path("store").to_str().unwrap().to_string();
     let job = |code: u8| {
-        let argv = ["python3", "-c", &format!("import sys; print('exiting {code}'); sys.exit({code})")].map(String::from);
-        JobSubmit::new(JobSpec::Command(CommandSpec::new(argv, format!("exit-{code}"), store.as_str())), Some(3))
+        let argv =
+            ["python3", "-c", &format!("import sys; print('exiting {code}'); sys.exit({code})")]
+                .map(String::from);
+        JobSubmit::new(
+            JobSpec::Command(CommandSpec::new(argv, format!("exit-{code}"), store.as_str())),
+            Some(3),
+        )
     };
     // Exit code 2 is a bad command line or bad input (argparse, tuneline): retrying cannot help.
     let bad_input = client.submit(&job(2)).await.unwrap();
@@ -83,19 +115,38 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
     let _worker = worker(&ctx, &url, "cache");
     let started = Instant::now();
     let (bad_input, crashed) = loop {
-        let (a, b) = (client.job(bad_input.id).await.unwrap(), client.job(crashed.id).await.unwrap());
+        let (a, b) =
+            (client.job(bad_input.id).await.unwrap(), client.job(crashed.id).await.unwrap());
         if a.state.is_final() && b.state.is_final() {
             break (a, b);
         }
         assert!(started.elapsed() < Duration::from_secs(60), "{a:?} {b:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!((bad_input.state, bad_input.attempts_used, bad_input.attempts.len()), (State::Failed, 0, 1), "{bad_input:?}");
-    assert!(bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"), "the trainer's last lines explain it: {bad_input:?}");
-    assert_eq!((crashed.state, crashed.attempts_used, crashed.attempts.len()), (State::Failed, 3, 3), "retried up to max_attempts: {crashed:?}");
-    assert!(crashed.error.as_deref().unwrap_or_default().contains("out of attempts: 3 of 3 used"), "{crashed:?}");
+    assert_eq!(
+        (bad_input.state, bad_input.attempts_used, bad_input.attempts.len()),
+        (State::Failed, 0, 1),
+        "{bad_input:?}"
+    );
     assert!(
-        crashed.attempts.iter().all(|a| a.error.as_deref().unwrap_or_default().contains("exited with code 1")),
+        bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"),
+        "the trainer's last lines explain it: {bad_input:?}"
+    );
+    assert_eq!(
+        (crashed.state, crashed.attempts_used, crashed.attempts.len()),
+        (State::Failed, 3, 3),
+        "retried up to max_attempts: {crashed:?}"
+    );
+    assert!(
+        crashed.error.as_deref().unwrap_or_default().contains("out of attempts: 3 of 3 used"),
+        "{crashed:?}"
+    );
+    assert!(
+        crashed.attempts.iter().all(|a| a
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("exited with code 1")),
         "each attempt keeps its error: {crashed:?}"
     );
 }

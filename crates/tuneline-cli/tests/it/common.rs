@@ -25,7 +25,15 @@ impl TestContext {
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("tuneline").unwrap();
         cmd.current_dir(self.dir.path()).args(args);
-        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "TUNELINE_TOKEN", "RUST_LOG", "RUNPOD_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY"] {
+        for var in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "TUNELINE_TOKEN",
+            "RUST_LOG",
+            "RUNPOD_API_KEY",
+            "VAST_API_KEY",
+            "LAMBDA_API_KEY",
+        ] {
             cmd.env_remove(var);
         }
         cmd
@@ -47,8 +55,14 @@ impl TestContext {
 /// output goes to pipes, so it must carry no ANSI escape codes.
 pub fn output(mut cmd: Command) -> (i32, String, String) {
     let out = cmd.output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(!stdout.contains('\x1b') && !stderr.contains('\x1b'), "colour codes in output to a pipe:\n{stdout}\n{stderr}");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        !stdout.contains('\x1b') && !stderr.contains('\x1b'),
+        "colour codes in output to a pipe:\n{stdout}\n{stderr}"
+    );
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
@@ -109,10 +123,14 @@ pub fn server_on(ctx: &TestContext, listen: &str, env: &[(&str, &str)]) -> (Kill
     loop {
         let log = std::fs::read_to_string(ctx.path("server.log")).unwrap_or_default();
         if let Some(line) = log.lines().find(|l| l.starts_with("tuneline server: ")) {
-            let url = line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
+            let url =
+                line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
             return (server, url);
         }
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the server did not say where it listens:\n{log}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the server did not say where it listens:\n{log}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
@@ -146,7 +164,10 @@ pub fn snapshot(ctx: &TestContext, name: &str, text: &str) {
     for dir in [project.display().to_string(), ctx.dir.path().display().to_string()] {
         settings.add_filter(&regex::escape(&dir), "[PROJECT]");
     }
-    settings.add_filter(&regex::escape(&tuneline_testkit::cache_dir().display().to_string()), "[CACHE]");
+    settings.add_filter(
+        &regex::escape(&tuneline_testkit::cache_dir().display().to_string()),
+        "[CACHE]",
+    );
     settings.add_filter(r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]");
     settings.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]");
     settings.add_filter(r"\b[0-9a-f]{12,64}\b", "[HASH]");

@@ -22,8 +22,16 @@ fn out_of_range_and_wrong_type_name_field_and_range() {
     let ctx = with_config("[lora]\nlora_r = 0\n[training]\nlearning_rate = -1\n");
     let (code, _, err) = ctx.run(&["config", "check"]);
     assert_eq!(code, 2);
-    assert!(err.contains("tuneline.toml:2: lora.lora_r: 0 is out of range; allowed: 1..=4096"), "{err}");
-    assert!(err.contains("tuneline.toml:4: training.learning_rate: -1 is out of range; allowed: 0 < x <= 1"), "{err}");
+    assert!(
+        err.contains("tuneline.toml:2: lora.lora_r: 0 is out of range; allowed: 1..=4096"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "tuneline.toml:4: training.learning_rate: -1 is out of range; allowed: 0 < x <= 1"
+        ),
+        "{err}"
+    );
 
     let ctx = with_config("[training]\nmax_steps = \"many\"\n");
     let (code, _, err) = ctx.run(&["config", "check"]);
@@ -41,7 +49,10 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     for secret in ["AKIAFILEVALUE", "env-secret-value", "token-value"] {
         assert!(!out.contains(secret) && !err.contains(secret), "{secret} leaked:\n{out}{err}");
     }
-    assert!(out.contains("store.secret_access_key: set from env AWS_SECRET_ACCESS_KEY (masked)"), "{out}");
+    assert!(
+        out.contains("store.secret_access_key: set from env AWS_SECRET_ACCESS_KEY (masked)"),
+        "{out}"
+    );
     assert!(out.contains("store.access_key_id: set from file (masked)"), "{out}");
     assert!(out.contains("server.token: set from env TUNELINE_TOKEN (masked)"), "{out}");
     snapshot(&ctx, "config_check_resolved", &out);
@@ -64,5 +75,8 @@ fn an_unreadable_config_is_one_line() {
 
     let (code, _, err) = ctx.run(&["-c", "missing.toml", "store", "ls"]);
     assert_eq!(code, 2);
-    assert!(err.contains("cannot read config missing.toml") && err.contains("tuneline init"), "{err}");
+    assert!(
+        err.contains("cannot read config missing.toml") && err.contains("tuneline init"),
+        "{err}"
+    );
 }

@@ -5,14 +5,24 @@ use crate::common::{snapshot, TestContext};
 /// Links the real SmolLM2 model where the default config looks for it.
 pub fn link_model(ctx: &TestContext) {
     std::fs::create_dir(ctx.path("models")).unwrap();
-    std::os::unix::fs::symlink(tuneline_testkit::smollm2_gguf(), ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    std::os::unix::fs::symlink(
+        tuneline_testkit::smollm2_gguf(),
+        ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    )
+    .unwrap();
 }
 
 /// 24 distinct support conversations in ShareGPT layout, as JSON lines.
 pub fn tickets() -> String {
-    let items = ["lamp", "kettle", "router", "desk chair", "blender", "bike helmet", "phone case", "rug"];
-    let problems = ["has not arrived yet", "arrived with a cracked corner", "came in the wrong colour"];
-    let answers = ["A courier picks it up tomorrow", "We refund you today", "A replacement leaves our warehouse this week"];
+    let items =
+        ["lamp", "kettle", "router", "desk chair", "blender", "bike helmet", "phone case", "rug"];
+    let problems =
+        ["has not arrived yet", "arrived with a cracked corner", "came in the wrong colour"];
+    let answers = [
+        "A courier picks it up tomorrow",
+        "We refund you today",
+        "A replacement leaves our warehouse this week",
+    ];
     let lines: Vec<String> = (0..24)
         .map(|i| {
             let (item, problem, answer) = (items[i % 8], problems[i % 3], answers[(i / 3) % 3]);
@@ -39,11 +49,17 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let ctx = project();
     let (code, out, err) = ctx.run(&["data", "prepare"]);
     assert_eq!(code, 0, "{err}");
-    for stage in ["prepare support: read, clean and tokenize (5.12 KiB)", "prepare support: pack and write (2)"] {
+    for stage in [
+        "prepare support: read, clean and tokenize (5.12 KiB)",
+        "prepare support: pack and write (2)",
+    ] {
         assert!(err.contains(stage), "without a terminal, each stage is a log line: {err}");
     }
     let first = out.lines().next().unwrap().to_string();
-    assert!(first.starts_with("dataset support@") && first.contains(" committed (datasets/support/"), "{out}");
+    assert!(
+        first.starts_with("dataset support@") && first.contains(" committed (datasets/support/"),
+        "{out}"
+    );
     assert!(out.contains("kept                24"), "{out}");
 
     let (code, out, _) = ctx.run(&["data", "prepare"]);

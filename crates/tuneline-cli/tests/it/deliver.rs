@@ -21,42 +21,89 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let ctx = trained();
     let (code, out, err) = ctx.run(&["merge", "--out", "merged"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("merged run support-") && out.contains("step 2 into") && out.contains("-> merged"), "{out}");
+    assert!(
+        out.starts_with("merged run support-")
+            && out.contains("step 2 into")
+            && out.contains("-> merged"),
+        "{out}"
+    );
     let files = files_under(&ctx.path("merged"));
-    for name in ["config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"] {
+    for name in [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
         assert!(files.iter().any(|f| f == name), "{name} missing from {files:?}");
     }
     let (code, _, err) = ctx.run(&["merge", "--out", "merged"]);
     assert_eq!(code, 2, "an existing directory is refused");
-    assert!(err.contains("merged exists and is not empty; remove it or choose another --out"), "{err}");
+    assert!(
+        err.contains("merged exists and is not empty; remove it or choose another --out"),
+        "{err}"
+    );
 
-    let (code, out, err) = ctx.run(&["export", "--quant", "q4_k_m", "--out", "out/support.q4_k_m.gguf"]);
+    let (code, out, err) =
+        ctx.run(&["export", "--quant", "q4_k_m", "--out", "out/support.q4_k_m.gguf"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("as q4_k_m -> out/support.q4_k_m.gguf") && out.contains("272 tensors, 62 copied from the base"), "{out}");
+    assert!(
+        out.contains("as q4_k_m -> out/support.q4_k_m.gguf")
+            && out.contains("272 tensors, 62 copied from the base"),
+        "{out}"
+    );
     assert!(out.contains("smoke test passed: 2 eval prompts answered; eval loss"), "{out}");
     let modelfile = std::fs::read_to_string(ctx.path("out/Modelfile")).unwrap();
-    assert!(modelfile.starts_with("FROM ./support.q4_k_m.gguf\nTEMPLATE \"\"\"") && modelfile.contains("PARAMETER stop \"<|im_end|>\""), "{modelfile}");
+    assert!(
+        modelfile.starts_with("FROM ./support.q4_k_m.gguf\nTEMPLATE \"\"\"")
+            && modelfile.contains("PARAMETER stop \"<|im_end|>\""),
+        "{modelfile}"
+    );
     assert!(out.contains("ollama create support -f out/Modelfile"), "{out}");
 
     let (code, out, err) = ctx.run(&["push", "--dir", "out"]);
     assert_eq!(code, 0, "{err}");
-    let version = out.split("version ").nth(1).and_then(|s| s.split(' ').next()).unwrap().to_string();
-    assert!(out.contains("(2 files and README.md) -> file://") && out.contains(&format!("/models/support/{version}/")), "{out}");
-    let card = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/models/support/{version}/README.md"))).unwrap();
-    for line in ["- dataset: `datasets/support/", "- run: `support-", "checkpoint at step 2", "Not evaluated: `tuneline eval", "`support.q4_k_m.gguf`"] {
+    let version =
+        out.split("version ").nth(1).and_then(|s| s.split(' ').next()).unwrap().to_string();
+    assert!(
+        out.contains("(2 files and README.md) -> file://")
+            && out.contains(&format!("/models/support/{version}/")),
+        "{out}"
+    );
+    let card = std::fs::read_to_string(
+        ctx.path(&format!(".tuneline/store/models/support/{version}/README.md")),
+    )
+    .unwrap();
+    for line in [
+        "- dataset: `datasets/support/",
+        "- run: `support-",
+        "checkpoint at step 2",
+        "Not evaluated: `tuneline eval",
+        "`support.q4_k_m.gguf`",
+    ] {
         assert!(card.contains(line), "{line} missing from the card:\n{card}");
     }
     let (code, out, _) = ctx.run(&["push", "--dir", "out"]);
-    assert!(code == 0 && out.contains(&format!("version {version} is already delivered, unchanged")), "the same files are the same version: {out}");
+    assert!(
+        code == 0 && out.contains(&format!("version {version} is already delivered, unchanged")),
+        "the same files are the same version: {out}"
+    );
 
     // The same directory as an Ollama model in a real OCI registry.
     let registry = tuneline_testkit::registry();
     let target = format!("oci://{}/cli/support:v1", registry.addr);
     let mut cmd = ctx.cmd(&["push", &target, "--dir", "out", "--insecure"]);
-    cmd.env("TUNELINE_REGISTRY_USER", &registry.user).env("TUNELINE_REGISTRY_PASSWORD", &registry.password);
+    cmd.env("TUNELINE_REGISTRY_USER", &registry.user)
+        .env("TUNELINE_REGISTRY_PASSWORD", &registry.password);
     let (code, out, err) = crate::common::output(cmd);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("pushed cli/support:v1 to ") && out.contains("(5 blobs uploaded, 0 already there") && out.contains("ollama pull --insecure"), "{out}");
+    assert!(
+        out.contains("pushed cli/support:v1 to ")
+            && out.contains("(5 blobs uploaded, 0 already there")
+            && out.contains("ollama pull --insecure"),
+        "{out}"
+    );
     let (code, _, err) = ctx.run(&["push", &target, "--dir", "out", "--insecure"]);
     assert_eq!(code, 2, "no credentials: {err}");
     assert!(err.contains("refused the credentials for cli/support"), "{err}");
@@ -65,18 +112,37 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     let (code, _, err) = crate::common::output(cmd);
     assert!(code == 2 && err.contains("HF_TOKEN is not set"), "{err}");
 
-    let (code, out, err) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
+    let (code, out, err) =
+        ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("exported merged as f16 -> merged.f16.gguf"), "{out}");
-    assert!(out.contains("smoke test passed"), "the newest dataset's eval split smoke-tests a --model export: {out}");
-    let (code, out, _) = ctx.run(&["export", "--model", "merged", "--quant", "f16", "--no-smoke", "--out", "merged.f16.gguf"]);
+    assert!(
+        out.contains("smoke test passed"),
+        "the newest dataset's eval split smoke-tests a --model export: {out}"
+    );
+    let (code, out, _) = ctx.run(&[
+        "export",
+        "--model",
+        "merged",
+        "--quant",
+        "f16",
+        "--no-smoke",
+        "--out",
+        "merged.f16.gguf",
+    ]);
     assert!(code == 0 && out.contains("smoke test skipped (--no-smoke)"), "{out}");
 
     // Several types share one merge; the Modelfile names the first.
-    let (code, _, err) = ctx.run(&["export", "--quant", "f16,q8_0", "--no-smoke", "--out", "multi"]);
+    let (code, _, err) =
+        ctx.run(&["export", "--quant", "f16,q8_0", "--no-smoke", "--out", "multi"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(files_under(&ctx.path("multi")), ["Modelfile", "support.f16.gguf", "support.q8_0.gguf"]);
-    assert!(std::fs::read_to_string(ctx.path("multi/Modelfile")).unwrap().starts_with("FROM ./support.f16.gguf\n"));
+    assert_eq!(
+        files_under(&ctx.path("multi")),
+        ["Modelfile", "support.f16.gguf", "support.q8_0.gguf"]
+    );
+    assert!(std::fs::read_to_string(ctx.path("multi/Modelfile"))
+        .unwrap()
+        .starts_with("FROM ./support.f16.gguf\n"));
 
     let (code, out, err) = ctx.run(&["export", "--adapter", "--out", "adapter.gguf"]);
     assert_eq!(code, 0, "{err}");
@@ -102,13 +168,22 @@ fn bad_input_is_named_and_leaves_nothing_partial() {
     ctx.write("tuneline.toml", format!("{config}smoke_loss_tolerance = 0.0\n"));
     let (code, _, err) = ctx.run(&["export", "--quant", "q4_0", "--out", "smoke/model.gguf"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("the smoke test failed: its eval loss") && err.contains("nothing was written (`--no-smoke` skips the test)"), "{err}");
+    assert!(
+        err.contains("the smoke test failed: its eval loss")
+            && err.contains("nothing was written (`--no-smoke` skips the test)"),
+        "{err}"
+    );
     assert_eq!(files_under(&ctx.path("smoke")), Vec::<String>::new(), "no file is left");
 
     // A disk that fills up: files may not grow past 20 MB here.
     let bin = assert_cmd::cargo::cargo_bin("tuneline");
     let script = format!("trap '' XFSZ; ulimit -f 20000; exec {} export --quant f16 --no-smoke --out full/model.gguf", bin.display());
-    let out = std::process::Command::new("bash").arg("-c").arg(script).current_dir(ctx.path("")).output().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(ctx.path(""))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("full/model.gguf: cannot write"), "{err}");
@@ -122,15 +197,27 @@ fn eval_compares_base_and_tuned_on_the_held_out_split_and_commits_the_sheet() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("on 2 held-out samples ("), "{out}");
     for metric in ["loss", "perplexity", "exact match %", "ROUGE-L F1", "BLEU"] {
-        assert!(out.lines().any(|l| l.starts_with(metric) && l.split_whitespace().count() >= 3), "{metric} row missing: {out}");
+        assert!(
+            out.lines().any(|l| l.starts_with(metric) && l.split_whitespace().count() >= 3),
+            "{metric} row missing: {out}"
+        );
     }
     let run = out.split("eval of run ").nth(1).and_then(|s| s.split(' ').next()).unwrap();
     let (_, listing, _) = ctx.run(&["store", "ls", &format!("runs/{run}/eval")]);
-    assert!(listing.contains(&format!("runs/{run}/eval/2       4")), "committed with its four files: {listing}");
+    assert!(
+        listing.contains(&format!("runs/{run}/eval/2       4")),
+        "committed with its four files: {listing}"
+    );
     for file in ["metrics.json", "predictions.jsonl", "spot_check.html", "spot_check.jsonl"] {
-        assert!(ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/{file}")).is_file(), "{file} not in the store");
+        assert!(
+            ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/{file}")).is_file(),
+            "{file} not in the store"
+        );
     }
-    let sheet = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/spot_check.jsonl"))).unwrap();
+    let sheet = std::fs::read_to_string(
+        ctx.path(&format!(".tuneline/store/runs/{run}/eval/2/spot_check.jsonl")),
+    )
+    .unwrap();
     let sample: serde_json::Value = serde_json::from_str(sheet.lines().next().unwrap()).unwrap();
     for key in ["prompt", "reference", "base", "tuned"] {
         assert!(sample[key].is_string(), "{key} missing from {sample}");

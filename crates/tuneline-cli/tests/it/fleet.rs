@@ -32,19 +32,37 @@ pub(crate) fn run_ok(ctx: &TestContext, args: &[&str]) -> String {
 
 /// Which host holds a worker of this plane now, by the pid files the provider keeps there.
 fn busy_host(fleet: &Fleet) -> Option<usize> {
-    (0..fleet.hosts.len()).find(|&i| !String::from_utf8_lossy(&fleet.ssh(i, "ls .tuneline/workers/*-gpu-*.pid 2>/dev/null").stdout).trim().is_empty())
+    (0..fleet.hosts.len()).find(|&i| {
+        !String::from_utf8_lossy(
+            &fleet.ssh(i, "ls .tuneline/workers/*-gpu-*.pid 2>/dev/null").stdout,
+        )
+        .trim()
+        .is_empty()
+    })
 }
 
 pub(crate) fn step(ctx: &TestContext) -> u64 {
-    Db::open(&ctx.path(".tuneline/control/state.db")).ok().and_then(|db| db.list(None).ok()).and_then(|jobs| jobs.first().and_then(|j| j.step)).unwrap_or(0)
+    Db::open(&ctx.path(".tuneline/control/state.db"))
+        .ok()
+        .and_then(|db| db.list(None).ok())
+        .and_then(|jobs| jobs.first().and_then(|j| j.step))
+        .unwrap_or(0)
 }
 
 /// Waits for `done` while the run started as `name` goes on, failing with its output if it ends first.
-pub(crate) fn wait(what: &str, ctx: &TestContext, (run, name): (&mut Killed, &str), mut done: impl FnMut() -> bool) {
+pub(crate) fn wait(
+    what: &str,
+    ctx: &TestContext,
+    (run, name): (&mut Killed, &str),
+    mut done: impl FnMut() -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(600);
     while !done() {
         if run.0.try_wait().unwrap().is_some() {
-            panic!("tuneline run exited before {what}:\n{}", std::fs::read_to_string(ctx.path(&format!("{name}.err"))).unwrap_or_default());
+            panic!(
+                "tuneline run exited before {what}:\n{}",
+                std::fs::read_to_string(ctx.path(&format!("{name}.err"))).unwrap_or_default()
+            );
         }
         assert!(Instant::now() < deadline, "no {what} within 10 minutes");
         std::thread::sleep(Duration::from_millis(200));
@@ -64,9 +82,14 @@ pub(crate) fn project_on(ctx: &TestContext, g: &Garage) -> String {
         g.secret
     );
     ctx.write("tuneline.toml", format!("{base}{store}"));
-    let added = run_ok(ctx, &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"]);
+    let added = run_ok(
+        ctx,
+        &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"],
+    );
     let model = added.split("path = ").nth(1).unwrap().trim().trim_matches('"').to_string();
-    let project = format!("{base}{store}[model]\npath = \"{model}\"\n[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n");
+    let project = format!(
+        "{base}{store}[model]\npath = \"{model}\"\n[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n"
+    );
     ctx.write("tuneline.toml", &project);
     run_ok(ctx, &["data", "prepare"]);
     run_ok(ctx, &["train", "--run", "whole"]);
@@ -86,18 +109,33 @@ fn store_credentials_on_hosts(fleet: &Fleet) {
 pub(crate) fn start_run(ctx: &TestContext, name: &str, env: &[(&str, &str)]) -> Killed {
     let file = |ext: &str| std::fs::File::create(ctx.path(&format!("{name}.{ext}"))).unwrap();
     let mut run = Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
-    run.args(["run", "--max-attempts", "20"]).current_dir(ctx.path("")).env_remove("TUNELINE_TOKEN").env("RUST_LOG", "info").envs(env.iter().copied());
+    run.args(["run", "--max-attempts", "20"])
+        .current_dir(ctx.path(""))
+        .env_remove("TUNELINE_TOKEN")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied());
     Killed(run.stdout(file("out")).stderr(file("err")).stdin(Stdio::null()).spawn().unwrap())
 }
 
 /// The run `tuneline run` trained (not `whole`), and whether its final adapter is bit-identical to `whole`'s.
 pub(crate) fn identical_to_whole(ctx: &TestContext) -> bool {
     let runs = run_ok(ctx, &["store", "ls", "runs"]);
-    let chaos = runs.lines().filter_map(|l| l.split_whitespace().next()).find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
+    let chaos = runs
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .find_map(|p| p.strip_prefix("runs/")?.split('/').next().filter(|r| *r != "whole"));
     let chaos = chaos.unwrap_or_else(|| panic!("no chaos run in:\n{runs}")).to_string();
     let adapter = |run: &str| {
         let dir = ctx.path(&format!("pulled/{run}"));
-        run_ok(ctx, &["store", "pull", &format!("runs/{run}/checkpoints/{MAX_STEPS}"), dir.to_str().unwrap()]);
+        run_ok(
+            ctx,
+            &[
+                "store",
+                "pull",
+                &format!("runs/{run}/checkpoints/{MAX_STEPS}"),
+                dir.to_str().unwrap(),
+            ],
+        );
         std::fs::read(dir.join("adapter_model.safetensors")).unwrap()
     };
     adapter(&chaos) == adapter("whole")
@@ -109,14 +147,26 @@ pub(crate) fn outcomes(ctx: &TestContext, garage: &Garage) -> Vec<String> {
     let db = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap();
     for job in db.list(None).unwrap() {
         let spec = serde_json::to_string(&job.spec).unwrap();
-        assert!(!spec.contains(&garage.secret) && !spec.contains(&garage.key_id), "job {} carries the store's credentials", job.id);
+        assert!(
+            !spec.contains(&garage.secret) && !spec.contains(&garage.key_id),
+            "job {} carries the store's credentials",
+            job.id
+        );
     }
-    db.segments(Some(1)).unwrap().iter().map(|s| s.outcome.map_or(String::new(), |o| o.to_string())).collect()
+    db.segments(Some(1))
+        .unwrap()
+        .iter()
+        .map(|s| s.outcome.map_or(String::new(), |o| o.to_string()))
+        .collect()
 }
 
 #[test]
 fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
+    let ctx = crate::train::project_with(
+        MAX_STEPS,
+        SAVE_STEPS,
+        "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",
+    );
     let fleet = Fleet::new(2, &[ctx.dir.path()]);
     let project = project_on(&ctx, &fleet.garage);
     store_credentials_on_hosts(&fleet);
@@ -139,20 +189,41 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     wait("progress on the other host", &ctx, (&mut run, "run"), || step(&ctx) > at_cut + 2);
     fleet.link(cut, true);
     let status = run.0.wait().unwrap();
-    let (out, err) = (std::fs::read_to_string(ctx.path("run.out")).unwrap(), std::fs::read_to_string(ctx.path("run.err")).unwrap());
+    let (out, err) = (
+        std::fs::read_to_string(ctx.path("run.out")).unwrap(),
+        std::fs::read_to_string(ctx.path("run.err")).unwrap(),
+    );
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}");
     // Each host's bill stopped with its worker: the host is not ours to destroy.
-    let hosts_billed = out.lines().filter(|l| l.contains("machine tl-host-") && l.contains("$0.35/h") && l.contains("stopped billing at")).count();
+    let hosts_billed = out
+        .lines()
+        .filter(|l| {
+            l.contains("machine tl-host-")
+                && l.contains("$0.35/h")
+                && l.contains("stopped billing at")
+        })
+        .count();
     assert!(hosts_billed >= 2, "the report says when each host stopped being billed:\n{out}");
 
     let outcomes = outcomes(&ctx, &fleet.garage);
-    assert_eq!(outcomes.first().map(String::as_str), Some("lost"), "the cut host's lease expired: {outcomes:?}");
+    assert_eq!(
+        outcomes.first().map(String::as_str),
+        Some("lost"),
+        "the cut host's lease expired: {outcomes:?}"
+    );
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
-    let segments = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
-    assert!(segments.iter().all(|s| s.provider == "ssh" && s.price_per_hour == 0.35), "{segments:?}");
+    let segments =
+        Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
+    assert!(
+        segments.iter().all(|s| s.provider == "ssh" && s.price_per_hour == 0.35),
+        "{segments:?}"
+    );
 
-    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to the uninterrupted run's");
+    assert!(
+        identical_to_whole(&ctx),
+        "the final adapter is bit-identical to the uninterrupted run's"
+    );
     for (i, host) in fleet.hosts.iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while fleet.pids(i) != [host.sshd_pid] && Instant::now() < deadline {
@@ -162,7 +233,11 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
             .pids(i)
             .iter()
             .filter(|&&p| p != host.sshd_pid)
-            .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " "))
+            .map(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ")
+            })
             .collect();
         assert!(left.is_empty(), "nothing but sshd is left on host {i}: {left:?}");
     }
@@ -180,11 +255,19 @@ fn our_allocations(fleet: &Fleet) -> Vec<(String, String)> {
 
 #[test]
 fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n");
+    let ctx = crate::train::project_with(
+        MAX_STEPS,
+        SAVE_STEPS,
+        "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",
+    );
     let fleet = Fleet::with_slurm(1, &[ctx.dir.path()]);
     let project = project_on(&ctx, &fleet.garage);
     store_credentials_on_hosts(&fleet);
-    let foreign = String::from_utf8_lossy(&fleet.ssh(0, "sbatch --parsable -J someone-elses-job --wrap 'sleep 900'").stdout).trim().to_string();
+    let foreign = String::from_utf8_lossy(
+        &fleet.ssh(0, "sbatch --parsable -J someone-elses-job --wrap 'sleep 900'").stdout,
+    )
+    .trim()
+    .to_string();
     ctx.write(
         "tuneline.toml",
         format!(
@@ -204,29 +287,65 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
     let at_cancel = step(&ctx);
     let resumed = || {
         let next = our_allocations(&fleet);
-        step(&ctx) > at_cancel + 1 && !next.is_empty() && next.iter().all(|a| a.0 != allocations[0].0)
+        step(&ctx) > at_cancel + 1
+            && !next.is_empty()
+            && next.iter().all(|a| a.0 != allocations[0].0)
     };
     wait("progress on the next allocation", &ctx, (&mut first, "first"), resumed);
     // The control plane killed mid-run: its allocation runs on, unknown to the next plane's workers.
     drop(first);
     let orphan = our_allocations(&fleet);
     let second = start_run(&ctx, "second", &[]).0.wait().unwrap();
-    let (out, err) = (std::fs::read_to_string(ctx.path("second.out")).unwrap(), std::fs::read_to_string(ctx.path("second.err")).unwrap());
-    assert_eq!(second.code(), Some(0), "{out}\n{err}\n{}", std::fs::read_to_string(ctx.path("first.err")).unwrap());
-    assert!(err.contains("continuing train job 1") && out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}\n{err}");
+    let (out, err) = (
+        std::fs::read_to_string(ctx.path("second.out")).unwrap(),
+        std::fs::read_to_string(ctx.path("second.err")).unwrap(),
+    );
+    assert_eq!(
+        second.code(),
+        Some(0),
+        "{out}\n{err}\n{}",
+        std::fs::read_to_string(ctx.path("first.err")).unwrap()
+    );
+    assert!(
+        err.contains("continuing train job 1")
+            && out.contains("(job 1 train succeeded, job 2 deliver succeeded)"),
+        "{out}\n{err}"
+    );
 
     let outcomes = outcomes(&ctx, &fleet.garage);
-    assert!(outcomes.iter().any(|o| o == "preempted"), "scancel reached the worker as its SIGTERM path: {outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| o == "preempted"),
+        "scancel reached the worker as its SIGTERM path: {outcomes:?}"
+    );
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
-    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to the uninterrupted run's");
-    assert!(err.contains(&format!("terminating {}", orphan[0].1)), "the old plane's allocation was reconciled away: {orphan:?}\n{err}");
-    assert_eq!(our_allocations(&fleet), Vec::<(String, String)>::new(), "no allocation of ours is left");
-    let foreign_state = String::from_utf8_lossy(&fleet.ssh(0, &format!("squeue -h -j {foreign} -o %T")).stdout).trim().to_string();
+    assert!(
+        identical_to_whole(&ctx),
+        "the final adapter is bit-identical to the uninterrupted run's"
+    );
+    assert!(
+        err.contains(&format!("terminating {}", orphan[0].1)),
+        "the old plane's allocation was reconciled away: {orphan:?}\n{err}"
+    );
+    assert_eq!(
+        our_allocations(&fleet),
+        Vec::<(String, String)>::new(),
+        "no allocation of ours is left"
+    );
+    let foreign_state =
+        String::from_utf8_lossy(&fleet.ssh(0, &format!("squeue -h -j {foreign} -o %T")).stdout)
+            .trim()
+            .to_string();
     assert_eq!(foreign_state, "RUNNING", "someone else's job is left alone");
     fleet.ssh(0, &format!("scancel {foreign}"));
     // Slurm ends a job's processes after squeue stops listing it: a worker still checkpointing
     // on its SIGTERM gets SIGKILL after KillWait (30 s here), later on a loaded machine.
-    let workers = || String::from_utf8_lossy(&fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout).trim().to_string();
+    let workers = || {
+        String::from_utf8_lossy(
+            &fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout,
+        )
+        .trim()
+        .to_string()
+    };
     let deadline = Instant::now() + Duration::from_secs(75);
     while workers() != "0" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(300));

@@ -34,10 +34,19 @@ struct Hub {
 }
 
 /// The tree the Hub lists for `repo` at main: a `.gitattributes` (a git blob) and the GGUF (through LFS).
-async fn tree(State(hub): State<Arc<Hub>>, Path((org, name, _rev)): Path<(String, String, String)>, headers: HeaderMap) -> Response {
-    let authorized = headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {TOKEN}"));
+async fn tree(
+    State(hub): State<Arc<Hub>>,
+    Path((org, name, _rev)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let authorized = headers.get("authorization").and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {TOKEN}"));
     if name == "gated" && !authorized {
-        return (StatusCode::UNAUTHORIZED, "{\"error\":\"Access to model acme/gated is restricted.\"}").into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            "{\"error\":\"Access to model acme/gated is restricted.\"}",
+        )
+            .into_response();
     }
     if org != "HuggingFaceTB" && org != "acme" {
         return (StatusCode::NOT_FOUND, "{\"error\":\"Repository not found\"}").into_response();
@@ -67,17 +76,30 @@ async fn tree(State(hub): State<Arc<Hub>>, Path((org, name, _rev)): Path<(String
 }
 
 /// `resolve`: a small file's bytes, or a redirect to the LFS object's storage.
-async fn resolve(Path((_org, _name, _rev, path)): Path<(String, String, String, String)>) -> Response {
+async fn resolve(
+    Path((_org, _name, _rev, path)): Path<(String, String, String, String)>,
+) -> Response {
     if path == ".gitattributes" {
         return b"*.gguf filter=lfs diff=lfs merge=lfs -text\n".to_vec().into_response();
     }
-    (StatusCode::FOUND, [("location", format!("/lfs-storage/{path}")), ("x-repo-commit", "4ff6b1e0f0c2".to_string())]).into_response()
+    (
+        StatusCode::FOUND,
+        [
+            ("location", format!("/lfs-storage/{path}")),
+            ("x-repo-commit", "4ff6b1e0f0c2".to_string()),
+        ],
+    )
+        .into_response()
 }
 
 /// The LFS storage: `Range` honoured (206), and the first whole transfer cut off after a third.
 async fn storage(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     let range = headers.get("range").and_then(|v| v.to_str().ok()).map(String::from);
-    let start = range.as_deref().and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.trim_end_matches('-').parse::<usize>().ok()).unwrap_or(0);
+    let start = range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok())
+        .unwrap_or(0);
     if let Some(range) = range {
         hub.ranges.lock().unwrap().push(range);
     }
@@ -88,7 +110,8 @@ async fn storage(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     let body = if cut {
         // The declared length is never reached: the connection drops mid-body.
         let third = rest[..len / 3].to_vec();
-        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(third), Err(std::io::Error::other("connection reset"))];
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            vec![Ok(third), Err(std::io::Error::other("connection reset"))];
         Body::from_stream(futures_util::stream::iter(chunks))
     } else {
         Body::from(rest)
@@ -99,7 +122,12 @@ async fn storage(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
 fn start_hub() -> (String, Arc<Hub>) {
     let model = std::fs::read(tuneline_testkit::smollm2_gguf()).unwrap();
     let sha256 = hex::encode(Sha256::digest(&model));
-    let hub = Arc::new(Hub { model, sha256, ranges: Mutex::new(Vec::new()), cut_first: Mutex::new(true) });
+    let hub = Arc::new(Hub {
+        model,
+        sha256,
+        ranges: Mutex::new(Vec::new()),
+        cut_first: Mutex::new(true),
+    });
     let app = Router::new()
         .route("/api/models/{org}/{name}/tree/{rev}", get(tree))
         .route("/{org}/{name}/resolve/{rev}/{*path}", get(resolve))
@@ -110,12 +138,19 @@ fn start_hub() -> (String, Arc<Hub>) {
     listener.set_nonblocking(true).unwrap();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async move { axum::serve(tokio::net::TcpListener::from_std(listener).unwrap(), app).await.unwrap() });
+        runtime.block_on(async move {
+            axum::serve(tokio::net::TcpListener::from_std(listener).unwrap(), app).await.unwrap()
+        });
     });
     (format!("http://{addr}"), hub)
 }
 
-fn add(ctx: &TestContext, endpoint: &str, reference: &str, token: Option<&str>) -> (i32, String, String) {
+fn add(
+    ctx: &TestContext,
+    endpoint: &str,
+    reference: &str,
+    token: Option<&str>,
+) -> (i32, String, String) {
     let mut cmd = ctx.cmd(&["model", "add", reference]);
     cmd.env("HF_ENDPOINT", endpoint).env_remove("HF_TOKEN");
     if let Some(token) = token {
@@ -128,17 +163,27 @@ fn add(ctx: &TestContext, endpoint: &str, reference: &str, token: Option<&str>) 
 fn a_hub_model_is_downloaded_once_resuming_a_dropped_transfer_and_checked() {
     let ctx = TestContext::new();
     let (endpoint, hub) = start_hub();
-    let (code, out, err) = add(&ctx, &endpoint, "hf://HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", None);
+    let (code, out, err) =
+        add(&ctx, &endpoint, "hf://HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", None);
     assert_eq!(code, 0, "{out}\n{err}");
     let ranges = hub.ranges.lock().unwrap().clone();
-    assert!(ranges.len() == 1 && ranges[0] != "bytes=0-", "the dropped transfer resumed from where it stopped: {ranges:?}");
-    let downloaded = ctx.path(&format!(".tuneline/cache/hub/HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/main/{GGUF}"));
-    assert_eq!(hex::encode(Sha256::digest(std::fs::read(&downloaded).unwrap())), hub.sha256, "the resumed file is the Hub's, byte for byte");
+    assert!(
+        ranges.len() == 1 && ranges[0] != "bytes=0-",
+        "the dropped transfer resumed from where it stopped: {ranges:?}"
+    );
+    let downloaded = ctx
+        .path(&format!(".tuneline/cache/hub/HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/main/{GGUF}"));
+    assert_eq!(
+        hex::encode(Sha256::digest(std::fs::read(&downloaded).unwrap())),
+        hub.sha256,
+        "the resumed file is the Hub's, byte for byte"
+    );
     let sha = BaseModel::identify(&downloaded).unwrap().sha256;
     let reference = format!("store:models/base/SmolLM2-135M-Instruct-GGUF/{sha}");
     assert!(out.contains(&format!("use it with [model] path = \"{reference}\"")), "{out}");
 
-    let (code, again, _) = add(&ctx, &endpoint, "hf://HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", None);
+    let (code, again, _) =
+        add(&ctx, &endpoint, "hf://HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", None);
     assert!(code == 0 && again.starts_with("already in the store:"), "{again}");
     assert_eq!(hub.ranges.lock().unwrap().len(), 1, "the second add downloaded nothing");
 
@@ -150,9 +195,15 @@ fn a_hub_model_is_downloaded_once_resuming_a_dropped_transfer_and_checked() {
 
     let (code, _, err) = add(&ctx, &endpoint, "hf://acme/corrupt", None);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains(&format!("{GGUF}: checksum mismatch: the Hub lists {}", "0".repeat(64))), "{err}");
+    assert!(
+        err.contains(&format!("{GGUF}: checksum mismatch: the Hub lists {}", "0".repeat(64))),
+        "{err}"
+    );
     let partials = crate::common::files_under(&ctx.path(".tuneline/cache/hub/acme/corrupt"));
-    assert!(partials.iter().all(|f| !f.ends_with(".gguf") && !f.ends_with(".partial")), "the corrupted download is removed: {partials:?}");
+    assert!(
+        partials.iter().all(|f| !f.ends_with(".gguf") && !f.ends_with(".partial")),
+        "the corrupted download is removed: {partials:?}"
+    );
     let (_, listing, _) = ctx.run(&["store", "ls", "models/base"]);
     assert!(!listing.contains("corrupt"), "nothing of it is committed: {listing}");
 }
@@ -164,10 +215,20 @@ fn a_hub_tree_naming_files_outside_the_download_directory_is_refused() {
     for name in ["escape", "absolute"] {
         let (code, out, err) = add(&ctx, &endpoint, &format!("hf://acme/{name}"), None);
         assert_eq!(code, 2, "{out}\n{err}");
-        assert!(err.contains("the Hub's file tree names a file tuneline will not write: unsafe path"), "{err}");
+        assert!(
+            err.contains("the Hub's file tree names a file tuneline will not write: unsafe path"),
+            "{err}"
+        );
     }
     assert!(hub.ranges.lock().unwrap().is_empty(), "nothing was downloaded");
-    assert!(!std::path::Path::new(&format!("/tmp/tuneline-hub-absolute-{}.gguf", std::process::id())).exists());
-    let escaped: Vec<String> = crate::common::files_under(ctx.dir.path()).into_iter().filter(|f| f.ends_with(".gguf")).collect();
+    assert!(!std::path::Path::new(&format!(
+        "/tmp/tuneline-hub-absolute-{}.gguf",
+        std::process::id()
+    ))
+    .exists());
+    let escaped: Vec<String> = crate::common::files_under(ctx.dir.path())
+        .into_iter()
+        .filter(|f| f.ends_with(".gguf"))
+        .collect();
     assert!(escaped.is_empty(), "{escaped:?}");
 }

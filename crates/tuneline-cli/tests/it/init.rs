@@ -10,7 +10,14 @@ fn writes_a_valid_commented_config_and_an_example() {
     snapshot(&ctx, "init", &out);
     let text = std::fs::read_to_string(ctx.path("support-bot/tuneline.toml")).unwrap();
     assert!(text.contains("name = \"support-bot\""), "the project is named after its directory");
-    for key in ["per_device_train_batch_size", "gradient_accumulation_steps", "lora_alpha", "target_modules", "[providers.local]", "[cost]"] {
+    for key in [
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "lora_alpha",
+        "target_modules",
+        "[providers.local]",
+        "[cost]",
+    ] {
         assert!(text.contains(key), "template lacks {key}");
     }
     assert!(ctx.path("support-bot/data/example.jsonl").is_file());
@@ -32,5 +39,9 @@ fn refuses_to_overwrite_without_force() {
     let (code, _, err) = ctx.run(&["init", "--force"]);
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap().contains("[training]"));
-    assert_eq!(std::fs::read_to_string(ctx.path("data/example.jsonl")).unwrap(), "my data\n", "user data is never replaced");
+    assert_eq!(
+        std::fs::read_to_string(ctx.path("data/example.jsonl")).unwrap(),
+        "my data\n",
+        "user data is never replaced"
+    );
 }

@@ -31,10 +31,15 @@ fn a_submitted_command_is_listed_run_logged_and_a_queued_one_cancelled() {
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = server(&ctx);
     let say = ["--", "python3", "-c", "print('training step 1'); print('training step 2')"];
-    let (code, out, err) = jobs(&ctx, &url, &[&["submit", "--run", "hello", "--store", "store"][..], &say].concat());
+    let (code, out, err) =
+        jobs(&ctx, &url, &[&["submit", "--run", "hello", "--store", "store"][..], &say].concat());
     assert_eq!(code, 0, "{err}");
     snapshot(&ctx, "jobs_submit", &out);
-    let (code, out, err) = jobs(&ctx, &url, &["submit", "--run", "later", "--store", "store", "--", "python3", "-c", "pass"]);
+    let (code, out, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "later", "--store", "store", "--", "python3", "-c", "pass"],
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "job 2 queued (queued)");
     let (code, out, _) = jobs(&ctx, &url, &["cancel", "2"]);
@@ -58,18 +63,54 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     let ctx = TestContext::new();
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = server(&ctx);
-    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "r", "--store", "store", "--dataset", "datasets/chat/v9", "--", "python3", "train.py"]);
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &[
+            "submit",
+            "--run",
+            "r",
+            "--store",
+            "store",
+            "--dataset",
+            "datasets/chat/v9",
+            "--",
+            "python3",
+            "train.py",
+        ],
+    );
     assert_eq!(code, 2);
     snapshot(&ctx, "jobs_submit_missing_dataset", &err);
-    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"]);
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"],
+    );
     assert_eq!(code, 2);
-    assert!(err.contains("spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`"), "{err}");
+    assert!(
+        err.contains(
+            "spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`"
+        ),
+        "{err}"
+    );
     // No run lies inside another's prefix, and a name stays short enough for every store's keys.
-    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"]);
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"],
+    );
     assert!(code == 2 && err.contains("spec.run: `r/checkpoints/7` is not a valid name"), "{err}");
     let long = "r".repeat(129);
-    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"]);
-    assert!(code == 2 && err.contains("spec.run: a run's name is at most 128 characters; this one has 129"), "{err}");
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"],
+    );
+    assert!(
+        code == 2
+            && err.contains("spec.run: a run's name is at most 128 characters; this one has 129"),
+        "{err}"
+    );
     let (code, _, err) = jobs(&ctx, &url, &["cancel", "7"]);
     assert_eq!(code, 1);
     snapshot(&ctx, "jobs_cancel_unknown", &err);

@@ -13,7 +13,11 @@ use crate::jobs::{finished, jobs};
 fn remote_worker(ctx: &TestContext, args: &[&str]) -> std::process::Command {
     std::fs::create_dir_all(ctx.path("remote")).unwrap();
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"));
-    cmd.arg("worker").args(args).current_dir(ctx.path("remote")).env_remove("TUNELINE_TOKEN").stdout(Stdio::null());
+    cmd.arg("worker")
+        .args(args)
+        .current_dir(ctx.path("remote"))
+        .env_remove("TUNELINE_TOKEN")
+        .stdout(Stdio::null());
     cmd
 }
 
@@ -25,7 +29,10 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     let (code, out, err) = ctx.run(&["server", "join-token"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with(&format!("tuneline worker --server {url} --join tlj1.")), "the running server's own URL: {out}");
+    assert!(
+        out.starts_with(&format!("tuneline worker --server {url} --join tlj1.")),
+        "the running server's own URL: {out}"
+    );
     let join = out.split_whitespace().last().unwrap().to_string();
 
     let worker = remote_worker(&ctx, &["--server", &url, "--join", &join, "--cache-dir", "cache"])
@@ -34,7 +41,11 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
         .map(Killed)
         .unwrap();
     // The CLI on the server's machine pins the certificate in .tuneline/control by itself.
-    let (code, _, err) = jobs(&ctx, &url, &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"]);
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"],
+    );
     assert_eq!(code, 0, "{err}");
     let done = finished(&ctx, &url, 1);
     assert_eq!(done["state"], "succeeded", "{done}");
@@ -42,7 +53,10 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
 
     // Another certificate's fingerprint: refused at once, with the reason.
     let forged = format!("{}.{}", join.rsplit_once('.').unwrap().0, "00".repeat(32));
-    let out = remote_worker(&ctx, &["--server", &url, "--join", &forged]).stderr(Stdio::piped()).output().unwrap();
+    let out = remote_worker(&ctx, &["--server", &url, "--join", &forged])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("not the sha256:0000") && err.contains("the join token pins"), "{err}");
@@ -59,12 +73,18 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
 #[test]
 fn a_bad_join_token_or_plain_http_past_loopback_is_refused_before_connecting() {
     let ctx = TestContext::new();
-    let (code, _, err) = ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "not-a-token"]);
+    let (code, _, err) =
+        ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "not-a-token"]);
     assert_eq!(code, 2);
     assert!(err.contains("--join: not a join token"), "{err}");
-    let (code, _, err) = ctx.run(&["worker", "--server", "http://10.0.0.1:8470", "--join", "tlj1.ab"]);
+    let (code, _, err) =
+        ctx.run(&["worker", "--server", "http://10.0.0.1:8470", "--join", "tlj1.ab"]);
     assert_eq!(code, 2);
-    assert!(err.contains("plain HTTP past loopback sends tokens in clear") && err.contains("--insecure-http"), "{err}");
+    assert!(
+        err.contains("plain HTTP past loopback sends tokens in clear")
+            && err.contains("--insecure-http"),
+        "{err}"
+    );
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n[server]\ntls = \"off\"\n");
     let (code, _, err) = ctx.run(&["server", "--listen", "0.0.0.0:0"]);
     assert_eq!(code, 1);

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use crate::common::{snapshot, TestContext};
 
-const GUIDE: [&str; 8] = ["plan", "--model", "qwen2.5-7b", "--quant", "4", "--max-seq-length", "4096", "--steps=500"];
+const GUIDE: [&str; 8] =
+    ["plan", "--model", "qwen2.5-7b", "--quant", "4", "--max-seq-length", "4096", "--steps=500"];
 
 fn plan_json(ctx: &TestContext, extra: &[&str]) -> Value {
     let (code, out, err) = ctx.run(&[&GUIDE[..], &["--json"], extra].concat());
@@ -19,18 +20,35 @@ fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
     let (code, out, err) = ctx.run(&GUIDE);
     assert_eq!(code, 0, "{err}");
     snapshot(&ctx, "plan_guide_qlora", &out);
-    for shown in ["qwen2.5-7b (7.62B parameters), QLoRA 4-bit", "save_steps", "$/M tok", "lowest ETH: ", "cheapest job: ", "older than 180 days"] {
+    for shown in [
+        "qwen2.5-7b (7.62B parameters), QLoRA 4-bit",
+        "save_steps",
+        "$/M tok",
+        "lowest ETH: ",
+        "cheapest job: ",
+        "older than 180 days",
+    ] {
         assert!(out.contains(shown), "{shown}: {out}");
     }
     let plan = plan_json(&ctx, &[]);
     let ranked = plan["plan"]["ranked"].as_array().unwrap();
     let total: Vec<f64> = ranked.iter().map(|e| e["total_cost"].as_f64().unwrap()).collect();
-    assert!(total.len() >= 5 && total.windows(2).all(|w| w[0] <= w[1]), "the first does the job for the least: {total:?}");
+    assert!(
+        total.len() >= 5 && total.windows(2).all(|w| w[0] <= w[1]),
+        "the first does the job for the least: {total:?}"
+    );
     let tokens = plan["job"]["tokens"].as_f64().unwrap();
     for e in ranked {
         assert_ne!(e["fit"], "no-fit");
-        assert_eq!(e["market"] == "spot", e["save_steps"].is_u64(), "spot offers get a checkpoint interval: {e}");
-        assert!(e["wall_h"].as_f64().unwrap() <= 72.0, "every ranked offer meets the default 3-day deadline: {e}");
+        assert_eq!(
+            e["market"] == "spot",
+            e["save_steps"].is_u64(),
+            "spot offers get a checkpoint interval: {e}"
+        );
+        assert!(
+            e["wall_h"].as_f64().unwrap() <= 72.0,
+            "every ranked offer meets the default 3-day deadline: {e}"
+        );
         let per_m = e["total_cost"].as_f64().unwrap() / (tokens / 1e6);
         assert!((e["usd_per_m_tokens"].as_f64().unwrap() - per_m).abs() < 1e-9, "{e}");
     }
@@ -38,21 +56,37 @@ fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
     // hour) is low, but it takes two weeks and costs the most, past the deadline.
     let small = plan_json(&ctx, &["--batch", "1"]);
     let excluded = small["plan"]["excluded"].as_array().unwrap();
-    let slow = excluded.iter().find(|x| x["cause"] == "deadline" && x["market"] == "spot").expect("a spot offer past the deadline");
-    assert!(slow["offer"].as_str().unwrap().contains("c3-highcpu-22") && slow["reason"].as_str().unwrap().contains("past the 72 h deadline"), "{slow}");
+    let slow = excluded
+        .iter()
+        .find(|x| x["cause"] == "deadline" && x["market"] == "spot")
+        .expect("a spot offer past the deadline");
+    assert!(
+        slow["offer"].as_str().unwrap().contains("c3-highcpu-22")
+            && slow["reason"].as_str().unwrap().contains("past the 72 h deadline"),
+        "{slow}"
+    );
     let first = &small["plan"]["ranked"][0];
     let cheapest = first["total_cost"].as_f64().unwrap();
     ctx.write("tuneline.toml", "[cost]\ndeadline = \"60d\"\n");
     let relaxed = plan_json(&ctx, &["--batch", "1"]);
-    let cpu = relaxed["plan"]["ranked"].as_array().unwrap().iter().find(|e| e["offer"] == slow["offer"] && e["market"] == slow["market"]).cloned();
+    let cpu = relaxed["plan"]["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["offer"] == slow["offer"] && e["market"] == slow["market"])
+        .cloned();
     let cpu = cpu.expect("a longer deadline ranks it");
     assert!(
-        cpu["total_cost"].as_f64().unwrap() > cheapest * 10.0 && cpu["eth"].as_f64().unwrap() < first["eth"].as_f64().unwrap(),
+        cpu["total_cost"].as_f64().unwrap() > cheapest * 10.0
+            && cpu["eth"].as_f64().unwrap() < first["eth"].as_f64().unwrap(),
         "and it ranks far below: {cpu}"
     );
     ctx.write("tuneline.toml", "");
     let excluded = plan["plan"]["excluded"].as_array().unwrap();
-    assert!(excluded.iter().any(|x| x["offer"] == "aws/g4dn.xlarge/us-east-1"), "a 16 GB T4 cannot hold it");
+    assert!(
+        excluded.iter().any(|x| x["offer"] == "aws/g4dn.xlarge/us-east-1"),
+        "a 16 GB T4 cannot hold it"
+    );
 }
 
 #[test]
@@ -60,13 +94,35 @@ fn phases_follow_the_decision_matrix() {
     let ctx = TestContext::new();
     let validation = plan_json(&ctx, &["--phase", "validation"]);
     let ranked = validation["plan"]["ranked"].as_array().unwrap();
-    assert!(!ranked.is_empty() && ranked.iter().all(|e| e["market"] == "on-demand" && !e["hardware"].as_str().unwrap().contains("vCPU")));
-    let (code, out, err) =
-        ctx.run(&["plan", "--model", "smollm2-135m", "--steps", "100", "--max-seq-length", "256", "--batch", "1", "--phase", "delivery", "--json"]);
+    assert!(
+        !ranked.is_empty()
+            && ranked
+                .iter()
+                .all(|e| e["market"] == "on-demand"
+                    && !e["hardware"].as_str().unwrap().contains("vCPU"))
+    );
+    let (code, out, err) = ctx.run(&[
+        "plan",
+        "--model",
+        "smollm2-135m",
+        "--steps",
+        "100",
+        "--max-seq-length",
+        "256",
+        "--batch",
+        "1",
+        "--phase",
+        "delivery",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let delivery: Value = serde_json::from_str(&out).unwrap();
     let ranked = delivery["plan"]["ranked"].as_array().unwrap();
-    assert!(!ranked.is_empty() && ranked.iter().all(|e| e["hardware"].as_str().unwrap().ends_with("vCPU")), "{ranked:?}");
+    assert!(
+        !ranked.is_empty()
+            && ranked.iter().all(|e| e["hardware"].as_str().unwrap().ends_with("vCPU")),
+        "{ranked:?}"
+    );
 }
 
 #[test]
@@ -80,7 +136,12 @@ fn offers_away_from_the_data_pay_egress_and_user_offers_join() {
     ctx.write("tuneline.toml", "[cost]\ncatalog = \"offers.toml\"\ndata_region = \"gcp/us-central1\"\n[cost.buy]\ngpu = \"RTX 4090\"\n");
     let plan = plan_json(&ctx, &[]);
     let ranked = plan["plan"]["ranked"].as_array().unwrap();
-    let find = |id: &str| ranked.iter().find(|e| e["offer"] == id && e["market"] == "on-demand").unwrap_or_else(|| panic!("{id}"));
+    let find = |id: &str| {
+        ranked
+            .iter()
+            .find(|e| e["offer"] == id && e["market"] == "on-demand")
+            .unwrap_or_else(|| panic!("{id}"))
+    };
     assert_eq!(ranked[0]["offer"], "mycloud/box/gcp-next-door");
     assert!(ranked[0]["stale_days"].is_null());
     assert_eq!(find("gcp/a2-highgpu-1g/us-central1")["egress_cost"], 0.0);
@@ -109,7 +170,10 @@ fn bad_requests_and_catalogs_are_named() {
         "[[offer]]\nid = \"cheap-box\"\nprovider = \"x\"\nregion = \"y\"\ninstance = \"z\"\ngpu = \"A10\"\nspot_per_hour = -1\n\
          interruption = \"5-10%\"\nstorage_per_gb_month = 0.02\negress_per_gb = 0.01\nas_of = \"2026-11-01\"\n",
     );
-    ctx.write("tuneline.toml", "[cost]\ncatalog = \"offers.toml\"\n[lora]\ntarget_modules = [\"qkv_proj\"]\n");
+    ctx.write(
+        "tuneline.toml",
+        "[cost]\ncatalog = \"offers.toml\"\n[lora]\ntarget_modules = [\"qkv_proj\"]\n",
+    );
     let (code, _, err) = ctx.run(&GUIDE);
     assert_eq!(code, 2);
     assert!(err.contains("offers.toml:1: cheap-box: on_demand_per_hour: missing"), "{err}");
@@ -117,7 +181,10 @@ fn bad_requests_and_catalogs_are_named() {
     ctx.write("tuneline.toml", "[lora]\ntarget_modules = [\"qkv_proj\"]\n");
     let (code, _, err) = ctx.run(&GUIDE);
     assert_eq!(code, 2);
-    assert!(err.contains("`qkv_proj` is not a module of the model; it has q_proj, k_proj"), "{err}");
+    assert!(
+        err.contains("`qkv_proj` is not a module of the model; it has q_proj, k_proj"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -136,7 +203,12 @@ fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() 
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
     // SmolLM2 on a V100 finishes 3 steps long before a preemption is due: one checkpoint, at the end.
-    assert!(err.contains("save_steps = \"auto\": every 3 steps (Young/Daly for aws/p3.2xlarge/us-east-1 spot"), "{err}");
+    assert!(
+        err.contains(
+            "save_steps = \"auto\": every 3 steps (Young/Daly for aws/p3.2xlarge/us-east-1 spot"
+        ),
+        "{err}"
+    );
 }
 
 /// `plan --refresh` reads EC2's spot prices from moto and Lambda's from a
@@ -144,8 +216,10 @@ fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() 
 #[test]
 fn refresh_reads_each_clouds_prices_into_a_dated_file_that_the_plan_then_uses() {
     let ctx = TestContext::new();
-    let lambda =
-        tuneline_testkit::Contract::serve(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuneline-providers/tests/contracts/lambda-prices.json"));
+    let lambda = tuneline_testkit::Contract::serve(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tuneline-providers/tests/contracts/lambda-prices.json"),
+    );
     ctx.write(
         "tuneline.toml",
         format!(
@@ -157,7 +231,9 @@ fn refresh_reads_each_clouds_prices_into_a_dated_file_that_the_plan_then_uses() 
     );
     // One sequence per micro-batch: the 24 GB cards hold the job.
     let mut cmd = ctx.cmd(&[&GUIDE[..], &["--batch", "1", "--refresh", "--json"]].concat());
-    cmd.env("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST").env("AWS_SECRET_ACCESS_KEY", "moto-takes-any").env("LAMBDA_API_KEY", "lambda-test-key");
+    cmd.env("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST")
+        .env("AWS_SECRET_ACCESS_KEY", "moto-takes-any")
+        .env("LAMBDA_API_KEY", "lambda-test-key");
     let (code, out, err) = crate::common::output(cmd);
     assert_eq!(code, 0, "{err}");
     lambda.finish();
@@ -165,20 +241,40 @@ fn refresh_reads_each_clouds_prices_into_a_dated_file_that_the_plan_then_uses() 
     let file = format!(".tuneline/prices/{today}.toml");
     assert!(err.contains(&format!("refreshed 3 price(s) into {file}:")), "{err}");
     assert!(err.contains("lambda/gpu_1x_a10/us-east-1: on demand $0.7500/h (was $"), "{err}");
-    assert!(err.contains("aws/g5.xlarge/us-east-1: spot $") && err.contains("(EC2 DescribeSpotPriceHistory, "), "{err}");
-    let prices: toml::Value = toml::from_str(&std::fs::read_to_string(ctx.path(&file)).unwrap()).unwrap();
+    assert!(
+        err.contains("aws/g5.xlarge/us-east-1: spot $")
+            && err.contains("(EC2 DescribeSpotPriceHistory, "),
+        "{err}"
+    );
+    let prices: toml::Value =
+        toml::from_str(&std::fs::read_to_string(ctx.path(&file)).unwrap()).unwrap();
     let prices = prices["price"].as_array().unwrap();
-    let price = |id: &str| prices.iter().find(|p| p["id"].as_str() == Some(id)).unwrap_or_else(|| panic!("{id} in {prices:?}")).clone();
+    let price = |id: &str| {
+        prices
+            .iter()
+            .find(|p| p["id"].as_str() == Some(id))
+            .unwrap_or_else(|| panic!("{id} in {prices:?}"))
+            .clone()
+    };
     let g5 = price("aws/g5.xlarge/us-east-1");
     let spot = g5["spot_per_hour"].as_float().unwrap();
-    assert!(spot > 0.0 && g5.get("on_demand_per_hour").is_none(), "EC2 gives spot prices only: {g5}");
+    assert!(
+        spot > 0.0 && g5.get("on_demand_per_hour").is_none(),
+        "EC2 gives spot prices only: {g5}"
+    );
     assert_eq!(price("lambda/gpu_1x_a10/us-east-1")["on_demand_per_hour"].as_float(), Some(0.75));
     // The plan that follows prices the offers at what was read, dated today (not stale).
     let plan: Value = serde_json::from_str(&out).unwrap();
     let all: Vec<&Value> = plan["plan"]["ranked"].as_array().unwrap().iter().collect();
-    let a10 = all.iter().find(|e| e["offer"] == "lambda/gpu_1x_a10/us-east-1").map(|e| (e["price_per_hour"].as_f64(), e["stale_days"].is_null()));
+    let a10 = all
+        .iter()
+        .find(|e| e["offer"] == "lambda/gpu_1x_a10/us-east-1")
+        .map(|e| (e["price_per_hour"].as_f64(), e["stale_days"].is_null()));
     assert_eq!(a10, Some((Some(0.75), true)), "{all:?}");
-    let g5 = all.iter().find(|e| e["offer"] == "aws/g5.xlarge/us-east-1" && e["market"] == "spot").map(|e| e["price_per_hour"].as_f64());
+    let g5 = all
+        .iter()
+        .find(|e| e["offer"] == "aws/g5.xlarge/us-east-1" && e["market"] == "spot")
+        .map(|e| e["price_per_hour"].as_f64());
     assert_eq!(g5, Some(Some(spot)));
     // Without a cloud to ask, refresh says what to configure.
     ctx.write("tuneline.toml", "");

@@ -26,12 +26,27 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
     assert!(out.contains("on 2 held-out samples:"), "{out}");
     let loss = out.lines().find(|l| l.starts_with("loss ")).unwrap_or_else(|| panic!("{out}"));
     let losses: Vec<f64> = loss.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    assert!(losses.len() == 2 && losses[1] < losses[0], "the tuned adapter beats the base on the held-out rows: {loss}");
-    for line in ["exact match %", "ROUGE-L F1", "BLEU", "smoke test passed", "Modelfile: out/support-", "delivered support version"] {
+    assert!(
+        losses.len() == 2 && losses[1] < losses[0],
+        "the tuned adapter beats the base on the held-out rows: {loss}"
+    );
+    for line in [
+        "exact match %",
+        "ROUGE-L F1",
+        "BLEU",
+        "smoke test passed",
+        "Modelfile: out/support-",
+        "delivered support version",
+    ] {
         assert!(out.contains(line), "{line} missing: {out}");
     }
     let gguf = out.split("-> ").nth(1).and_then(|s| s.split(' ').next()).unwrap();
-    assert!(gguf.starts_with("out/support-") && gguf.ends_with("/support.q8_0.gguf") && ctx.path(gguf).is_file(), "{out}");
+    assert!(
+        gguf.starts_with("out/support-")
+            && gguf.ends_with("/support.q8_0.gguf")
+            && ctx.path(gguf).is_file(),
+        "{out}"
+    );
     let figures = regex::Regex::new(r"[+-]?\d+\.\d+").unwrap();
     snapshot(&ctx, "run", &figures.replace_all(&out, "[N]"));
 
@@ -40,25 +55,63 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
     let (train, deliver) = (db.segments(Some(1)).unwrap(), db.segments(Some(2)).unwrap());
     assert_eq!(db.get(2).unwrap().spec.kind().as_str(), "deliver");
     // The job names the base model by the store artifact `tuneline run` committed, not by a path here.
-    let tuneline_api::JobSpec::Train(spec) = db.get(1).unwrap().spec else { panic!("job 1 trains") };
-    assert!(spec.config.contains("path = \"store:models/base/SmolLM2-135M-Instruct.Q4_1/"), "{}", spec.config);
-    assert!(train.iter().all(|s| s.class == WorkerClass::Gpu) && deliver.iter().all(|s| s.class == WorkerClass::Cpu), "{train:?}\n{deliver:?}");
-    let gpu_gone = train.iter().map(|s| db.worker(s.worker).unwrap().ended_at.expect("the GPU worker was released")).fold(0.0, f64::max);
-    assert!(gpu_gone <= deliver[0].started_at, "no GPU billed during delivery: gone at {gpu_gone}, delivery from {}", deliver[0].started_at);
-    let delivery = out.lines().find(|l| l.trim_start().starts_with("delivery ")).unwrap_or_else(|| panic!("{out}"));
+    let tuneline_api::JobSpec::Train(spec) = db.get(1).unwrap().spec else {
+        panic!("job 1 trains")
+    };
+    assert!(
+        spec.config.contains("path = \"store:models/base/SmolLM2-135M-Instruct.Q4_1/"),
+        "{}",
+        spec.config
+    );
+    assert!(
+        train.iter().all(|s| s.class == WorkerClass::Gpu)
+            && deliver.iter().all(|s| s.class == WorkerClass::Cpu),
+        "{train:?}\n{deliver:?}"
+    );
+    let gpu_gone = train
+        .iter()
+        .map(|s| db.worker(s.worker).unwrap().ended_at.expect("the GPU worker was released"))
+        .fold(0.0, f64::max);
+    assert!(
+        gpu_gone <= deliver[0].started_at,
+        "no GPU billed during delivery: gone at {gpu_gone}, delivery from {}",
+        deliver[0].started_at
+    );
+    let delivery = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("delivery "))
+        .unwrap_or_else(|| panic!("{out}"));
     let hours = delivery.split(['(', ' ']).filter_map(|w| w.parse::<f64>().ok()).next().unwrap();
     let ended = deliver.iter().map(|s| s.ended_at.unwrap() - s.started_at).sum::<f64>() / 3600.0;
-    assert!((hours - ended).abs() < 1e-4 && hours > 0.0, "the report's CPU hours are the delivery's segments: {delivery}");
+    assert!(
+        (hours - ended).abs() < 1e-4 && hours > 0.0,
+        "the report's CPU hours are the delivery's segments: {delivery}"
+    );
 
     // The CPU worker shares only the store and the API with the server: the card's bill came from the server's ledger.
-    let card = std::fs::read_to_string(ctx.path(&format!("{}/README.md", gguf.rsplit_once('/').unwrap().0))).unwrap();
+    let card = std::fs::read_to_string(
+        ctx.path(&format!("{}/README.md", gguf.rsplit_once('/').unwrap().0)),
+    )
+    .unwrap();
     assert!(card.contains("- effective training hour cost (ETH): $"), "{card}");
 
     let (code, again, err) = ctx.run(&["run"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("continuing train job 1 (succeeded, 0 attempts used)"), "the second run reuses the job: {err}");
-    assert!(err.contains("continuing deliver job 2 (succeeded, 0 attempts used)"), "and the delivery: {err}");
-    assert!(again.starts_with("dataset support@") && again.lines().next().unwrap().contains("is up to date; nothing to do"), "{again}");
-    let report = |text: &str| figures.replace_all(text, "[N]").lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert!(
+        err.contains("continuing train job 1 (succeeded, 0 attempts used)"),
+        "the second run reuses the job: {err}"
+    );
+    assert!(
+        err.contains("continuing deliver job 2 (succeeded, 0 attempts used)"),
+        "and the delivery: {err}"
+    );
+    assert!(
+        again.starts_with("dataset support@")
+            && again.lines().next().unwrap().contains("is up to date; nothing to do"),
+        "{again}"
+    );
+    let report = |text: &str| {
+        figures.replace_all(text, "[N]").lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
     assert_eq!(report(&again), report(&out), "the same report again");
 }

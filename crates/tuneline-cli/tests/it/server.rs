@@ -21,13 +21,27 @@ fn the_api_is_what_its_openapi_document_says() {
     let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
     ctx.write("schemathesis.toml", "[checks.positive_data_acceptance]\nexpected-statuses = [\"2xx\", \"401\", \"403\", \"404\", \"409\", \"422\"]\n");
     let out = std::process::Command::new(tuneline_testkit::schemathesis())
-        .args(["run", &format!("{url}/openapi.json"), "--checks", "all", "--max-examples", "100", "--workers", "2", "--no-color"])
+        .args([
+            "run",
+            &format!("{url}/openapi.json"),
+            "--checks",
+            "all",
+            "--max-examples",
+            "100",
+            "--workers",
+            "2",
+            "--no-color",
+        ])
         .args(["--seed", "1", "-H", &format!("Authorization: Bearer {}", token.trim())])
         .current_dir(ctx.path(""))
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "schemathesis found failures:\n{report}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(report.contains("Tested: 20"), "every operation was exercised:\n{report}");
 }
 
@@ -45,14 +59,20 @@ fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
 #[test]
 fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
     let ctx = TestContext::new();
-    let config = |provider: &str, table: &str| format!("[workers]\nprovider = \"{provider}\"\n[providers.{provider}]\n{table}");
+    let config = |provider: &str, table: &str| {
+        format!("[workers]\nprovider = \"{provider}\"\n[providers.{provider}]\n{table}")
+    };
     let serve = |ctx: &TestContext| ctx.run(&["server", "--listen", "127.0.0.1:0"]);
     ctx.write(
         "tuneline.toml",
         config("runpod", "instance_type = \"NVIDIA GeForce RTX 4090\"\nimage = \"runpod/pytorch\"\nbinary_url = \"https://example.invalid/tuneline\"\n"),
     );
     let (code, _, err) = serve(&ctx);
-    assert_eq!((code, err.trim_end().lines().last()), (2, Some("error: no credentials: set RUNPOD_API_KEY to an API key of the account")), "{err}");
+    assert_eq!(
+        (code, err.trim_end().lines().last()),
+        (2, Some("error: no credentials: set RUNPOD_API_KEY to an API key of the account")),
+        "{err}"
+    );
     ctx.write("tuneline.toml", config("lambda", "instance_type = \"gpu_1x_a10\"\n"));
     let (code, _, err) = output({
         let mut cmd = ctx.cmd(&["server", "--listen", "127.0.0.1:0"]);
@@ -60,14 +80,35 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
         cmd
     });
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("[providers.lambda] binary_url: missing; give a URL the instances can download"), "{err}");
+    assert!(
+        err.contains(
+            "[providers.lambda] binary_url: missing; give a URL the instances can download"
+        ),
+        "{err}"
+    );
     assert!(!err.contains("secret-lambda-key"), "the key is never printed: {err}");
-    ctx.write("tuneline.toml", config("runpod", "instance_type = \"RTX 4090\"\nimage = \"runpod/pytorch\"\ncloud_type = \"CHEAP\"\n"));
+    ctx.write(
+        "tuneline.toml",
+        config(
+            "runpod",
+            "instance_type = \"RTX 4090\"\nimage = \"runpod/pytorch\"\ncloud_type = \"CHEAP\"\n",
+        ),
+    );
     let (code, _, err) = serve(&ctx);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("providers.runpod.cloud_type") && err.contains("expected `SECURE` or `COMMUNITY`"), "{err}");
+    assert!(
+        err.contains("providers.runpod.cloud_type")
+            && err.contains("expected `SECURE` or `COMMUNITY`"),
+        "{err}"
+    );
     // cloud_type is RunPod's alone: on another table it is named as RunPod's, not checked as if it were that table's.
-    ctx.write("tuneline.toml", config("vast", "instance_type = \"RTX 4090\"\nimage = \"vastai/base\"\ncloud_type = \"SECURE\"\n"));
+    ctx.write(
+        "tuneline.toml",
+        config(
+            "vast",
+            "instance_type = \"RTX 4090\"\nimage = \"vastai/base\"\ncloud_type = \"SECURE\"\n",
+        ),
+    );
     let (code, _, err) = serve(&ctx);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("providers.vast.cloud_type: `cloud_type` is a key of [providers.runpod], not of [providers.vast]"), "{err}");
@@ -79,10 +120,13 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
 /// no capacity there, the plane falls back to aws, and the job's events say
 /// why, with each offer's expected cost. SIGTERM ends the plane and its instance.
 #[test]
-fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_across_clouds_with_the_reasons() {
+fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_across_clouds_with_the_reasons(
+) {
     let ctx = TestContext::new();
-    let contracts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuneline-providers/tests/contracts");
-    let lambda = tuneline_testkit::Contract::serve(contracts.join("lambda-full-in-a-ranked-pool.json"));
+    let contracts = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tuneline-providers/tests/contracts");
+    let lambda =
+        tuneline_testkit::Contract::serve(contracts.join("lambda-full-in-a-ranked-pool.json"));
     let moto = tuneline_testkit::moto();
     ctx.write(
         "tuneline.toml",
@@ -97,9 +141,17 @@ fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_ac
             lambda.url()
         ),
     );
-    let env = [("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST"), ("AWS_SECRET_ACCESS_KEY", "moto-takes-any"), ("LAMBDA_API_KEY", "lambda-test-key")];
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDTUNELINETEST"),
+        ("AWS_SECRET_ACCESS_KEY", "moto-takes-any"),
+        ("LAMBDA_API_KEY", "lambda-test-key"),
+    ];
     let (mut plane, url) = server_with(&ctx, &env);
-    let (code, out, err) = jobs(&ctx, &url, &["submit", "--run", "r", "--store", "store", "--", "python3", "-c", "pass"]);
+    let (code, out, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "r", "--store", "store", "--", "python3", "-c", "pass"],
+    );
     assert_eq!(code, 0, "{out}{err}");
 
     let started = Instant::now();
@@ -112,20 +164,40 @@ fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_ac
         assert!(started.elapsed() < Duration::from_secs(60), "nothing launched:\n{log}\n{server}");
         std::thread::sleep(Duration::from_millis(300));
     };
-    assert!(log.contains("gpu_1x_a10 at $0.750/h on lambda has no capacity (") && log.contains("insufficient-capacity"), "{log}");
+    assert!(
+        log.contains("gpu_1x_a10 at $0.750/h on lambda has no capacity (")
+            && log.contains("insufficient-capacity"),
+        "{log}"
+    );
     let launched = log.lines().find(|l| l.contains("launched g5.xlarge")).unwrap();
-    assert!(launched.contains("launched g5.xlarge at $1.006/h on aws as tl"), "the catalog's on-demand price: {launched}");
-    assert!(launched.contains("ranked 2 of 2: expected $") && launched.contains("catalog aws/g5.xlarge/us-east-1, prices as of 2025-"), "{launched}");
+    assert!(
+        launched.contains("launched g5.xlarge at $1.006/h on aws as tl"),
+        "the catalog's on-demand price: {launched}"
+    );
+    assert!(
+        launched.contains("ranked 2 of 2: expected $")
+            && launched.contains("catalog aws/g5.xlarge/us-east-1, prices as of 2025-"),
+        "{launched}"
+    );
     let id = launched.split(" as ").nth(1).unwrap().split(' ').next().unwrap().to_string();
     let state = |name: &str| {
         let instances = tuneline_testkit::moto_instances(moto, "us-east-1").unwrap();
-        instances.into_iter().find(|i| i.tag("tuneline-instance") == Some(name)).map(|i| (i.state, i.instance_type))
+        instances
+            .into_iter()
+            .find(|i| i.tag("tuneline-instance") == Some(name))
+            .map(|i| (i.state, i.instance_type))
     };
     let (running, kind) = state(&id).expect("the instance is in EC2");
-    assert!(["pending", "running"].contains(&running.as_str()) && kind == "g5.xlarge", "{running} {kind}");
+    assert!(
+        ["pending", "running"].contains(&running.as_str()) && kind == "g5.xlarge",
+        "{running} {kind}"
+    );
 
     // SIGTERM, as a service manager stops it: the plane terminates what it launched.
-    let status = std::process::Command::new("kill").args(["-TERM", &plane.0.id().to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &plane.0.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let ended = Instant::now();
     while plane.0.try_wait().unwrap().is_none() {
@@ -138,7 +210,8 @@ fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_ac
 }
 
 #[test]
-fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to_fix_before_anything_launches() {
+fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to_fix_before_anything_launches(
+) {
     let ctx = TestContext::new();
     let config = |aws: &str| {
         format!(
@@ -161,7 +234,10 @@ fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to
     ctx.write("tuneline.toml", config("instance_type = \"g5.xlarge\"\n"));
     let (code, _, err) = serve(&ctx);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("[workers] providers: none of aws names a delivery_instance_type"), "{err}");
+    assert!(
+        err.contains("[workers] providers: none of aws names a delivery_instance_type"),
+        "{err}"
+    );
 
     // Validation rents only on-demand GPUs: a spot-only pool has nothing left, and says why.
     ctx.write(

@@ -16,7 +16,10 @@ fn push_ls_pull_verify_round_trip() {
     let (code, out, err) = ctx.run(&["store", "push", "ckpt", "runs/r1/checkpoints/10"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("committed runs/r1/checkpoints/10: 2 files"), "{out}");
-    assert!(ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").is_file(), "the default store is ./.tuneline/store");
+    assert!(
+        ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").is_file(),
+        "the default store is ./.tuneline/store"
+    );
 
     let (_, out, _) = ctx.run(&["store", "ls"]);
     snapshot(&ctx, "store_ls", &out);
@@ -27,8 +30,14 @@ fn push_ls_pull_verify_round_trip() {
 
     let (code, _, err) = ctx.run(&["store", "pull", "runs/r1/checkpoints/10", "cache"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(files_under(&ctx.path("cache")), ["adapter_model.safetensors", "trainer_state.json"]);
-    assert_eq!(std::fs::read(ctx.path("cache/adapter_model.safetensors")).unwrap(), vec![7u8; 300_000]);
+    assert_eq!(
+        files_under(&ctx.path("cache")),
+        ["adapter_model.safetensors", "trainer_state.json"]
+    );
+    assert_eq!(
+        std::fs::read(ctx.path("cache/adapter_model.safetensors")).unwrap(),
+        vec![7u8; 300_000]
+    );
     let (_, json, _) = ctx.run(&["--json", "store", "pull", "runs/r1/checkpoints/10", "cache"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["report"]["bytes_transferred"], 0, "a second pull transfers nothing: {v}");
@@ -43,7 +52,8 @@ fn verify_names_each_corrupt_or_missing_file_and_exits_3() {
     let ctx = project();
     ctx.run(&["store", "push", "ckpt", "models/m/v1"]);
     ctx.write(".tuneline/store/models/m/v1/trainer_state.json", "{\"global_step\": 99}");
-    std::fs::remove_file(ctx.path(".tuneline/store/models/m/v1/adapter_model.safetensors")).unwrap();
+    std::fs::remove_file(ctx.path(".tuneline/store/models/m/v1/adapter_model.safetensors"))
+        .unwrap();
     let (code, out, err) = ctx.run(&["store", "verify", "models"]);
     assert_eq!(code, 3, "{out}{err}");
     assert!(out.contains("CORRUPT  models/m/v1/adapter_model.safetensors: missing"), "{out}");
@@ -51,7 +61,10 @@ fn verify_names_each_corrupt_or_missing_file_and_exits_3() {
     assert!(err.contains("2 file(s) corrupt or missing under `models`"), "{err}");
 
     let (_, out, err) = ctx.run(&["store", "ls"]);
-    assert!(out.contains("no committed artifacts"), "a commit with a missing file is not listed: {out}");
+    assert!(
+        out.contains("no committed artifacts"),
+        "a commit with a missing file is not listed: {out}"
+    );
     assert!(err.contains("warning: models/m/v1 is committed but 1 file(s) missing"), "{err}");
 }
 
@@ -67,16 +80,27 @@ fn gc_dry_run_lists_and_gc_removes_per_save_total_limit() {
     let (code, out, _) = ctx.run(&["store", "gc", "--dry-run", "--older-than", "0s"]);
     assert_eq!(code, 0);
     assert!(out.contains("would remove runs/r1/checkpoints/10/  (past save_total_limit"), "{out}");
-    assert!(out.contains("would remove runs/r1/checkpoints/30/partial.bin  (never committed"), "{out}");
+    assert!(
+        out.contains("would remove runs/r1/checkpoints/30/partial.bin  (never committed"),
+        "{out}"
+    );
     assert!(out.contains("would remove 2 item(s)"), "{out}");
-    assert!(ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").exists(), "a dry run removes nothing");
+    assert!(
+        ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").exists(),
+        "a dry run removes nothing"
+    );
 
     let (code, _, _) = ctx.run(&["store", "gc", "--older-than", "0s"]);
     assert_eq!(code, 0);
     let left = files_under(&ctx.path(".tuneline/store/runs"));
     assert_eq!(
         left,
-        ["r1/checkpoints/20/COMMIT.json", "r1/checkpoints/20/adapter_model.safetensors", "r1/checkpoints/20/trainer_state.json", "r1/metrics.jsonl",]
+        [
+            "r1/checkpoints/20/COMMIT.json",
+            "r1/checkpoints/20/adapter_model.safetensors",
+            "r1/checkpoints/20/trainer_state.json",
+            "r1/metrics.jsonl",
+        ]
     );
 }
 
@@ -84,10 +108,19 @@ fn gc_dry_run_lists_and_gc_removes_per_save_total_limit() {
 fn bad_input_is_one_line_and_writes_nothing() {
     let ctx = project();
     for (args, needle) in [
-        (&["--store", "gs://bucket", "store", "ls"][..], "error: bad store URL `gs://bucket`: unknown scheme"),
-        (&["store", "push", "ckpt", "runs/../../etc"], "error: bad store path `runs/../../etc`: `..` would escape"),
+        (
+            &["--store", "gs://bucket", "store", "ls"][..],
+            "error: bad store URL `gs://bucket`: unknown scheme",
+        ),
+        (
+            &["store", "push", "ckpt", "runs/../../etc"],
+            "error: bad store path `runs/../../etc`: `..` would escape",
+        ),
         (&["store", "push", "no-such-dir", "models/x/v1"], "error: no-such-dir: No such file"),
-        (&["store", "pull", "models/none/v1", "out"], "error: no committed artifact at `models/none/v1`"),
+        (
+            &["store", "pull", "models/none/v1", "out"],
+            "error: no committed artifact at `models/none/v1`",
+        ),
     ] {
         let (code, _, err) = ctx.run(args);
         assert_eq!(code, 2, "{args:?}: {err}");

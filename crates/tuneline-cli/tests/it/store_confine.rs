@@ -25,12 +25,25 @@ fn commit_listing(path: &str) -> TestContext {
 
 #[test]
 fn a_commit_naming_a_path_outside_the_destination_writes_nothing() {
-    for trick in ["{root}victim/t.txt", "../victim/t.txt", "dest/../../victim/t.txt", "..\\victim\\t.txt", "C:/victim/t.txt", "a\0b", "./t.txt", "a//t.txt"] {
+    for trick in [
+        "{root}victim/t.txt",
+        "../victim/t.txt",
+        "dest/../../victim/t.txt",
+        "..\\victim\\t.txt",
+        "C:/victim/t.txt",
+        "a\0b",
+        "./t.txt",
+        "a//t.txt",
+    ] {
         let ctx = commit_listing(trick);
         let (code, out, err) = ctx.run(&["store", "pull", "evil", "dest"]);
         assert_ne!(code, 0, "{trick:?} was pulled: {out}");
         assert!(err.contains("unsafe path") && err.contains("files[0].path"), "{trick:?}: {err}");
-        assert_eq!(std::fs::read_to_string(ctx.path("victim/t.txt")).unwrap(), "precious", "{trick:?} touched the victim");
+        assert_eq!(
+            std::fs::read_to_string(ctx.path("victim/t.txt")).unwrap(),
+            "precious",
+            "{trick:?} touched the victim"
+        );
         assert!(files_under(&ctx.path("dest")).is_empty(), "{trick:?} wrote into dest");
     }
 }

@@ -31,7 +31,11 @@ fn the_real_model_round_trips_through_s3() {
     let g = tuneline_testkit::garage();
     let ctx = s3_project(&g.endpoint);
     std::fs::create_dir(ctx.path("model")).unwrap();
-    std::os::unix::fs::symlink(tuneline_testkit::smollm2_gguf(), ctx.path("model/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    std::os::unix::fs::symlink(
+        tuneline_testkit::smollm2_gguf(),
+        ctx.path("model/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    )
+    .unwrap();
     ctx.write("model/README.md", "SmolLM2-135M-Instruct, Q4_1\n");
     let run = |args: &[&str]| with_keys(&ctx, args, &g.key_id, &g.secret);
 
@@ -44,7 +48,10 @@ fn the_real_model_round_trips_through_s3() {
     let (code, _, err) = run(&["store", "pull", "models/smollm2/q4_1", "cache"]);
     assert_eq!(code, 0, "{err}");
     let original = std::fs::read(tuneline_testkit::smollm2_gguf()).unwrap();
-    assert!(std::fs::read(ctx.path("cache/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap() == original, "the model differs after the round trip");
+    assert!(
+        std::fs::read(ctx.path("cache/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap() == original,
+        "the model differs after the round trip"
+    );
     let (_, json, _) = run(&["--json", "store", "pull", "models/smollm2/q4_1", "cache"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["report"]["bytes_transferred"], 0, "{v}");
@@ -57,7 +64,8 @@ fn wrong_credentials_say_access_denied_in_one_line() {
     let g = tuneline_testkit::garage();
     let ctx = s3_project(&g.endpoint);
     ctx.write("d/a.txt", "a");
-    let (code, _, err) = with_keys(&ctx, &["store", "push", "d", "models/x/v1"], &g.key_id, "wrong-secret");
+    let (code, _, err) =
+        with_keys(&ctx, &["store", "push", "d", "models/x/v1"], &g.key_id, "wrong-secret");
     assert_eq!(code, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: access denied by s3://"), "{err}");
@@ -83,7 +91,10 @@ fn data_prepare_reads_raw_objects_uploaded_with_any_tool() {
     let ctx = s3_project(&g.endpoint);
     crate::data::link_model(&ctx);
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
-    ctx.write("tuneline.toml", format!("{config}[data]\nname = \"support\"\nmax_seq_length = 512\neval_count = 2\n"));
+    ctx.write(
+        "tuneline.toml",
+        format!("{config}[data]\nname = \"support\"\nmax_seq_length = 512\neval_count = 2\n"),
+    );
     // A plain object, put with a bare S3 client rather than through tuneline.
     let raw = g.fresh_url("raw");
     let (bucket, key) = raw.trim_start_matches("s3://").split_once('/').unwrap();
@@ -99,7 +110,9 @@ fn data_prepare_reads_raw_objects_uploaded_with_any_tool() {
         .unwrap();
     let path = object_store::path::Path::from(format!("{key}/tickets.jsonl"));
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(object_store::ObjectStoreExt::put(&client, &path, crate::data::tickets().into())).unwrap();
+    runtime
+        .block_on(object_store::ObjectStoreExt::put(&client, &path, crate::data::tickets().into()))
+        .unwrap();
     let run = |args: &[&str]| with_keys(&ctx, args, &g.key_id, &g.secret);
 
     let url = format!("{raw}/tickets.jsonl");

@@ -11,7 +11,10 @@ use crate::common::{server, TestContext};
 
 /// The MLflow run that mirrors tuneline run `run`, as the server recorded it.
 fn tracker_run(ctx: &TestContext, run: &str) -> Option<String> {
-    tuneline_control::db::Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().tracker_run(run).unwrap()
+    tuneline_control::db::Db::open(&ctx.path(".tuneline/control/state.db"))
+        .unwrap()
+        .tracker_run(run)
+        .unwrap()
 }
 
 #[test]
@@ -26,7 +29,10 @@ fn a_trained_run_appears_in_mlflow_with_its_params_a_loss_per_step_and_its_check
     let (plane, url) = server(&ctx);
     let (code, out, err) = ctx.run(&["jobs", "--server", &url, "submit", "--train", "--wait"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    let job = tuneline_control::db::Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().get(1).unwrap();
+    let job = tuneline_control::db::Db::open(&ctx.path(".tuneline/control/state.db"))
+        .unwrap()
+        .get(1)
+        .unwrap();
     let run = job.spec.run().to_string();
 
     // The mirror runs every 2 s: wait for the run's end to reach MLflow.
@@ -39,7 +45,10 @@ fn a_trained_run_appears_in_mlflow_with_its_params_a_loss_per_step_and_its_check
             }
         }
         let log = std::fs::read_to_string(ctx.path("server.log")).unwrap_or_default();
-        assert!(started.elapsed() < Duration::from_secs(60), "the run did not reach MLflow as finished:\n{log}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run did not reach MLflow as finished:\n{log}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     };
     let found = mlflow_get("experiments/get-by-name", &[("experiment_name", &experiment)]);
@@ -51,21 +60,36 @@ fn a_trained_run_appears_in_mlflow_with_its_params_a_loss_per_step_and_its_check
             .cloned()
             .unwrap_or_default()
             .iter()
-            .map(|p| (p["key"].as_str().unwrap().to_string(), p["value"].as_str().unwrap().to_string()))
+            .map(|p| {
+                (p["key"].as_str().unwrap().to_string(), p["value"].as_str().unwrap().to_string())
+            })
             .collect()
     };
     let (params, tags) = (pairs("params"), pairs("tags"));
-    let value =
-        |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("{key} missing: {list:?}"));
+    let value = |list: &[(String, String)], key: &str| {
+        list.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{key} missing: {list:?}"))
+    };
     assert_eq!(value(&params, "lora_r"), "4");
     assert_eq!(value(&params, "max_steps"), "2");
-    assert!(value(&params, "model").starts_with("store:models/base/SmolLM2-135M-Instruct.Q4_1/"), "{params:?}");
+    assert!(
+        value(&params, "model").starts_with("store:models/base/SmolLM2-135M-Instruct.Q4_1/"),
+        "{params:?}"
+    );
     assert!(value(&params, "dataset").starts_with("datasets/support/"), "{params:?}");
     assert_eq!(value(&tags, "tuneline.train.state"), "succeeded");
-    assert!(value(&tags, "tuneline.checkpoint").ends_with(&format!("runs/{run}/checkpoints/2")), "{tags:?}");
+    assert!(
+        value(&tags, "tuneline.checkpoint").ends_with(&format!("runs/{run}/checkpoints/2")),
+        "{tags:?}"
+    );
 
     let history = || {
-        mlflow_get("metrics/get-history", &[("run_id", &id), ("metric_key", "loss"), ("max_results", "1000")])["metrics"]
+        mlflow_get(
+            "metrics/get-history",
+            &[("run_id", &id), ("metric_key", "loss"), ("max_results", "1000")],
+        )["metrics"]
             .as_array()
             .cloned()
             .unwrap_or_default()
@@ -73,8 +97,10 @@ fn a_trained_run_appears_in_mlflow_with_its_params_a_loss_per_step_and_its_check
     let lines = ctx.run(&["jobs", "--server", &url, "logs", "1"]).1;
     let steps: Vec<u64> = history().iter().map(|m| m["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, [1, 2], "one loss point per logged step:\n{lines}");
-    let first = lines.lines().find(|l| l.contains("\"step\":1")).unwrap_or_else(|| panic!("{lines}"));
-    let loss: f64 = serde_json::from_str::<serde_json::Value>(first).unwrap()["loss"].as_f64().unwrap();
+    let first =
+        lines.lines().find(|l| l.contains("\"step\":1")).unwrap_or_else(|| panic!("{lines}"));
+    let loss: f64 =
+        serde_json::from_str::<serde_json::Value>(first).unwrap()["loss"].as_f64().unwrap();
     assert_eq!(history()[0]["value"].as_f64(), Some(loss), "the loss the worker logged");
 
     // A restarted server finds everything mirrored and sends nothing twice.

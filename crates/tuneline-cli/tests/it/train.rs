@@ -33,32 +33,58 @@ fn train_commits_rotated_checkpoints_and_a_rerun_resumes() {
     let ctx = project(4, 2);
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2);
-    assert!(err.contains("no committed dataset `support`") && err.contains("tuneline data prepare"), "{err}");
+    assert!(
+        err.contains("no committed dataset `support`") && err.contains("tuneline data prepare"),
+        "{err}"
+    );
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
 
     let (code, out, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("step 4/4") && err.contains("eval loss"), "{err}");
-    let run = out.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap().to_string();
+    let run =
+        out.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap().to_string();
     assert!(out.contains("complete: 4 steps"), "{out}");
     let (_, listing, _) = ctx.run(&["store", "ls", &format!("runs/{run}")]);
     assert!(listing.contains(&format!("runs/{run}/checkpoints/4")), "{listing}");
-    assert!(!listing.contains(&format!("runs/{run}/checkpoints/2")), "save_total_limit = 1 rotates step 2 away: {listing}");
-    let metrics = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl"))).unwrap();
+    assert!(
+        !listing.contains(&format!("runs/{run}/checkpoints/2")),
+        "save_total_limit = 1 rotates step 2 away: {listing}"
+    );
+    let metrics =
+        std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl")))
+            .unwrap();
     assert_eq!(metrics.lines().count(), 4, "{metrics}");
-    assert!(metrics.lines().all(|l| l.contains("\"loss\"") && l.contains("\"learning_rate\"") && l.contains("\"tokens_per_second\"")));
+    assert!(metrics.lines().all(|l| l.contains("\"loss\"")
+        && l.contains("\"learning_rate\"")
+        && l.contains("\"tokens_per_second\"")));
 
     assert_eq!(ctx.run(&["store", "pull", &format!("runs/{run}/checkpoints/4"), "ckpt"]).0, 0);
-    for file in ["adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors", "trainer_state.json", "scheduler.json"] {
+    for file in [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "optimizer.safetensors",
+        "trainer_state.json",
+        "scheduler.json",
+    ] {
         assert!(ctx.path("ckpt").join(file).exists(), "{file} is in the checkpoint");
     }
     let (code, out, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("complete: 4 steps") && !err.contains("step 1/4"), "a rerun resumes the finished run: {err}");
-    assert!(out.contains("adapter (PEFT) at ") && out.contains(&format!("/runs/{run}/checkpoints/4/")), "{out}");
+    assert!(
+        out.contains("complete: 4 steps") && !err.contains("step 1/4"),
+        "a rerun resumes the finished run: {err}"
+    );
+    assert!(
+        out.contains("adapter (PEFT) at ") && out.contains(&format!("/runs/{run}/checkpoints/4/")),
+        "{out}"
+    );
     let (code, out, err) = ctx.run(&["train", "--max-steps", "1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("complete: 1 steps") && err.contains("step 1/1"), "--max-steps overrides the config: {out}{err}");
+    assert!(
+        out.contains("complete: 1 steps") && err.contains("step 1/1"),
+        "--max-steps overrides the config: {out}{err}"
+    );
 }
 
 #[test]
@@ -67,7 +93,10 @@ fn a_dataset_tokenized_for_another_model_is_refused() {
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     // The same tokenizer exported as a Hugging Face directory hashes differently: strictness errs on the safe side.
     let other = ctx.path("other-model");
-    tuneline_model::ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap().save_hf(&other).unwrap();
+    tuneline_model::ModelTokenizer::load(&tuneline_testkit::smollm2_gguf())
+        .unwrap()
+        .save_hf(&other)
+        .unwrap();
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", format!("[model]\npath = \"other-model\"\n{config}"));
     let (code, _, err) = ctx.run(&["train"]);
@@ -100,8 +129,15 @@ fn sigterm_commits_a_checkpoint_and_exits_preempted() {
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(4), "{seen}{}", rest.join("\n"));
-    let stopped_at: u64 = rest.iter().filter_map(|l| l.strip_prefix("step ")?.split('/').next()?.parse().ok()).next_back().unwrap_or(2);
-    assert!(rest.iter().any(|l| l.contains("stopped on SIGTERM after committing step")), "{rest:?}");
+    let stopped_at: u64 = rest
+        .iter()
+        .filter_map(|l| l.strip_prefix("step ")?.split('/').next()?.parse().ok())
+        .next_back()
+        .unwrap_or(2);
+    assert!(
+        rest.iter().any(|l| l.contains("stopped on SIGTERM after committing step")),
+        "{rest:?}"
+    );
     let (_, listing, _) = ctx.run(&["store", "ls", "runs"]);
     assert!(listing.contains(&format!("/checkpoints/{stopped_at}")), "{listing}");
 }
@@ -133,7 +169,11 @@ fn a_step_that_cannot_finish_within_the_grace_period_is_abandoned() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(4), "{rest:?}");
     // A micro-batch cannot be interrupted: the step is dropped at the next one, far before it would end.
-    assert!(signalled.elapsed() < step / 2, "exited {:?} after SIGTERM; a step takes {step:?}", signalled.elapsed());
+    assert!(
+        signalled.elapsed() < step / 2,
+        "exited {:?} after SIGTERM; a step takes {step:?}",
+        signalled.elapsed()
+    );
     assert!(rest.iter().any(|l| l.contains("abandoned")), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("after committing step 1")), "{rest:?}");
     let (_, listing, _) = ctx.run(&["store", "ls", "runs"]);
@@ -142,13 +182,16 @@ fn a_step_that_cannot_finish_within_the_grace_period_is_abandoned() {
 
 /// Sends SIGTERM to `pid`, as a spot reclaim notice does.
 fn sigterm(pid: u32) {
-    let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let status =
+        std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
     assert!(status.success());
 }
 
 /// The per-step losses in a run's metrics.jsonl, as exact bit patterns.
 fn losses(ctx: &TestContext, run: &str) -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl"))).unwrap();
+    let text =
+        std::fs::read_to_string(ctx.path(&format!(".tuneline/store/runs/{run}/metrics.jsonl")))
+            .unwrap();
     text.lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -186,9 +229,19 @@ fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("complete: 8 steps"), "{out}");
 
-    assert_eq!(losses(&ctx, "killed"), losses(&ctx, "whole"), "every step's logged loss is the same");
+    assert_eq!(
+        losses(&ctx, "killed"),
+        losses(&ctx, "whole"),
+        "every step's logged loss is the same"
+    );
     assert_eq!(losses(&ctx, "whole").len(), 8);
-    let adapter = |run: &str| std::fs::read(ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/8/adapter_model.safetensors"))).unwrap();
+    let adapter =
+        |run: &str| {
+            std::fs::read(ctx.path(&format!(
+                ".tuneline/store/runs/{run}/checkpoints/8/adapter_model.safetensors"
+            )))
+            .unwrap()
+        };
     assert!(adapter("killed") == adapter("whole"), "the final adapter is bit-identical");
 }
 
@@ -198,12 +251,19 @@ fn a_config_over_the_memory_budget_is_refused_before_training() {
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("training.memory_budget: this run is estimated to peak at"), "{err}");
-    assert!(err.contains("over the budget of 512.0 MiB") && err.contains("set model.quantized_base = true"), "{err}");
+    assert!(
+        err.contains("over the budget of 512.0 MiB")
+            && err.contains("set model.quantized_base = true"),
+        "{err}"
+    );
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", config.replace("512 MiB", "lots"));
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2);
-    assert!(err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"), "{err}");
+    assert!(
+        err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"),
+        "{err}"
+    );
 }
 
 /// In a build without the `cuda` feature, asking for a GPU is refused before any work.
@@ -215,6 +275,11 @@ fn a_cuda_device_in_a_build_without_cuda_is_refused_before_training() {
     ctx.write("tuneline.toml", format!("{config}[model]\ndevice = \"cuda:1\"\n"));
     let (code, _, err) = ctx.run(&["train"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("model.device = \"cuda:1\"") && err.contains("built without CUDA") && err.contains("--features cuda"), "{err}");
+    assert!(
+        err.contains("model.device = \"cuda:1\"")
+            && err.contains("built without CUDA")
+            && err.contains("--features cuda"),
+        "{err}"
+    );
     assert!(!err.contains("no committed dataset"), "the device is checked before the data: {err}");
 }

@@ -20,7 +20,11 @@ fn a_worker_started_before_its_server_waits_for_it_until_stopped() {
     let first = lines.next().unwrap();
     let second = lines.next().unwrap();
     assert!(second.contains("retrying in 400ms"), "it backs off: {second}");
-    assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
     assert!(child.wait().unwrap().code().is_some(), "SIGTERM ends the wait and the worker exits");
     let timestamp = regex::Regex::new(r"^\S+\s+").unwrap();
     snapshot(&ctx, "worker_waiting", &timestamp.replace(&first, ""));

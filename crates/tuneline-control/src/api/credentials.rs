@@ -34,9 +34,10 @@ impl Caller {
     /// Refuses (403) a worker acting as another worker.
     pub fn acts_as(self, worker: i64) -> Result<(), Failure> {
         match self {
-            Self::Worker(own) if own != worker => {
-                Err(Failure::new(StatusCode::FORBIDDEN, format!("this token belongs to worker {own}, which cannot act as worker {worker}")))
-            }
+            Self::Worker(own) if own != worker => Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                format!("this token belongs to worker {own}, which cannot act as worker {worker}"),
+            )),
             _ => Ok(()),
         }
     }
@@ -64,14 +65,29 @@ pub fn digest(token: &str) -> String {
 /// as the admin and must carry its CSRF token on anything but a GET) into a
 /// [`Caller`] and lets through only what it may do: 401 for no or a revoked
 /// token, 403 past its rights.
-pub async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Result<Response, Failure> {
+pub async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, Failure> {
     let source = source_of(&request);
     shared.throttle.check(source).map_err(too_many)?;
-    let presented = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
     let Some(token) = presented else {
-        let Some((_, session)) = shared.sessions.of(request.headers()) else { return Err(unauthorized("missing bearer token")) };
-        if request.method() != Method::GET && !super::session::carries_csrf(request.headers(), &session) {
-            return Err(Failure::new(StatusCode::FORBIDDEN, "a dashboard change needs the page's CSRF token in X-CSRF-Token; reload the page"));
+        let Some((_, session)) = shared.sessions.of(request.headers()) else {
+            return Err(unauthorized("missing bearer token"));
+        };
+        if request.method() != Method::GET
+            && !super::session::carries_csrf(request.headers(), &session)
+        {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                "a dashboard change needs the page's CSRF token in X-CSRF-Token; reload the page",
+            ));
         }
         request.extensions_mut().insert(Caller::Admin);
         return Ok(next.run(request).await);
@@ -85,18 +101,29 @@ pub async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, 
             Some(id) => Caller::Worker(id),
             None => {
                 shared.throttle.failed(source);
-                return Err(unauthorized("wrong or revoked bearer token (a worker's token ends with the worker)"));
+                return Err(unauthorized(
+                    "wrong or revoked bearer token (a worker's token ends with the worker)",
+                ));
             }
         }
     };
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().trim_start_matches("/v1").to_string()).unwrap_or_default();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().trim_start_matches("/v1").to_string())
+        .unwrap_or_default();
     if !allowed(caller, request.method(), &route) {
         let who = match caller {
             Caller::Joiner => "a join token only registers a worker".to_string(),
-            Caller::Worker(id) => format!("worker {id}'s token acts only as that worker and reads jobs and the ledger"),
+            Caller::Worker(id) => format!(
+                "worker {id}'s token acts only as that worker and reads jobs and the ledger"
+            ),
             Caller::Admin => unreachable!("the admin token may do everything"),
         };
-        return Err(Failure::new(StatusCode::FORBIDDEN, format!("{} {}: {who}", request.method(), route)));
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            format!("{} {}: {who}", request.method(), route),
+        ));
     }
     request.extensions_mut().insert(caller);
     Ok(next.run(request).await)
@@ -108,8 +135,23 @@ fn allowed(caller: Caller, method: &Method, route: &str) -> bool {
         Caller::Admin => true,
         Caller::Joiner => method == Method::POST && route == "/workers",
         Caller::Worker(_) => match *method {
-            Method::GET => matches!(route, "/jobs" | "/jobs/{id}" | "/jobs/{id}/logs" | "/jobs/{id}/series" | "/ledger" | "/report"),
-            Method::POST => matches!(route, "/workers/{id}/heartbeat" | "/workers/{id}/exit" | "/leases" | "/leases/{job}/start" | "/leases/{job}/release"),
+            Method::GET => matches!(
+                route,
+                "/jobs"
+                    | "/jobs/{id}"
+                    | "/jobs/{id}/logs"
+                    | "/jobs/{id}/series"
+                    | "/ledger"
+                    | "/report"
+            ),
+            Method::POST => matches!(
+                route,
+                "/workers/{id}/heartbeat"
+                    | "/workers/{id}/exit"
+                    | "/leases"
+                    | "/leases/{job}/start"
+                    | "/leases/{job}/release"
+            ),
             _ => false,
         },
     }
@@ -122,7 +164,10 @@ pub(crate) fn source_of(request: &Request) -> Option<std::net::IpAddr> {
 
 /// 429 for a source (or the join secret) past its budget, with when to try again.
 pub(crate) fn too_many(wait_s: u64) -> Failure {
-    Failure::new(StatusCode::TOO_MANY_REQUESTS, format!("too many tries; wait {wait_s} s and check the token"))
+    Failure::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("too many tries; wait {wait_s} s and check the token"),
+    )
 }
 
 fn unauthorized(why: &str) -> Failure {
@@ -148,6 +193,10 @@ mod tests {
         assert!(!allowed(Caller::Worker(1), &Method::POST, "/jobs"), "a worker submits nothing");
         assert!(!allowed(Caller::Worker(1), &Method::POST, "/jobs/{id}/cancel"));
         assert!(!allowed(Caller::Worker(1), &Method::POST, "/workers"));
-        assert!(Caller::Worker(1).acts_as(2).is_err() && Caller::Worker(2).acts_as(2).is_ok() && Caller::Admin.acts_as(2).is_ok());
+        assert!(
+            Caller::Worker(1).acts_as(2).is_err()
+                && Caller::Worker(2).acts_as(2).is_ok()
+                && Caller::Admin.acts_as(2).is_ok()
+        );
     }
 }

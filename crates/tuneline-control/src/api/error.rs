@@ -22,13 +22,19 @@ pub struct Failure {
 impl Failure {
     /// 400: the request is wrong at `field`.
     pub fn bad(field: impl Into<String>, error: impl Into<String>) -> Self {
-        Self { status: StatusCode::BAD_REQUEST, body: ApiError { error: error.into(), field: Some(field.into()) } }
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            body: ApiError { error: error.into(), field: Some(field.into()) },
+        }
     }
 
     /// 422: the request is well-formed, but what `field` names does not fit
     /// (a dataset that is not committed, a config that does not parse).
     pub fn unprocessable(field: impl Into<String>, error: impl Into<String>) -> Self {
-        Self { status: StatusCode::UNPROCESSABLE_ENTITY, body: ApiError { error: error.into(), field: Some(field.into()) } }
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            body: ApiError { error: error.into(), field: Some(field.into()) },
+        }
     }
 
     /// Any status with a message.
@@ -50,7 +56,9 @@ impl From<DbError> for Failure {
             DbError::NotHolder { .. } => StatusCode::FORBIDDEN,
             DbError::Transition { .. } => StatusCode::CONFLICT,
             DbError::Sqlite(_) | DbError::Corrupt(..) => StatusCode::INTERNAL_SERVER_ERROR,
-            DbError::Refused(body) => return Self { status: StatusCode::UNPROCESSABLE_ENTITY, body: body.clone() },
+            DbError::Refused(body) => {
+                return Self { status: StatusCode::UNPROCESSABLE_ENTITY, body: body.clone() }
+            }
         };
         Self::new(status, e.to_string())
     }
@@ -66,8 +74,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = Failure;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes =
-            axum::body::Bytes::from_request(req, state).await.map_err(|e| Failure::new(e.status(), format!("unreadable request body: {}", e.body_text())))?;
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            Failure::new(e.status(), format!("unreadable request body: {}", e.body_text()))
+        })?;
         decode(&bytes).map(Body)
     }
 }
@@ -75,7 +84,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 /// A request body's bytes as `T`, as [`Body`] takes them: a JSON object, integral
 /// floats as integers, a field that does not fit named by its path (400).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
-    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
+    let mut value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| Failure::bad("body", format!("body: {e}")))?;
     if !value.is_object() {
         // serde would take an array as a struct's fields in order.
         return Err(Failure::bad("body", "body: expected a JSON object"));
@@ -91,10 +101,15 @@ fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Fail
     match value {
         Value::Number(n) if n.as_u64().is_some_and(|u| u > i64::MAX as u64) => {
             let field = if path.is_empty() { "body".to_string() } else { path.clone() };
-            Err(Failure::bad(field.clone(), format!("{field}: {n} is past the largest integer the API takes (2^63 - 1)")))
+            Err(Failure::bad(
+                field.clone(),
+                format!("{field}: {n} is past the largest integer the API takes (2^63 - 1)"),
+            ))
         }
         Value::Number(n) => {
-            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+            if let Some(f) =
+                n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15)
+            {
                 *value = Value::from(f as i64);
             }
             Ok(())
@@ -154,8 +169,12 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = Failure;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let params = RawPathParams::from_request_parts(parts, state).await.map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.body_text()))?;
-        let (name, value) = params.iter().next().ok_or_else(|| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "route has no path parameter"))?;
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+        let (name, value) = params.iter().next().ok_or_else(|| {
+            Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "route has no path parameter")
+        })?;
         value.parse().map(PathId).map_err(|_| Failure::bad(name, format!("{name}: `{value}` is not an id; ids are integers, as `tuneline jobs ls` shows them")))
     }
 }

@@ -13,7 +13,9 @@ use super::Shared;
 use crate::db::{Db, Page};
 use crate::report::Bill;
 use tuneline_api::State as JobState;
-use tuneline_api::{bounds, ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE};
+use tuneline_api::{
+    bounds, ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE,
+};
 
 /// Attempts a job gets when the submitter does not say.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -23,8 +25,12 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
     (status = 201, body = Job), (status = 400, description = "names the field at fault", body = ApiError),
     (status = 422, description = "names the field whose dataset, store or config does not fit", body = ApiError),
     (status = 502, description = "the job's store could not be reached to check it", body = ApiError)))]
-pub async fn submit(State(shared): State<Arc<Shared>>, Body(wire): Body<WireSubmit>) -> Result<(StatusCode, Json<Job>), Failure> {
-    let job = JobSubmit::try_from(wire).map_err(|body| Failure { status: StatusCode::BAD_REQUEST, body })?;
+pub async fn submit(
+    State(shared): State<Arc<Shared>>,
+    Body(wire): Body<WireSubmit>,
+) -> Result<(StatusCode, Json<Job>), Failure> {
+    let job = JobSubmit::try_from(wire)
+        .map_err(|body| Failure { status: StatusCode::BAD_REQUEST, body })?;
     shared.check.check(&job).await?;
     let queued = shared.db().submit(&job.spec, job.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))?;
     shared.wake();
@@ -51,24 +57,44 @@ pub struct ListQuery {
 
 /// List jobs, a page at a time: oldest first, or newest first.
 #[utoipa::path(get, path = "/v1/jobs", params(ListQuery), responses((status = 200, body = Vec<Job>), (status = 400, body = ApiError)))]
-pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery>) -> Result<Json<Vec<Job>>, Failure> {
+pub async fn list(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<ListQuery>,
+) -> Result<Json<Vec<Job>>, Failure> {
     let limit = match q.limit {
-        Some(n) if !(1..=JOBS_PAGE as i64).contains(&n) => return Err(Failure::bad("limit", format!("limit: {n} is not between 1 and {JOBS_PAGE}"))),
+        Some(n) if !(1..=JOBS_PAGE as i64).contains(&n) => {
+            return Err(Failure::bad(
+                "limit",
+                format!("limit: {n} is not between 1 and {JOBS_PAGE}"),
+            ))
+        }
         n => n.unwrap_or(JOBS_PAGE as i64) as u32,
     };
-    let page = Page { state: q.state, run: q.run, after: q.after, limit: Some(limit), newest_first: q.newest_first };
+    let page = Page {
+        state: q.state,
+        run: q.run,
+        after: q.after,
+        limit: Some(limit),
+        newest_first: q.newest_first,
+    };
     Ok(Json(shared.db().page(&page)?))
 }
 
 /// One job.
 #[utoipa::path(get, path = "/v1/jobs/{id}", params(("id" = i64, Path, description = "the job's id")), responses((status = 200, body = Job), (status = 404, body = ApiError)))]
-pub async fn get(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<Json<Job>, Failure> {
+pub async fn get(
+    State(shared): State<Arc<Shared>>,
+    PathId(id): PathId,
+) -> Result<Json<Job>, Failure> {
     Ok(Json(shared.db().get(id)?))
 }
 
 /// Cancel a job; a running one's worker stops it at its next heartbeat.
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", params(("id" = i64, Path, description = "the job's id")), responses((status = 200, body = Job), (status = 409, body = ApiError)))]
-pub async fn cancel(State(shared): State<Arc<Shared>>, PathId(id): PathId) -> Result<Json<Job>, Failure> {
+pub async fn cancel(
+    State(shared): State<Arc<Shared>>,
+    PathId(id): PathId,
+) -> Result<Json<Job>, Failure> {
     Ok(Json(shared.db().cancel(id)?))
 }
 
@@ -89,7 +115,11 @@ pub struct LogsQuery {
 
 /// A job's log and metric lines, readable while it runs.
 #[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "the job's id"), LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
-pub async fn logs(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(q): Params<LogsQuery>) -> Result<Json<Vec<LogLine>>, Failure> {
+pub async fn logs(
+    State(shared): State<Arc<Shared>>,
+    PathId(id): PathId,
+    Params(q): Params<LogsQuery>,
+) -> Result<Json<Vec<LogLine>>, Failure> {
     let limit = match q.limit {
         Some(n) if n < 0 => return Err(Failure::bad("limit", "limit: must be at least 0")),
         n => n.unwrap_or(1000).min(10_000) as u32,
@@ -115,9 +145,15 @@ const MAX_POINTS: i64 = 10_000;
 
 /// A job's loss and eval loss against step and time, downsampled for drawing.
 #[utoipa::path(get, path = "/v1/jobs/{id}/series", params(("id" = i64, Path, description = "the job's id"), SeriesQuery), responses((status = 200, body = Series), (status = 404, body = ApiError)))]
-pub async fn series(State(shared): State<Arc<Shared>>, PathId(id): PathId, Params(q): Params<SeriesQuery>) -> Result<Json<Series>, Failure> {
+pub async fn series(
+    State(shared): State<Arc<Shared>>,
+    PathId(id): PathId,
+    Params(q): Params<SeriesQuery>,
+) -> Result<Json<Series>, Failure> {
     let max_points = match q.max_points {
-        Some(n) if n < 2 => return Err(Failure::bad("max_points", "max_points: must be at least 2")),
+        Some(n) if n < 2 => {
+            return Err(Failure::bad("max_points", "max_points: must be at least 2"))
+        }
         n => n.unwrap_or(2000).min(MAX_POINTS) as u64,
     };
     Ok(Json(shared.db().series(id, max_points)?))
@@ -133,7 +169,10 @@ pub struct LedgerQuery {
 
 /// The ledger: every worker segment, as billed.
 #[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>)))]
-pub async fn ledger(State(shared): State<Arc<Shared>>, Params(q): Params<LedgerQuery>) -> Result<Json<Vec<Segment>>, Failure> {
+pub async fn ledger(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<LedgerQuery>,
+) -> Result<Json<Vec<Segment>>, Failure> {
     Ok(Json(shared.db().segments(q.job)?))
 }
 
@@ -147,17 +186,28 @@ pub struct BillQuery {
 
 /// A run's bill, as `tuneline cost report --json` prints it: ETH and each of its components, and each machine.
 #[utoipa::path(get, path = "/v1/report", params(BillQuery), responses((status = 200, body = Bill), (status = 404, body = ApiError)))]
-pub async fn bill(State(shared): State<Arc<Shared>>, Params(q): Params<BillQuery>) -> Result<Json<Bill>, Failure> {
+pub async fn bill(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<BillQuery>,
+) -> Result<Json<Bill>, Failure> {
     let db = shared.db();
     let jobs = of_run(&db, &q.run)?;
-    Ok(Json(Bill::of(&jobs.iter().collect::<Vec<_>>(), &db.workers(true)?, shared.prices(), tuneline_api::now())))
+    Ok(Json(Bill::of(
+        &jobs.iter().collect::<Vec<_>>(),
+        &db.workers(true)?,
+        shared.prices(),
+        tuneline_api::now(),
+    )))
 }
 
 /// Every job of run `run`, oldest first; 404 when it has none.
 pub(super) fn of_run(db: &Db, run: &str) -> Result<Vec<Job>, Failure> {
     let jobs = db.page(&Page { run: Some(run.to_string()), ..Page::default() })?;
     if jobs.is_empty() {
-        return Err(Failure::new(StatusCode::NOT_FOUND, format!("no job of run `{run}`; `tuneline jobs ls` lists runs")));
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("no job of run `{run}`; `tuneline jobs ls` lists runs"),
+        ));
     }
     Ok(jobs)
 }

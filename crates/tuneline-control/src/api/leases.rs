@@ -19,11 +19,18 @@ const MAX_WAIT: f64 = 60.0;
 /// Ask for a job, waiting up to `wait_s` for one to be queued. A worker idle
 /// past the idle timeout is told to shut down instead.
 #[utoipa::path(post, path = "/v1/leases", request_body = LeaseRequest, responses((status = 200, body = Lease), (status = 404, body = ApiError)))]
-pub async fn lease(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, Body(ask): Body<LeaseRequest>) -> Result<Json<Lease>, Failure> {
+pub async fn lease(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Body(ask): Body<LeaseRequest>,
+) -> Result<Json<Lease>, Failure> {
     caller.acts_as(ask.worker)?;
     let wait = ask.wait_s.unwrap_or(0.0);
     if !(0.0..=MAX_WAIT).contains(&wait) {
-        return Err(Failure::bad("wait_s", format!("wait_s: must be between 0 and {MAX_WAIT} seconds")));
+        return Err(Failure::bad(
+            "wait_s",
+            format!("wait_s: must be between 0 and {MAX_WAIT} seconds"),
+        ));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
     loop {
@@ -38,12 +45,22 @@ pub async fn lease(State(shared): State<Arc<Shared>>, Extension(caller): Extensi
             let worker = db.worker(ask.worker)?;
             let idle_for = worker.idle_since.map_or(0.0, |since| now() - since);
             if worker.ended_at.is_some() || idle_for > shared.timing().idle_timeout.as_secs_f64() {
-                return Ok(Json(Lease { job: None, orders: Orders { cancel: false, shutdown: true } }));
+                return Ok(Json(Lease {
+                    job: None,
+                    orders: Orders { cancel: false, shutdown: true },
+                }));
             }
         }
         // Wake at the deadline, at a queued job, or when the worker's idle time runs out.
-        let idle_left = shared.db().worker(ask.worker)?.idle_since.map(|since| since + shared.timing().idle_timeout.as_secs_f64() - now());
-        let wake = idle_left.map_or(deadline, |left| deadline.min(tokio::time::Instant::now() + Duration::from_secs_f64(left.max(0.0) + 0.01)));
+        let idle_left = shared
+            .db()
+            .worker(ask.worker)?
+            .idle_since
+            .map(|since| since + shared.timing().idle_timeout.as_secs_f64() - now());
+        let wake = idle_left.map_or(deadline, |left| {
+            deadline
+                .min(tokio::time::Instant::now() + Duration::from_secs_f64(left.max(0.0) + 0.01))
+        });
         if tokio::time::timeout_at(wake, notified).await.is_err() && wake == deadline {
             return Ok(Json(Lease { job: None, orders: Orders::default() }));
         }
@@ -74,7 +91,13 @@ pub async fn release(
     if release.outcome == Outcome::Lost {
         return Err(Failure::unprocessable("outcome", "outcome: `lost` is the server's verdict on a silent worker; release as `preempted` or `infra_error`"));
     }
-    let released = shared.db().release(job, release.worker, release.outcome, release.message, &release.last)?;
+    let released = shared.db().release(
+        job,
+        release.worker,
+        release.outcome,
+        release.message,
+        &release.last,
+    )?;
     if matches!(release.outcome, Outcome::Preempted | Outcome::InfraError) {
         shared.wake();
     }

@@ -174,5 +174,9 @@ pub fn router(shared: Arc<Shared>, https: bool) -> Router {
         .route("/leases/{job}/start", post(leases::start).layer(small()))
         .route("/leases/{job}/release", post(leases::release).layer(beat()))
         .route_layer(axum::middleware::from_fn_with_state(shared.clone(), credentials::authorize));
-    Router::new().route("/openapi.json", get(openapi::document)).nest("/v1", v1).merge(crate::dashboard::routes(https)).with_state(shared)
+    Router::new()
+        .route("/openapi.json", get(openapi::document))
+        .nest("/v1", v1)
+        .merge(crate::dashboard::routes(https))
+        .with_state(shared)
 }

@@ -27,7 +27,10 @@ struct BearerAuth;
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
 }
 
@@ -42,7 +45,12 @@ impl Modify for CommonErrors {
         let error = |what: &str| {
             ResponseBuilder::new()
                 .description(what)
-                .content("application/json", utoipa::openapi::ContentBuilder::new().schema(Some(Ref::from_schema_name("ApiError"))).build())
+                .content(
+                    "application/json",
+                    utoipa::openapi::ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ApiError")))
+                        .build(),
+                )
                 .build()
         };
         for (path, item) in openapi.paths.paths.iter_mut() {
@@ -54,7 +62,9 @@ impl Modify for CommonErrors {
                 };
                 add("401", "missing or wrong bearer token");
                 add("429", "too many wrong tokens from this address, or registrations through the join secret; wait and try again");
-                if op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty()) {
+                if op.request_body.is_some()
+                    || op.parameters.as_ref().is_some_and(|p| !p.is_empty())
+                {
                     add("400", "a malformed request; names the field or parameter at fault");
                 }
                 if path.contains('{') {

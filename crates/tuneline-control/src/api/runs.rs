@@ -45,7 +45,10 @@ fn unreachable(store: &ArtifactStore, e: StoreError) -> Failure {
 
 /// A run's checkpoints (each marked committed or not) and evaluations, from its store.
 #[utoipa::path(get, path = "/v1/artifacts", params(RunQuery), responses((status = 200, body = RunArtifacts), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
-pub async fn artifacts(State(shared): State<Arc<Shared>>, Params(q): Params<RunQuery>) -> Result<Json<RunArtifacts>, Failure> {
+pub async fn artifacts(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<RunQuery>,
+) -> Result<Json<RunArtifacts>, Failure> {
     let store = store_of(&shared, &q.run)?;
     read_artifacts(&store, &q.run).await.map(Json).map_err(|e| unreachable(&store, e))
 }
@@ -62,13 +65,22 @@ pub struct SheetQuery {
 
 /// The spot-check sheet of a run's evaluation, as the delivery plane wrote it (HTML, sandboxed: no script runs).
 #[utoipa::path(get, path = "/v1/spot-check", params(SheetQuery), responses((status = 200, content_type = "text/html", body = String), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
-pub async fn spot_check(State(shared): State<Arc<Shared>>, Params(q): Params<SheetQuery>) -> Result<Response, Failure> {
+pub async fn spot_check(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<SheetQuery>,
+) -> Result<Response, Failure> {
     let store = store_of(&shared, &q.run)?;
     let prefix = layout::eval(&q.run, q.step);
     if !store.is_committed(&prefix).await.map_err(|e| unreachable(&store, e))? {
-        return Err(Failure::new(StatusCode::NOT_FOUND, format!("run `{}` has no committed evaluation at step {}", q.run, q.step)));
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("run `{}` has no committed evaluation at step {}", q.run, q.step),
+        ));
     }
-    let html = store.read_committed(&prefix, layout::SPOT_CHECK_SHEET).await.map_err(|e| unreachable(&store, e))?;
+    let html = store
+        .read_committed(&prefix, layout::SPOT_CHECK_SHEET)
+        .await
+        .map_err(|e| unreachable(&store, e))?;
     let headers = [
         (header::CONTENT_TYPE, "text/html; charset=utf-8"),
         (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox"),
@@ -102,11 +114,19 @@ impl CompareQuery {
         for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
             match key.as_ref() {
                 "run" => run.push(value.into_owned()),
-                other => return Err(Failure::bad(other, format!("{other}: unknown parameter; name runs as ?run=a&run=b"))),
+                other => {
+                    return Err(Failure::bad(
+                        other,
+                        format!("{other}: unknown parameter; name runs as ?run=a&run=b"),
+                    ))
+                }
             }
         }
         if run.len() < 2 {
-            return Err(Failure::bad("run", "run: compare needs two or more runs, as ?run=a&run=b"));
+            return Err(Failure::bad(
+                "run",
+                "run: compare needs two or more runs, as ?run=a&run=b",
+            ));
         }
         Ok(Self { run })
     }
@@ -115,13 +135,19 @@ impl CompareQuery {
 /// The settings that differ between two or more runs (`?run=a&run=b`): each run's newest job's resolved config and dataset, or command.
 #[utoipa::path(get, path = "/v1/compare", params(CompareQuery),
     responses((status = 200, body = Comparison), (status = 404, body = ApiError)))]
-pub async fn compare(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Result<Json<Comparison>, Failure> {
+pub async fn compare(
+    State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Comparison>, Failure> {
     let runs = CompareQuery::parse(query)?.run;
     let mut each = Vec::new();
     for run in &runs {
         let jobs = of_run(&shared.db(), run)?;
         // The training job's settings, when the run has one (its delivery's config is the same run's).
-        let job = jobs.iter().find(|j| j.spec.kind().class() == tuneline_api::WorkerClass::Gpu).unwrap_or(&jobs[0]);
+        let job = jobs
+            .iter()
+            .find(|j| j.spec.kind().class() == tuneline_api::WorkerClass::Gpu)
+            .unwrap_or(&jobs[0]);
         each.push(settings(&job.spec));
     }
     Ok(Json(Comparison { differing: differing(&each), runs }))
@@ -149,7 +175,12 @@ pub struct PlanRequest {
 /// The config's job ranked on every catalog offer, as `tuneline plan --json` prints it, with the `save_steps` it would train with.
 #[utoipa::path(post, path = "/v1/plan", request_body = PlanRequest,
     responses((status = 200, body = Object), (status = 422, description = "names what in the config does not fit", body = ApiError)))]
-pub async fn plan(State(shared): State<Arc<Shared>>, Body(request): Body<PlanRequest>) -> Result<Json<serde_json::Value>, Failure> {
-    let planner = shared.planner().ok_or_else(|| Failure::new(StatusCode::NOT_IMPLEMENTED, "this server was started without a planner"))?;
+pub async fn plan(
+    State(shared): State<Arc<Shared>>,
+    Body(request): Body<PlanRequest>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let planner = shared.planner().ok_or_else(|| {
+        Failure::new(StatusCode::NOT_IMPLEMENTED, "this server was started without a planner")
+    })?;
     planner.plan(&request.config).await.map(Json)
 }

@@ -75,7 +75,10 @@ impl Sessions {
 
 /// Whether the request carries `session`'s CSRF token.
 pub fn carries_csrf(headers: &HeaderMap, session: &Session) -> bool {
-    headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).is_some_and(|v| super::credentials::same(v.as_bytes(), session.csrf.as_bytes()))
+    headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| super::credentials::same(v.as_bytes(), session.csrf.as_bytes()))
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
@@ -92,12 +95,19 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 
 /// The `Set-Cookie` value that gives a browser session `id` (`secure` over HTTPS).
 pub fn set_cookie(id: &str, secure: bool) -> String {
-    format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}", LIFETIME_S as u64, if secure { "; Secure" } else { "" })
+    format!(
+        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        LIFETIME_S as u64,
+        if secure { "; Secure" } else { "" }
+    )
 }
 
 /// The `Set-Cookie` value that ends a browser's session.
 pub fn clear_cookie(secure: bool) -> String {
-    format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}", if secure { "; Secure" } else { "" })
+    format!(
+        "{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        if secure { "; Secure" } else { "" }
+    )
 }
 
 #[cfg(test)]
@@ -106,7 +116,8 @@ mod tests {
 
     fn with_cookie(id: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        headers.insert(axum::http::header::COOKIE, format!("other=1; {COOKIE}={id}").parse().unwrap());
+        headers
+            .insert(axum::http::header::COOKIE, format!("other=1; {COOKIE}={id}").parse().unwrap());
         headers
     }
 
@@ -117,6 +128,10 @@ mod tests {
         assert!(live.of(&with_cookie(&id)).is_some(), "a fresh session is found by its cookie");
         let expired = Sessions::lasting(0.0);
         let id = expired.open();
-        assert_eq!(expired.of(&with_cookie(&id)), None, "past its lifetime, the cookie opens nothing: the login page");
+        assert_eq!(
+            expired.of(&with_cookie(&id)),
+            None,
+            "past its lifetime, the cookie opens nothing: the login page"
+        );
     }
 }

@@ -57,7 +57,9 @@ impl Throttle {
         let now = Instant::now();
         let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         match failures.get(&source).map(|w| w.at(now)) {
-            Some(w) if w.count >= MAX_FAILURES => Err((WINDOW - now.duration_since(w.start)).as_secs().max(1)),
+            Some(w) if w.count >= MAX_FAILURES => {
+                Err((WINDOW - now.duration_since(w.start)).as_secs().max(1))
+            }
             _ => Ok(()),
         }
     }
@@ -96,14 +98,19 @@ mod tests {
     #[test]
     fn a_guessing_source_is_stopped_and_others_are_not() {
         let t = Throttle::default();
-        let (guesser, other) = (Some("10.0.0.1".parse().unwrap()), Some("10.0.0.2".parse().unwrap()));
+        let (guesser, other) =
+            (Some("10.0.0.1".parse().unwrap()), Some("10.0.0.2".parse().unwrap()));
         for _ in 0..MAX_FAILURES {
             assert_eq!(t.check(guesser), Ok(()));
             t.failed(guesser);
         }
         assert!(t.check(guesser).is_err_and(|wait| (1..=60).contains(&wait)));
         assert_eq!(t.check(other), Ok(()));
-        assert_eq!(t.check(None), Ok(()), "a request with no address (in-process) is not throttled");
+        assert_eq!(
+            t.check(None),
+            Ok(()),
+            "a request with no address (in-process) is not throttled"
+        );
         for _ in 0..MAX_JOINS {
             assert_eq!(t.join(), Ok(()));
         }

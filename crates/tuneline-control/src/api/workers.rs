@@ -26,18 +26,32 @@ pub async fn register(
         shared.throttle.join().map_err(super::credentials::too_many)?;
     }
     if !(0.0..=MAX_PRICE_PER_HOUR).contains(&info.price_per_hour) {
-        return Err(Failure::bad("price_per_hour", format!("price_per_hour: must be dollars per hour, from 0 to {MAX_PRICE_PER_HOUR}")));
+        return Err(Failure::bad(
+            "price_per_hour",
+            format!("price_per_hour: must be dollars per hour, from 0 to {MAX_PRICE_PER_HOUR}"),
+        ));
     }
     // A worker names its own price; the plane's launch record replaces it for a machine the plane launched.
     let cap = shared.prices().max_worker_per_hour;
     if info.price_per_hour > cap {
-        tracing::warn!("a worker registering at ${}/h is billed at [workers] max_price_per_hour, ${cap}/h", info.price_per_hour);
+        tracing::warn!(
+            "a worker registering at ${}/h is billed at [workers] max_price_per_hour, ${cap}/h",
+            info.price_per_hour
+        );
         info.price_per_hour = cap;
     }
     let token = new_token();
     let worker = shared.db().register(&info, &digest(&token))?;
     let t = shared.timing();
-    Ok((StatusCode::CREATED, Json(Registered { worker, token, heartbeat_s: t.heartbeat.as_secs_f64(), lease_timeout_s: t.lease_timeout.as_secs_f64() })))
+    Ok((
+        StatusCode::CREATED,
+        Json(Registered {
+            worker,
+            token,
+            heartbeat_s: t.heartbeat.as_secs_f64(),
+            lease_timeout_s: t.lease_timeout.as_secs_f64(),
+        }),
+    ))
 }
 
 /// Which workers to list.
@@ -51,7 +65,10 @@ pub struct ListQuery {
 
 /// List workers.
 #[utoipa::path(get, path = "/v1/workers", params(ListQuery), responses((status = 200, body = Vec<Worker>)))]
-pub async fn list(State(shared): State<Arc<Shared>>, Params(q): Params<ListQuery>) -> Result<Json<Vec<Worker>>, Failure> {
+pub async fn list(
+    State(shared): State<Arc<Shared>>,
+    Params(q): Params<ListQuery>,
+) -> Result<Json<Vec<Worker>>, Failure> {
     Ok(Json(shared.db().workers(q.all)?))
 }
 
@@ -69,7 +86,11 @@ pub async fn heartbeat(
 
 /// A worker exits; a job it still holds goes back to the queue.
 #[utoipa::path(post, path = "/v1/workers/{id}/exit", params(("id" = i64, Path, description = "the worker's id")), responses((status = 204), (status = 404, body = ApiError)))]
-pub async fn exit(State(shared): State<Arc<Shared>>, Extension(caller): Extension<Caller>, PathId(id): PathId) -> Result<StatusCode, Failure> {
+pub async fn exit(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    PathId(id): PathId,
+) -> Result<StatusCode, Failure> {
     caller.acts_as(id)?;
     let requeued = shared.db().end_worker(id, false)?;
     if requeued.is_some() {

@@ -45,7 +45,11 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 pub fn routes(https: bool) -> Router<Arc<Shared>> {
     Router::new()
         .route("/", get(index))
-        .route("/login", get(|| async { page(StatusCode::OK, &login_page("")) }).post(move |state, connect, form| login(state, connect, form, https)))
+        .route(
+            "/login",
+            get(|| async { page(StatusCode::OK, &login_page("")) })
+                .post(move |state, connect, form| login(state, connect, form, https)),
+        )
         .route("/logout", post(move |state, headers| logout(state, headers, https)))
         .route("/assets/{name}", get(asset))
 }
@@ -63,7 +67,11 @@ fn page(status: StatusCode, html: &str) -> Response {
 
 async fn asset(Path(name): Path<String>) -> Response {
     match ASSETS.iter().find(|(n, _, _)| *n == name) {
-        Some((_, content_type, body)) => ([(header::CONTENT_TYPE, *content_type), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], *body).into_response(),
+        Some((_, content_type, body)) => (
+            [(header::CONTENT_TYPE, *content_type), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+            *body,
+        )
+            .into_response(),
         None => (StatusCode::NOT_FOUND, "no such asset").into_response(),
     }
 }
@@ -78,7 +86,11 @@ fn redirect(to: &'static str, cookie: Option<String>) -> Response {
 
 /// The login page, with `error` shown when there is one.
 fn login_page(error: &str) -> String {
-    let error = if error.is_empty() { String::new() } else { format!("<p class=\"error\" role=\"alert\">{error}</p>") };
+    let error = if error.is_empty() {
+        String::new()
+    } else {
+        format!("<p class=\"error\" role=\"alert\">{error}</p>")
+    };
     LOGIN.replace("{{error}}", &error)
 }
 
@@ -95,15 +107,28 @@ struct Login {
     token: String,
 }
 
-async fn login(State(shared): State<Arc<Shared>>, connect: Option<Extension<ConnectInfo<SocketAddr>>>, Form(form): Form<Login>, https: bool) -> Response {
+async fn login(
+    State(shared): State<Arc<Shared>>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Form(form): Form<Login>,
+    https: bool,
+) -> Response {
     let source = connect.map(|c| c.0 .0.ip());
     if let Err(wait) = shared.throttle.check(source) {
-        return page(StatusCode::TOO_MANY_REQUESTS, &login_page(&format!("Too many wrong tokens from this address; wait {wait} s.")));
+        return page(
+            StatusCode::TOO_MANY_REQUESTS,
+            &login_page(&format!("Too many wrong tokens from this address; wait {wait} s.")),
+        );
     }
     if !same(form.token.trim().as_bytes(), shared.secrets().admin.as_bytes()) {
         shared.throttle.failed(source);
         // The form again, as a page (200: a browser logs any other status as an error), with no session.
-        return page(StatusCode::OK, &login_page("That is not this server's admin token (its token file, .tuneline/control/token)."));
+        return page(
+            StatusCode::OK,
+            &login_page(
+                "That is not this server's admin token (its token file, .tuneline/control/token).",
+            ),
+        );
     }
     redirect("/", Some(set_cookie(&shared.sessions.open(), https)))
 }
@@ -111,7 +136,8 @@ async fn login(State(shared): State<Arc<Shared>>, connect: Option<Extension<Conn
 async fn logout(State(shared): State<Arc<Shared>>, headers: HeaderMap, https: bool) -> Response {
     if let Some((id, session)) = shared.sessions.of(&headers) {
         if !carries_csrf(&headers, &session) {
-            return (StatusCode::FORBIDDEN, "logging out needs the page's CSRF token").into_response();
+            return (StatusCode::FORBIDDEN, "logging out needs the page's CSRF token")
+                .into_response();
         }
         shared.sessions.close(&id);
     }

@@ -15,7 +15,13 @@ const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, 
 /// The outcome stored in column `i` as [`Outcome::as_str`] names it.
 fn outcome(row: &Row, i: usize) -> rusqlite::Result<Option<Outcome>> {
     let stored: Option<String> = row.get(i)?;
-    stored.map(|s| s.parse().map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into()))).transpose()
+    stored
+        .map(|s| {
+            s.parse().map_err(|e: String| {
+                rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+            })
+        })
+        .transpose()
 }
 
 fn segment(row: &Row) -> rusqlite::Result<Segment> {
@@ -56,7 +62,9 @@ impl Db {
 
     /// The segments running at some time after `since`: still open, or ended after it.
     pub fn segments_since(&self, since: f64) -> Result<Vec<Segment>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE s.ended_at IS NULL OR s.ended_at > ?1 ORDER BY s.id"))?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{SELECT} WHERE s.ended_at IS NULL OR s.ended_at > ?1 ORDER BY s.id"
+        ))?;
         let rows = stmt.query_map([since], segment)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -70,8 +78,13 @@ impl Db {
 }
 
 /// The segments of jobs `low..=high`, by job, oldest first: a page of jobs' attempts in one query.
-pub(super) fn segments_between(conn: &Connection, low: i64, high: i64) -> Result<HashMap<i64, Vec<Segment>>, DbError> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE s.job BETWEEN ?1 AND ?2 ORDER BY s.id"))?;
+pub(super) fn segments_between(
+    conn: &Connection,
+    low: i64,
+    high: i64,
+) -> Result<HashMap<i64, Vec<Segment>>, DbError> {
+    let mut stmt =
+        conn.prepare_cached(&format!("{SELECT} WHERE s.job BETWEEN ?1 AND ?2 ORDER BY s.id"))?;
     let mut by_job: HashMap<i64, Vec<Segment>> = HashMap::new();
     for segment in stmt.query_map(params![low, high], segment)? {
         let segment = segment?;
@@ -82,7 +95,8 @@ pub(super) fn segments_between(conn: &Connection, low: i64, high: i64) -> Result
 
 /// [`Db::segments`] on `conn`, inside a transaction too.
 pub(super) fn segments(conn: &Connection, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
+    let mut stmt =
+        conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
     let rows = stmt.query_map(params![job], segment)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -8,10 +8,18 @@ use tuneline_api::{bounds, now, LogLine, Series, SeriesPoint, WorkerClass};
 impl Db {
     /// Up to `limit` lines of job `job` after line `after`, and no more than
     /// `max_bytes` of text (but at least one line).
-    pub fn logs(&self, job: i64, after: i64, limit: u32, max_bytes: usize) -> Result<Vec<LogLine>, DbError> {
+    pub fn logs(
+        &self,
+        job: i64,
+        after: i64,
+        limit: u32,
+        max_bytes: usize,
+    ) -> Result<Vec<LogLine>, DbError> {
         self.get(job)?;
         let mut stmt = self.conn.prepare_cached("SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
-        let rows = stmt.query_map(params![job, after, limit], |r| Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? }))?;
+        let rows = stmt.query_map(params![job, after, limit], |r| {
+            Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? })
+        })?;
         let mut lines = Vec::new();
         let mut bytes = 0;
         for line in rows {
@@ -39,26 +47,49 @@ impl Db {
     /// The points of the metric at JSON path `field` in job `job`'s metric
     /// lines that have it, one per step, every stride-th step and the last;
     /// with how many steps there are and the stride.
-    fn curve(&self, job: i64, field: &str, max_points: u64) -> Result<(Vec<SeriesPoint>, u64, u64), DbError> {
+    fn curve(
+        &self,
+        job: i64,
+        field: &str,
+        max_points: u64,
+    ) -> Result<(Vec<SeriesPoint>, u64, u64), DbError> {
         const KEPT: &str = "SELECT max(seq) AS seq FROM logs WHERE job = ?1 AND kind = 'metric' AND json_extract(text, ?2) IS NOT NULL
                             GROUP BY json_extract(text, '$.step')";
-        let count: u64 = self.conn.query_row(&format!("SELECT count(*) FROM ({KEPT})"), params![job, field], |r| r.get(0))?;
+        let count: u64 = self.conn.query_row(
+            &format!("SELECT count(*) FROM ({KEPT})"),
+            params![job, field],
+            |r| r.get(0),
+        )?;
         // Points 1, 1 + stride, ... and the last: at most `max_points` of them.
-        let stride = if count <= max_points { 1 } else { (count - 1).div_ceil(max_points.saturating_sub(2).max(1)) };
+        let stride = if count <= max_points {
+            1
+        } else {
+            (count - 1).div_ceil(max_points.saturating_sub(2).max(1))
+        };
         let mut stmt = self.conn.prepare_cached(&format!(
             "WITH m AS (SELECT at, text, row_number() OVER (ORDER BY json_extract(text, '$.step')) AS n FROM logs JOIN ({KEPT}) USING (seq))
              SELECT json_extract(text, '$.step'), at, json_extract(text, ?2) FROM m WHERE (n - 1) % ?3 = 0 OR n = ?4 ORDER BY n"
         ))?;
-        let rows = stmt.query_map(params![job, field, stride, count], |r| Ok(SeriesPoint { step: r.get(0)?, at: r.get(1)?, value: r.get(2)? }))?;
+        let rows = stmt.query_map(params![job, field, stride, count], |r| {
+            Ok(SeriesPoint { step: r.get(0)?, at: r.get(1)?, value: r.get(2)? })
+        })?;
         Ok((rows.collect::<Result<_, _>>()?, count, stride))
     }
 
     /// Adds `text` to the log of the oldest queued job that workers of
     /// `class` take (the one a launch is for), as a control-plane event; returns that job.
     pub fn note(&self, class: WorkerClass, text: &str) -> Result<Option<i64>, DbError> {
-        let sql = format!("SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1", kinds_of(class));
-        let Some(job) = self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)).optional()? else { return Ok(None) };
-        self.conn.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)", params![job, now(), text])?;
+        let sql = format!(
+            "SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1",
+            kinds_of(class)
+        );
+        let Some(job) = self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)).optional()? else {
+            return Ok(None);
+        };
+        self.conn.execute(
+            "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)",
+            params![job, now(), text],
+        )?;
         Ok(Some(job))
     }
 }
@@ -67,15 +98,26 @@ impl Db {
 /// [`bounds::MAX_LOG_LINE`], the newest within [`bounds::MAX_BEAT_LOG_BYTES`];
 /// then drops the job's oldest lines past [`bounds::MAX_JOB_LOG_BYTES`],
 /// counting them in one event line that says so.
-pub(super) fn append(tx: &rusqlite::Transaction, job: i64, lines: &[String]) -> Result<(), DbError> {
+pub(super) fn append(
+    tx: &rusqlite::Transaction,
+    job: i64,
+    lines: &[String],
+) -> Result<(), DbError> {
     let (kept, over_budget) = bounds::newest_within_budget(lines);
     let at = now();
     let mut bytes = 0u64;
     for line in &kept {
-        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)", params![job, at, line])?;
+        tx.execute(
+            "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'log', ?3)",
+            params![job, at, line],
+        )?;
         bytes += line.len() as u64;
     }
-    let total: u64 = tx.query_row("UPDATE jobs SET log_bytes = log_bytes + ?2 WHERE id = ?1 RETURNING log_bytes", params![job, bytes], |r| r.get(0))?;
+    let total: u64 = tx.query_row(
+        "UPDATE jobs SET log_bytes = log_bytes + ?2 WHERE id = ?1 RETURNING log_bytes",
+        params![job, bytes],
+        |r| r.get(0),
+    )?;
     let mut dropped = over_budget as u64;
     let mut freed = 0u64;
     if total > bounds::MAX_JOB_LOG_BYTES {
@@ -94,7 +136,10 @@ pub(super) fn append(tx: &rusqlite::Transaction, job: i64, lines: &[String]) -> 
         }
         drop(rows);
         if let Some(cut) = cut {
-            tx.execute("DELETE FROM logs WHERE job = ?1 AND kind = 'log' AND seq <= ?2", params![job, cut])?;
+            tx.execute(
+                "DELETE FROM logs WHERE job = ?1 AND kind = 'log' AND seq <= ?2",
+                params![job, cut],
+            )?;
         }
     }
     if dropped > 0 {
@@ -103,9 +148,18 @@ pub(super) fn append(tx: &rusqlite::Transaction, job: i64, lines: &[String]) -> 
             params![job, freed, dropped],
             |r| r.get(0),
         )?;
-        tx.execute("DELETE FROM logs WHERE job = ?1 AND kind = 'event' AND text LIKE ?2", params![job, format!("{DROPPED_MARK}%")])?;
-        let note = format!("{DROPPED_MARK}: {count} in all; a job keeps at most {} MiB of log", bounds::MAX_JOB_LOG_BYTES >> 20);
-        tx.execute("INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)", params![job, at, note])?;
+        tx.execute(
+            "DELETE FROM logs WHERE job = ?1 AND kind = 'event' AND text LIKE ?2",
+            params![job, format!("{DROPPED_MARK}%")],
+        )?;
+        let note = format!(
+            "{DROPPED_MARK}: {count} in all; a job keeps at most {} MiB of log",
+            bounds::MAX_JOB_LOG_BYTES >> 20
+        );
+        tx.execute(
+            "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)",
+            params![job, at, note],
+        )?;
     }
     Ok(())
 }

@@ -156,7 +156,9 @@ impl Db {
         if conn.prepare("SELECT token_digest FROM workers LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE workers ADD COLUMN token_digest TEXT")?;
         }
-        conn.execute_batch("CREATE INDEX IF NOT EXISTS workers_by_token ON workers (token_digest)")?;
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS workers_by_token ON workers (token_digest)",
+        )?;
         Ok(Self { conn })
     }
 
@@ -190,9 +192,14 @@ impl Db {
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let limit = page.limit.map_or(-1, |n| n as i64);
-        let rows = stmt.query_map(params![page.state.map(State::as_str), page.run, page.after, limit], |row| Ok(raw(row)))?;
-        let rows = rows.collect::<Result<Vec<_>, _>>()?.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let (low, high) = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| (lo.min(r.0), hi.max(r.0)));
+        let rows = stmt.query_map(
+            params![page.state.map(State::as_str), page.run, page.after, limit],
+            |row| Ok(raw(row)),
+        )?;
+        let rows =
+            rows.collect::<Result<Vec<_>, _>>()?.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let (low, high) =
+            rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| (lo.min(r.0), hi.max(r.0)));
         let mut attempts = ledger::segments_between(&self.conn, low, high)?;
         rows.into_iter()
             .map(|r| {
@@ -235,7 +242,12 @@ pub struct Page {
 
 /// The kinds `class` takes, as an SQL list (`'train', 'command'`): fixed names, never user input.
 fn kinds_of(class: WorkerClass) -> String {
-    JobKind::ALL.into_iter().filter(|k| k.class() == class).map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ")
+    JobKind::ALL
+        .into_iter()
+        .filter(|k| k.class() == class)
+        .map(|k| format!("'{}'", k.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The retry policy the server applies, and states in every job record.
@@ -246,44 +258,81 @@ pub const POLICY: RetryPolicy = RetryPolicy::SERVER;
 /// that the attempts used count it.
 fn transition(tx: &Transaction, id: i64, event: &Event) -> Result<Job, DbError> {
     let job = get(tx, id)?;
-    let to = next(job.state, event, job.attempts_used, job.max_attempts, &POLICY).ok_or_else(|| DbError::Transition {
-        job: id,
-        from: job.state,
-        event: format!("{event:?}"),
-    })?;
+    let to =
+        next(job.state, event, job.attempts_used, job.max_attempts, &POLICY).ok_or_else(|| {
+            DbError::Transition { job: id, from: job.state, event: format!("{event:?}") }
+        })?;
     let error = match (to, event) {
         (State::Failed, Event::UserError(e)) => Some(e.clone()),
         (State::Failed, _) => Some(format!(
             "out of attempts: {} of {} used; the last ended {}",
             job.attempts_used,
             job.max_attempts,
-            event.error().map_or_else(|| event.outcome().map_or("", Outcome::as_str).replace('_', " "), |e| format!("with: {e}"))
+            event.error().map_or_else(
+                || event.outcome().map_or("", Outcome::as_str).replace('_', " "),
+                |e| format!("with: {e}")
+            )
         )),
         _ => None,
     };
     let worker = if matches!(to, State::Leased | State::Running) { job.worker } else { None };
-    tx.execute("UPDATE jobs SET state = ?2, error = ?3, worker = ?4, updated_at = ?5 WHERE id = ?1", params![id, to.as_str(), error, worker, now()])?;
+    tx.execute(
+        "UPDATE jobs SET state = ?2, error = ?3, worker = ?4, updated_at = ?5 WHERE id = ?1",
+        params![id, to.as_str(), error, worker, now()],
+    )?;
     get(tx, id)
 }
 
-const SELECT: &str = "SELECT id, kind, spec, state, max_attempts, worker, error, step, loss FROM jobs";
+const SELECT: &str =
+    "SELECT id, kind, spec, state, max_attempts, worker, error, step, loss FROM jobs";
 
-type RawJob = (i64, String, String, String, u32, Option<i64>, Option<String>, Option<u64>, Option<f64>);
+type RawJob =
+    (i64, String, String, String, u32, Option<i64>, Option<String>, Option<u64>, Option<f64>);
 
 fn raw(row: &Row) -> Result<RawJob, DbError> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?, row.get(8)?))
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
 }
 
-fn decode((id, kind, spec, state, max_attempts, worker, error, step, loss): RawJob, attempts: Vec<tuneline_api::Segment>) -> Result<Job, DbError> {
-    let state = State::parse(&state).ok_or_else(|| DbError::Corrupt(id, format!("unknown state `{state}`")))?;
-    let kind = JobKind::parse(&kind).ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
-    let spec = serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
+fn decode(
+    (id, kind, spec, state, max_attempts, worker, error, step, loss): RawJob,
+    attempts: Vec<tuneline_api::Segment>,
+) -> Result<Job, DbError> {
+    let state = State::parse(&state)
+        .ok_or_else(|| DbError::Corrupt(id, format!("unknown state `{state}`")))?;
+    let kind = JobKind::parse(&kind)
+        .ok_or_else(|| DbError::Corrupt(id, format!("unknown kind `{kind}`")))?;
+    let spec =
+        serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
     let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
-    let attempts_used = attempts.iter().filter(|a| a.outcome.is_some_and(|o| POLICY.counts(o))).count() as u32;
-    Ok(Job { id, spec, state, attempts, attempts_used, max_attempts, retry: POLICY, worker, error, step, loss })
+    let attempts_used =
+        attempts.iter().filter(|a| a.outcome.is_some_and(|o| POLICY.counts(o))).count() as u32;
+    Ok(Job {
+        id,
+        spec,
+        state,
+        attempts,
+        attempts_used,
+        max_attempts,
+        retry: POLICY,
+        worker,
+        error,
+        step,
+        loss,
+    })
 }
 
 fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
-    let raw = conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
+    let raw =
+        conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
     decode(raw.ok_or(DbError::NoJob(id))??, ledger::segments(conn, Some(id))?)
 }

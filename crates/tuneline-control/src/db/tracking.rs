@@ -26,24 +26,36 @@ impl Db {
         let mut stmt = self.conn.prepare_cached(
             "SELECT j.id, coalesce(t.seq, 0) FROM jobs j LEFT JOIN tracked_jobs t ON t.job = j.id WHERE coalesce(t.ended, 0) = 0 ORDER BY j.id",
         )?;
-        let rows: Vec<(i64, i64)> = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
-        rows.into_iter().map(|(id, seq)| Ok((self.get(id)?, Mirrored { seq, ended: false }))).collect()
+        let rows: Vec<(i64, i64)> =
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(|(id, seq)| Ok((self.get(id)?, Mirrored { seq, ended: false })))
+            .collect()
     }
 
     /// Records job `job`'s mirroring.
     pub fn mirrored(&self, job: i64, m: Mirrored) -> Result<(), DbError> {
-        self.conn.execute("INSERT OR REPLACE INTO tracked_jobs (job, seq, ended) VALUES (?1, ?2, ?3)", params![job, m.seq, m.ended])?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO tracked_jobs (job, seq, ended) VALUES (?1, ?2, ?3)",
+            params![job, m.seq, m.ended],
+        )?;
         Ok(())
     }
 
     /// The tracker's run of tuneline run `run`, once made.
     pub fn tracker_run(&self, run: &str) -> Result<Option<String>, DbError> {
-        Ok(self.conn.query_row("SELECT tracker_run FROM tracked_runs WHERE run = ?1", [run], |r| r.get(0)).optional()?)
+        Ok(self
+            .conn
+            .query_row("SELECT tracker_run FROM tracked_runs WHERE run = ?1", [run], |r| r.get(0))
+            .optional()?)
     }
 
     /// Records the tracker's run of `run`.
     pub fn set_tracker_run(&self, run: &str, tracker_run: &str) -> Result<(), DbError> {
-        self.conn.execute("INSERT OR REPLACE INTO tracked_runs (run, tracker_run) VALUES (?1, ?2)", params![run, tracker_run])?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO tracked_runs (run, tracker_run) VALUES (?1, ?2)",
+            params![run, tracker_run],
+        )?;
         Ok(())
     }
 }

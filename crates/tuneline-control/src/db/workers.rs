@@ -7,7 +7,8 @@ use super::{get, kinds_of, transition, Db, DbError};
 use crate::job::{Event, State};
 use tuneline_api::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister, WorkerState};
 
-const SELECT: &str = "SELECT id, info, state, job, registered_at, last_seen, idle_since, ended_at FROM workers";
+const SELECT: &str =
+    "SELECT id, info, state, job, registered_at, last_seen, idle_since, ended_at FROM workers";
 
 fn worker(row: &Row) -> rusqlite::Result<Worker> {
     let info: String = row.get(1)?;
@@ -16,8 +17,13 @@ fn worker(row: &Row) -> rusqlite::Result<Worker> {
         info: serde_json::from_str(&info).unwrap_or_default(),
         state: {
             let name: String = row.get(2)?;
-            WorkerState::parse(&name)
-                .ok_or_else(|| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, format!("unknown worker state `{name}`").into()))?
+            WorkerState::parse(&name).ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    2,
+                    rusqlite::types::Type::Text,
+                    format!("unknown worker state `{name}`").into(),
+                )
+            })?
         },
         job: row.get(3)?,
         registered_at: row.get(4)?,
@@ -40,35 +46,52 @@ impl Db {
 
     /// Sets worker `id`'s price to what its provider reported it bills, at
     /// launch (RunPod's `costPerHr`): every segment of it bills at that price.
-    pub fn set_price(&self, id: i64, price_per_hour: f64, as_of: Option<&str>) -> Result<(), DbError> {
+    pub fn set_price(
+        &self,
+        id: i64,
+        price_per_hour: f64,
+        as_of: Option<&str>,
+    ) -> Result<(), DbError> {
         let mut info = self.worker(id)?.info;
         info.price_per_hour = price_per_hour;
         info.price_as_of = as_of.map(str::to_string);
-        self.conn.execute("UPDATE workers SET info = ?1 WHERE id = ?2", params![serde_json::to_string(&info).expect("serializable"), id])?;
+        self.conn.execute(
+            "UPDATE workers SET info = ?1 WHERE id = ?2",
+            params![serde_json::to_string(&info).expect("serializable"), id],
+        )?;
         Ok(())
     }
 
     /// The live worker whose token has the SHA-256 `token_digest`: none once it ended, which revokes the token.
     pub fn worker_of_token(&self, token_digest: &str) -> Result<Option<i64>, DbError> {
-        let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE token_digest = ?1 AND state IN ('idle', 'busy')")?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM workers WHERE token_digest = ?1 AND state IN ('idle', 'busy')",
+        )?;
         Ok(stmt.query_row([token_digest], |r| r.get(0)).optional()?)
     }
 
     /// The worker `id`.
     pub fn worker(&self, id: i64) -> Result<Worker, DbError> {
-        self.conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], worker).optional()?.ok_or(DbError::NoWorker(id))
+        self.conn
+            .query_row(&format!("{SELECT} WHERE id = ?1"), [id], worker)
+            .optional()?
+            .ok_or(DbError::NoWorker(id))
     }
 
     /// Workers not yet gone or lost (every one with `all`).
     pub fn workers(&self, all: bool) -> Result<Vec<Worker>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ?1 OR state IN ('idle', 'busy') ORDER BY id"))?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{SELECT} WHERE ?1 OR state IN ('idle', 'busy') ORDER BY id"
+        ))?;
         let rows = stmt.query_map([all], worker)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Workers billing at some time after `since`: still running, or ended after it.
     pub fn workers_since(&self, since: f64) -> Result<Vec<Worker>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&format!("{SELECT} WHERE ended_at IS NULL OR ended_at > ?1 ORDER BY id"))?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{SELECT} WHERE ended_at IS NULL OR ended_at > ?1 ORDER BY id"
+        ))?;
         let rows = stmt.query_map([since], worker)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -76,7 +99,9 @@ impl Db {
     /// Records a heartbeat: the worker is alive and its job has got this far.
     pub fn heartbeat(&mut self, id: i64, beat: &Heartbeat) -> Result<Orders, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let state: Option<String> = tx.query_row("SELECT state FROM workers WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        let state: Option<String> = tx
+            .query_row("SELECT state FROM workers WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?;
         let Some(state) = state else { return Err(DbError::NoWorker(id)) };
         if state == "gone" || state == "lost" {
             return Ok(Orders { cancel: true, shutdown: true });
@@ -98,20 +123,33 @@ impl Db {
     pub fn lease(&mut self, id: i64) -> Result<Option<Job>, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let at = now();
-        let known: Option<(String, String)> = tx.query_row("SELECT state, info FROM workers WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        let known: Option<(String, String)> = tx
+            .query_row("SELECT state, info FROM workers WHERE id = ?1", [id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
         let Some((state, info)) = known else { return Err(DbError::NoWorker(id)) };
         if state != "idle" {
             return Ok(None);
         }
         tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
         let class = serde_json::from_str::<WorkerRegister>(&info).unwrap_or_default().class;
-        let sql = format!("SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1", kinds_of(class));
+        let sql = format!(
+            "SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1",
+            kinds_of(class)
+        );
         let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
         let Some(job) = job else { return Ok(None) };
         transition(&tx, job, &Event::Leased)?;
         tx.execute("UPDATE jobs SET worker = ?2 WHERE id = ?1", params![job, id])?;
-        tx.execute("UPDATE workers SET state = 'busy', job = ?2, idle_since = NULL WHERE id = ?1", params![id, job])?;
-        tx.execute("INSERT INTO segments (job, worker, started_at) VALUES (?1, ?2, ?3)", params![job, id, at])?;
+        tx.execute(
+            "UPDATE workers SET state = 'busy', job = ?2, idle_since = NULL WHERE id = ?1",
+            params![id, job],
+        )?;
+        tx.execute(
+            "INSERT INTO segments (job, worker, started_at) VALUES (?1, ?2, ?3)",
+            params![job, id, at],
+        )?;
         let leased = get(&tx, job)?;
         tx.commit()?;
         Ok(Some(leased))
@@ -139,7 +177,14 @@ impl Db {
     }
 
     /// Worker `worker` gives job `job` back: done, failed, or preempted.
-    pub fn release(&mut self, job: i64, worker: i64, outcome: Outcome, message: Option<String>, last: &Heartbeat) -> Result<Job, DbError> {
+    pub fn release(
+        &mut self,
+        job: i64,
+        worker: i64,
+        outcome: Outcome,
+        message: Option<String>,
+        last: &Heartbeat,
+    ) -> Result<Job, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let current = get(&tx, job)?;
         if current.state == State::Cancelled {
@@ -171,10 +216,19 @@ impl Db {
     /// word). A job it held goes back to the queue as preempted.
     pub fn end_worker(&mut self, id: i64, lost: bool) -> Result<Option<Job>, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let job: Option<Option<i64>> = tx.query_row("SELECT job FROM workers WHERE id = ?1 AND state IN ('idle', 'busy')", [id], |r| r.get(0)).optional()?;
+        let job: Option<Option<i64>> = tx
+            .query_row(
+                "SELECT job FROM workers WHERE id = ?1 AND state IN ('idle', 'busy')",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
         let Some(job) = job else { return Ok(None) };
         let at = now();
-        tx.execute("UPDATE workers SET state = ?2, job = NULL, ended_at = ?3 WHERE id = ?1", params![id, if lost { "lost" } else { "gone" }, at])?;
+        tx.execute(
+            "UPDATE workers SET state = ?2, job = NULL, ended_at = ?3 WHERE id = ?1",
+            params![id, if lost { "lost" } else { "gone" }, at],
+        )?;
         let requeued = match job {
             Some(job) if !get(&tx, job)?.state.is_final() => {
                 let event = if lost { Event::Lost } else { Event::Preempted };
@@ -192,9 +246,16 @@ impl Db {
     /// error, so that a provider that keeps refusing (a wrong partition, a
     /// quota) fails the job at its retry limit instead of leaving it queued
     /// for ever. The attempt is billed to a worker that never ran (zero hours).
-    pub fn launch_failed(&mut self, info: &WorkerRegister, error: &str) -> Result<Option<Job>, DbError> {
+    pub fn launch_failed(
+        &mut self,
+        info: &WorkerRegister,
+        error: &str,
+    ) -> Result<Option<Job>, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let sql = format!("SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1", kinds_of(info.class));
+        let sql = format!(
+            "SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1",
+            kinds_of(info.class)
+        );
         let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
         let Some(job) = job else { return Ok(None) };
         let at = now();
@@ -215,7 +276,9 @@ impl Db {
 
     /// Workers silent since before `cutoff` (seconds since the epoch).
     pub fn silent_workers(&self, cutoff: f64) -> Result<Vec<i64>, DbError> {
-        let mut stmt = self.conn.prepare_cached("SELECT id FROM workers WHERE state IN ('idle', 'busy') AND last_seen < ?1")?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM workers WHERE state IN ('idle', 'busy') AND last_seen < ?1",
+        )?;
         let rows = stmt.query_map([cutoff], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -230,15 +293,28 @@ fn holder(job: &Job, worker: i64) -> Result<(), DbError> {
 }
 
 /// Keeps the job's and the open segment's figures up to date.
-fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Heartbeat) -> Result<(), DbError> {
+fn record_progress(
+    tx: &rusqlite::Transaction,
+    job: i64,
+    worker: i64,
+    beat: &Heartbeat,
+) -> Result<(), DbError> {
     // The figures that reach a bill must fit the attempt's own wall time, by the server's clock.
-    let started: Option<f64> =
-        tx.query_row("SELECT started_at FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL", params![job, worker], |r| r.get(0)).optional()?;
+    let started: Option<f64> = tx
+        .query_row(
+            "SELECT started_at FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            params![job, worker],
+            |r| r.get(0),
+        )
+        .optional()?;
     if let Some(started) = started {
         beat.check(now() - started).map_err(DbError::Refused)?;
     }
     if let Some(step) = beat.step {
-        tx.execute("UPDATE jobs SET step = ?2, loss = coalesce(?3, loss) WHERE id = ?1", params![job, step, beat.loss])?;
+        tx.execute(
+            "UPDATE jobs SET step = ?2, loss = coalesce(?3, loss) WHERE id = ?1",
+            params![job, step, beat.loss],
+        )?;
     }
     tx.execute(
         "UPDATE segments SET max_step = max(coalesce(max_step, 0), coalesce(?3, 0)), compute_s = max(compute_s, ?4), tokens = max(tokens, ?5),
@@ -258,7 +334,12 @@ fn record_progress(tx: &rusqlite::Transaction, job: i64, worker: i64, beat: &Hea
     Ok(())
 }
 
-fn end_segment(tx: &rusqlite::Transaction, job: i64, worker: i64, event: &Event) -> Result<(), DbError> {
+fn end_segment(
+    tx: &rusqlite::Transaction,
+    job: i64,
+    worker: i64,
+    event: &Event,
+) -> Result<(), DbError> {
     tx.execute(
         "UPDATE segments SET ended_at = ?3, outcome = ?4, error = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
         params![job, worker, now(), event.outcome().map(Outcome::as_str), event.error()],

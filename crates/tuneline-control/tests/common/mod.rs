@@ -12,12 +12,23 @@ use tuneline_control::serve::{Endpoint, Server};
 
 /// Workers beat every 200 ms and are lost after `lease_timeout`.
 pub fn timing(lease_timeout: Duration) -> Timing {
-    Timing { heartbeat: Duration::from_millis(200), lease_timeout, idle_timeout: Duration::from_secs(1800) }
+    Timing {
+        heartbeat: Duration::from_millis(200),
+        lease_timeout,
+        idle_timeout: Duration::from_secs(1800),
+    }
 }
 
 /// A plain-HTTP server in `dir` with [`timing`]`(lease_timeout)`, and an admin client for it.
 pub async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, Client) {
-    let server = Server::start(dir, &Endpoint::plain("127.0.0.1:0"), timing(lease_timeout), Box::new(StoreCheck::default())).await.unwrap();
+    let server = Server::start(
+        dir,
+        &Endpoint::plain("127.0.0.1:0"),
+        timing(lease_timeout),
+        Box::new(StoreCheck::default()),
+    )
+    .await
+    .unwrap();
     let client = Client::new(&server.url(), &server.token);
     (server, client)
 }

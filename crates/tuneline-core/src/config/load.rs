@@ -34,7 +34,8 @@ pub fn job_config(text: &str, model: Option<&str>) -> String {
         }
     }
     if let Some(model) = model {
-        let section = table.entry("model").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let section =
+            table.entry("model").or_insert_with(|| toml::Value::Table(toml::Table::new()));
         if let toml::Value::Table(t) = section {
             t.insert("path".into(), toml::Value::String(model.to_string()));
             changed = true;
@@ -59,23 +60,35 @@ pub struct Loaded {
 impl Config {
     /// Reads and validates `path`, then fills secrets from the process environment.
     pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&text, &path.display().to_string(), |k| std::env::var(k).ok())
     }
 
     /// Parses and validates TOML `text`; `file` names it in errors, `env` looks up secrets.
-    pub fn parse(text: &str, file: &str, env: impl Fn(&str) -> Option<String>) -> Result<Loaded, ConfigError> {
+    pub fn parse(
+        text: &str,
+        file: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Loaded, ConfigError> {
         let invalid = |problems| ConfigError::Invalid { file: file.to_string(), problems };
-        let spans = DeTable::parse(text).map_err(|e| invalid(vec![toml_problem(text, &e, String::new())]))?.into_inner();
+        let spans = DeTable::parse(text)
+            .map_err(|e| invalid(vec![toml_problem(text, &e, String::new())]))?
+            .into_inner();
 
         let mut unknown: Vec<Vec<String>> = Vec::new();
         let mut track = serde_path_to_error::Track::new();
-        let de = toml::Deserializer::parse(text).map_err(|e| invalid(vec![toml_problem(text, &e, String::new())]))?;
-        let parsed: Result<Config, _> =
-            serde_ignored::deserialize(serde_path_to_error::Deserializer::new(de, &mut track), |path| unknown.push(segments(&path)));
-        let config = parsed.map_err(|e| invalid(vec![toml_problem(text, &e, track.path().to_string())]))?;
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| invalid(vec![toml_problem(text, &e, String::new())]))?;
+        let parsed: Result<Config, _> = serde_ignored::deserialize(
+            serde_path_to_error::Deserializer::new(de, &mut track),
+            |path| unknown.push(segments(&path)),
+        );
+        let config =
+            parsed.map_err(|e| invalid(vec![toml_problem(text, &e, track.path().to_string())]))?;
 
-        let mut problems: Vec<Problem> = unknown.iter().map(|path| unknown_key(text, &spans, &config, path)).collect();
+        let mut problems: Vec<Problem> =
+            unknown.iter().map(|path| unknown_key(text, &spans, &config, path)).collect();
         problems.extend(validate(&config).into_iter().map(|(field, message)| Problem {
             line: line_of_key(text, &spans, &field.split('.').collect::<Vec<_>>()),
             field,
@@ -118,10 +131,13 @@ fn toml_problem(text: &str, e: &toml::de::Error, field: String) -> Problem {
     if field.is_empty() {
         // A syntax error has no field to name, so quote the key of the line it is on (never its value,
         // which may be a secret), or a table header.
-        let source = line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).and_then(|s| match s.split_once('=') {
-            Some((key, _)) => Some(format!("{} = …", key.trim())),
-            None => s.starts_with('[').then(|| s.to_string()),
-        });
+        let source =
+            line.and_then(|l| text.lines().nth(l - 1)).map(str::trim).and_then(|s| {
+                match s.split_once('=') {
+                    Some((key, _)) => Some(format!("{} = …", key.trim())),
+                    None => s.starts_with('[').then(|| s.to_string()),
+                }
+            });
         if let Some(source) = source {
             message = format!("{message}: `{source}`");
         }
@@ -165,7 +181,9 @@ fn segments(path: &serde_ignored::Path) -> Vec<String> {
         P::Root => Vec::new(),
         P::Seq { parent, index } => [segments(parent), vec![index.to_string()]].concat(),
         P::Map { parent, key } => [segments(parent), vec![key.clone()]].concat(),
-        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => segments(parent),
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
+            segments(parent)
+        }
     }
 }
 
@@ -178,17 +196,25 @@ fn unknown_key(text: &str, spans: &DeTable, config: &Config, path: &[String]) ->
     let mut candidates = Vec::new();
     collect_keys(&tree, &mut Vec::new(), &mut candidates);
     let here = parent.join(".");
-    let owner = candidates.iter().find(|(table, key)| key == name && *table != here && table.starts_with("providers.") && here.starts_with("providers."));
+    let owner = candidates.iter().find(|(table, key)| {
+        key == name
+            && *table != here
+            && table.starts_with("providers.")
+            && here.starts_with("providers.")
+    });
     if let Some((table, _)) = owner {
         let refs: Vec<&str> = path.iter().map(String::as_str).collect();
-        let message = format!("`{name}` is a key of [{table}], not of [{here}]; move it there, or leave it out");
+        let message = format!(
+            "`{name}` is a key of [{table}], not of [{here}]; move it there, or leave it out"
+        );
         return Problem { line: line_of_key(text, spans, &refs), field: path.join("."), message };
     }
     // Prefer a key in the same table; a much closer key elsewhere also counts.
     let best = candidates
         .iter()
         .map(|(table, key)| {
-            let score = strsim::normalized_damerau_levenshtein(name, key) + if *table == here { 0.05 } else { 0.0 };
+            let score = strsim::normalized_damerau_levenshtein(name, key)
+                + if *table == here { 0.05 } else { 0.0 };
             (score, table, key)
         })
         .filter(|(score, _, _)| *score >= 0.6)
@@ -198,9 +224,14 @@ fn unknown_key(text: &str, spans: &DeTable, config: &Config, path: &[String]) ->
         Some((_, table, key)) => format!("; did you mean `{key}` in [{table}]?"),
         None => String::new(),
     };
-    let where_ = if here.is_empty() { "at the top level".to_string() } else { format!("in [{here}]") };
+    let where_ =
+        if here.is_empty() { "at the top level".to_string() } else { format!("in [{here}]") };
     let refs: Vec<&str> = path.iter().map(String::as_str).collect();
-    Problem { line: line_of_key(text, spans, &refs), field: path.join("."), message: format!("unknown key {where_}{hint}") }
+    Problem {
+        line: line_of_key(text, spans, &refs),
+        field: path.join("."),
+        message: format!("unknown key {where_}{hint}"),
+    }
 }
 
 /// Every `(table, key)` pair of the config tree, tables as dotted paths.
@@ -226,7 +257,9 @@ fn line_of_key(text: &str, spans: &DeTable, path: &[&str]) -> Option<usize> {
     let (key, value) = spans.iter().find(|(k, _)| k.get_ref() == name)?;
     let nested = match (value.get_ref(), index) {
         (DeValue::Table(t), None) if !rest.is_empty() => line_of_key(text, t, rest),
-        (DeValue::Array(items), Some(i)) => items.get(i).map(|item| line_at(text, item.span().start)),
+        (DeValue::Array(items), Some(i)) => {
+            items.get(i).map(|item| line_at(text, item.span().start))
+        }
         _ => None,
     };
     nested.or_else(|| Some(line_at(text, key.span().start)))
@@ -245,8 +278,16 @@ mod secret_tests {
         let text =
             "[store]\nurl = \"s3://b/p\"\nsecret_access_key = \"hunter2\"\naccess_key_id = \"GK1\"\n[server]\ntoken = \"t0k\"\n[model]\npath = \"m.gguf\"\n";
         let shared = job_config(text, Some("store:models/base/m/ab"));
-        assert!(!shared.contains("hunter2") && !shared.contains("GK1") && !shared.contains("t0k"), "{shared}");
-        assert!(shared.contains("s3://b/p") && shared.contains("path = \"store:models/base/m/ab\"") && !shared.contains("m.gguf"), "{shared}");
+        assert!(
+            !shared.contains("hunter2") && !shared.contains("GK1") && !shared.contains("t0k"),
+            "{shared}"
+        );
+        assert!(
+            shared.contains("s3://b/p")
+                && shared.contains("path = \"store:models/base/m/ab\"")
+                && !shared.contains("m.gguf"),
+            "{shared}"
+        );
         let plain = "[store]\nurl = \"s3://b/p\"\n# a comment\n";
         assert_eq!(job_config(plain, None), plain, "a config without secrets is sent as written");
     }

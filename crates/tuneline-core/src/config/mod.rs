@@ -11,7 +11,10 @@ mod values;
 
 pub use error::{ConfigError, Problem};
 pub use load::{job_config, Loaded, SECRET_ENV};
-pub use providers::{AwsTable, CloudType, LambdaTable, Launch, LocalTable, ProviderKind, Providers, RunpodTable, SlurmTable, SlurmTime, SshTable, VastTable};
+pub use providers::{
+    AwsTable, CloudType, LambdaTable, Launch, LocalTable, ProviderKind, Providers, RunpodTable,
+    SlurmTable, SlurmTime, SshTable, VastTable,
+};
 pub use schema::*;
 pub use secret::Secret;
 pub use ssh_host::SshHost;

@@ -34,7 +34,16 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// Every backend, in the order the docs list them.
-    pub const ALL: [ProviderKind; 8] = [Self::Local, Self::Manual, Self::Ssh, Self::Slurm, Self::Aws, Self::Runpod, Self::Vast, Self::Lambda];
+    pub const ALL: [ProviderKind; 8] = [
+        Self::Local,
+        Self::Manual,
+        Self::Ssh,
+        Self::Slurm,
+        Self::Aws,
+        Self::Runpod,
+        Self::Vast,
+        Self::Lambda,
+    ];
 
     /// The name the config writes.
     pub fn name(self) -> &'static str {
@@ -71,8 +80,14 @@ impl FromStr for ProviderKind {
             return Ok(kind);
         }
         let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-        let closest = Self::ALL.into_iter().map(|k| (strsim::normalized_damerau_levenshtein(s, k.name()), k)).max_by(|a, b| a.0.total_cmp(&b.0));
-        let hint = closest.filter(|(score, _)| *score >= 0.5).map(|(_, k)| format!("did you mean `{k}`? ")).unwrap_or_default();
+        let closest = Self::ALL
+            .into_iter()
+            .map(|k| (strsim::normalized_damerau_levenshtein(s, k.name()), k))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let hint = closest
+            .filter(|(score, _)| *score >= 0.5)
+            .map(|(_, k)| format!("did you mean `{k}`? "))
+            .unwrap_or_default();
         Err(format!("`{s}` is not a provider; {hint}the providers are {}", names.join(", ")))
     }
 }
@@ -330,9 +345,13 @@ impl SlurmTime {
 
     fn parse(s: &str) -> Result<SlurmTime, String> {
         let s = s.trim();
-        let bad = || format!("`{s}` is no time limit; write \"4h\", \"90m\", minutes (240) or Slurm's \"D-HH:MM:SS\"");
+        let bad = || {
+            format!("`{s}` is no time limit; write \"4h\", \"90m\", minutes (240) or Slurm's \"D-HH:MM:SS\"")
+        };
         let duration = if s.chars().all(|c| c.is_ascii_digit()) && !s.is_empty() {
-            Duration::from_secs(s.parse::<u64>().map_err(|_| bad())?.checked_mul(60).ok_or_else(bad)?)
+            Duration::from_secs(
+                s.parse::<u64>().map_err(|_| bad())?.checked_mul(60).ok_or_else(bad)?,
+            )
         } else if s.contains(':') || s.contains('-') {
             slurm_form(s).ok_or_else(bad)?
         } else {
@@ -347,7 +366,11 @@ impl SlurmTime {
 
 /// Slurm's colon forms: `MM:SS`, `HH:MM:SS`, and with `D-` before: `D-HH`, `D-HH:MM`, `D-HH:MM:SS`.
 fn slurm_form(s: &str) -> Option<Duration> {
-    let number = |n: &str| (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit())).then(|| n.parse::<u64>().ok()).flatten();
+    let number = |n: &str| {
+        (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            .then(|| n.parse::<u64>().ok())
+            .flatten()
+    };
     let (days, rest) = match s.split_once('-') {
         Some((d, rest)) => (number(d)?, rest),
         None => (0, s),
@@ -364,7 +387,12 @@ fn slurm_form(s: &str) -> Option<Duration> {
     if (has_days && h >= 24) || (parts.len() == 3 && m >= 60) || sec >= 60 {
         return None;
     }
-    Some(Duration::from_secs(days.checked_mul(86_400)?.checked_add(h.checked_mul(3600)?)?.checked_add(m.checked_mul(60)?)?.checked_add(sec)?))
+    Some(Duration::from_secs(
+        days.checked_mul(86_400)?
+            .checked_add(h.checked_mul(3600)?)?
+            .checked_add(m.checked_mul(60)?)?
+            .checked_add(sec)?,
+    ))
 }
 
 impl Serialize for SlurmTime {
@@ -406,7 +434,11 @@ mod tests {
             ("1-06:30", "1-06:30:00"),
             ("1-00:00:00", "1-00:00:00"),
         ] {
-            assert_eq!(SlurmTime::parse(written).map(SlurmTime::sbatch), Ok(sbatch.to_string()), "{written}");
+            assert_eq!(
+                SlurmTime::parse(written).map(SlurmTime::sbatch),
+                Ok(sbatch.to_string()),
+                "{written}"
+            );
         }
         for refused in ["0", "4 hours please", "1-25", "12:61:00", "-5", "", "0m"] {
             assert!(SlurmTime::parse(refused).is_err(), "{refused:?} passed");

@@ -127,7 +127,11 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(), quantized_base: false, device: ComputeDevice::Auto }
+        Self {
+            path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(),
+            quantized_base: false,
+            device: ComputeDevice::Auto,
+        }
     }
 }
 
@@ -235,7 +239,13 @@ pub struct CleanConfig {
 
 impl Default for CleanConfig {
     fn default() -> Self {
-        Self { strip_html: true, alternation: Alternation::Repair, min_chars: 1, max_chars: 200_000, max_turns: 256 }
+        Self {
+            strip_html: true,
+            alternation: Alternation::Repair,
+            min_chars: 1,
+            max_chars: 200_000,
+            max_turns: 256,
+        }
     }
 }
 
@@ -379,7 +389,17 @@ impl Default for LoraConfig {
             lora_r: 64,
             lora_alpha: 128.0,
             lora_dropout: 0.05,
-            target_modules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"].map(String::from).to_vec(),
+            target_modules: [
+                "q_proj",
+                "k_proj",
+                "v_proj",
+                "o_proj",
+                "gate_proj",
+                "up_proj",
+                "down_proj",
+            ]
+            .map(String::from)
+            .to_vec(),
             use_rslora: false,
         }
     }
@@ -420,7 +440,14 @@ pub struct EvalConfig {
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        Self { max_new_tokens: 128, max_samples: 100, spot_check: 20, seed: 0, smoke_prompts: 4, smoke_loss_tolerance: 0.05 }
+        Self {
+            max_new_tokens: 128,
+            max_samples: 100,
+            spot_check: 20,
+            seed: 0,
+            smoke_prompts: 4,
+            smoke_loss_tolerance: 0.05,
+        }
     }
 }
 
@@ -500,7 +527,14 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8470".into(), token: None, tls: TlsMode::Auto, tls_cert: None, tls_key: None, url: None }
+        Self {
+            listen: "127.0.0.1:8470".into(),
+            token: None,
+            tls: TlsMode::Auto,
+            tls_cert: None,
+            tls_key: None,
+            url: None,
+        }
     }
 }
 

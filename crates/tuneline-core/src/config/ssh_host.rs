@@ -22,7 +22,9 @@ impl SshHost {
             None => (None, text),
         };
         let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
-            let (host, after) = inner.split_once(']').ok_or_else(|| format!("`{text}`: an unclosed [ in the address"))?;
+            let (host, after) = inner
+                .split_once(']')
+                .ok_or_else(|| format!("`{text}`: an unclosed [ in the address"))?;
             (host, after.strip_prefix(':'))
         } else {
             match rest.rsplit_once(':') {
@@ -33,7 +35,13 @@ impl SshHost {
         if host.is_empty() || host.contains(char::is_whitespace) {
             return Err(format!("`{text}`: expected user@host:port, with a host"));
         }
-        let port = port.map(|p| p.parse::<u16>().map_err(|_| format!("`{text}`: the port `{p}` is not a number from 1 to 65535"))).transpose()?;
+        let port = port
+            .map(|p| {
+                p.parse::<u16>().map_err(|_| {
+                    format!("`{text}`: the port `{p}` is not a number from 1 to 65535")
+                })
+            })
+            .transpose()?;
         Ok(Self { user, host: host.to_string(), port })
     }
 
@@ -63,7 +71,10 @@ mod tests {
     #[test]
     fn hosts_parse_with_or_without_user_and_port() {
         let h = SshHost::parse("ubuntu@gpu-box:2222").unwrap();
-        assert_eq!((h.user.as_deref(), h.host.as_str(), h.port), (Some("ubuntu"), "gpu-box", Some(2222)));
+        assert_eq!(
+            (h.user.as_deref(), h.host.as_str(), h.port),
+            (Some("ubuntu"), "gpu-box", Some(2222))
+        );
         assert_eq!(h.to_string(), "ubuntu@gpu-box:2222");
         assert_eq!(SshHost::parse("mac-mini").unwrap().destination(), "mac-mini");
         assert_eq!(SshHost::parse("root@[::1]:22").unwrap().host, "::1");

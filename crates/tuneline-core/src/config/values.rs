@@ -32,9 +32,11 @@ impl Serialize for HumanDuration {
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map(HumanDuration)
-            .map_err(|e| de::Error::custom(format!("`{text}` is not a duration ({e}); write it like \"30s\", \"30m\" or \"2h\"")))
+        humantime::parse_duration(&text).map(HumanDuration).map_err(|e| {
+            de::Error::custom(format!(
+                "`{text}` is not a duration ({e}); write it like \"30s\", \"30m\" or \"2h\""
+            ))
+        })
     }
 }
 
@@ -110,7 +112,9 @@ impl<'de> Deserialize<'de> for SaveSteps {
                 f.write_str("a positive number of steps or \"auto\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<SaveSteps, E> {
-                u64::try_from(v).map(SaveSteps::Steps).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+                u64::try_from(v)
+                    .map(SaveSteps::Steps)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<SaveSteps, E> {
                 Ok(SaveSteps::Steps(v))
@@ -146,9 +150,11 @@ impl std::str::FromStr for MemorySize {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        text.parse::<bytesize::ByteSize>()
-            .map(|b| MemorySize(b.as_u64()))
-            .map_err(|e| format!("`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\""))
+        text.parse::<bytesize::ByteSize>().map(|b| MemorySize(b.as_u64())).map_err(|e| {
+            format!(
+                "`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\""
+            )
+        })
     }
 }
 

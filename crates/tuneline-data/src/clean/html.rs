@@ -2,9 +2,31 @@
 //! `<p>`, `&lt;`) outside Markdown code fences, where HTML may be the point.
 //! Only known HTML tag names are touched, so `a < b` and `Vec<T>` survive.
 
-const BLOCK: &[&str] =
-    &["p", "div", "br", "li", "ul", "ol", "pre", "table", "thead", "tbody", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr"];
-const INLINE: &[&str] = &["span", "code", "strong", "em", "b", "i", "a", "svg", "path", "button", "img", "sup", "sub"];
+const BLOCK: &[&str] = &[
+    "p",
+    "div",
+    "br",
+    "li",
+    "ul",
+    "ol",
+    "pre",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "td",
+    "th",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "hr",
+];
+const INLINE: &[&str] =
+    &["span", "code", "strong", "em", "b", "i", "a", "svg", "path", "button", "img", "sup", "sub"];
 
 /// The text without HTML tags and entities, or `None` if there were none.
 pub fn strip(text: &str) -> Option<String> {
@@ -74,9 +96,17 @@ fn decode_entities(text: &str) -> String {
     if !text.contains('&') {
         return text.to_string();
     }
-    [("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&#39;", "'"), ("&#x27;", "'"), ("&nbsp;", " "), ("&amp;", "&")]
-        .iter()
-        .fold(text.to_string(), |acc, (entity, plain)| acc.replace(entity, plain))
+    [
+        ("&lt;", "<"),
+        ("&gt;", ">"),
+        ("&quot;", "\""),
+        ("&#39;", "'"),
+        ("&#x27;", "'"),
+        ("&nbsp;", " "),
+        ("&amp;", "&"),
+    ]
+    .iter()
+    .fold(text.to_string(), |acc, (entity, plain)| acc.replace(entity, plain))
 }
 
 #[cfg(test)]
@@ -85,7 +115,8 @@ mod tests {
 
     #[test]
     fn strips_remnants_but_keeps_code_and_comparisons() {
-        let text = "<div class=\"markdown prose\"><p>Use a &lt;div&gt; when a < b.</p><p>Next</p></div>";
+        let text =
+            "<div class=\"markdown prose\"><p>Use a &lt;div&gt; when a < b.</p><p>Next</p></div>";
         assert_eq!(strip(text).unwrap(), "Use a <div> when a < b.\nNext\n");
         let code = "Here:\n```html\n<div>keep</div>\n```\n";
         assert_eq!(strip(code), None);

@@ -89,7 +89,11 @@ impl Cleaner {
         }
     }
 
-    fn fix_conversation(&self, turns: &mut Vec<Turn>, edits: &mut Vec<&'static str>) -> Result<(), &'static str> {
+    fn fix_conversation(
+        &self,
+        turns: &mut Vec<Turn>,
+        edits: &mut Vec<&'static str>,
+    ) -> Result<(), &'static str> {
         let before = turns.len();
         turns.retain(|t| !t.content.trim().is_empty());
         if turns.len() < before {
@@ -160,7 +164,9 @@ mod tests {
     fn chat(turns: &[(Role, &str)]) -> Record {
         Record {
             origin: Origin { file: "t.jsonl".into(), line: 1 },
-            sample: Sample::Chat(turns.iter().map(|(r, c)| Turn { role: *r, content: c.to_string() }).collect()),
+            sample: Sample::Chat(
+                turns.iter().map(|(r, c)| Turn { role: *r, content: c.to_string() }).collect(),
+            ),
         }
     }
 
@@ -176,17 +182,37 @@ mod tests {
         use Role::*;
         let cleaner = Cleaner::new(CleanConfig::default());
         let mut counts = CleanCounts::default();
-        let input = chat(&[(Assistant, "hello!"), (User, "a"), (User, "b"), (System, "late"), (Assistant, "c"), (User, "  ")]);
+        let input = chat(&[
+            (Assistant, "hello!"),
+            (User, "a"),
+            (User, "b"),
+            (System, "late"),
+            (Assistant, "c"),
+            (User, "  "),
+        ]);
         let out = cleaner.clean(input, &mut counts).unwrap();
         assert_eq!(roles(&out), [User, Assistant]);
         let Sample::Chat(turns) = &out.sample else { unreachable!() };
         assert_eq!(turns[0].content, "a\n\nb");
         let edits: Vec<&str> = counts.edited.keys().map(String::as_str).collect();
-        assert_eq!(edits, ["consecutive turns merged", "empty turns dropped", "leading assistant turns dropped", "stray system turns dropped"]);
+        assert_eq!(
+            edits,
+            [
+                "consecutive turns merged",
+                "empty turns dropped",
+                "leading assistant turns dropped",
+                "stray system turns dropped"
+            ]
+        );
 
-        let strict = Cleaner::new(CleanConfig { alternation: Alternation::Reject, ..CleanConfig::default() });
+        let strict = Cleaner::new(CleanConfig {
+            alternation: Alternation::Reject,
+            ..CleanConfig::default()
+        });
         let mut counts = CleanCounts::default();
-        assert!(strict.clean(chat(&[(User, "a"), (User, "b"), (Assistant, "c")]), &mut counts).is_none());
+        assert!(strict
+            .clean(chat(&[(User, "a"), (User, "b"), (Assistant, "c")]), &mut counts)
+            .is_none());
         assert_eq!(counts.removed["roles do not alternate"], 1);
     }
 

@@ -71,13 +71,19 @@ impl MinHasher {
         };
         hashes.sort_unstable();
         hashes.dedup();
-        self.params.iter().map(|&(a, b)| hashes.iter().map(|&h| permute(a, b, h)).min().expect("at least one shingle")).collect()
+        self.params
+            .iter()
+            .map(|&(a, b)| {
+                hashes.iter().map(|&h| permute(a, b, h)).min().expect("at least one shingle")
+            })
+            .collect()
     }
 }
 
 /// datatrove's punctuation (`datatrove.utils.text.PUNCTUATION`, its visible
 /// characters; control characters are handled apart), so shingles match its own.
-const PUNCTUATION: &str = "!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»";
+const PUNCTUATION: &str =
+    "!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»";
 
 /// Whether datatrove turns `c` into a space: its punctuation, or a control
 /// character other than tab and newline.
@@ -95,7 +101,8 @@ fn is_punctuation(c: char) -> bool {
 }
 
 /// Numbers in any script, with an optional decimal part.
-static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\p{Nd}+([.,،٫⎖⎗⎘]\p{Nd}+)?").expect("valid pattern"));
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\p{Nd}+([.,،٫⎖⎗⎘]\p{Nd}+)?").expect("valid pattern"));
 
 /// `text` as datatrove's `simplify_text` leaves it (with its defaults):
 /// lowercased, each number replaced by `0`, punctuation and control characters
@@ -103,7 +110,8 @@ static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\p{Nd}+([.,،٫�
 pub fn simplify(text: &str) -> String {
     let lower = text.to_lowercase();
     let numbered = NUMBER.replace_all(&lower, "0");
-    let spaced: String = numbered.chars().map(|c| if is_punctuation(c) { ' ' } else { c }).collect();
+    let spaced: String =
+        numbered.chars().map(|c| if is_punctuation(c) { ' ' } else { c }).collect();
     if spaced.is_ascii() {
         spaced
     } else {
@@ -131,14 +139,19 @@ fn reduce(x: u64) -> u64 {
 /// One key per band: a hash of the band's rows.
 pub fn band_keys(signature: &[u64]) -> [u64; BANDS] {
     std::array::from_fn(|band| {
-        let rows: Vec<u8> = signature[band * ROWS..(band + 1) * ROWS].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let rows: Vec<u8> = signature[band * ROWS..(band + 1) * ROWS]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         xxh3_64(&rows)
     })
 }
 
 /// Pairs `(i, j)`, `i < j`, whose band keys agree on a whole band, each pair
 /// once; `j` is paired with the first earlier sample in that band's bucket.
-pub fn candidate_pairs<'a>(bands: impl Iterator<Item = &'a [u64; BANDS]> + Clone) -> Vec<(usize, usize)> {
+pub fn candidate_pairs<'a>(
+    bands: impl Iterator<Item = &'a [u64; BANDS]> + Clone,
+) -> Vec<(usize, usize)> {
     let mut pairs = Vec::new();
     for band in 0..BANDS {
         let mut first: HashMap<u64, usize> = HashMap::new();
@@ -176,16 +189,29 @@ mod tests {
         assert!(similarity(&s[0], &s[2]) < 0.1);
         let bands = s.each_ref().map(|sig| band_keys(sig));
         assert_eq!(candidate_pairs(bands.iter()), [(0, 1)]);
-        assert_eq!(h.signature(base), MinHasher::new().signature(base), "signatures are reproducible");
+        assert_eq!(
+            h.signature(base),
+            MinHasher::new().signature(base),
+            "signatures are reproducible"
+        );
     }
 
     #[test]
     fn signatures_equal_datatrove_s() {
         // datatrove 0.10 MinhashDedupSignature (default config): get_signature of
         // the shingles of this text, buckets 0 (first four values) and 13 (last).
-        let sig = MinHasher::new().signature("the quick brown fox jumps over the lazy dog while the cat sleeps");
+        let sig = MinHasher::new()
+            .signature("the quick brown fox jumps over the lazy dog while the cat sleeps");
         assert_eq!(xxh64(b"the quick brown fox jumps", 0), 7_797_000_677_988_824_208);
-        assert_eq!(sig[..4], [85_330_943_174_081_874, 125_906_199_027_997_157, 95_314_840_990_380_114, 32_060_906_725_957_040]);
+        assert_eq!(
+            sig[..4],
+            [
+                85_330_943_174_081_874,
+                125_906_199_027_997_157,
+                95_314_840_990_380_114,
+                32_060_906_725_957_040
+            ]
+        );
         assert_eq!(sig[BANDS * ROWS - 1], 3_963_570_588_256_049);
     }
 

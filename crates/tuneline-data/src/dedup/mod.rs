@@ -76,7 +76,11 @@ pub struct Dedup {
 pub fn normalized_text(sample: &Sample) -> String {
     let raw = match sample {
         Sample::Text(t) => t.clone(),
-        Sample::Chat(turns) => turns.iter().map(|t| format!("{}: {}", t.role.as_str(), t.content)).collect::<Vec<_>>().join("\n"),
+        Sample::Chat(turns) => turns
+            .iter()
+            .map(|t| format!("{}: {}", t.role.as_str(), t.content))
+            .collect::<Vec<_>>()
+            .join("\n"),
     };
     raw.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
@@ -84,7 +88,11 @@ pub fn normalized_text(sample: &Sample) -> String {
 /// Finds exact and near duplicates among samples with fingerprints `fps`, in
 /// input order. With a threshold, `similar(a, b)` confirms a pair whose bands
 /// match (it compares their signatures against the threshold).
-pub fn dedup(fps: &[Fingerprint], config: &DedupConfig, mut similar: impl FnMut(usize, usize) -> std::io::Result<bool>) -> std::io::Result<Dedup> {
+pub fn dedup(
+    fps: &[Fingerprint],
+    config: &DedupConfig,
+    mut similar: impl FnMut(usize, usize) -> std::io::Result<bool>,
+) -> std::io::Result<Dedup> {
     let n = fps.len();
     let mut exact = UnionFind::new(n);
     let mut first_of: HashMap<[u8; 32], usize> = HashMap::with_capacity(n);

@@ -16,7 +16,9 @@ impl RandomState {
         let mut key = [0u32; 624];
         key[0] = seed;
         for i in 1..624 {
-            key[i] = 1_812_433_253u32.wrapping_mul(key[i - 1] ^ (key[i - 1] >> 30)).wrapping_add(i as u32);
+            key[i] = 1_812_433_253u32
+                .wrapping_mul(key[i - 1] ^ (key[i - 1] >> 30))
+                .wrapping_add(i as u32);
         }
         Self { key, pos: 624 }
     }
@@ -38,7 +40,8 @@ impl RandomState {
         const LOWER: u32 = 0x7fff_ffff;
         for i in 0..624 {
             let y = (self.key[i] & UPPER) | (self.key[(i + 1) % 624] & LOWER);
-            self.key[i] = self.key[(i + 397) % 624] ^ (y >> 1) ^ if y & 1 == 1 { 0x9908_b0df } else { 0 };
+            self.key[i] =
+                self.key[(i + 397) % 624] ^ (y >> 1) ^ if y & 1 == 1 { 0x9908_b0df } else { 0 };
         }
         self.pos = 0;
     }
@@ -52,7 +55,10 @@ impl RandomState {
     /// value in `[low, high)`.
     pub fn randint_u64(&mut self, low: u64, high: u64) -> u64 {
         let range = high - low - 1;
-        debug_assert!(range > u64::from(u32::MAX), "numpy draws narrower ranges from 32-bit outputs");
+        debug_assert!(
+            range > u64::from(u32::MAX),
+            "numpy draws narrower ranges from 32-bit outputs"
+        );
         let mask = u64::MAX >> range.leading_zeros();
         loop {
             let value = self.next_u64() & mask;
@@ -74,9 +80,15 @@ mod tests {
         let mut r = RandomState::new(1);
         let a: Vec<u64> = (0..112).map(|_| r.randint_u64(1, p)).collect();
         let b: Vec<u64> = (0..112).map(|_| r.randint_u64(0, p)).collect();
-        assert_eq!(a[..3], [775_169_054_918_279_404, 1_758_426_461_858_698_313, 2_109_959_069_025_162]);
+        assert_eq!(
+            a[..3],
+            [775_169_054_918_279_404, 1_758_426_461_858_698_313, 2_109_959_069_025_162]
+        );
         assert_eq!(a[111], 223_865_076_026_037_746);
-        assert_eq!(b[..3], [1_062_448_801_025_099_917, 1_324_811_268_927_594_100, 1_217_488_311_597_731_462]);
+        assert_eq!(
+            b[..3],
+            [1_062_448_801_025_099_917, 1_324_811_268_927_594_100, 1_217_488_311_597_731_462]
+        );
         assert_eq!(b[111], 1_097_409_548_522_419_201);
     }
 }

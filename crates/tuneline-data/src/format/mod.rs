@@ -77,13 +77,22 @@ pub fn detect(value: &Value, names: &FieldNames) -> Option<DataFormat> {
 }
 
 /// Interprets `raw` in `format` (never `Auto`).
-pub fn normalize(raw: RawRecord, format: DataFormat, names: &FieldNames) -> Result<Record, Rejection> {
+pub fn normalize(
+    raw: RawRecord,
+    format: DataFormat,
+    names: &FieldNames,
+) -> Result<Record, Rejection> {
     let RawRecord { origin, value } = raw;
     if !value.is_object() {
-        return Err(Rejection::new("not an object", format!("the record is {}, not an object", kind(&value))));
+        return Err(Rejection::new(
+            "not an object",
+            format!("the record is {}, not an object", kind(&value)),
+        ));
     }
     let sample = match format {
-        DataFormat::Sharegpt => Sample::Chat(turns(&value, names, "conversations", "from", "value")?),
+        DataFormat::Sharegpt => {
+            Sample::Chat(turns(&value, names, "conversations", "from", "value")?)
+        }
         DataFormat::Messages => Sample::Chat(turns(&value, names, "messages", "role", "content")?),
         DataFormat::Alpaca => {
             let mut out = Vec::new();
@@ -110,11 +119,22 @@ pub fn normalize(raw: RawRecord, format: DataFormat, names: &FieldNames) -> Resu
     Ok(Record { origin, sample })
 }
 
-fn turns(value: &Value, names: &FieldNames, list: &str, role: &str, content: &str) -> Result<Vec<Turn>, Rejection> {
+fn turns(
+    value: &Value,
+    names: &FieldNames,
+    list: &str,
+    role: &str,
+    content: &str,
+) -> Result<Vec<Turn>, Rejection> {
     let field = names.get(list);
     let items = match value.get(field) {
         Some(Value::Array(items)) => items,
-        Some(other) => return Err(Rejection::new("wrong type", format!("`{field}` is {}, not an array", kind(other)))),
+        Some(other) => {
+            return Err(Rejection::new(
+                "wrong type",
+                format!("`{field}` is {}, not an array", kind(other)),
+            ))
+        }
         None => return Err(Rejection::new("missing field", format!("no `{field}` field"))),
     };
     let (role_field, content_field) = (names.get(role), names.get(content));
@@ -124,16 +144,39 @@ fn turns(value: &Value, names: &FieldNames, list: &str, role: &str, content: &st
         .map(|(i, item)| {
             let who = match item.get(role_field) {
                 Some(Value::String(s)) => s,
-                Some(other) => return Err(Rejection::new("wrong type", format!("{field}[{i}].{role_field} is {}", kind(other)))),
-                None => return Err(Rejection::new("missing field", format!("no `{field}[{i}].{role_field}`"))),
+                Some(other) => {
+                    return Err(Rejection::new(
+                        "wrong type",
+                        format!("{field}[{i}].{role_field} is {}", kind(other)),
+                    ))
+                }
+                None => {
+                    return Err(Rejection::new(
+                        "missing field",
+                        format!("no `{field}[{i}].{role_field}`"),
+                    ))
+                }
             };
             let role = Role::parse(who).ok_or_else(|| Rejection {
                 unknown_role: Some(who.clone()),
-                ..Rejection::new("unknown role", format!("unknown role `{who}` in {field}[{i}].{role_field}"))
+                ..Rejection::new(
+                    "unknown role",
+                    format!("unknown role `{who}` in {field}[{i}].{role_field}"),
+                )
             })?;
             let content = match item.get(content_field) {
-                Some(c) => content_text(c).ok_or_else(|| Rejection::new("wrong type", format!("{field}[{i}].{content_field} is {}, not text", kind(c))))?,
-                None => return Err(Rejection::new("missing field", format!("no `{field}[{i}].{content_field}`"))),
+                Some(c) => content_text(c).ok_or_else(|| {
+                    Rejection::new(
+                        "wrong type",
+                        format!("{field}[{i}].{content_field} is {}, not text", kind(c)),
+                    )
+                })?,
+                None => {
+                    return Err(Rejection::new(
+                        "missing field",
+                        format!("no `{field}[{i}].{content_field}`"),
+                    ))
+                }
             };
             Ok(Turn { role, content })
         })
@@ -159,14 +202,21 @@ fn content_text(value: &Value) -> Option<String> {
 
 fn text(value: &Value, names: &FieldNames, canonical: &str) -> Result<String, Rejection> {
     let field = names.get(canonical);
-    optional_text(value, names, canonical)?.ok_or_else(|| Rejection::new("missing field", format!("no `{field}` field")))
+    optional_text(value, names, canonical)?
+        .ok_or_else(|| Rejection::new("missing field", format!("no `{field}` field")))
 }
 
-fn optional_text(value: &Value, names: &FieldNames, canonical: &str) -> Result<Option<String>, Rejection> {
+fn optional_text(
+    value: &Value,
+    names: &FieldNames,
+    canonical: &str,
+) -> Result<Option<String>, Rejection> {
     let field = names.get(canonical);
     match value.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(Rejection::new("wrong type", format!("`{field}` is {}, not a string", kind(other)))),
+        Some(other) => {
+            Err(Rejection::new("wrong type", format!("`{field}` is {}, not a string", kind(other))))
+        }
     }
 }

@@ -55,8 +55,17 @@ pub struct Collected {
 }
 
 /// Reads `files` and fingerprints and tokenizes every kept record, spilling to `work`.
-pub fn collect(files: &[PathBuf], config: &DataConfig, tokenizer: &Tokenizer, work: &Path, progress: &dyn Progress) -> Result<Collected, DataError> {
-    let io = |e: std::io::Error| DataError::Input { path: work.display().to_string(), reason: e.to_string() };
+pub fn collect(
+    files: &[PathBuf],
+    config: &DataConfig,
+    tokenizer: &Tokenizer,
+    work: &Path,
+    progress: &dyn Progress,
+) -> Result<Collected, DataError> {
+    let io = |e: std::io::Error| DataError::Input {
+        path: work.display().to_string(),
+        reason: e.to_string(),
+    };
     let mut sink = Sink {
         fingerprinter: Fingerprinter::new(&config.dedup),
         skip_duplicates: config.dedup.exact,
@@ -98,7 +107,12 @@ pub fn collect(files: &[PathBuf], config: &DataConfig, tokenizer: &Tokenizer, wo
             None => ingested,
         }
     })?;
-    Ok(Collected { entries: sink.entries, ingested, samples: sink.samples.finish().map_err(io)?, signatures: sink.signatures.finish().map_err(io)? })
+    Ok(Collected {
+        entries: sink.entries,
+        ingested,
+        samples: sink.samples.finish().map_err(io)?,
+        signatures: sink.signatures.finish().map_err(io)?,
+    })
 }
 
 /// Where batches go.
@@ -115,9 +129,17 @@ struct Sink<'a> {
 
 impl Sink<'_> {
     fn take(&mut self, batch: Vec<Record>) -> std::io::Result<()> {
-        let fingerprints: Vec<_> = batch.par_iter().map(|r| self.fingerprinter.fingerprint(&r.sample)).collect();
-        let duplicate: Vec<bool> = fingerprints.iter().map(|(f, _)| self.skip_duplicates && !self.seen.insert(f.text_hash)).collect();
-        let tokenized: Vec<_> = batch.par_iter().zip(&duplicate).map(|(r, &dup)| (!dup).then(|| self.tokenizer.tokenize(&r.sample))).collect();
+        let fingerprints: Vec<_> =
+            batch.par_iter().map(|r| self.fingerprinter.fingerprint(&r.sample)).collect();
+        let duplicate: Vec<bool> = fingerprints
+            .iter()
+            .map(|(f, _)| self.skip_duplicates && !self.seen.insert(f.text_hash))
+            .collect();
+        let tokenized: Vec<_> = batch
+            .par_iter()
+            .zip(&duplicate)
+            .map(|(r, &dup)| (!dup).then(|| self.tokenizer.tokenize(&r.sample)))
+            .collect();
         for ((fingerprint, signature), result) in fingerprints.into_iter().zip(tokenized) {
             let signature = match signature {
                 Some(s) => put_signature(&mut self.signatures, &s)?,

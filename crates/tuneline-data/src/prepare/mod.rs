@@ -74,7 +74,10 @@ impl Manifest {
     pub fn parse(bytes: &[u8]) -> serde_json::Result<Manifest> {
         let manifest: Manifest = serde_json::from_slice(bytes)?;
         if manifest.format != FORMAT {
-            return Err(serde::de::Error::custom(format!("format `{}` is not `{FORMAT}`: built by another tuneline", manifest.format)));
+            return Err(serde::de::Error::custom(format!(
+                "format `{}` is not `{FORMAT}`: built by another tuneline",
+                manifest.format
+            )));
         }
         Ok(manifest)
     }
@@ -109,12 +112,16 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
     let hashed: Vec<(PathBuf, InputFile)> = files
         .par_iter()
         .map(|path| {
-            let (size, sha256) = hash_file(path).map_err(|e| DataError::Input { path: path.display().to_string(), reason: e.to_string() })?;
+            let (size, sha256) = hash_file(path).map_err(|e| DataError::Input {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
             Ok((path.clone(), InputFile { path: path.display().to_string(), size, sha256 }))
         })
         .collect::<Result<_, DataError>>()?;
     let model_path = base.join(&config.model.path);
-    let tokenizer = ModelTokenizer::load(&model_path).map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
+    let tokenizer = ModelTokenizer::load(&model_path)
+        .map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
     let d = &config.data;
     let pipeline = serde_json::json!({
         "format": d.format, "fields": d.fields, "clean": d.clean, "dedup": d.dedup,
@@ -135,37 +142,70 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
     h.update(pipeline.to_string().as_bytes());
     h.update(tokenizer.fingerprint.as_bytes());
     let version = hex::encode(h.finalize())[..16].to_string();
-    Ok(Plan { name: d.name.clone(), version, inputs: hashed, tokenizer, model: config.model.path.clone(), pipeline })
+    Ok(Plan {
+        name: d.name.clone(),
+        version,
+        inputs: hashed,
+        tokenizer,
+        model: config.model.path.clone(),
+        pipeline,
+    })
 }
 
 /// Builds the dataset of `plan` into `out` (shards, manifest, quarantine),
 /// reporting each stage to `progress`. Memory holds a small entry per
 /// sample; token ids and signatures are spilled to unnamed files in `out`.
-pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) -> Result<Manifest, DataError> {
+pub fn build(
+    plan: &Plan,
+    config: &Config,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<Manifest, DataError> {
     let d = &config.data;
-    let io = |e: std::io::Error| DataError::Input { path: out.display().to_string(), reason: e.to_string() };
+    let io = |e: std::io::Error| DataError::Input {
+        path: out.display().to_string(),
+        reason: e.to_string(),
+    };
     std::fs::create_dir_all(out).map_err(io)?;
     let mut stats = Stats::default();
-    let tokenizer = Tokenizer { model: &plan.tokenizer, train_on_inputs: d.train_on_inputs, max_seq_length: d.max_seq_length as usize, overflow: d.overflow };
+    let tokenizer = Tokenizer {
+        model: &plan.tokenizer,
+        train_on_inputs: d.train_on_inputs,
+        max_seq_length: d.max_seq_length as usize,
+        overflow: d.overflow,
+    };
 
     let started = Instant::now();
     let files: Vec<PathBuf> = plan.inputs.iter().map(|(p, _)| p.clone()).collect();
-    progress.start("read, clean and tokenize", plan.inputs.iter().map(|(_, f)| f.size).sum(), Unit::Bytes);
-    let Collected { entries, ingested, samples, signatures } = collect(&files, d, &tokenizer, out, progress)?;
+    progress.start(
+        "read, clean and tokenize",
+        plan.inputs.iter().map(|(_, f)| f.size).sum(),
+        Unit::Bytes,
+    );
+    let Collected { entries, ingested, samples, signatures } =
+        collect(&files, d, &tokenizer, out, progress)?;
     let Ingested { input, clean, truncations, quarantined } = ingested;
     for t in &truncations {
         tracing::warn!("{}: {} at line {} (byte {})", t.file.display(), t.reason, t.line, t.byte);
     }
     stats.input = input;
     stats.clean = clean;
-    tracing::info!("read {} records, {} kept after cleaning ({:.1?})", stats.input.read, entries.len(), started.elapsed());
+    tracing::info!(
+        "read {} records, {} kept after cleaning ({:.1?})",
+        stats.input.read,
+        entries.len(),
+        started.elapsed()
+    );
     nonempty(entries.len(), "reading and cleaning", &stats.input.rejected, &stats.clean.removed)?;
     write_quarantine(&out.join(QUARANTINE), &quarantined).map_err(io)?;
 
     let started = Instant::now();
     let fingerprints: Vec<Fingerprint> = entries.iter().map(|e| e.fingerprint.clone()).collect();
     let signature = |i: usize| get_signature(&signatures, entries[i].signature, BANDS * ROWS);
-    let deduped = dedup(&fingerprints, &d.dedup, |a, b| Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold)).map_err(io)?;
+    let deduped = dedup(&fingerprints, &d.dedup, |a, b| {
+        Ok(similarity(&signature(a)?, &signature(b)?) >= d.dedup.threshold)
+    })
+    .map_err(io)?;
     stats.dedup = deduped.counts.clone();
     tracing::info!(
         "dedup: {} exact and {} near duplicates removed, {} clusters ({:.1?})",
@@ -184,12 +224,19 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
                 stats.tokenize.truncated += u64::from(at.truncated);
                 tokenized.push((i, at));
             }
-            Outcome::Removed(reason) => *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1,
-            Outcome::Duplicate => unreachable!("dedup keeps the first of exact duplicates, which is tokenized"),
+            Outcome::Removed(reason) => {
+                *stats.tokenize.removed.entry(reason.to_string()).or_default() += 1
+            }
+            Outcome::Duplicate => {
+                unreachable!("dedup keeps the first of exact duplicates, which is tokenized")
+            }
         }
     }
     // Split by cluster: every member of a cluster shares its representative's key.
-    let keys: Vec<String> = tokenized.iter().map(|&(i, _)| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash)).collect();
+    let keys: Vec<String> = tokenized
+        .iter()
+        .map(|&(i, _)| hex::encode(fingerprints[deduped.cluster_of[i]].text_hash))
+        .collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let size = match d.eval_count {
         Some(n) => EvalSize::Count(n),
@@ -206,12 +253,19 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
     }
     stats.kept = (train.len() + eval.len()) as u64;
     if train.is_empty() {
-        let mut why: Vec<String> = stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let mut why: Vec<String> =
+            stats.tokenize.removed.iter().map(|(k, v)| format!("{v} {k}")).collect();
         if !eval.is_empty() {
             let which = if why.is_empty() { "all" } else { "the other" };
-            why.push(format!("{which} {} went to the eval split (lower data.eval_count or data.eval_fraction)", eval.len()));
+            why.push(format!(
+                "{which} {} went to the eval split (lower data.eval_count or data.eval_fraction)",
+                eval.len()
+            ));
         }
-        return Err(DataError::Empty { stage: "templating, tokenizing and splitting".into(), detail: why.join(", ") });
+        return Err(DataError::Empty {
+            stage: "templating, tokenizing and splitting".into(),
+            detail: why.join(", "),
+        });
     }
     if eval.is_empty() && (d.eval_fraction > 0.0 || d.eval_count.is_some_and(|n| n > 0)) {
         tracing::warn!(
@@ -227,7 +281,10 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
         let lengths: Vec<usize> = refs.iter().map(|t| t.tokens as usize).collect();
         let packing = pack(&lengths, d.max_seq_length as usize, d.packing);
         let row = |r: usize| -> std::io::Result<Row> {
-            let members = packing.bins[r].iter().map(|&i| get_sample(&samples, &refs[i])).collect::<Result<Vec<_>, _>>()?;
+            let members = packing.bins[r]
+                .iter()
+                .map(|&i| get_sample(&samples, &refs[i]))
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(concat(&members))
         };
         let files = write_split(out, name, packing.bins.len(), row).map_err(io)?;
@@ -251,7 +308,10 @@ pub fn build(plan: &Plan, config: &Config, out: &Path, progress: &dyn Progress) 
         version: plan.version.clone(),
         tuneline_version: env!("CARGO_PKG_VERSION").into(),
         inputs: plan.inputs.iter().map(|(_, f)| f.clone()).collect(),
-        tokenizer: TokenizerRef { model: plan.model.clone(), fingerprint: plan.tokenizer.fingerprint.clone() },
+        tokenizer: TokenizerRef {
+            model: plan.model.clone(),
+            fingerprint: plan.tokenizer.fingerprint.clone(),
+        },
         pipeline: plan.pipeline.clone(),
         truncated_inputs: truncations.iter().map(describe).collect(),
         stats,
@@ -275,8 +335,12 @@ fn nonempty(
     if left > 0 {
         return Ok(());
     }
-    let why: Vec<String> = rejected.iter().chain(removed).map(|(k, v)| format!("{v} {k}")).collect();
-    Err(DataError::Empty { stage: stage.into(), detail: if why.is_empty() { "the inputs hold no records".into() } else { why.join(", ") } })
+    let why: Vec<String> =
+        rejected.iter().chain(removed).map(|(k, v)| format!("{v} {k}")).collect();
+    Err(DataError::Empty {
+        stage: stage.into(),
+        detail: if why.is_empty() { "the inputs hold no records".into() } else { why.join(", ") },
+    })
 }
 
 fn write_quarantine(path: &Path, records: &[crate::ingest::Quarantined]) -> std::io::Result<()> {

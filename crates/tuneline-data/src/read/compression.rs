@@ -8,12 +8,18 @@ use tuneline_core::progress::Progress;
 
 /// A buffered reader over the decompressed content of `path`; the bytes read
 /// from the file itself (compressed, if it is) advance `progress`.
-pub fn open<'a>(path: &Path, progress: &'a dyn Progress) -> std::io::Result<Box<dyn BufRead + Send + 'a>> {
+pub fn open<'a>(
+    path: &Path,
+    progress: &'a dyn Progress,
+) -> std::io::Result<Box<dyn BufRead + Send + 'a>> {
     let file = Counted { inner: File::open(path)?, progress };
     let name = path.file_name().unwrap_or_default().to_string_lossy().to_lowercase();
     const BUF: usize = 1 << 20;
     Ok(if name.ends_with(".gz") {
-        Box::new(BufReader::with_capacity(BUF, flate2::read::MultiGzDecoder::new(BufReader::new(file))))
+        Box::new(BufReader::with_capacity(
+            BUF,
+            flate2::read::MultiGzDecoder::new(BufReader::new(file)),
+        ))
     } else if name.ends_with(".zst") {
         Box::new(BufReader::with_capacity(BUF, zstd::stream::read::Decoder::new(file)?))
     } else {

@@ -23,11 +23,16 @@ pub fn read(
             Ok(r) => r,
             Err(e) => {
                 let line = e.position().map_or(0, |p| p.line());
-                on_unreadable(Unreadable { origin: Origin { file: path.to_path_buf(), line }, category: MALFORMED, reason: format!("malformed CSV: {e}") });
+                on_unreadable(Unreadable {
+                    origin: Origin { file: path.to_path_buf(), line },
+                    category: MALFORMED,
+                    reason: format!("malformed CSV: {e}"),
+                });
                 continue;
             }
         };
-        let origin = Origin { file: path.to_path_buf(), line: row.position().map_or(0, |p| p.line()) };
+        let origin =
+            Origin { file: path.to_path_buf(), line: row.position().map_or(0, |p| p.line()) };
         let mut object = Map::new();
         let mut bad = None;
         for (name, field) in headers.iter().zip(row.iter()) {

@@ -25,12 +25,21 @@ pub fn read(
     let mut scan = Scanner { reader: open(path, progress)?, byte: 0, line: 1 };
     let mut outcome = ReadOutcome::default();
     let origin = |line| Origin { file: path.to_path_buf(), line };
-    let truncated = |scan: &Scanner, reason: String| Truncation { file: path.to_path_buf(), byte: scan.byte, line: scan.line, reason };
+    let truncated = |scan: &Scanner, reason: String| Truncation {
+        file: path.to_path_buf(),
+        byte: scan.byte,
+        line: scan.line,
+        reason,
+    };
 
     match scan.next_non_ws()? {
         Some(b'[') => {}
         Some(b) => {
-            on_unreadable(Unreadable { origin: origin(scan.line), category: MALFORMED, reason: format!("expected a JSON array, found `{}`", b as char) });
+            on_unreadable(Unreadable {
+                origin: origin(scan.line),
+                category: MALFORMED,
+                reason: format!("expected a JSON array, found `{}`", b as char),
+            });
             return Ok(outcome);
         }
         None => return Ok(outcome),
@@ -61,7 +70,11 @@ pub fn read(
                         outcome.records += 1;
                         on_record(RawRecord { origin: origin(line), value });
                     }
-                    Err(e) => on_unreadable(Unreadable { origin: origin(line), category: MALFORMED, reason: format!("malformed JSON: {e}") }),
+                    Err(e) => on_unreadable(Unreadable {
+                        origin: origin(line),
+                        category: MALFORMED,
+                        reason: format!("malformed JSON: {e}"),
+                    }),
                 }
             }
         }
@@ -118,7 +131,9 @@ impl Scanner<'_> {
             _ => loop {
                 match self.reader.fill_buf()?.first() {
                     None => return Ok(false),
-                    Some(b) if *b == b',' || *b == b']' || b.is_ascii_whitespace() => return Ok(true),
+                    Some(b) if *b == b',' || *b == b']' || b.is_ascii_whitespace() => {
+                        return Ok(true)
+                    }
                     Some(_) => out.extend(self.next_byte()?),
                 }
             },

@@ -28,7 +28,11 @@ pub fn read(
         let text = match std::str::from_utf8(&buf) {
             Ok(t) => t.trim(),
             Err(e) => {
-                on_unreadable(Unreadable { origin, category: INVALID_UTF8, reason: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()) });
+                on_unreadable(Unreadable {
+                    origin,
+                    category: INVALID_UTF8,
+                    reason: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
+                });
                 continue;
             }
         };
@@ -40,7 +44,11 @@ pub fn read(
                 outcome.records += 1;
                 on_record(RawRecord { origin, value });
             }
-            Err(e) => on_unreadable(Unreadable { origin, category: MALFORMED, reason: format!("malformed JSON: {e}") }),
+            Err(e) => on_unreadable(Unreadable {
+                origin,
+                category: MALFORMED,
+                reason: format!("malformed JSON: {e}"),
+            }),
         }
     }
 }

@@ -24,7 +24,8 @@ pub fn read(
         let mut writer = arrow_json::ArrayWriter::new(Vec::new());
         writer.write(&batch).map_err(std::io::Error::other)?;
         writer.finish().map_err(std::io::Error::other)?;
-        let rows: Vec<serde_json::Value> = serde_json::from_slice(&writer.into_inner()).map_err(std::io::Error::other)?;
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_slice(&writer.into_inner()).map_err(std::io::Error::other)?;
         for value in rows {
             row += 1;
             let origin = Origin { file: path.to_path_buf(), line: row };
@@ -32,7 +33,11 @@ pub fn read(
                 outcome.records += 1;
                 on_record(RawRecord { origin, value });
             } else {
-                on_unreadable(Unreadable { origin, category: MALFORMED, reason: "row is not an object".into() });
+                on_unreadable(Unreadable {
+                    origin,
+                    category: MALFORMED,
+                    reason: "row is not an object".into(),
+                });
             }
         }
     }

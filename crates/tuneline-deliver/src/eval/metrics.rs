@@ -17,7 +17,11 @@ pub fn exact_match(prediction: &str, reference: &str) -> bool {
 /// rouge-score's tokenizer: lower case, every run of characters other than
 /// `a-z0-9` a separator.
 fn rouge_tokens(text: &str) -> Vec<String> {
-    text.to_lowercase().split(|c: char| !c.is_ascii_lowercase() && !c.is_ascii_digit()).filter(|t| !t.is_empty()).map(str::to_string).collect()
+    text.to_lowercase()
+        .split(|c: char| !c.is_ascii_lowercase() && !c.is_ascii_digit())
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Length of the longest common subsequence of `a` and `b`.
@@ -61,7 +65,11 @@ pub fn tokenize_13a(line: &str) -> String {
     });
     let mut line = line.replace("<skipped>", "").replace("-\n", "").replace('\n', " ");
     if line.contains('&') {
-        line = line.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
+        line = line
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">");
     }
     let mut line = format!(" {line} ");
     for (re, replacement) in RULES.iter() {
@@ -93,7 +101,10 @@ pub fn corpus_bleu(predictions: &[String], references: &[String]) -> f64 {
     let (mut sys_len, mut ref_len) = (0usize, 0usize);
     for (prediction, reference) in predictions.iter().zip(references) {
         // sacrebleu strips trailing whitespace before tokenizing.
-        let (hyp, rf) = (tokenize_13a(prediction.trim_end_matches(python_space)), tokenize_13a(reference.trim_end_matches(python_space)));
+        let (hyp, rf) = (
+            tokenize_13a(prediction.trim_end_matches(python_space)),
+            tokenize_13a(reference.trim_end_matches(python_space)),
+        );
         let hyp: Vec<&str> = hyp.split(' ').filter(|t| !t.is_empty()).collect();
         let rf: Vec<&str> = rf.split(' ').filter(|t| !t.is_empty()).collect();
         sys_len += hyp.len();
@@ -143,8 +154,14 @@ mod tests {
 
     #[test]
     fn known_values() {
-        assert_eq!(tokenize_13a("Hello, world! It's 3.5-4 (ok)."), "Hello , world ! It's 3.5 - 4 ( ok ) .");
-        assert!((rouge_l("the cat sat", "the cat sat on the mat") - 2.0 * 1.0 * 0.5 / 1.5).abs() < 1e-12);
+        assert_eq!(
+            tokenize_13a("Hello, world! It's 3.5-4 (ok)."),
+            "Hello , world ! It's 3.5 - 4 ( ok ) ."
+        );
+        assert!(
+            (rouge_l("the cat sat", "the cat sat on the mat") - 2.0 * 1.0 * 0.5 / 1.5).abs()
+                < 1e-12
+        );
         assert_eq!(rouge_l("", "x"), 0.0);
         let p = vec!["the cat is on the mat".to_string()];
         assert!((corpus_bleu(&p, &p) - 100.0).abs() < 1e-9);

@@ -111,7 +111,8 @@ pub fn evaluate(
         samples
             .iter()
             .map(|s| {
-                let ids = model.generate_greedy(&s.prompt, settings.max_new_tokens, &stops, lora)?;
+                let ids =
+                    model.generate_greedy(&s.prompt, settings.max_new_tokens, &stops, lora)?;
                 generated += ids.len();
                 progress.advance(1);
                 Ok(answer_text(tokenizer, &ids, &stops))
@@ -120,27 +121,53 @@ pub fn evaluate(
     };
     let (base_answers, tuned_answers) = (answers(None)?, answers(Some(lora.inference()))?);
     let generation_seconds = started.elapsed().as_secs_f64();
-    let references: Vec<String> = samples.iter().map(|s| answer_text(tokenizer, &s.reference, &stops)).collect();
+    let references: Vec<String> =
+        samples.iter().map(|s| answer_text(tokenizer, &s.reference, &stops)).collect();
     let scores = |answers: &[String], lora: Option<LoraPass>| -> Result<Scores, DeliverError> {
         let loss = model.rows_loss(rows, batch_size, lora)?;
         let n = answers.len().max(1) as f64;
         Ok(Scores {
             loss,
             perplexity: loss.exp(),
-            exact_match: answers.iter().zip(&references).filter(|(a, r)| metrics::exact_match(a, r)).count() as f64 / n,
-            rouge_l: answers.iter().zip(&references).map(|(a, r)| metrics::rouge_l(a, r)).sum::<f64>() / n,
+            exact_match: answers
+                .iter()
+                .zip(&references)
+                .filter(|(a, r)| metrics::exact_match(a, r))
+                .count() as f64
+                / n,
+            rouge_l: answers
+                .iter()
+                .zip(&references)
+                .map(|(a, r)| metrics::rouge_l(a, r))
+                .sum::<f64>()
+                / n,
             bleu: metrics::corpus_bleu(answers, &references),
         })
     };
-    let (base, tuned) = (scores(&base_answers, None)?, scores(&tuned_answers, Some(lora.inference()))?);
+    let (base, tuned) =
+        (scores(&base_answers, None)?, scores(&tuned_answers, Some(lora.inference()))?);
     let predictions = samples
         .iter()
         .zip(references)
         .zip(base_answers.into_iter().zip(tuned_answers))
         .enumerate()
-        .map(|(index, ((s, reference), (base, tuned)))| Prediction { index, prompt: tokenizer.decode(&s.prompt).unwrap_or_default(), reference, base, tuned })
+        .map(|(index, ((s, reference), (base, tuned)))| Prediction {
+            index,
+            prompt: tokenizer.decode(&s.prompt).unwrap_or_default(),
+            reference,
+            base,
+            tuned,
+        })
         .collect();
-    Ok(EvalReport { rows: rows.len(), samples: samples.len(), base, tuned, predictions, generated_tokens: generated, generation_seconds })
+    Ok(EvalReport {
+        rows: rows.len(),
+        samples: samples.len(),
+        base,
+        tuned,
+        predictions,
+        generated_tokens: generated,
+        generation_seconds,
+    })
 }
 
 impl EvalReport {

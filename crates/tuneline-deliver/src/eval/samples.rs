@@ -23,7 +23,8 @@ pub fn samples(rows: &[Row]) -> Vec<Sample> {
         let mut start = 0;
         while start < row.segment_ids.len() {
             let segment = row.segment_ids[start];
-            let end = start + row.segment_ids[start..].iter().take_while(|&&s| s == segment).count();
+            let end =
+                start + row.segment_ids[start..].iter().take_while(|&&s| s == segment).count();
             if let Some(sample) = last_answer(row, start, end) {
                 out.push(sample);
             }
@@ -38,7 +39,10 @@ fn last_answer(row: &Row, start: usize, end: usize) -> Option<Sample> {
     let labeled = |i: usize| i64::from(row.labels[i]) != IGNORE;
     let last = (start..end).rev().find(|&i| labeled(i))?;
     let first = (start..=last).rev().take_while(|&i| labeled(i)).last()?;
-    (first > start).then(|| Sample { prompt: row.input_ids[start..first].to_vec(), reference: row.input_ids[first..=last].to_vec() })
+    (first > start).then(|| Sample {
+        prompt: row.input_ids[start..first].to_vec(),
+        reference: row.input_ids[first..=last].to_vec(),
+    })
 }
 
 /// The tokens that end an answer: end of sequence, and the end-of-turn
@@ -46,8 +50,14 @@ fn last_answer(row: &Row, start: usize, end: usize) -> Option<Sample> {
 pub fn stop_ids(tokenizer: &ModelTokenizer) -> Vec<u32> {
     let family = tokenizer.chat_template.as_ref().and_then(crate::modelfile::Family::of);
     let turn_ends = family.map(|f| f.stops()).unwrap_or_default().iter().take(1);
-    let mut ids: Vec<u32> =
-        tokenizer.special.eos.iter().map(String::as_str).chain(turn_ends.copied()).filter_map(|t| tokenizer.tokenizer.token_to_id(t)).collect();
+    let mut ids: Vec<u32> = tokenizer
+        .special
+        .eos
+        .iter()
+        .map(String::as_str)
+        .chain(turn_ends.copied())
+        .filter_map(|t| tokenizer.tokenizer.token_to_id(t))
+        .collect();
     ids.dedup();
     ids
 }
@@ -71,8 +81,19 @@ mod tests {
             position_ids: vec![0, 1, 2, 3, 4, 5, 0, 1, 2],
             segment_ids: vec![1, 1, 1, 1, 1, 1, 2, 2, 2],
         };
-        assert_eq!(samples(&[row]), vec![Sample { prompt: vec![1, 2, 3, 4], reference: vec![5, 6] }, Sample { prompt: vec![7], reference: vec![8, 9] }]);
-        let text_only = Row { input_ids: vec![1, 2], labels: vec![1, 2], position_ids: vec![0, 1], segment_ids: vec![1, 1] };
+        assert_eq!(
+            samples(&[row]),
+            vec![
+                Sample { prompt: vec![1, 2, 3, 4], reference: vec![5, 6] },
+                Sample { prompt: vec![7], reference: vec![8, 9] }
+            ]
+        );
+        let text_only = Row {
+            input_ids: vec![1, 2],
+            labels: vec![1, 2],
+            position_ids: vec![0, 1],
+            segment_ids: vec![1, 1],
+        };
         assert!(samples(&[text_only]).is_empty(), "a sample trained on every token has no prompt");
     }
 }

@@ -47,18 +47,36 @@ pub fn spot_check(predictions: &[Prediction], n: usize, seed: u64) -> Vec<&Predi
 }
 
 /// Writes the evaluation's files into `dir`, titled `title`.
-pub fn write(report: &EvalReport, title: &str, n: usize, seed: u64, dir: &Path) -> Result<(), DeliverError> {
-    let lines = |items: &[&Prediction]| items.iter().map(|p| serde_json::to_string(p).expect("serializable") + "\n").collect::<String>();
+pub fn write(
+    report: &EvalReport,
+    title: &str,
+    n: usize,
+    seed: u64,
+    dir: &Path,
+) -> Result<(), DeliverError> {
+    let lines = |items: &[&Prediction]| {
+        items
+            .iter()
+            .map(|p| serde_json::to_string(p).expect("serializable") + "\n")
+            .collect::<String>()
+    };
     let all: Vec<&Prediction> = report.predictions.iter().collect();
     let shown = spot_check(&report.predictions, n, seed);
-    atomic::write(&dir.join(layout::EVAL_METRICS), serde_json::to_string_pretty(report).expect("serializable").as_bytes())?;
+    atomic::write(
+        &dir.join(layout::EVAL_METRICS),
+        serde_json::to_string_pretty(report).expect("serializable").as_bytes(),
+    )?;
     atomic::write(&dir.join("predictions.jsonl"), lines(&all).as_bytes())?;
     atomic::write(&dir.join("spot_check.jsonl"), lines(&shown).as_bytes())?;
     let (b, t) = (&report.base, &report.tuned);
     let metrics = [
         ("loss", format!("{:.4}", b.loss), format!("{:.4}", t.loss)),
         ("perplexity", format!("{:.3}", b.perplexity), format!("{:.3}", t.perplexity)),
-        ("exact match", format!("{:.1}%", 100.0 * b.exact_match), format!("{:.1}%", 100.0 * t.exact_match)),
+        (
+            "exact match",
+            format!("{:.1}%", 100.0 * b.exact_match),
+            format!("{:.1}%", 100.0 * t.exact_match),
+        ),
         ("ROUGE-L F1", format!("{:.1}", 100.0 * b.rouge_l), format!("{:.1}", 100.0 * t.rouge_l)),
         ("BLEU", format!("{:.1}", b.bleu), format!("{:.1}", t.bleu)),
     ];

@@ -22,7 +22,12 @@ use crate::error::DeliverError;
 use crate::merge::check_base;
 
 /// Writes the adapter of checkpoint `dir`, trained on the model at `base`, to `out`.
-pub fn export_checkpoint_adapter(base: &Path, dir: &Path, name: &str, out: &Path) -> Result<Exported, DeliverError> {
+pub fn export_checkpoint_adapter(
+    base: &Path,
+    dir: &Path,
+    name: &str,
+    out: &Path,
+) -> Result<Exported, DeliverError> {
     check_base(&BaseModel::identify(base)?, dir)?;
     let config = Llama::read_config(base)?;
     let lora = Lora::load(dir, &config, &Device::Cpu)?;
@@ -30,7 +35,12 @@ pub fn export_checkpoint_adapter(base: &Path, dir: &Path, name: &str, out: &Path
 }
 
 /// Writes `lora`, trained on a model of shape `config`, to `out` as a LoRA GGUF named `name`.
-pub fn export_adapter(lora: &Lora, config: &LlamaConfig, name: &str, out: &Path) -> Result<Exported, DeliverError> {
+pub fn export_adapter(
+    lora: &Lora,
+    config: &LlamaConfig,
+    name: &str,
+    out: &Path,
+) -> Result<Exported, DeliverError> {
     let s = &lora.settings;
     let alpha = if s.use_rslora { s.lora_alpha * (s.r as f64).sqrt() } else { s.lora_alpha };
     let metadata = vec![
@@ -56,10 +66,27 @@ pub fn export_adapter(lora: &Lora, config: &LlamaConfig, name: &str, out: &Path)
         tensors.push((format!("blk.{layer}.{gguf}.weight.lora_a"), a));
         tensors.push((format!("blk.{layer}.{gguf}.weight.lora_b"), b));
     }
-    let entries: Vec<TensorEntry> = tensors.iter().map(|(n, t)| TensorEntry { name: n.clone(), shape: t.dims().to_vec(), dtype: GgmlDType::F32 }).collect();
+    let entries: Vec<TensorEntry> = tensors
+        .iter()
+        .map(|(n, t)| TensorEntry {
+            name: n.clone(),
+            shape: t.dims().to_vec(),
+            dtype: GgmlDType::F32,
+        })
+        .collect();
     let mut file = AtomicFile::create(out)?;
-    writer::write(file.writer(), &metadata, &entries, |i| Ok(writer::convert(&tensors[i].1, GgmlDType::F32)?)).map_err(|e| DeliverError::write(out, e))?;
+    writer::write(file.writer(), &metadata, &entries, |i| {
+        Ok(writer::convert(&tensors[i].1, GgmlDType::F32)?)
+    })
+    .map_err(|e| DeliverError::write(out, e))?;
     let path = file.commit()?;
     let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
-    Ok(Exported { path, bytes, tensors: entries.into_iter().map(|e| ExportedTensor { name: e.name, dtype: e.dtype, copied: false }).collect() })
+    Ok(Exported {
+        path,
+        bytes,
+        tensors: entries
+            .into_iter()
+            .map(|e| ExportedTensor { name: e.name, dtype: e.dtype, copied: false })
+            .collect(),
+    })
 }

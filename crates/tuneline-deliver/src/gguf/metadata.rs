@@ -11,7 +11,13 @@ use super::quant::Quant;
 const QUANTIZATION_VERSION: u32 = 2;
 
 /// Every key of a model GGUF for `model`, in the converter's order.
-pub fn model_metadata(model: &Llama, vocab: &GgufVocab, chat_template: Option<&str>, name: &str, quant: Quant) -> Vec<(String, Value)> {
+pub fn model_metadata(
+    model: &Llama,
+    vocab: &GgufVocab,
+    chat_template: Option<&str>,
+    name: &str,
+    quant: Quant,
+) -> Vec<(String, Value)> {
     let c = &model.config;
     let arch = c.gguf_architecture();
     let u32v = |x: usize| Value::U32(x as u32);
@@ -43,17 +49,23 @@ pub fn model_metadata(model: &Llama, vocab: &GgufVocab, chat_template: Option<&s
 
 /// `tokenizer.ggml.*` and `tokenizer.chat_template`.
 fn tokenizer_metadata(vocab: &GgufVocab, chat_template: Option<&str>) -> Vec<(String, Value)> {
-    let strings = |items: &[String]| Value::Array(items.iter().map(|s| Value::String(s.clone())).collect());
+    let strings =
+        |items: &[String]| Value::Array(items.iter().map(|s| Value::String(s.clone())).collect());
     let mut m: Vec<(String, Value)> = vec![
         ("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(vocab.add_bos)),
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
         ("tokenizer.ggml.pre".into(), Value::String(vocab.pre.clone())),
         ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
-        ("tokenizer.ggml.token_type".into(), Value::Array(vocab.token_types.iter().map(|&t| Value::I32(t)).collect())),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(vocab.token_types.iter().map(|&t| Value::I32(t)).collect()),
+        ),
         ("tokenizer.ggml.merges".into(), strings(&vocab.merges)),
     ];
-    for (key, id) in [("bos", vocab.bos), ("eos", vocab.eos), ("unknown", vocab.unk), ("padding", vocab.pad)] {
+    for (key, id) in
+        [("bos", vocab.bos), ("eos", vocab.eos), ("unknown", vocab.unk), ("padding", vocab.pad)]
+    {
         if let Some(id) = id {
             m.push((format!("tokenizer.ggml.{key}_token_id"), Value::U32(id)));
         }

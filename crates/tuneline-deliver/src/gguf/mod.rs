@@ -99,7 +99,12 @@ struct Planned<'a> {
 /// Writes `merged` to `out` as a GGUF of type `quant`, named `name`.
 /// A tensor the adapter did not change whose type in the base GGUF is its
 /// target type is copied byte for byte.
-pub fn export(merged: &Merged, quant: Quant, name: &str, out: &Path) -> Result<Exported, DeliverError> {
+pub fn export(
+    merged: &Merged,
+    quant: Quant,
+    name: &str,
+    out: &Path,
+) -> Result<Exported, DeliverError> {
     let mut written = export_all(merged, &[(quant, out.to_path_buf())], name, |_| Ok(()))?;
     Ok(written.remove(0))
 }
@@ -122,15 +127,23 @@ pub fn export_all(
         Some(path) => Some(BaseTensors::open(path)?),
         None => None,
     };
-    let heads = (c.gguf_architecture() == "llama").then_some((c.num_attention_heads, c.num_key_value_heads));
+    let heads = (c.gguf_architecture() == "llama")
+        .then_some((c.num_attention_heads, c.num_key_value_heads));
     let mut planned = Vec::new();
     let rope = rope_freqs(model)?.map(|(name, t)| (name, t.dims().to_vec(), Source::Dense(t)));
-    let weights = merged.weights().into_iter().map(|(name, w)| (name, w.dims(), Source::Merged(w, None)));
+    let weights =
+        merged.weights().into_iter().map(|(name, w)| (name, w.dims(), Source::Merged(w, None)));
     for (hf, shape, source) in weights.chain(rope) {
         let Some(g) = gguf_name(&hf, heads) else { continue };
         let columns = *shape.last().expect("a tensor has a dimension");
         let role = if shape.len() == 1 { Role::Vector } else { g.role };
-        let placement = Placement { role, layer: g.layer, layers: c.num_hidden_layers, columns, tied: c.tie_word_embeddings };
+        let placement = Placement {
+            role,
+            layer: g.layer,
+            layers: c.num_hidden_layers,
+            columns,
+            tied: c.tie_word_embeddings,
+        };
         let changed = g.module.is_some_and(|m| merged.changed.contains(&(g.layer, m)));
         let source = match source {
             Source::Merged(w, _) => Source::Merged(w, g.permute),
@@ -146,14 +159,19 @@ pub fn export_all(
                 .iter()
                 .map(|p| {
                     let dtype = quant.tensor_type(p.placement);
-                    let copied = !p.changed && base.as_ref().is_some_and(|b| b.dtype(&p.name) == Some(dtype));
+                    let copied = !p.changed
+                        && base.as_ref().is_some_and(|b| b.dtype(&p.name) == Some(dtype));
                     (TensorEntry { name: p.name.clone(), shape: p.shape.clone(), dtype }, copied)
                 })
                 .unzip()
         })
         .collect();
-    let metadata: Vec<_> = targets.iter().map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant)).collect();
-    let mut files = targets.iter().map(|(_, out)| AtomicFile::create(out)).collect::<Result<Vec<_>, _>>()?;
+    let metadata: Vec<_> = targets
+        .iter()
+        .map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant))
+        .collect();
+    let mut files =
+        targets.iter().map(|(_, out)| AtomicFile::create(out)).collect::<Result<Vec<_>, _>>()?;
     // A writer's failure (a full disk) names its own file.
     let at = |path: &Path| {
         let path = path.to_path_buf();
@@ -167,12 +185,20 @@ pub fn export_all(
         .zip(&metadata)
         .zip(&layouts)
         .zip(targets)
-        .map(|(((file, metadata), (entries, _)), (_, out))| GgufWriter::start(file.writer(), metadata, entries).map(|w| (w, out)).map_err(at(out)))
+        .map(|(((file, metadata), (entries, _)), (_, out))| {
+            GgufWriter::start(file.writer(), metadata, entries).map(|w| (w, out)).map_err(at(out))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // Tensors are merged and converted on every core, a few ahead of the one written next, and written in order.
     let convert = |j: usize| {
-        let types: Vec<Option<GgmlDType>> = layouts.iter().map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype)).collect();
-        planned[j].source.convert(&types).map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
+        let types: Vec<Option<GgmlDType>> = layouts
+            .iter()
+            .map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype))
+            .collect();
+        planned[j]
+            .source
+            .convert(&types)
+            .map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
     };
     ordered(planned.len(), AHEAD, convert, |j, converted| {
         let mut copy = None;
@@ -181,7 +207,9 @@ pub fn export_all(
                 Some(bytes) => bytes,
                 None => {
                     if copy.is_none() {
-                        copy = Some(base.as_mut().expect("copied from a base").bytes(&planned[j].name)?);
+                        copy = Some(
+                            base.as_mut().expect("copied from a base").bytes(&planned[j].name)?,
+                        );
                     }
                     copy.clone().expect("read just above")
                 }
@@ -195,7 +223,11 @@ pub fn export_all(
     for (file, (entries, copied)) in files.into_iter().zip(layouts) {
         let path = file.commit_after(&mut check)?;
         let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
-        let tensors = entries.into_iter().zip(copied).map(|(e, copied)| ExportedTensor { name: e.name, dtype: e.dtype, copied }).collect();
+        let tensors = entries
+            .into_iter()
+            .zip(copied)
+            .map(|(e, copied)| ExportedTensor { name: e.name, dtype: e.dtype, copied })
+            .collect();
         exported.push(Exported { path, bytes, tensors });
     }
     Ok(exported)
@@ -221,7 +253,8 @@ fn ordered<T: Send>(
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel();
         for _ in 0..threads {
-            let (tx, next, consumed, changed, work) = (tx.clone(), &next, &consumed, &changed, &work);
+            let (tx, next, consumed, changed, work) =
+                (tx.clone(), &next, &consumed, &changed, &work);
             s.spawn(move || {
                 // A panicking `work` stops the others, or they would wait forever for its result; the scope re-raises it.
                 let _stop = StopOnPanic(consumed, changed);
@@ -287,12 +320,15 @@ fn rope_freqs(model: &Llama) -> Result<Option<(String, Tensor)>, DeliverError> {
     let c = &model.config;
     let Some(scaling) = &c.rope_scaling else { return Ok(None) };
     let d = c.head_dim();
-    let inv: Vec<f64> = (0..d / 2).map(|i| 1.0 / c.rope_theta.powf(2.0 * i as f64 / d as f64)).collect();
+    let inv: Vec<f64> =
+        (0..d / 2).map(|i| 1.0 / c.rope_theta.powf(2.0 * i as f64 / d as f64)).collect();
     let mut scaled = inv.clone();
     scaling.apply(&mut scaled);
     let factors: Vec<f32> = match scaling {
         RopeScaling::Factors(f) => f.clone(),
-        RopeScaling::Llama3 { .. } => inv.iter().zip(&scaled).map(|(a, b)| (a / b) as f32).collect(),
+        RopeScaling::Llama3 { .. } => {
+            inv.iter().zip(&scaled).map(|(a, b)| (a / b) as f32).collect()
+        }
     };
     let n = factors.len();
     Ok(Some(("rope_freqs.weight".into(), Tensor::from_vec(factors, n, &Device::Cpu)?)))
@@ -317,8 +353,16 @@ impl BaseTensors {
 
     /// The stored bytes of tensor `name`.
     fn bytes(&mut self, name: &str) -> Result<Vec<u8>, DeliverError> {
-        let fail = |e: candle_core::Error| DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display()));
-        Ok(self.content.tensor(&mut self.file, name, &Device::Cpu).map_err(fail)?.data().map_err(fail)?.into_owned())
+        let fail = |e: candle_core::Error| {
+            DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display()))
+        };
+        Ok(self
+            .content
+            .tensor(&mut self.file, name, &Device::Cpu)
+            .map_err(fail)?
+            .data()
+            .map_err(fail)?
+            .into_owned())
     }
 }
 
@@ -358,7 +402,9 @@ mod tests {
 
     #[test]
     fn a_panicking_conversion_is_raised_not_waited_for() {
-        let raised = std::panic::catch_unwind(|| ordered(100, 2, |j| assert_ne!(j, 3, "bad tensor"), |_, ()| Ok(())));
+        let raised = std::panic::catch_unwind(|| {
+            ordered(100, 2, |j| assert_ne!(j, 3, "bad tensor"), |_, ()| Ok(()))
+        });
         assert!(raised.is_err());
     }
 }

@@ -40,7 +40,9 @@ pub fn module_name(module: &str) -> Option<&'static str> {
 /// The GGUF name of the Hugging Face tensor `hf`, or `None` for one llama.cpp does not use.
 /// `heads` are the query and key heads to permute by, for a `llama` model.
 pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
-    let top = |name: &str, role| Some(GgufName { name: name.into(), role, layer: 0, module: None, permute: None });
+    let top = |name: &str, role| {
+        Some(GgufName { name: name.into(), role, layer: 0, module: None, permute: None })
+    };
     match hf {
         "model.embed_tokens.weight" => return top("token_embd.weight", Role::TokenEmbedding),
         "model.norm.weight" => return top("output_norm.weight", Role::Vector),
@@ -50,10 +52,15 @@ pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
     let rest = hf.strip_prefix("model.layers.")?;
     let (layer, part) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
-    let at = |name: String, role, module, permute| Some(GgufName { name, role, layer, module, permute });
+    let at =
+        |name: String, role, module, permute| Some(GgufName { name, role, layer, module, permute });
     match part {
-        "input_layernorm.weight" => return at(format!("blk.{layer}.attn_norm.weight"), Role::Vector, None, None),
-        "post_attention_layernorm.weight" => return at(format!("blk.{layer}.ffn_norm.weight"), Role::Vector, None, None),
+        "input_layernorm.weight" => {
+            return at(format!("blk.{layer}.attn_norm.weight"), Role::Vector, None, None)
+        }
+        "post_attention_layernorm.weight" => {
+            return at(format!("blk.{layer}.ffn_norm.weight"), Role::Vector, None, None)
+        }
         _ => {}
     }
     let (path, kind) = part.rsplit_once('.')?;
@@ -75,7 +82,10 @@ pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
 /// llama.cpp's `permute(w, heads)`: within each head, rows from `(2, dim / 2)` to `(dim / 2, 2)`.
 pub fn permute(w: &Tensor, heads: usize) -> Result<Tensor> {
     let (rows, cols) = w.dims2()?;
-    w.reshape((heads, 2, rows / heads / 2, cols))?.transpose(1, 2)?.contiguous()?.reshape((rows, cols))
+    w.reshape((heads, 2, rows / heads / 2, cols))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((rows, cols))
 }
 
 #[cfg(test)]
@@ -85,11 +95,26 @@ mod tests {
     #[test]
     fn names_follow_llama_cpp() {
         let q = gguf_name("model.layers.3.self_attn.q_proj.weight", Some((9, 3))).unwrap();
-        assert_eq!((q.name.as_str(), q.layer, q.module, q.permute), ("blk.3.attn_q.weight", 3, Some("q_proj"), Some(9)));
-        assert_eq!(gguf_name("model.layers.3.self_attn.k_proj.weight", Some((9, 3))).unwrap().permute, Some(3));
-        assert_eq!(gguf_name("model.layers.3.self_attn.k_proj.bias", None).unwrap().name, "blk.3.attn_k.bias");
-        assert_eq!(gguf_name("model.layers.0.mlp.down_proj.weight", None).unwrap().role, Role::FfnDown);
-        assert_eq!(gguf_name("model.layers.0.post_attention_layernorm.weight", None).unwrap().name, "blk.0.ffn_norm.weight");
+        assert_eq!(
+            (q.name.as_str(), q.layer, q.module, q.permute),
+            ("blk.3.attn_q.weight", 3, Some("q_proj"), Some(9))
+        );
+        assert_eq!(
+            gguf_name("model.layers.3.self_attn.k_proj.weight", Some((9, 3))).unwrap().permute,
+            Some(3)
+        );
+        assert_eq!(
+            gguf_name("model.layers.3.self_attn.k_proj.bias", None).unwrap().name,
+            "blk.3.attn_k.bias"
+        );
+        assert_eq!(
+            gguf_name("model.layers.0.mlp.down_proj.weight", None).unwrap().role,
+            Role::FfnDown
+        );
+        assert_eq!(
+            gguf_name("model.layers.0.post_attention_layernorm.weight", None).unwrap().name,
+            "blk.0.ffn_norm.weight"
+        );
         assert_eq!(gguf_name("lm_head.weight", None).unwrap().name, "output.weight");
         assert_eq!(gguf_name("model.rotary.inv_freq", None), None);
     }

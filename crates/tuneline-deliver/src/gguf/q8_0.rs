@@ -36,7 +36,8 @@ mod tests {
     #[test]
     fn blocks_equal_candles_port_of_ggml_byte_for_byte() {
         // Halves, ties at both signs, zeros, an all-zero block, and a wide range of magnitudes.
-        let mut values: Vec<f32> = (0..32 * 64).map(|i| ((i as f32) * 0.7351).sin() * 10f32.powi(i % 7 - 3)).collect();
+        let mut values: Vec<f32> =
+            (0..32 * 64).map(|i| ((i as f32) * 0.7351).sin() * 10f32.powi(i % 7 - 3)).collect();
         values[..32].fill(0.0);
         values[32..64].iter_mut().enumerate().for_each(|(i, v)| *v = (i as f32 - 16.0) * 0.5);
         let t = Tensor::from_vec(values.clone(), (64, 32), &Device::Cpu).unwrap();
@@ -46,7 +47,9 @@ mod tests {
 
     #[test]
     fn rounding_is_roundf() {
-        for x in [-127.0f32, -2.5, -1.5, -0.5, -0.49999997, 0.0, 0.49999997, 0.5, 1.5, 2.5, 126.5, 127.0] {
+        for x in
+            [-127.0f32, -2.5, -1.5, -0.5, -0.49999997, 0.0, 0.49999997, 0.5, 1.5, 2.5, 126.5, 127.0]
+        {
             assert_eq!(super::round(x), x.round() as i8, "{x}");
         }
     }

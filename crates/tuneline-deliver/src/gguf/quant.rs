@@ -84,7 +84,17 @@ pub struct Placement {
 
 impl Quant {
     /// Every export type.
-    pub const ALL: [Quant; 9] = [Self::F32, Self::F16, Self::Bf16, Self::Q8_0, Self::Q4_0, Self::Q4_1, Self::Q4KM, Self::Q5KM, Self::Q6K];
+    pub const ALL: [Quant; 9] = [
+        Self::F32,
+        Self::F16,
+        Self::Bf16,
+        Self::Q8_0,
+        Self::Q4_0,
+        Self::Q4_1,
+        Self::Q4KM,
+        Self::Q5KM,
+        Self::Q6K,
+    ];
 
     /// The type a GGUF's `general.file_type` names, if it is one tuneline writes.
     pub fn of_file_type(file_type: u32) -> Option<Self> {
@@ -206,7 +216,9 @@ mod tests {
         assert_eq!(q.tensor_type(at(Role::Weight, 5, 576, true)), GgmlDType::Q5_0);
         assert_eq!(q.tensor_type(at(Role::Vector, 5, 576, true)), GgmlDType::F32);
         // attn_v on the layers use_more_bits picks: 0..3, 26..29, and 3 + 3k + 2.
-        let v: Vec<usize> = (0..30).filter(|&i| q.tensor_type(at(Role::AttentionV, i, 576, true)) == GgmlDType::Q8_0).collect();
+        let v: Vec<usize> = (0..30)
+            .filter(|&i| q.tensor_type(at(Role::AttentionV, i, 576, true)) == GgmlDType::Q8_0)
+            .collect();
         assert_eq!(v, vec![0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29]);
         // ffn_down has 1536 columns: Q6_K fits, Q4_K elsewhere.
         assert_eq!(q.tensor_type(at(Role::FfnDown, 0, 1536, true)), GgmlDType::Q6K);
@@ -218,11 +230,17 @@ mod tests {
 
     #[test]
     fn legacy_and_float_types() {
-        assert_eq!(Quant::Q4_0.tensor_type(at(Role::TokenEmbedding, 0, 576, true)), GgmlDType::Q8_0);
+        assert_eq!(
+            Quant::Q4_0.tensor_type(at(Role::TokenEmbedding, 0, 576, true)),
+            GgmlDType::Q8_0
+        );
         assert_eq!(Quant::Q8_0.tensor_type(at(Role::Output, 0, 576, false)), GgmlDType::Q8_0);
         assert_eq!(Quant::F16.tensor_type(at(Role::TokenEmbedding, 0, 576, true)), GgmlDType::F16);
         assert_eq!(Quant::Q5KM.tensor_type(at(Role::Weight, 3, 576, true)), GgmlDType::Q5_1);
         assert_eq!(Quant::Q6K.tensor_type(at(Role::Weight, 3, 100, true)), GgmlDType::F16);
-        assert_eq!("Q9".parse::<Quant>().unwrap_err(), format!("unknown quant type `q9`; use one of {NAMES}"));
+        assert_eq!(
+            "Q9".parse::<Quant>().unwrap_err(),
+            format!("unknown quant type `q9`; use one of {NAMES}")
+        );
     }
 }

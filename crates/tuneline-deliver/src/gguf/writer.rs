@@ -69,7 +69,11 @@ fn io(e: std::io::Error) -> DeliverError {
 
 impl<'a, W: Write + Seek> GgufWriter<'a, W> {
     /// Writes the header to `w`: `metadata` in order, then the table of `tensors`.
-    pub fn start(w: &'a mut W, metadata: &[(String, Value)], tensors: &'a [TensorEntry]) -> Result<Self, DeliverError> {
+    pub fn start(
+        w: &'a mut W,
+        metadata: &[(String, Value)],
+        tensors: &'a [TensorEntry],
+    ) -> Result<Self, DeliverError> {
         w.write_all(b"GGUF").map_err(io)?;
         w.write_all(&3u32.to_le_bytes()).map_err(io)?;
         w.write_all(&(tensors.len() as u64).to_le_bytes()).map_err(io)?;
@@ -96,7 +100,10 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
 
     /// Writes the next tensor's data, which must be its `bytes()` long.
     pub fn tensor(&mut self, bytes: &[u8]) -> Result<(), DeliverError> {
-        let t = self.tensors.get(self.next).ok_or_else(|| DeliverError::Failed("more tensors written than laid out".into()))?;
+        let t = self
+            .tensors
+            .get(self.next)
+            .ok_or_else(|| DeliverError::Failed("more tensors written than laid out".into()))?;
         if bytes.len() as u64 != t.bytes() {
             return Err(DeliverError::Failed(format!(
                 "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
@@ -117,7 +124,11 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
     pub fn finish(self) -> Result<(), DeliverError> {
         match self.next == self.tensors.len() {
             true => Ok(()),
-            false => Err(DeliverError::Failed(format!("{} of {} tensors written", self.next, self.tensors.len()))),
+            false => Err(DeliverError::Failed(format!(
+                "{} of {} tensors written",
+                self.next,
+                self.tensors.len()
+            ))),
         }
     }
 }
@@ -144,8 +155,12 @@ pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
     let flat = t.flatten_all()?;
     Ok(match dtype {
         GgmlDType::F32 => le_bytes(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?, f32::to_le_bytes),
-        GgmlDType::F16 => le_bytes(&flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?, half::f16::to_le_bytes),
-        GgmlDType::BF16 => le_bytes(&flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?, half::bf16::to_le_bytes),
+        GgmlDType::F16 => {
+            le_bytes(&flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?, half::f16::to_le_bytes)
+        }
+        GgmlDType::BF16 => {
+            le_bytes(&flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?, half::bf16::to_le_bytes)
+        }
         GgmlDType::Q8_0 => super::q8_0::quantize(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?),
         quantized => candle_core::quantized::QTensor::quantize(t, quantized)?.data()?.into_owned(),
     })

@@ -71,25 +71,40 @@ fn make() -> Fixture {
 /// random (a fresh adapter's B is zero), with its `origin.json`.
 pub fn random_adapter(base: &Path, dir: &Path) {
     let config = Llama::read_config(base).unwrap();
-    let settings = LoraSettings { r: R, lora_alpha: ALPHA, lora_dropout: 0.0, target_modules: MODULES.map(String::from).to_vec(), use_rslora: false };
+    let settings = LoraSettings {
+        r: R,
+        lora_alpha: ALPHA,
+        lora_dropout: 0.0,
+        target_modules: MODULES.map(String::from).to_vec(),
+        use_rslora: false,
+    };
     Lora::init(settings, &config, 7, DType::F32, &Device::Cpu).unwrap().save(dir).unwrap();
     let file = dir.join("adapter_model.safetensors");
-    let mut tensors: std::collections::BTreeMap<String, Tensor> = candle_core::safetensors::load(&file, &Device::Cpu).unwrap().into_iter().collect();
+    let mut tensors: std::collections::BTreeMap<String, Tensor> =
+        candle_core::safetensors::load(&file, &Device::Cpu).unwrap().into_iter().collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     for (name, t) in tensors.iter_mut() {
         if name.contains("lora_B") {
-            let values: Vec<f32> = (0..t.elem_count()).map(|_| rng.random_range(-0.05f32..0.05)).collect();
+            let values: Vec<f32> =
+                (0..t.elem_count()).map(|_| rng.random_range(-0.05f32..0.05)).collect();
             *t = Tensor::from_vec(values, t.dims(), &Device::Cpu).unwrap();
         }
     }
     candle_core::safetensors::save(&tensors.into_iter().collect(), &file).unwrap();
-    Origin { base: BaseModel::identify(base).unwrap(), dataset: "datasets/support/test".into() }.save(dir).unwrap();
+    Origin { base: BaseModel::identify(base).unwrap(), dataset: "datasets/support/test".into() }
+        .save(dir)
+        .unwrap();
 }
 
 /// Runs the test Python on `script` (beside this file) with `args`; returns its stdout, failing with its stderr.
 pub fn python(script: &str, args: &[&str]) -> String {
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delivery");
-    let out = Command::new(tuneline_testkit::test_python()).arg(here.join(script)).args(args).current_dir(&here).output().unwrap();
+    let out = Command::new(tuneline_testkit::test_python())
+        .arg(here.join(script))
+        .args(args)
+        .current_dir(&here)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }

@@ -10,8 +10,17 @@ use crate::fixture::{arg, fixture, python, ALPHA, NAME};
 /// Quantizes the f16 export with llama-quantize, for the types llama.cpp picks.
 fn llama_quantize(ftype: &str, out: &std::path::Path) {
     let f16 = &fixture().exports["f16"];
-    let status = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize")).arg(f16).arg(out).arg(ftype).output().unwrap();
-    assert!(status.status.success(), "llama-quantize failed: {}", String::from_utf8_lossy(&status.stderr));
+    let status = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize"))
+        .arg(f16)
+        .arg(out)
+        .arg(ftype)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "llama-quantize failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
 }
 
 fn check(quant: &str, file_type: u32, reference: Option<&str>) {
@@ -47,6 +56,9 @@ fn gguf_py_reads_the_q4_k_m_export_with_llama_quantize_s_mix() {
 #[test]
 fn gguf_py_reads_the_lora_gguf() {
     let f = fixture();
-    let report = python("check_gguf.py", &["adapter", arg(&f.adapter_gguf), arg(&f.base), arg(&f.adapter), &ALPHA.to_string()]);
+    let report = python(
+        "check_gguf.py",
+        &["adapter", arg(&f.adapter_gguf), arg(&f.base), arg(&f.adapter), &ALPHA.to_string()],
+    );
     assert!(report.contains("\"pairs\": 210"), "{report}");
 }

@@ -41,7 +41,11 @@ fn authorized(headers: &HeaderMap) -> Result<(), StatusCode> {
     }
 }
 
-async fn preupload(State(s): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Result<Json<Value>, StatusCode> {
+async fn preupload(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, StatusCode> {
     authorized(&headers)?;
     let files: Vec<Value> = body["files"]
         .as_array()
@@ -53,10 +57,17 @@ async fn preupload(State(s): State<Shared>, headers: HeaderMap, Json(body): Json
     Ok(Json(json!({ "files": files, "commitOid": "0000000000000000000000000000000000000000" })))
 }
 
-async fn batch(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Result<Json<Value>, StatusCode> {
+async fn batch(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, StatusCode> {
     authorized(&headers)?;
     let body: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!((body["operation"].as_str(), body["hash_algo"].as_str()), (Some("upload"), Some("sha256")));
+    assert_eq!(
+        (body["operation"].as_str(), body["hash_algo"].as_str()),
+        (Some("upload"), Some("sha256"))
+    );
     let s = s.lock().unwrap();
     let objects: Vec<Value> = body["objects"]
         .as_array()
@@ -84,11 +95,17 @@ async fn storage(State(s): State<Shared>, Path(oid): Path<String>, body: Bytes) 
     StatusCode::OK
 }
 
-async fn commit(State(s): State<Shared>, headers: HeaderMap, body: String) -> Result<Json<Value>, StatusCode> {
+async fn commit(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Json<Value>, StatusCode> {
     authorized(&headers)?;
     assert_eq!(headers.get("content-type").unwrap(), "application/x-ndjson");
     s.lock().unwrap().commits.push(body);
-    Ok(Json(json!({ "success": true, "commitOid": "6f1c2e", "commitUrl": "https://huggingface.co/acme/support-bot/commit/6f1c2e" })))
+    Ok(Json(
+        json!({ "success": true, "commitOid": "6f1c2e", "commitUrl": "https://huggingface.co/acme/support-bot/commit/6f1c2e" }),
+    ))
 }
 
 /// The recorded Hub on loopback.

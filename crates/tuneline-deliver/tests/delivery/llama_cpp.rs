@@ -39,7 +39,17 @@ const NO_REPACK: &str = "--no-repack";
 /// llama-completion's greedy continuation of `prompt` (and its stderr).
 fn llama_cpp(model: &Path, lora: Option<&Path>, prompt: &str) -> (String, String) {
     let mut cmd = Command::new(tuneline_testkit::llama_cpp_tool("llama-completion"));
-    cmd.arg("-m").arg(model).args(["-p", prompt, "-n", &TOKENS.to_string(), "--temp", "0", "-no-cnv", "--no-display-prompt", "--simple-io"]);
+    cmd.arg("-m").arg(model).args([
+        "-p",
+        prompt,
+        "-n",
+        &TOKENS.to_string(),
+        "--temp",
+        "0",
+        "-no-cnv",
+        "--no-display-prompt",
+        "--simple-io",
+    ]);
     cmd.args(["-c", "512", "-t", "2", "--no-warmup", "-s", "1", NO_REPACK]);
     if let Some(lora) = lora {
         cmd.arg("--lora").arg(lora);
@@ -55,7 +65,13 @@ fn llama_cpp(model: &Path, lora: Option<&Path>, prompt: &str) -> (String, String
 /// tuneline's greedy continuation of `prompt` on `model`, as text.
 fn tuneline(model: &Llama, tokenizer: &ModelTokenizer, prompt: &str) -> String {
     let ids = tokenizer.encode(prompt).unwrap();
-    let eos: Vec<u32> = tokenizer.special.eos.as_deref().and_then(|t| tokenizer.tokenizer.token_to_id(t)).into_iter().collect();
+    let eos: Vec<u32> = tokenizer
+        .special
+        .eos
+        .as_deref()
+        .and_then(|t| tokenizer.tokenizer.token_to_id(t))
+        .into_iter()
+        .collect();
     let mut out = model.generate_greedy(&ids, TOKENS, &eos, None).unwrap();
     if out.last().is_some_and(|t| eos.contains(t)) {
         out.pop();
@@ -65,7 +81,15 @@ fn tuneline(model: &Llama, tokenizer: &ModelTokenizer, prompt: &str) -> String {
 
 /// Lines of llama.cpp's log that warn about the file.
 fn warnings(stderr: &str) -> Vec<&str> {
-    stderr.lines().filter(|l| l.contains("warn") || l.contains("WARN") || l.contains("GENERATION QUALITY") || l.contains("missing")).collect()
+    stderr
+        .lines()
+        .filter(|l| {
+            l.contains("warn")
+                || l.contains("WARN")
+                || l.contains("GENERATION QUALITY")
+                || l.contains("missing")
+        })
+        .collect()
 }
 
 #[test]
@@ -111,7 +135,10 @@ fn the_base_with_the_lora_gguf_generates_what_the_merged_file_generates() {
         changed += usize::from(llama_cpp(&f.base_f32, None, &prompt).0 != adapted);
     }
     assert!(changed > 0, "the adapter changed no answer: llama.cpp did not apply it");
-    let (lora, merged) = (llama_perplexity(&f.base, Some(&f.adapter_gguf)), llama_perplexity(&f.exports["f16"], None));
+    let (lora, merged) = (
+        llama_perplexity(&f.base, Some(&f.adapter_gguf)),
+        llama_perplexity(&f.exports["f16"], None),
+    );
     eprintln!("perplexity: base (Q4_1) + LoRA GGUF {lora:.4}, merged f16 {merged:.4}");
     assert!((lora - merged).abs() / merged < 0.01, "base + LoRA {lora}, merged f16 {merged}");
 }
@@ -121,7 +148,10 @@ fn llama_perplexity_agrees_with_tuneline_within_two_percent() {
     let f = fixture();
     let tokenizer = ModelTokenizer::load(&f.merged).unwrap();
     let theirs = llama_perplexity(&f.exports["f16"], None);
-    let ours = perplexity(&Llama::load(&f.merged).unwrap(), &tokenizer.encode(&eval_text(&tokenizer)).unwrap());
+    let ours = perplexity(
+        &Llama::load(&f.merged).unwrap(),
+        &tokenizer.encode(&eval_text(&tokenizer)).unwrap(),
+    );
     eprintln!("perplexity: tuneline {ours:.4} (merged f32), llama.cpp {theirs:.4} (f16 export)");
     assert!((ours - theirs).abs() / theirs < 0.02, "tuneline {ours}, llama.cpp {theirs}");
 }
@@ -133,14 +163,27 @@ fn llama_perplexity(model: &Path, lora: Option<&Path>) -> f64 {
     let file = dir.path().join("eval.txt");
     std::fs::write(&file, eval_text(&tokenizer)).unwrap();
     let mut cmd = Command::new(tuneline_testkit::llama_cpp_tool("llama-perplexity"));
-    cmd.arg("-m").arg(model).arg("-f").arg(&file).args(["-c", &CONTEXT.to_string(), "-b", &CONTEXT.to_string(), "-t", "2", NO_REPACK]);
+    cmd.arg("-m").arg(model).arg("-f").arg(&file).args([
+        "-c",
+        &CONTEXT.to_string(),
+        "-b",
+        &CONTEXT.to_string(),
+        "-t",
+        "2",
+        NO_REPACK,
+    ]);
     if let Some(lora) = lora {
         cmd.arg("--lora").arg(lora);
     }
     let out = cmd.output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "llama-perplexity failed:\n{all}");
-    all.split("Final estimate: PPL = ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|s| s.parse().ok()).expect(&all)
+    all.split("Final estimate: PPL = ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect(&all)
 }
 
 /// Context of each perplexity chunk.

@@ -67,16 +67,28 @@ fn rouge_l_and_bleu_agree_with_rouge_score_and_sacrebleu() {
     assert!(pairs.len() >= 300, "{} pairs", pairs.len());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pairs.jsonl");
-    let lines: Vec<String> = pairs.iter().map(|(p, r)| serde_json::to_string(&(p, r)).unwrap()).collect();
+    let lines: Vec<String> =
+        pairs.iter().map(|(p, r)| serde_json::to_string(&(p, r)).unwrap()).collect();
     std::fs::write(&file, lines.join("\n")).unwrap();
-    let theirs: serde_json::Value = serde_json::from_str(&python("scores.py", &[arg(&file)])).unwrap();
+    let theirs: serde_json::Value =
+        serde_json::from_str(&python("scores.py", &[arg(&file)])).unwrap();
     for (i, (p, r)) in pairs.iter().enumerate() {
         let (ours, want) = (rouge_l(p, r), theirs["rouge_l"][i].as_f64().unwrap());
-        assert!((ours - want).abs() < 1e-6, "ROUGE-L of pair {i} ({p:?}, {r:?}): tuneline {ours}, rouge-score {want}");
-        let (ours, want) = (corpus_bleu(std::slice::from_ref(p), std::slice::from_ref(r)), theirs["bleu"][i].as_f64().unwrap());
-        assert!((ours - want).abs() < 1e-6, "BLEU of pair {i} ({p:?}, {r:?}): tuneline {ours}, sacrebleu {want}");
+        assert!(
+            (ours - want).abs() < 1e-6,
+            "ROUGE-L of pair {i} ({p:?}, {r:?}): tuneline {ours}, rouge-score {want}"
+        );
+        let (ours, want) = (
+            corpus_bleu(std::slice::from_ref(p), std::slice::from_ref(r)),
+            theirs["bleu"][i].as_f64().unwrap(),
+        );
+        assert!(
+            (ours - want).abs() < 1e-6,
+            "BLEU of pair {i} ({p:?}, {r:?}): tuneline {ours}, sacrebleu {want}"
+        );
     }
     let (predictions, references): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
-    let (ours, want) = (corpus_bleu(&predictions, &references), theirs["corpus_bleu"].as_f64().unwrap());
+    let (ours, want) =
+        (corpus_bleu(&predictions, &references), theirs["corpus_bleu"].as_f64().unwrap());
     assert!((ours - want).abs() < 1e-6, "corpus BLEU: tuneline {ours}, sacrebleu {want}");
 }

@@ -11,26 +11,54 @@ use super::{Llama, Pass, Saved};
 impl Llama {
     /// The gradient of layer `i`'s input for the gradient `dy` of its output,
     /// from what its forward `saved`.
-    pub(super) fn layer_backward(&self, i: usize, saved: &Saved, dy: &Tensor, pass: &Pass, grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    pub(super) fn layer_backward(
+        &self,
+        i: usize,
+        saved: &Saved,
+        dy: &Tensor,
+        pass: &Pass,
+        grads: &mut HashMap<String, Tensor>,
+    ) -> Result<Tensor> {
         let w = &self.layers[i];
         let eps = self.config.rms_norm_eps;
         let proj = |module, weight| Self::projection(pass, i, module, weight);
         let b = self.backend;
 
         let h = b.rms_norm(&saved.x_mid, &w.post_attention_layernorm, eps)?;
-        let d_gated = b.project_backward(&b.swiglu(&saved.gate, &saved.up)?, &[(&proj("down_proj", &w.down_proj), dy)], grads)?;
+        let d_gated = b.project_backward(
+            &b.swiglu(&saved.gate, &saved.up)?,
+            &[(&proj("down_proj", &w.down_proj), dy)],
+            grads,
+        )?;
         let (d_gate, d_up) = b.swiglu_backward(&saved.gate, &saved.up, &d_gated)?;
-        let d_h = b.project_backward(&h, &[(&proj("gate_proj", &w.gate_proj), &d_gate), (&proj("up_proj", &w.up_proj), &d_up)], grads)?;
-        let d_mid = (dy + b.rms_norm_backward(&saved.x_mid, &w.post_attention_layernorm, eps, &d_h)?)?;
+        let d_h = b.project_backward(
+            &h,
+            &[(&proj("gate_proj", &w.gate_proj), &d_gate), (&proj("up_proj", &w.up_proj), &d_up)],
+            grads,
+        )?;
+        let d_mid =
+            (dy + b.rms_norm_backward(&saved.x_mid, &w.post_attention_layernorm, eps, &d_h)?)?;
 
-        let d_attended = b.project_backward(&saved.attended, &[(&proj("o_proj", &w.o_proj), &d_mid)], grads)?;
+        let d_attended =
+            b.project_backward(&saved.attended, &[(&proj("o_proj", &w.o_proj), &d_mid)], grads)?;
         let out = self.heads(pass, &saved.attended)?;
-        let (dq, dk, dv) = b.attention_backward(&pass.attention, &saved.q, &saved.k, &saved.v, &out, &self.heads(pass, &d_attended)?)?;
+        let (dq, dk, dv) = b.attention_backward(
+            &pass.attention,
+            &saved.q,
+            &saved.k,
+            &saved.v,
+            &out,
+            &self.heads(pass, &d_attended)?,
+        )?;
         let dq = self.rope.backward(b, &dq, pass.positions)?;
         let dk = self.rope.backward(b, &dk, pass.positions)?;
         let dv = self.merge(pass, &dv)?;
         let h = b.rms_norm(&saved.x, &w.input_layernorm, eps)?;
-        let parts = [(&proj("q_proj", &w.q_proj), &dq), (&proj("k_proj", &w.k_proj), &dk), (&proj("v_proj", &w.v_proj), &dv)];
+        let parts = [
+            (&proj("q_proj", &w.q_proj), &dq),
+            (&proj("k_proj", &w.k_proj), &dk),
+            (&proj("v_proj", &w.v_proj), &dv),
+        ];
         let d_h = b.project_backward(&h, &parts, grads)?;
         d_mid + b.rms_norm_backward(&saved.x, &w.input_layernorm, eps, &d_h)?
     }

@@ -36,11 +36,16 @@ pub fn batch(rows: &[&Row], device: &Device) -> Result<Batch> {
         ids.extend(r.input_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
         positions.extend(r.position_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
         segments.extend(r.segment_ids.iter().copied().chain(std::iter::repeat_n(0, pad(n))));
-        labels.extend(r.labels.iter().map(|&l| i64::from(l)).chain(std::iter::repeat_n(IGNORE, pad(n))));
+        labels.extend(
+            r.labels.iter().map(|&l| i64::from(l)).chain(std::iter::repeat_n(IGNORE, pad(n))),
+        );
     }
     let shape = (rows.len(), seq);
     Ok(Batch {
-        trained_tokens: rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| i64::from(l) != IGNORE).count()).sum(),
+        trained_tokens: rows
+            .iter()
+            .map(|r| r.labels.iter().skip(1).filter(|&&l| i64::from(l) != IGNORE).count())
+            .sum(),
         tokens: rows.iter().map(|r| r.input_ids.len()).sum(),
         ids: Tensor::from_vec(ids, shape, device)?,
         positions: Tensor::from_vec(positions, shape, device)?,
@@ -53,7 +58,12 @@ impl Llama {
     /// The loss over `rows` through `lora`, weighted by each batch's counted
     /// tokens (a token-weighted mean, as transformers' eval loss), in
     /// batches of `batch_size`; NaN when no token is counted.
-    pub fn rows_loss(&self, rows: &[Row], batch_size: usize, lora: Option<LoraPass>) -> Result<f64> {
+    pub fn rows_loss(
+        &self,
+        rows: &[Row],
+        batch_size: usize,
+        lora: Option<LoraPass>,
+    ) -> Result<f64> {
         let (mut total, mut counted) = (0.0, 0usize);
         for chunk in rows.chunks(batch_size.max(1)) {
             let refs: Vec<&Row> = chunk.iter().collect();
@@ -61,7 +71,8 @@ impl Llama {
             if b.trained_tokens == 0 {
                 continue;
             }
-            total += self.loss(&b.ids, &b.positions, &b.segments, &b.labels, lora)? * b.trained_tokens as f64;
+            total += self.loss(&b.ids, &b.positions, &b.segments, &b.labels, lora)?
+                * b.trained_tokens as f64;
             counted += b.trained_tokens;
         }
         Ok(if counted == 0 { f64::NAN } else { total / counted as f64 })

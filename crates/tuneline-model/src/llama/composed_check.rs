@@ -25,7 +25,16 @@ fn compare(what: &str, kernels: &[Tensor], composed: &[Tensor]) {
     assert_eq!(kernels.len(), composed.len());
     for (i, (k, c)) in kernels.iter().zip(composed).enumerate() {
         assert_eq!(k.dims(), c.dims(), "{what}, output {i}: shapes");
-        let diff = (k - c).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+        let diff = (k - c)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap();
         assert!(diff < 1e-10, "{what}, output {i}: composed differs from the kernel by {diff}");
     }
 }
@@ -33,7 +42,9 @@ fn compare(what: &str, kernels: &[Tensor], composed: &[Tensor]) {
 #[test]
 fn the_composed_row_ops_equal_the_kernels() {
     let (x, w, dy) = (random(&[5, 6], 1), random(&[6], 2), random(&[5, 6], 3));
-    same("rms_norm", |b| vec![b.rms_norm(&x, &w, 1e-5).unwrap(), b.rms_norm_backward(&x, &w, 1e-5, &dy).unwrap()]);
+    same("rms_norm", |b| {
+        vec![b.rms_norm(&x, &w, 1e-5).unwrap(), b.rms_norm_backward(&x, &w, 1e-5, &dy).unwrap()]
+    });
     let (gate, up) = (random(&[5, 6], 4), random(&[5, 6], 5));
     same("swiglu", |b| {
         let (d_gate, d_up) = b.swiglu_backward(&gate, &up, &dy).unwrap();
@@ -42,7 +53,12 @@ fn the_composed_row_ops_equal_the_kernels() {
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
     let (x, grad) = (random(&[6, 12], 6), random(&[2, 2, 3, 6], 7));
-    same("rope", |b| vec![rope.apply(b, &x, &positions, 2).unwrap(), rope.backward(b, &grad, &positions).unwrap()]);
+    same("rope", |b| {
+        vec![
+            rope.apply(b, &x, &positions, 2).unwrap(),
+            rope.backward(b, &grad, &positions).unwrap(),
+        ]
+    });
     let logits = random(&[4, 5], 8);
     same("cross_entropy", |b| {
         let (loss, grad) = b.cross_entropy(&logits, &[3, 1, 4, 0], Some(0.5)).unwrap();
@@ -52,10 +68,16 @@ fn the_composed_row_ops_equal_the_kernels() {
 
 #[test]
 fn composed_attention_equals_the_kernel_with_groups_and_segments() {
-    let segments: Vec<u32> = (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
+    let segments: Vec<u32> =
+        (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
     let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
-    let (q, k, v, grad) = (random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22), random(&[2, 4, 70, 3], 23));
+    let (q, k, v, grad) = (
+        random(&[2, 4, 70, 3], 20),
+        random(&[2, 2, 70, 3], 21),
+        random(&[2, 2, 70, 3], 22),
+        random(&[2, 4, 70, 3], 23),
+    );
     same("attention", |b| {
         let out = b.attention(&attention, &q, &k, &v).unwrap();
         let (dq, dk, dv) = b.attention_backward(&attention, &q, &k, &v, &out, &grad).unwrap();
@@ -73,13 +95,26 @@ fn the_composed_lora_projection_equals_the_kernel_with_dropout() {
         dropout: Some(Dropout::new(0.3, seed)),
         names: [format!("A{seed}"), format!("B{seed}")],
     };
-    let (adapted, plain) = (Projection { weight: &w1, adapter: Some(adapter(30)) }, Projection { weight: &w2, adapter: None });
+    let (adapted, plain) = (
+        Projection { weight: &w1, adapter: Some(adapter(30)) },
+        Projection { weight: &w2, adapter: None },
+    );
     // More rows than one task takes, and two projections of one input.
-    let (x, dy1, dy2) = (random(&[MAX_ROWS + 3, 6], 24), random(&[MAX_ROWS + 3, 5], 25), random(&[MAX_ROWS + 3, 4], 26));
+    let (x, dy1, dy2) = (
+        random(&[MAX_ROWS + 3, 6], 24),
+        random(&[MAX_ROWS + 3, 5], 25),
+        random(&[MAX_ROWS + 3, 4], 26),
+    );
     same("projection", |b| {
         let mut grads = HashMap::new();
         let dx = b.project_backward(&x, &[(&adapted, &dy1), (&plain, &dy2)], &mut grads).unwrap();
-        vec![b.project(&adapted, &x).unwrap(), b.project(&plain, &x).unwrap(), dx, grads.remove("A30").unwrap(), grads.remove("B30").unwrap()]
+        vec![
+            b.project(&adapted, &x).unwrap(),
+            b.project(&plain, &x).unwrap(),
+            dx,
+            grads.remove("A30").unwrap(),
+            grads.remove("B30").unwrap(),
+        ]
     });
 }
 
@@ -88,10 +123,18 @@ fn a_tiny_llama_trains_the_same_composed() {
     let Tiny { mut model, lora, ids, positions, segments, labels } = tiny();
     let names: Vec<String> = lora.named().map(|(n, _)| n).collect();
     let pass = |model: &super::Llama| {
-        let (loss, mut grads) = model.loss_and_grads(&ids, &positions, &segments, &labels, lora.training(99), 0.5).unwrap();
-        let eval = model.loss(&ids, &positions, &segments, &labels, Some(lora.inference())).unwrap();
-        let mut out = vec![Tensor::new(&[loss, eval], &Device::Cpu).unwrap(), model.forward(&ids, &positions, &segments, Some(lora.inference())).unwrap()];
-        out.extend(names.iter().map(|n| grads.remove(n).expect("a gradient for every adapter tensor")));
+        let (loss, mut grads) = model
+            .loss_and_grads(&ids, &positions, &segments, &labels, lora.training(99), 0.5)
+            .unwrap();
+        let eval =
+            model.loss(&ids, &positions, &segments, &labels, Some(lora.inference())).unwrap();
+        let mut out = vec![
+            Tensor::new(&[loss, eval], &Device::Cpu).unwrap(),
+            model.forward(&ids, &positions, &segments, Some(lora.inference())).unwrap(),
+        ];
+        out.extend(
+            names.iter().map(|n| grads.remove(n).expect("a gradient for every adapter tensor")),
+        );
         out
     };
     let kernels = pass(&model);

@@ -27,15 +27,23 @@ impl RopeScaling {
     /// `inv_freq` rescaled, as transformers' `_compute_llama3_parameters` does.
     pub fn apply(&self, inv_freq: &mut [f64]) {
         match self {
-            RopeScaling::Factors(f) => inv_freq.iter_mut().zip(f).for_each(|(x, &d)| *x /= f64::from(d)),
-            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings: old } => {
+            RopeScaling::Factors(f) => {
+                inv_freq.iter_mut().zip(f).for_each(|(x, &d)| *x /= f64::from(d))
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: old,
+            } => {
                 let (low_wavelen, high_wavelen) = (old / low_freq_factor, old / high_freq_factor);
                 for x in inv_freq.iter_mut() {
                     let wavelen = 2.0 * std::f64::consts::PI / *x;
                     if wavelen > low_wavelen {
                         *x /= factor;
                     } else if wavelen >= high_wavelen {
-                        let smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        let smooth = (old / wavelen - low_freq_factor)
+                            / (high_freq_factor - low_freq_factor);
                         *x = (1.0 - smooth) * *x / factor + smooth * *x;
                     }
                 }
@@ -102,7 +110,11 @@ impl LlamaConfig {
     }
 
     /// The config in the `<architecture>.*` metadata of a GGUF file (`llama` or `qwen2`).
-    pub fn from_gguf(meta: &GgufMetadata, vocab_size: usize, tied: bool) -> Result<Self, ModelError> {
+    pub fn from_gguf(
+        meta: &GgufMetadata,
+        vocab_size: usize,
+        tied: bool,
+    ) -> Result<Self, ModelError> {
         let arch = gguf_architecture(meta)?;
         let int = |key: &str| meta.uint(&format!("{arch}.{key}")).map(|v| v as usize);
         let heads = int("attention.head_count")?;
@@ -142,15 +154,27 @@ mod tests {
     #[test]
     fn llama3_rope_scaling_follows_transformers() {
         // Llama 3.1 8B: theta 500000, head_dim 128, factor 8, low 1, high 4, original 8192.
-        let mut inv: Vec<f64> = (0..64).map(|i| 1.0 / 500_000f64.powf(2.0 * i as f64 / 128.0)).collect();
+        let mut inv: Vec<f64> =
+            (0..64).map(|i| 1.0 / 500_000f64.powf(2.0 * i as f64 / 128.0)).collect();
         let original = inv.clone();
-        let scaling = RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192.0 };
+        let scaling = RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192.0,
+        };
         scaling.apply(&mut inv);
         // High frequencies stay, low ones are divided by the factor, the band between is blended.
         assert_eq!(inv[0], original[0]);
         assert!((inv[63] - original[63] / 8.0).abs() < 1e-18);
-        let blended: Vec<usize> = (0..64).filter(|&i| inv[i] != original[i] && (inv[i] - original[i] / 8.0).abs() > 1e-18).collect();
-        assert!(!blended.is_empty() && blended.iter().all(|&i| inv[i] < original[i] && inv[i] > original[i] / 8.0), "{blended:?}");
+        let blended: Vec<usize> = (0..64)
+            .filter(|&i| inv[i] != original[i] && (inv[i] - original[i] / 8.0).abs() > 1e-18)
+            .collect();
+        assert!(
+            !blended.is_empty()
+                && blended.iter().all(|&i| inv[i] < original[i] && inv[i] > original[i] / 8.0),
+            "{blended:?}"
+        );
         assert_eq!(blended, (29..=34).collect::<Vec<_>>());
         // transformers' formula gives this for frequency 31 (wavelength ~3619 tokens, blended).
         assert!((inv[31] - 8.567_514_129_196_321e-4).abs() < 1e-15, "{}", inv[31]);

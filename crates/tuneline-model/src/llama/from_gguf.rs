@@ -46,7 +46,8 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             ]),
             false => None,
         };
-        let mut weight = |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
+        let mut weight =
+            |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
         layers.push(Layer {
             q_proj: weight("attn_q", permuted(heads))?,
             k_proj: weight("attn_k", permuted(kv_heads))?,
@@ -92,8 +93,12 @@ const SUPPORTED: [GgmlDType; 11] = [
 
 /// Refuses a file with any tensor of a type outside [`SUPPORTED`], before loading.
 fn check_types(path: &Path, content: &Content) -> Result<(), ModelError> {
-    let mut bad: Vec<(&String, GgmlDType)> =
-        content.tensor_infos.iter().filter(|(_, t)| !SUPPORTED.contains(&t.ggml_dtype)).map(|(n, t)| (n, t.ggml_dtype)).collect();
+    let mut bad: Vec<(&String, GgmlDType)> = content
+        .tensor_infos
+        .iter()
+        .filter(|(_, t)| !SUPPORTED.contains(&t.ggml_dtype))
+        .map(|(n, t)| (n, t.ggml_dtype))
+        .collect();
     bad.sort_by_key(|(name, _)| name.as_str());
     match bad.as_slice() {
         [] => Ok(()),
@@ -117,23 +122,33 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn blocks(&mut self, name: &str) -> Result<QTensor, ModelError> {
-        self.content.tensor(&mut self.file, name, self.device).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+        self.content
+            .tensor(&mut self.file, name, self.device)
+            .map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
     }
 
     /// A tensor dequantized to f32.
     fn dense(&mut self, name: &str) -> Result<Tensor, ModelError> {
-        self.blocks(name)?.dequantize(self.device).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
+        self.blocks(name)?
+            .dequantize(self.device)
+            .map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))
     }
 
     /// A linear layer's weight, in Hugging Face's layout (`permuted`: the
     /// heads of a query or key weight), kept as blocks with `quantized`.
-    fn weight(&mut self, name: &str, permuted: Option<usize>, quantized: bool) -> Result<Weight, ModelError> {
+    fn weight(
+        &mut self,
+        name: &str,
+        permuted: Option<usize>,
+        quantized: bool,
+    ) -> Result<Weight, ModelError> {
         if quantized {
             return Ok(Weight::Quantized { blocks: Arc::new(self.blocks(name)?), heads: permuted });
         }
         let w = self.dense(name)?;
         let w = match permuted {
-            Some(heads) => unpermute(&w, heads).map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))?,
+            Some(heads) => unpermute(&w, heads)
+                .map_err(|e| ModelError::new(self.path, format!("tensor `{name}`: {e}")))?,
             None => w,
         };
         Ok(w.into())
@@ -144,5 +159,8 @@ impl Reader<'_> {
 /// reordered from `(2, dim / 2)` to `(dim / 2, 2)`.
 fn unpermute(w: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
     let (rows, cols) = w.dims2()?;
-    w.reshape((heads, rows / heads / 2, 2, cols))?.transpose(1, 2)?.contiguous()?.reshape((rows, cols))
+    w.reshape((heads, rows / heads / 2, 2, cols))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((rows, cols))
 }

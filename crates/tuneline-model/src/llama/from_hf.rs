@@ -23,8 +23,10 @@ pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
 /// `config.json`, parsed and as JSON.
 fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
     let config_path = dir.join("config.json");
-    let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
-    let json: Value = serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("invalid JSON: {e}")))?;
+    let text = std::fs::read_to_string(&config_path)
+        .map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|e| ModelError::new(&config_path, format!("invalid JSON: {e}")))?;
     Ok((config(&json).map_err(|e| ModelError::new(&config_path, e))?, json))
 }
 
@@ -35,8 +37,15 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
         let mut get = |name: &str| weights.take(&format!("model.layers.{i}.{name}"));
-        let qkv_bias =
-            if config.attention_bias { Some([get("self_attn.q_proj.bias")?, get("self_attn.k_proj.bias")?, get("self_attn.v_proj.bias")?]) } else { None };
+        let qkv_bias = if config.attention_bias {
+            Some([
+                get("self_attn.q_proj.bias")?,
+                get("self_attn.k_proj.bias")?,
+                get("self_attn.v_proj.bias")?,
+            ])
+        } else {
+            None
+        };
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
             q_proj: get("self_attn.q_proj.weight")?.into(),
@@ -52,25 +61,40 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     }
     let embed_tokens = weights.take("model.embed_tokens.weight")?;
     let norm = weights.take("model.norm.weight")?;
-    let lm_head = if config.tie_word_embeddings { embed_tokens.clone() } else { weights.take("lm_head.weight")? };
+    let lm_head = if config.tie_word_embeddings {
+        embed_tokens.clone()
+    } else {
+        weights.take("lm_head.weight")?
+    };
     let max_positions = json["max_position_embeddings"].as_u64().unwrap_or(4096) as usize;
-    Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(|e| ModelError::new(dir, e.to_string()))
+    Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions)
+        .map_err(|e| ModelError::new(dir, e.to_string()))
 }
 
 /// The decoder's shape from `config.json`.
 fn config(json: &Value) -> Result<LlamaConfig, String> {
     let model_type = json["model_type"].as_str().unwrap_or("llama");
     if !MODEL_TYPES.contains(&model_type) {
-        return Err(format!("model_type `{model_type}` is not supported; tuneline reads {MODEL_TYPES:?}"));
+        return Err(format!(
+            "model_type `{model_type}` is not supported; tuneline reads {MODEL_TYPES:?}"
+        ));
     }
-    let int = |key: &str| json[key].as_u64().map(|v| v as usize).ok_or_else(|| format!("`{key}` is missing or not a number"));
+    let int = |key: &str| {
+        json[key]
+            .as_u64()
+            .map(|v| v as usize)
+            .ok_or_else(|| format!("`{key}` is missing or not a number"))
+    };
     let heads = int("num_attention_heads")?;
     let rope_scaling = match &json["rope_scaling"] {
         Value::Null => None,
         v if v["rope_type"] == "llama3" || v["type"] == "llama3" => {
             let mut v = v.clone();
             v["rope_type"] = "llama3".into();
-            Some(serde_json::from_value::<RopeScaling>(v).map_err(|e| format!("rope_scaling: {e}"))?)
+            Some(
+                serde_json::from_value::<RopeScaling>(v)
+                    .map_err(|e| format!("rope_scaling: {e}"))?,
+            )
         }
         v => return Err(format!("rope_scaling {v} is not supported (only llama3)")),
     };
@@ -104,7 +128,11 @@ fn sliding_window(json: &Value) -> Result<Option<usize>, String> {
     }
     match &json["sliding_window"] {
         Value::Null => Ok(None),
-        v => v.as_u64().filter(|&w| w > 0).map(|w| Some(w as usize)).ok_or_else(|| format!("`sliding_window` is {v}, not a positive number or null")),
+        v => v
+            .as_u64()
+            .filter(|&w| w > 0)
+            .map(|w| Some(w as usize))
+            .ok_or_else(|| format!("`sliding_window` is {v}, not a positive number or null")),
     }
 }
 
@@ -119,14 +147,20 @@ impl Weights {
     fn open(dir: &Path, device: &Device) -> Result<Self, ModelError> {
         let files = crate::verify::shards(dir)?;
         // SAFETY: the files are only read, and a model directory is not rewritten while a model loads from it.
-        let files = unsafe { MmapedSafetensors::multi(&files) }.map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
+        let files = unsafe { MmapedSafetensors::multi(&files) }
+            .map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
         Ok(Self { files, dir: dir.to_path_buf(), device: device.clone() })
     }
 
     /// The tensor `name` as f32.
     fn take(&mut self, name: &str) -> Result<Tensor, ModelError> {
-        let tensor = self.files.load(name, &self.device).map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
-        tensor.to_dtype(DType::F32).map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
+        let tensor = self
+            .files
+            .load(name, &self.device)
+            .map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
+        tensor
+            .to_dtype(DType::F32)
+            .map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
     }
 }
 
@@ -151,8 +185,18 @@ mod tests {
         assert_eq!(window("mistral", serde_json::json!({"sliding_window": null})), Ok(None));
         assert_eq!(window("llama", serde_json::json!({})), Ok(None));
         // Qwen2's window is off unless use_sliding_window asks for it.
-        assert_eq!(window("qwen2", serde_json::json!({"sliding_window": 32768, "use_sliding_window": false})), Ok(None));
-        let err = window("qwen2", serde_json::json!({"sliding_window": 32768, "use_sliding_window": true})).unwrap_err();
+        assert_eq!(
+            window(
+                "qwen2",
+                serde_json::json!({"sliding_window": 32768, "use_sliding_window": false})
+            ),
+            Ok(None)
+        );
+        let err = window(
+            "qwen2",
+            serde_json::json!({"sliding_window": 32768, "use_sliding_window": true}),
+        )
+        .unwrap_err();
         assert!(err.contains("use_sliding_window") && err.contains("false"), "{err}");
         let err = window("mistral", serde_json::json!({"sliding_window": "4k"})).unwrap_err();
         assert!(err.contains("sliding_window") && err.contains("\"4k\""), "{err}");
@@ -161,6 +205,10 @@ mod tests {
     #[test]
     fn an_unsupported_model_type_is_refused_with_the_supported_list() {
         let err = config(&json("gpt2", serde_json::json!({}))).unwrap_err();
-        assert!(err.contains("model_type `gpt2` is not supported") && err.contains(r#"["llama", "mistral", "qwen2"]"#), "{err}");
+        assert!(
+            err.contains("model_type `gpt2` is not supported")
+                && err.contains(r#"["llama", "mistral", "qwen2"]"#),
+            "{err}"
+        );
     }
 }

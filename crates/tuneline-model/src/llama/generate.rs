@@ -18,7 +18,13 @@ struct KvCache {
 impl Llama {
     /// Up to `steps` tokens chosen greedily after `prompt` through `lora`,
     /// stopping after any token of `stops` (which is kept).
-    pub fn generate_greedy(&self, prompt: &[u32], steps: usize, stops: &[u32], lora: Option<LoraPass>) -> Result<Vec<u32>> {
+    pub fn generate_greedy(
+        &self,
+        prompt: &[u32],
+        steps: usize,
+        stops: &[u32],
+        lora: Option<LoraPass>,
+    ) -> Result<Vec<u32>> {
         let mut cache = KvCache { layers: vec![None; self.layers.len()], len: 0 };
         let mut out = Vec::with_capacity(steps);
         let mut next_input = prompt.to_vec();
@@ -40,26 +46,48 @@ impl Llama {
         let (n, start) = (ids.len(), cache.len);
         let device = self.device();
         let ids = Tensor::from_slice(ids, n, device)?;
-        let positions = Tensor::arange(start as u32, (start + n) as u32, device)?.reshape((1, n))?;
+        let positions =
+            Tensor::arange(start as u32, (start + n) as u32, device)?.reshape((1, n))?;
         let dtype = self.embed_tokens.dtype();
-        let pass = Pass { batch: 1, seq: n, positions: &positions, attention: Attention { mask: self.cached_mask(start, n, dtype)? }, lora };
+        let pass = Pass {
+            batch: 1,
+            seq: n,
+            positions: &positions,
+            attention: Attention { mask: self.cached_mask(start, n, dtype)? },
+            lora,
+        };
         let mut x = self.embed_tokens.index_select(&ids, 0)?;
         let (b, c) = (self.backend, &self.config);
         for (i, w) in self.layers.iter().enumerate() {
             let proj = |module, weight| Self::projection(&pass, i, module, weight);
             let h = b.rms_norm(&x, &w.input_layernorm, c.rms_norm_eps)?;
-            let q = self.rope.apply(b, &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?, &positions, c.num_attention_heads)?;
-            let k = self.rope.apply(b, &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?, &positions, c.num_key_value_heads)?;
-            let v = self.heads(&pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+            let q = self.rope.apply(
+                b,
+                &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?,
+                &positions,
+                c.num_attention_heads,
+            )?;
+            let k = self.rope.apply(
+                b,
+                &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?,
+                &positions,
+                c.num_key_value_heads,
+            )?;
+            let v =
+                self.heads(&pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
             let (k, v) = match cache.layers[i].take() {
                 Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
                 None => (k, v),
             };
-            let attended = self.merge(&pass, &cached_attention(&q, &k, &v, &pass.attention.mask)?)?;
+            let attended =
+                self.merge(&pass, &cached_attention(&q, &k, &v, &pass.attention.mask)?)?;
             cache.layers[i] = Some((k, v));
             let x_mid = (&x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
             let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, c.rms_norm_eps)?;
-            let mlp = b.swiglu(&b.project(&proj("gate_proj", &w.gate_proj), &h)?, &b.project(&proj("up_proj", &w.up_proj), &h)?)?;
+            let mlp = b.swiglu(
+                &b.project(&proj("gate_proj", &w.gate_proj), &h)?,
+                &b.project(&proj("up_proj", &w.up_proj), &h)?,
+            )?;
             x = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &mlp)?)?;
         }
         cache.len += n;
@@ -76,7 +104,8 @@ impl Llama {
         let mask: Vec<f32> = (0..n)
             .flat_map(|i| {
                 let at = start + i;
-                (0..total).map(move |j| if j <= at && at - j < window { 0.0 } else { f32::NEG_INFINITY })
+                (0..total)
+                    .map(move |j| if j <= at && at - j < window { 0.0 } else { f32::NEG_INFINITY })
             })
             .collect();
         Tensor::from_vec(mask, (n, total), self.device())?.to_dtype(dtype)

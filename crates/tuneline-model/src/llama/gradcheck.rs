@@ -20,7 +20,12 @@ use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight
 pub(super) fn random(shape: &[usize], seed: u64) -> Tensor {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let n = shape.iter().product();
-    Tensor::from_vec((0..n).map(|_| rng.random_range(-1.0..1.0)).collect::<Vec<f64>>(), shape, &Device::Cpu).unwrap()
+    Tensor::from_vec(
+        (0..n).map(|_| rng.random_range(-1.0..1.0)).collect::<Vec<f64>>(),
+        shape,
+        &Device::Cpu,
+    )
+    .unwrap()
 }
 
 /// Compares `analytic[i]`, the gradient of the scalar `f` at `inputs[i]`, with central differences.
@@ -39,16 +44,25 @@ fn check(inputs: &[Tensor], f: impl Fn(&[Tensor]) -> f64, analytic: &[Tensor]) {
                 f(&inputs)
             };
             let numeric = (at(eps) - at(-eps)) / (2.0 * eps);
-            assert!((numeric - g).abs() <= 1e-5 * (1.0 + numeric.abs()), "input {v}, element {i}: numeric {numeric}, backward {g}");
+            assert!(
+                (numeric - g).abs() <= 1e-5 * (1.0 + numeric.abs()),
+                "input {v}, element {i}: numeric {numeric}, backward {g}"
+            );
         }
     }
 }
 
 /// Checks `backward(inputs, dy)` for an op `forward`, against the scalar
 /// `sum(forward(inputs) * dy)` for a fixed random `dy`.
-fn check_op(inputs: &[Tensor], forward: impl Fn(&[Tensor]) -> Result<Tensor>, backward: impl Fn(&[Tensor], &Tensor) -> Result<Vec<Tensor>>) {
+fn check_op(
+    inputs: &[Tensor],
+    forward: impl Fn(&[Tensor]) -> Result<Tensor>,
+    backward: impl Fn(&[Tensor], &Tensor) -> Result<Vec<Tensor>>,
+) {
     let dy = random(forward(inputs).unwrap().dims(), 99);
-    let scalar = |inputs: &[Tensor]| (forward(inputs).unwrap() * &dy).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
+    let scalar = |inputs: &[Tensor]| {
+        (forward(inputs).unwrap() * &dy).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap()
+    };
     check(inputs, scalar, &backward(inputs, &dy).unwrap());
 }
 
@@ -56,7 +70,9 @@ fn check_op(inputs: &[Tensor], forward: impl Fn(&[Tensor]) -> Result<Tensor>, ba
 fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
     let w = random(&[6], 2);
     let norm = |x: &[Tensor]| rms_norm(&x[0], &w, 1e-5);
-    check_op(&[random(&[5, 6], 1)], norm, |x, dy| Ok(vec![rms_norm_backward(&x[0], &w, 1e-5, dy)?]));
+    check_op(&[random(&[5, 6], 1)], norm, |x, dy| {
+        Ok(vec![rms_norm_backward(&x[0], &w, 1e-5, dy)?])
+    });
     check_op(
         &[random(&[4, 3], 3), random(&[4, 3], 4)],
         |x| swiglu(&x[0], &x[1]),
@@ -68,16 +84,29 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     // Two rows of three tokens with two heads each.
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
-    check_op(&[random(&[6, 12], 5)], |x| rope.apply(Backend::Cpu, &x[0], &positions, 2), |_, dy| Ok(vec![rope.backward(Backend::Cpu, dy, &positions)?]));
+    check_op(
+        &[random(&[6, 12], 5)],
+        |x| rope.apply(Backend::Cpu, &x[0], &positions, 2),
+        |_, dy| Ok(vec![rope.backward(Backend::Cpu, dy, &positions)?]),
+    );
     // The forward against the rotation written plainly, on the heads split out.
     let x = random(&[6, 12], 6);
     let heads = x.reshape((2, 3, 2, 6)).unwrap().transpose(1, 2).unwrap();
-    let (cos, sin) =
-        (rope.cos.index_select(&positions.flatten_all().unwrap(), 0).unwrap(), rope.sin.index_select(&positions.flatten_all().unwrap(), 0).unwrap());
-    let (cos, sin) =
-        (Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(), Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap());
-    let rotated = Tensor::cat(&[&heads.narrow(3, 3, 3).unwrap().neg().unwrap(), &heads.narrow(3, 0, 3).unwrap()], 3).unwrap();
-    let plain = (heads.broadcast_mul(&cos).unwrap() + rotated.broadcast_mul(&sin).unwrap()).unwrap();
+    let (cos, sin) = (
+        rope.cos.index_select(&positions.flatten_all().unwrap(), 0).unwrap(),
+        rope.sin.index_select(&positions.flatten_all().unwrap(), 0).unwrap(),
+    );
+    let (cos, sin) = (
+        Tensor::cat(&[&cos, &cos], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(),
+        Tensor::cat(&[&sin, &sin], 1).unwrap().reshape((2, 1, 3, 6)).unwrap(),
+    );
+    let rotated = Tensor::cat(
+        &[&heads.narrow(3, 3, 3).unwrap().neg().unwrap(), &heads.narrow(3, 0, 3).unwrap()],
+        3,
+    )
+    .unwrap();
+    let plain =
+        (heads.broadcast_mul(&cos).unwrap() + rotated.broadcast_mul(&sin).unwrap()).unwrap();
     let diff = (rope.apply(Backend::Cpu, &x, &positions, 2).unwrap() - plain)
         .unwrap()
         .abs()
@@ -95,17 +124,39 @@ fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
 fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
     // 4 query heads over 2 key/value heads; packed segments of 30, 37 and 3
     // tokens in the first row, so its tiles of rows span different columns.
-    let segments: Vec<u32> = (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
+    let segments: Vec<u32> =
+        (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
     let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
-    let inputs = [random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22)];
+    let inputs =
+        [random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22)];
     // The forward against attention written plainly: each key/value head repeated for its query heads.
-    let repeat = |t: &Tensor| t.unsqueeze(2).unwrap().broadcast_as((2, 2, 2, 70, 3)).unwrap().reshape((2, 4, 70, 3)).unwrap();
-    let scores = (inputs[0].matmul(&repeat(&inputs[1]).t().unwrap()).unwrap() / 3f64.sqrt()).unwrap().broadcast_add(&attention.mask).unwrap();
+    let repeat = |t: &Tensor| {
+        t.unsqueeze(2)
+            .unwrap()
+            .broadcast_as((2, 2, 2, 70, 3))
+            .unwrap()
+            .reshape((2, 4, 70, 3))
+            .unwrap()
+    };
+    let scores = (inputs[0].matmul(&repeat(&inputs[1]).t().unwrap()).unwrap() / 3f64.sqrt())
+        .unwrap()
+        .broadcast_add(&attention.mask)
+        .unwrap();
     let e = scores.broadcast_sub(&scores.max_keepdim(3).unwrap()).unwrap().exp().unwrap();
-    let plain = e.broadcast_div(&e.sum_keepdim(3).unwrap()).unwrap().matmul(&repeat(&inputs[2])).unwrap();
+    let plain =
+        e.broadcast_div(&e.sum_keepdim(3).unwrap()).unwrap().matmul(&repeat(&inputs[2])).unwrap();
     let ours = attention.forward(&inputs[0], &inputs[1], &inputs[2]).unwrap();
-    let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    let diff = (ours - plain)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
     assert!(diff < 1e-12, "attention differs from its plain form by {diff}");
     check_op(
         &inputs,
@@ -123,18 +174,41 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
     let w: Weight = random(&[5, 6], 27).into();
     let projection = |a: &Tensor, b: &Tensor| Projection {
         weight: &w,
-        adapter: Some(Adapter { a: a.clone(), b: b.clone(), scale: 1.5, dropout: Some(Dropout::new(0.3, 5)), names: ["A".into(), "B".into()] }),
+        adapter: Some(Adapter {
+            a: a.clone(),
+            b: b.clone(),
+            scale: 1.5,
+            dropout: Some(Dropout::new(0.3, 5)),
+            names: ["A".into(), "B".into()],
+        }),
     };
     // More rows than one task takes, so the adapter's gradients are summed over tasks.
     let inputs = [random(&[MAX_ROWS + 3, 6], 24), random(&[2, 6], 25), random(&[5, 2], 26)];
     // The forward against the layer written plainly, the mask drawn over the whole input at once.
     let x: Vec<f64> = inputs[0].flatten_all().unwrap().to_vec1().unwrap();
     let mask = Dropout::new(0.3, 5).mask::<f64>(0, x.len());
-    let dropped = Tensor::from_vec(x.iter().zip(&mask).map(|(x, m)| x * m).collect::<Vec<_>>(), (MAX_ROWS + 3, 6), &Device::Cpu).unwrap();
-    let adapter = (dropped.matmul(&inputs[1].t().unwrap()).unwrap() * 1.5).unwrap().matmul(&inputs[2].t().unwrap()).unwrap();
+    let dropped = Tensor::from_vec(
+        x.iter().zip(&mask).map(|(x, m)| x * m).collect::<Vec<_>>(),
+        (MAX_ROWS + 3, 6),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let adapter = (dropped.matmul(&inputs[1].t().unwrap()).unwrap() * 1.5)
+        .unwrap()
+        .matmul(&inputs[2].t().unwrap())
+        .unwrap();
     let plain = (inputs[0].matmul(&w.dense().unwrap().t().unwrap()).unwrap() + adapter).unwrap();
     let ours = projection(&inputs[1], &inputs[2]).forward(&inputs[0]).unwrap();
-    let diff = (ours - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    let diff = (ours - plain)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap();
     assert!(diff < 1e-12, "the projection differs from its plain form by {diff}");
     check_op(
         &inputs,
@@ -142,7 +216,11 @@ fn the_lora_projection_is_exact_and_carries_exact_gradients_with_dropout() {
         |x, dy| {
             let mut grads = HashMap::new();
             let dx = backward(&x[0], &[(&projection(&x[1], &x[2]), dy)], &mut grads)?;
-            Ok(vec![dx, grads.remove("A").expect("A's gradient"), grads.remove("B").expect("B's gradient")])
+            Ok(vec![
+                dx,
+                grads.remove("A").expect("A's gradient"),
+                grads.remove("B").expect("B's gradient"),
+            ])
         },
     );
 }
@@ -203,8 +281,13 @@ pub(super) fn tiny() -> Tiny {
     let embed = w(&[11, 8]);
     let norm = (w(&[8]) + 1.0).unwrap();
     let model = Llama::new(config.clone(), embed.clone(), layers, norm, embed, 16).unwrap();
-    let settings =
-        LoraSettings { r: 2, lora_alpha: 4.0, lora_dropout: 0.3, target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(), use_rslora: false };
+    let settings = LoraSettings {
+        r: 2,
+        lora_alpha: 4.0,
+        lora_dropout: 0.3,
+        target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(),
+        use_rslora: false,
+    };
     let lora = Lora::init(settings, &config, 3, DType::F64, &Device::Cpu).unwrap();
     // B starts at zero, where the gradient of A vanishes: move B away first.
     for (i, (_, var)) in lora.named().enumerate() {
@@ -219,7 +302,11 @@ pub(super) fn tiny() -> Tiny {
         ids: Tensor::new(&[[1u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap(),
         positions: Tensor::new(&[[0u32, 1, 2, 0, 1, 2], [0, 1, 0, 1, 2, 3]], &Device::Cpu).unwrap(),
         segments: Tensor::new(&[[1u32, 1, 1, 2, 2, 2], [1, 1, 2, 2, 2, 2]], &Device::Cpu).unwrap(),
-        labels: labels_tensor(&[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]], &Device::Cpu).unwrap(),
+        labels: labels_tensor(
+            &[vec![-100, 5, 7, -100, 9, 3], vec![-100, 4, -100, 10, 0, 6]],
+            &Device::Cpu,
+        )
+        .unwrap(),
     }
 }
 
@@ -228,10 +315,14 @@ pub(super) fn tiny() -> Tiny {
 fn check_training_gradients(t: &Tiny, seed: u64) -> f64 {
     let Tiny { model, lora, ids, positions, segments, labels } = t;
     // A training pass: dropout masks are fixed by the seed, so the loss is a function of the weights.
-    let (loss, mut grads) = model.loss_and_grads(ids, positions, segments, labels, lora.training(seed), 1.0).unwrap();
+    let (loss, mut grads) =
+        model.loss_and_grads(ids, positions, segments, labels, lora.training(seed), 1.0).unwrap();
     let (names, vars): (Vec<String>, Vec<_>) = lora.named().map(|(n, v)| (n, v.clone())).unzip();
     let values: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().copy().unwrap()).collect();
-    let analytic: Vec<Tensor> = names.iter().map(|n| grads.remove(n).expect("a gradient for every adapter tensor")).collect();
+    let analytic: Vec<Tensor> = names
+        .iter()
+        .map(|n| grads.remove(n).expect("a gradient for every adapter tensor"))
+        .collect();
     let at = |values: &[Tensor]| {
         for (var, value) in vars.iter().zip(values) {
             var.set(value).unwrap();
@@ -247,19 +338,43 @@ fn check_training_gradients(t: &Tiny, seed: u64) -> f64 {
 fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
     let t = tiny();
     let loss = check_training_gradients(&t, 99);
-    let eval = t.model.loss(&t.ids, &t.positions, &t.segments, &t.labels, Some(t.lora.inference())).unwrap();
+    let eval = t
+        .model
+        .loss(&t.ids, &t.positions, &t.segments, &t.labels, Some(t.lora.inference()))
+        .unwrap();
     assert!((eval - loss).abs() > 1e-6, "dropout changes a training pass");
 }
 
 #[test]
 fn a_sliding_window_hides_the_tokens_beyond_it_and_keeps_exact_gradients() {
     let mut t = tiny();
-    let changed_first = Tensor::new(&[[8u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap();
-    let third = |t: &Tiny, ids: &Tensor| t.model.forward(ids, &t.positions, &t.segments, None).unwrap().get(0).unwrap().get(2).unwrap();
-    let moved = |t: &Tiny| (third(t, &t.ids) - third(t, &changed_first)).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f64>().unwrap();
+    let changed_first =
+        Tensor::new(&[[8u32, 5, 7, 2, 9, 3], [4, 4, 8, 10, 0, 6]], &Device::Cpu).unwrap();
+    let third = |t: &Tiny, ids: &Tensor| {
+        t.model
+            .forward(ids, &t.positions, &t.segments, None)
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .get(2)
+            .unwrap()
+    };
+    let moved = |t: &Tiny| {
+        (third(t, &t.ids) - third(t, &changed_first))
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
+    };
     assert!(moved(&t) > 1e-6, "without a window the third token sees the first");
     t.model.config.sliding_window = Some(2);
-    assert!(moved(&t) > 1e-6, "with a window of 2 it still does, through the second token one layer down");
+    assert!(
+        moved(&t) > 1e-6,
+        "with a window of 2 it still does, through the second token one layer down"
+    );
     t.model.config.sliding_window = Some(1);
     assert_eq!(moved(&t), 0.0, "with a window of 1 each token sees only itself");
     t.model.config.sliding_window = Some(2);

@@ -17,7 +17,8 @@ use super::LlamaConfig;
 use crate::error::ModelError;
 
 /// The linear layers of a decoder layer, by their PEFT `target_modules` names.
-pub const MODULES: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+pub const MODULES: [&str; 7] =
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
 
 /// PEFT's `LoraConfig`, the fields tuneline uses.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -65,7 +66,13 @@ pub struct Lora {
 
 impl Lora {
     /// A fresh adapter for `config` in `dtype`, initialized as PEFT does from `seed`.
-    pub fn init(settings: LoraSettings, config: &LlamaConfig, seed: u64, dtype: DType, device: &Device) -> Result<Self> {
+    pub fn init(
+        settings: LoraSettings,
+        config: &LlamaConfig,
+        seed: u64,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
         settings.check().map_err(candle_core::Error::Msg)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut pairs = BTreeMap::new();
@@ -74,8 +81,12 @@ impl Lora {
                 let (out_features, in_features) = shape(config, module);
                 // kaiming_uniform_(a = sqrt(5)): bound = sqrt(6 / ((1 + a^2) * fan_in)) = 1 / sqrt(fan_in).
                 let bound = 1.0 / (in_features as f64).sqrt();
-                let a: Vec<f64> = (0..settings.r * in_features).map(|_| rng.random_range(-bound..bound)).collect();
-                let a = Var::from_tensor(&Tensor::from_vec(a, (settings.r, in_features), device)?.to_dtype(dtype)?)?;
+                let a: Vec<f64> = (0..settings.r * in_features)
+                    .map(|_| rng.random_range(-bound..bound))
+                    .collect();
+                let a = Var::from_tensor(
+                    &Tensor::from_vec(a, (settings.r, in_features), device)?.to_dtype(dtype)?,
+                )?;
                 let b = Var::zeros((out_features, settings.r), dtype, device)?;
                 pairs.insert((layer, module), (a, b));
             }
@@ -84,21 +95,33 @@ impl Lora {
     }
 
     /// Loads a PEFT adapter directory.
-    pub fn load(dir: &Path, config: &LlamaConfig, device: &Device) -> std::result::Result<Self, ModelError> {
+    pub fn load(
+        dir: &Path,
+        config: &LlamaConfig,
+        device: &Device,
+    ) -> std::result::Result<Self, ModelError> {
         let config_path = dir.join("adapter_config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
-        let settings: LoraSettings = serde_json::from_str(&text).map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
+        let text = std::fs::read_to_string(&config_path)
+            .map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
+        let settings: LoraSettings = serde_json::from_str(&text)
+            .map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
         settings.check().map_err(|e| ModelError::new(&config_path, e))?;
         let weights_path = dir.join("adapter_model.safetensors");
-        let mut tensors = candle_core::safetensors::load(&weights_path, device).map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
+        let mut tensors = candle_core::safetensors::load(&weights_path, device)
+            .map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
         let mut pairs = BTreeMap::new();
         for layer in 0..config.num_hidden_layers {
             for module in targets(&settings) {
                 let mut take = |which: &str, want: (usize, usize)| {
                     let name = peft_name(layer, module, which);
-                    let t = tensors.remove(&name).ok_or_else(|| ModelError::new(&weights_path, format!("missing tensor `{name}`")))?;
+                    let t = tensors.remove(&name).ok_or_else(|| {
+                        ModelError::new(&weights_path, format!("missing tensor `{name}`"))
+                    })?;
                     if t.dims() != [want.0, want.1] {
-                        return Err(ModelError::new(&weights_path, format!("`{name}` has shape {:?}, expected {want:?}", t.dims())));
+                        return Err(ModelError::new(
+                            &weights_path,
+                            format!("`{name}` has shape {:?}, expected {want:?}", t.dims()),
+                        ));
                     }
                     let t = t.to_dtype(DType::F32).and_then(|t| Var::from_tensor(&t));
                     t.map_err(|e| ModelError::new(&weights_path, e.to_string()))
@@ -121,20 +144,29 @@ impl Lora {
             "r": self.settings.r, "lora_alpha": self.settings.lora_alpha, "lora_dropout": self.settings.lora_dropout,
             "target_modules": self.settings.target_modules, "use_rslora": self.settings.use_rslora,
         });
-        std::fs::write(dir.join("adapter_config.json"), serde_json::to_string_pretty(&config).expect("serializable")).map_err(io)?;
-        let tensors: HashMap<String, Tensor> = self.named().map(|(name, var)| (name, var.as_detached_tensor())).collect();
+        std::fs::write(
+            dir.join("adapter_config.json"),
+            serde_json::to_string_pretty(&config).expect("serializable"),
+        )
+        .map_err(io)?;
+        let tensors: HashMap<String, Tensor> =
+            self.named().map(|(name, var)| (name, var.as_detached_tensor())).collect();
         candle_core::safetensors::save(&tensors, dir.join("adapter_model.safetensors"))
             .map_err(|e| ModelError::new(dir, format!("cannot write the adapter: {e}")))
     }
 
     /// Every trainable tensor with its PEFT name, in a fixed order.
     pub fn named(&self) -> impl Iterator<Item = (String, &Var)> {
-        self.pairs.iter().flat_map(|(&(layer, module), (a, b))| [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)])
+        self.pairs.iter().flat_map(|(&(layer, module), (a, b))| {
+            [(peft_name(layer, module, "lora_A"), a), (peft_name(layer, module, "lora_B"), b)]
+        })
     }
 
     /// Every adapted `(layer, module)` with its `A` `(r, in)` and `B` `(out, r)`, in a fixed order.
     pub fn pairs(&self) -> impl Iterator<Item = (usize, &'static str, Tensor, Tensor)> + '_ {
-        self.pairs.iter().map(|(&(layer, module), (a, b))| (layer, module, a.as_detached_tensor(), b.as_detached_tensor()))
+        self.pairs.iter().map(|(&(layer, module), (a, b))| {
+            (layer, module, a.as_detached_tensor(), b.as_detached_tensor())
+        })
     }
 
     /// This adapter in a training pass, with dropout masks drawn from `seed`.
@@ -161,13 +193,21 @@ impl LoraPass<'_> {
     /// `module` of `layer` through `weight`, with its adapter when the module
     /// is adapted. Each layer and module draws its own dropout mask from the
     /// pass's seed, so a pass is reproducible (and a resumed run repeats it exactly).
-    pub(super) fn projection<'w>(&self, layer: usize, module: &'static str, weight: &'w Weight) -> Projection<'w> {
+    pub(super) fn projection<'w>(
+        &self,
+        layer: usize,
+        module: &'static str,
+        weight: &'w Weight,
+    ) -> Projection<'w> {
         let adapter = self.lora.pairs.get(&(layer, module)).map(|(a, b)| {
             let p = self.lora.settings.lora_dropout;
             let dropout = match self.dropout_seed {
                 Some(seed) if p > 0.0 => {
                     let index = MODULES.iter().position(|m| *m == module).unwrap_or(0) as u64;
-                    Some(Dropout::new(p, seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                    Some(Dropout::new(
+                        p,
+                        seed ^ ((layer as u64) << 32 | index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    ))
                 }
                 _ => None,
             };
@@ -185,7 +225,11 @@ impl LoraPass<'_> {
 
 /// PEFT's saved name of a LoRA tensor.
 pub fn peft_name(layer: usize, module: &str, which: &str) -> String {
-    let block = if ["q_proj", "k_proj", "v_proj", "o_proj"].contains(&module) { "self_attn" } else { "mlp" };
+    let block = if ["q_proj", "k_proj", "v_proj", "o_proj"].contains(&module) {
+        "self_attn"
+    } else {
+        "mlp"
+    };
     format!("base_model.model.model.layers.{layer}.{block}.{module}.{which}.weight")
 }
 

@@ -86,12 +86,17 @@ impl Llama {
     /// Loads the model at `path` onto `device`. With `quantized`, the linear
     /// layers of a GGUF model stay as its blocks (QLoRA-style: dequantized
     /// per op, in forward and backward).
-    pub fn load_on(path: &std::path::Path, device: &Device, quantized: bool) -> std::result::Result<Self, ModelError> {
+    pub fn load_on(
+        path: &std::path::Path,
+        device: &Device,
+        quantized: bool,
+    ) -> std::result::Result<Self, ModelError> {
         match crate::source::ModelSource::detect(path)? {
             crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, device, quantized),
-            crate::source::ModelSource::HfDir(p) if quantized => {
-                Err(ModelError::new(p, "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights"))
-            }
+            crate::source::ModelSource::HfDir(p) if quantized => Err(ModelError::new(
+                p,
+                "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights",
+            )),
             crate::source::ModelSource::HfDir(p) => from_hf::load(&p, device),
         }
     }
@@ -111,8 +116,22 @@ impl Llama {
     }
 
     /// A model from its weights (all of one dtype).
-    pub fn new(config: LlamaConfig, embed_tokens: Tensor, layers: Vec<Layer>, norm: Tensor, lm_head: Tensor, max_positions: usize) -> Result<Self> {
-        let rope = Rope::new(config.head_dim(), config.rope_theta, config.rope_scaling.as_ref(), max_positions, embed_tokens.dtype(), embed_tokens.device())?;
+    pub fn new(
+        config: LlamaConfig,
+        embed_tokens: Tensor,
+        layers: Vec<Layer>,
+        norm: Tensor,
+        lm_head: Tensor,
+        max_positions: usize,
+    ) -> Result<Self> {
+        let rope = Rope::new(
+            config.head_dim(),
+            config.rope_theta,
+            config.rope_scaling.as_ref(),
+            max_positions,
+            embed_tokens.dtype(),
+            embed_tokens.device(),
+        )?;
         let backend = Backend::for_device(embed_tokens.device());
         Ok(Self { config, embed_tokens, layers, norm, lm_head, rope, max_positions, backend })
     }
@@ -131,11 +150,15 @@ impl Llama {
     /// [`Llama::named_weights`] without making any dense: each is made when
     /// asked, so that a writer holds one at a time.
     pub fn weight_refs(&self) -> Vec<(String, WeightRef<'_>)> {
-        let mut out = vec![("model.embed_tokens.weight".to_string(), WeightRef::Tensor(&self.embed_tokens))];
+        let mut out =
+            vec![("model.embed_tokens.weight".to_string(), WeightRef::Tensor(&self.embed_tokens))];
         for (i, l) in self.layers.iter().enumerate() {
             let name = |n: &str| format!("model.layers.{i}.{n}");
             out.push((name("input_layernorm.weight"), WeightRef::Tensor(&l.input_layernorm)));
-            out.push((name("post_attention_layernorm.weight"), WeightRef::Tensor(&l.post_attention_layernorm)));
+            out.push((
+                name("post_attention_layernorm.weight"),
+                WeightRef::Tensor(&l.post_attention_layernorm),
+            ));
             let projections = [
                 ("self_attn", "q_proj", &l.q_proj),
                 ("self_attn", "k_proj", &l.k_proj),
@@ -146,7 +169,10 @@ impl Llama {
                 ("mlp", "down_proj", &l.down_proj),
             ];
             for (block, module, weight) in projections {
-                out.push((name(&format!("{block}.{module}.weight")), WeightRef::Linear { weight, layer: i, module }));
+                out.push((
+                    name(&format!("{block}.{module}.weight")),
+                    WeightRef::Linear { weight, layer: i, module },
+                ));
             }
             if let Some([q, k, v]) = &l.qkv_bias {
                 for (module, b) in [("q_proj", q), ("k_proj", k), ("v_proj", v)] {
@@ -170,24 +196,45 @@ impl Llama {
     /// `lora` when given. `positions` restart and `segments` differ between
     /// samples packed into one row; a token attends to earlier tokens of its
     /// own segment only.
-    pub fn forward(&self, ids: &Tensor, positions: &Tensor, segments: &Tensor, lora: Option<LoraPass>) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        segments: &Tensor,
+        lora: Option<LoraPass>,
+    ) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
-        let logits = self.backend.rms_norm(&x, &self.norm, self.config.rms_norm_eps)?.matmul(&self.lm_head.t()?)?;
+        let logits = self
+            .backend
+            .rms_norm(&x, &self.norm, self.config.rms_norm_eps)?
+            .matmul(&self.lm_head.t()?)?;
         logits.reshape((batch, seq, ()))
     }
 
     /// What the layers of a pass over `(batch, seq)` tokens share.
-    fn pass<'a>(&self, positions: &'a Tensor, segments: &Tensor, lora: Option<LoraPass<'a>>) -> Result<Pass<'a>> {
+    fn pass<'a>(
+        &self,
+        positions: &'a Tensor,
+        segments: &Tensor,
+        lora: Option<LoraPass<'a>>,
+    ) -> Result<Pass<'a>> {
         let (batch, seq) = positions.dims2()?;
-        let attention = Attention { mask: attention_mask(segments, self.config.sliding_window, self.embed_tokens.dtype())? };
+        let attention = Attention {
+            mask: attention_mask(segments, self.config.sliding_window, self.embed_tokens.dtype())?,
+        };
         Ok(Pass { batch, seq, positions, attention, lora })
     }
 
     /// The hidden states `(batch x seq, hidden)` of token ids `(batch, seq)`
     /// after the last layer, before the final norm. With a `tape`, each layer
     /// records what its backward needs.
-    fn hidden(&self, ids: &Tensor, pass: &Pass, mut tape: Option<&mut Vec<Saved>>) -> Result<Tensor> {
+    fn hidden(
+        &self,
+        ids: &Tensor,
+        pass: &Pass,
+        mut tape: Option<&mut Vec<Saved>>,
+    ) -> Result<Tensor> {
         let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?;
         for i in 0..self.layers.len() {
             let (y, saved) = self.layer(i, &x, pass)?;
@@ -200,7 +247,12 @@ impl Llama {
     }
 
     /// Layer `layer`'s `module` through `weight`, with its adapter in `pass`.
-    fn projection<'w>(pass: &Pass, layer: usize, module: &'static str, weight: &'w Weight) -> Projection<'w> {
+    fn projection<'w>(
+        pass: &Pass,
+        layer: usize,
+        module: &'static str,
+        weight: &'w Weight,
+    ) -> Projection<'w> {
         match pass.lora {
             Some(lora) => lora.projection(layer, module, weight),
             None => Projection { weight, adapter: None },
@@ -224,9 +276,20 @@ impl Llama {
         let b = self.backend;
         let h = b.rms_norm(x, &w.input_layernorm, eps)?;
         let c = &self.config;
-        let q = self.rope.apply(b, &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?, pass.positions, c.num_attention_heads)?;
-        let k = self.rope.apply(b, &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?, pass.positions, c.num_key_value_heads)?;
-        let v = self.heads(pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+        let q = self.rope.apply(
+            b,
+            &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?,
+            pass.positions,
+            c.num_attention_heads,
+        )?;
+        let k = self.rope.apply(
+            b,
+            &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?,
+            pass.positions,
+            c.num_key_value_heads,
+        )?;
+        let v =
+            self.heads(pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
         let attended = self.merge(pass, &b.attention(&pass.attention, &q, &k, &v)?)?;
         let x_mid = (x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
         let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;

@@ -65,8 +65,12 @@ impl WeightRef<'_> {
     /// Its shape in Hugging Face's layout (rows first), without making it dense.
     pub fn dims(&self) -> Vec<usize> {
         match *self {
-            WeightRef::Tensor(t) | WeightRef::Linear { weight: Weight::Dense(t), .. } => t.dims().to_vec(),
-            WeightRef::Linear { weight: Weight::Quantized { blocks, .. }, .. } => blocks.shape().dims().to_vec(),
+            WeightRef::Tensor(t) | WeightRef::Linear { weight: Weight::Dense(t), .. } => {
+                t.dims().to_vec()
+            }
+            WeightRef::Linear { weight: Weight::Quantized { blocks, .. }, .. } => {
+                blocks.shape().dims().to_vec()
+            }
         }
     }
 

@@ -27,13 +27,20 @@ impl Splitter {
         if added.is_empty() || added.values().any(|t| t.single_word || t.lstrip || t.rstrip) {
             return None;
         }
-        let (ids, contents): (Vec<u32>, Vec<String>) = added.iter().map(|(id, t)| (*id, t.content.clone())).unzip();
-        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&contents).ok()?;
+        let (ids, contents): (Vec<u32>, Vec<String>) =
+            added.iter().map(|(id, t)| (*id, t.content.clone())).unzip();
+        let matcher =
+            AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&contents).ok()?;
         Some(Self { matcher, ids, fast: ByteLevelBpe::new(tokenizer) })
     }
 
     /// Ids and byte offsets of `text`, or `None` once more than `limit` tokens are certain.
-    pub fn encode(&self, tokenizer: &Tokenizer, text: &str, limit: usize) -> tokenizers::Result<Option<Encoded>> {
+    pub fn encode(
+        &self,
+        tokenizer: &Tokenizer,
+        text: &str,
+        limit: usize,
+    ) -> tokenizers::Result<Option<Encoded>> {
         let mut out = Encoded::default();
         let mut at = 0;
         let piece = |out: &mut Encoded, start: usize, end: usize| -> tokenizers::Result<()> {

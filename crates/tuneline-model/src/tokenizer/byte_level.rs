@@ -32,25 +32,44 @@ impl ByteLevelBpe {
     /// The fast path for `tokenizer`, or `None` unless it is a BPE with no
     /// normalizer and exactly the pre-tokenizers this reproduces.
     pub fn new(tokenizer: &Tokenizer) -> Option<Self> {
-        if tokenizer.get_normalizer().is_some() || !matches!(tokenizer.get_model(), ModelWrapper::BPE(_)) {
+        if tokenizer.get_normalizer().is_some()
+            || !matches!(tokenizer.get_model(), ModelWrapper::BPE(_))
+        {
             return None;
         }
         let pre = serde_json::to_value(tokenizer.get_pre_tokenizer()?).ok()?;
-        let byte_level = |v: &Value| v["type"] == "ByteLevel" && v["add_prefix_space"] == false && v["use_regex"] == true;
+        let byte_level = |v: &Value| {
+            v["type"] == "ByteLevel" && v["add_prefix_space"] == false && v["use_regex"] == true
+        };
         let digits = match pre["type"].as_str()? {
             "ByteLevel" if byte_level(&pre) => false,
             "Sequence" => match pre["pretokenizers"].as_array()?.as_slice() {
-                [d, b] if *d == json!({"type": "Digits", "individual_digits": true}) && byte_level(b) => true,
+                [d, b]
+                    if *d == json!({"type": "Digits", "individual_digits": true})
+                        && byte_level(b) =>
+                {
+                    true
+                }
                 _ => return None,
             },
             _ => return None,
         };
-        Some(Self { regex: Regex::new(PATTERN).expect("valid pattern"), digits, chars: byte_chars() })
+        Some(Self {
+            regex: Regex::new(PATTERN).expect("valid pattern"),
+            digits,
+            chars: byte_chars(),
+        })
     }
 
     /// Appends the ids and byte offsets of `text` (which holds no added
     /// tokens) to `out`; offsets are shifted by `base`.
-    pub fn encode(&self, model: &ModelWrapper, text: &str, base: usize, out: &mut Encoded) -> tokenizers::Result<()> {
+    pub fn encode(
+        &self,
+        model: &ModelWrapper,
+        text: &str,
+        base: usize,
+        out: &mut Encoded,
+    ) -> tokenizers::Result<()> {
         let mut mapped = String::new();
         // For each byte of `mapped`: the original character it came from, as
         // `tokenizers` reports offsets (a token with part of a character spans all of it).
@@ -85,7 +104,13 @@ impl ByteLevelBpe {
     }
 
     /// Calls `word` with the byte range of each pre-token of `text[start..end]`.
-    fn split(&self, text: &str, start: usize, end: usize, word: &mut impl FnMut(usize, usize) -> tokenizers::Result<()>) -> tokenizers::Result<()> {
+    fn split(
+        &self,
+        text: &str,
+        start: usize,
+        end: usize,
+        word: &mut impl FnMut(usize, usize) -> tokenizers::Result<()>,
+    ) -> tokenizers::Result<()> {
         let piece = &text[start..end];
         let mut at = 0;
         while at < piece.len() {
@@ -93,7 +118,10 @@ impl ByteLevelBpe {
             debug_assert_eq!(m.start(), at);
             let mut stop = m.end();
             let run = m.as_str();
-            if stop < piece.len() && run.starts_with(char::is_whitespace) && run.chars().all(char::is_whitespace) {
+            if stop < piece.len()
+                && run.starts_with(char::is_whitespace)
+                && run.chars().all(char::is_whitespace)
+            {
                 // `\s+(?!\S)`: a run followed by text leaves its last character to that text.
                 let last = run.char_indices().last().map_or(0, |(i, _)| i);
                 if last > 0 {

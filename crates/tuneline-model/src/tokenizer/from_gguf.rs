@@ -43,11 +43,14 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         .strings("tokenizer.ggml.merges")?
         .into_iter()
         .map(|m| {
-            let (a, b) = m.split_once(' ').ok_or_else(|| ModelError::new(path, format!("merge `{m}` has no space")))?;
+            let (a, b) = m
+                .split_once(' ')
+                .ok_or_else(|| ModelError::new(path, format!("merge `{m}` has no space")))?;
             Ok((a.to_string(), b.to_string()))
         })
         .collect::<Result<_, ModelError>>()?;
-    let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
+    let vocab: tokenizers::models::bpe::Vocab =
+        tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
     let pipeline = pipeline(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?;
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, merges)
@@ -58,7 +61,9 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     let mut tokenizer = Tokenizer::new(bpe);
     tokenizer.with_pre_tokenizer(Some(pipeline.pre_tokenizer));
     if let Some(normalizer) = pipeline.normalizer {
-        tokenizer.with_normalizer(Some(normalizer)).map_err(|e| ModelError::new(path, format!("cannot set the normalizer: {e}")))?;
+        tokenizer
+            .with_normalizer(Some(normalizer))
+            .map_err(|e| ModelError::new(path, format!("cannot set the normalizer: {e}")))?;
     }
     tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
     tokenizer.with_post_processor(Some(ByteLevelProcessor::default().trim_offsets(false)));
@@ -68,9 +73,13 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         .filter(|(_, &t)| t == CONTROL || t == USER_DEFINED)
         .map(|(token, &t)| AddedToken::from(token.to_string(), t == CONTROL))
         .collect();
-    tokenizer.add_special_tokens(added).map_err(|e| ModelError::new(path, format!("cannot add the control tokens: {e}")))?;
+    tokenizer
+        .add_special_tokens(added)
+        .map_err(|e| ModelError::new(path, format!("cannot add the control tokens: {e}")))?;
 
-    let token = |key: &str| meta.uint(key).ok().and_then(|id| tokens.get(id as usize)).map(|t| t.to_string());
+    let token = |key: &str| {
+        meta.uint(key).ok().and_then(|id| tokens.get(id as usize)).map(|t| t.to_string())
+    };
     let special = SpecialTokens {
         bos: token("tokenizer.ggml.bos_token_id"),
         eos: token("tokenizer.ggml.eos_token_id"),
@@ -78,7 +87,9 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         unk: token("tokenizer.ggml.unknown_token_id"),
     };
     let chat_template = match meta.string("tokenizer.chat_template") {
-        Ok(source) => Some(ChatTemplate::new(source, special.clone()).map_err(|e| ModelError::new(path, e))?),
+        Ok(source) => {
+            Some(ChatTemplate::new(source, special.clone()).map_err(|e| ModelError::new(path, e))?)
+        }
         Err(_) => None,
     };
     let mut hash = Sha256::new();
@@ -97,7 +108,10 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     hash.update(format!("{special:?}").as_bytes());
     let fingerprint = hex::encode(hash.finalize());
     let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
-    loaded.add_bos = matches!(meta.get("tokenizer.ggml.add_bos_token"), Some(candle_core::quantized::gguf_file::Value::Bool(true)));
+    loaded.add_bos = matches!(
+        meta.get("tokenizer.ggml.add_bos_token"),
+        Some(candle_core::quantized::gguf_file::Value::Bool(true))
+    );
     loaded.gguf_pre = Some(meta.string("tokenizer.ggml.pre").unwrap_or("default").to_string());
     Ok(loaded)
 }
@@ -127,22 +141,44 @@ pub(super) fn pipeline(path: &Path, pre: &str) -> Result<Pipeline, ModelError> {
     let byte_level = || PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, true));
     // A regex split, then byte-level mapping without GPT-2's own split.
     let split_then_bytes = |pattern: &str| -> Result<PreTokenizerWrapper, ModelError> {
-        let split = Split::new(SplitPattern::Regex(pattern.to_string()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(|e| ModelError::new(path, format!("cannot build the `{pre}` pre-tokenizer: {e}")))?;
+        let split = Split::new(
+            SplitPattern::Regex(pattern.to_string()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| {
+            ModelError::new(path, format!("cannot build the `{pre}` pre-tokenizer: {e}"))
+        })?;
         Ok(PreTokenizerWrapper::Sequence(Sequence::new(vec![
             PreTokenizerWrapper::Split(split),
             PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, true, false)),
         ])))
     };
     Ok(match pre {
-        "llama-bpe" | "llama3" => Pipeline { normalizer: None, pre_tokenizer: split_then_bytes(LLAMA3_SPLIT)?, ignore_merges: true },
-        "qwen2" => Pipeline { normalizer: Some(NormalizerWrapper::NFC(NFC)), pre_tokenizer: split_then_bytes(QWEN2_SPLIT)?, ignore_merges: false },
-        other => Pipeline { normalizer: None, pre_tokenizer: byte_level_pre_tokenizer(path, other, byte_level)?, ignore_merges: false },
+        "llama-bpe" | "llama3" => Pipeline {
+            normalizer: None,
+            pre_tokenizer: split_then_bytes(LLAMA3_SPLIT)?,
+            ignore_merges: true,
+        },
+        "qwen2" => Pipeline {
+            normalizer: Some(NormalizerWrapper::NFC(NFC)),
+            pre_tokenizer: split_then_bytes(QWEN2_SPLIT)?,
+            ignore_merges: false,
+        },
+        other => Pipeline {
+            normalizer: None,
+            pre_tokenizer: byte_level_pre_tokenizer(path, other, byte_level)?,
+            ignore_merges: false,
+        },
     })
 }
 
 /// GPT-2's byte-level pre-tokenizer, alone or after splitting digits.
-fn byte_level_pre_tokenizer(path: &Path, pre: &str, byte_level: impl Fn() -> PreTokenizerWrapper) -> Result<PreTokenizerWrapper, ModelError> {
+fn byte_level_pre_tokenizer(
+    path: &Path,
+    pre: &str,
+    byte_level: impl Fn() -> PreTokenizerWrapper,
+) -> Result<PreTokenizerWrapper, ModelError> {
     match pre {
         "default" | "gpt-2" | "gpt2" => Ok(byte_level()),
         // SmolLM: every digit on its own, then GPT-2's byte-level regex.

@@ -40,7 +40,12 @@ pub struct ModelTokenizer {
 }
 
 impl ModelTokenizer {
-    fn new(mut tokenizer: tokenizers::Tokenizer, chat_template: Option<ChatTemplate>, special: SpecialTokens, fingerprint: String) -> Self {
+    fn new(
+        mut tokenizer: tokenizers::Tokenizer,
+        chat_template: Option<ChatTemplate>,
+        special: SpecialTokens,
+        fingerprint: String,
+    ) -> Self {
         if let tokenizers::ModelWrapper::BPE(bpe) = tokenizer.get_model() {
             // The default word cache (10,000 words) thrashes on chat corpora;
             // a larger one roughly halves BPE time at a few tens of MiB.
@@ -49,7 +54,15 @@ impl ModelTokenizer {
             tokenizer.with_model(bpe);
         }
         let splitter = bounded::Splitter::new(&tokenizer);
-        Self { tokenizer, chat_template, special, fingerprint, add_bos: false, gguf_pre: None, splitter }
+        Self {
+            tokenizer,
+            chat_template,
+            special,
+            fingerprint,
+            add_bos: false,
+            gguf_pre: None,
+            splitter,
+        }
     }
 
     /// Loads the tokenizer of the model at `path` (a GGUF file or an HF directory).
@@ -74,12 +87,15 @@ impl ModelTokenizer {
             return splitter.encode(&self.tokenizer, text, limit).map_err(failed);
         }
         let enc = self.tokenizer.encode(text, false).map_err(failed)?;
-        Ok((enc.len() <= limit).then(|| Encoded { ids: enc.get_ids().to_vec(), offsets: enc.get_offsets().to_vec() }))
+        Ok((enc.len() <= limit)
+            .then(|| Encoded { ids: enc.get_ids().to_vec(), offsets: enc.get_offsets().to_vec() }))
     }
 
     /// The text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.tokenizer.decode(ids, false).map_err(|e| ModelError::new("<ids>", format!("decoding failed: {e}")))
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|e| ModelError::new("<ids>", format!("decoding failed: {e}")))
     }
 
     /// Writes `tokenizer.json`, `tokenizer_config.json` (chat template and
@@ -88,7 +104,9 @@ impl ModelTokenizer {
     pub fn save_hf(&self, dir: &Path) -> Result<(), ModelError> {
         std::fs::create_dir_all(dir).map_err(|e| ModelError::new(dir, e.to_string()))?;
         let file = dir.join("tokenizer.json");
-        self.tokenizer.save(&file, false).map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+        self.tokenizer
+            .save(&file, false)
+            .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
         let s = &self.special;
         let roles = serde_json::json!({ "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk });
         let mut config = serde_json::json!({
@@ -96,10 +114,21 @@ impl ModelTokenizer {
             "chat_template": self.chat_template.as_ref().map(ChatTemplate::source),
             "add_bos_token": self.add_bos,
         });
-        let present: serde_json::Map<String, serde_json::Value> =
-            roles.as_object().expect("an object").iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect();
-        config.as_object_mut().expect("an object").extend(roles.as_object().expect("an object").clone());
-        for (name, value) in [("tokenizer_config.json", config), ("special_tokens_map.json", serde_json::Value::Object(present))] {
+        let present: serde_json::Map<String, serde_json::Value> = roles
+            .as_object()
+            .expect("an object")
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        config
+            .as_object_mut()
+            .expect("an object")
+            .extend(roles.as_object().expect("an object").clone());
+        for (name, value) in [
+            ("tokenizer_config.json", config),
+            ("special_tokens_map.json", serde_json::Value::Object(present)),
+        ] {
             let file = dir.join(name);
             std::fs::write(&file, serde_json::to_string_pretty(&value).expect("serializable"))
                 .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;

@@ -49,7 +49,8 @@ impl ModelTokenizer {
         let tokenizers::ModelWrapper::BPE(bpe) = self.tokenizer.get_model() else {
             return Err(err("is not a BPE tokenizer; GGUF export writes byte-level BPE (`gpt2`) tokenizers only".into()));
         };
-        let model = serde_json::to_value(bpe).map_err(|e| err(format!("cannot read the BPE model: {e}")))?;
+        let model = serde_json::to_value(bpe)
+            .map_err(|e| err(format!("cannot read the BPE model: {e}")))?;
         let merges = model["merges"]
             .as_array()
             .map(|merges| {
@@ -57,7 +58,9 @@ impl ModelTokenizer {
                     .iter()
                     .filter_map(|m| match m {
                         serde_json::Value::String(s) => Some(s.clone()),
-                        serde_json::Value::Array(pair) => Some(format!("{} {}", pair.first()?.as_str()?, pair.get(1)?.as_str()?)),
+                        serde_json::Value::Array(pair) => {
+                            Some(format!("{} {}", pair.first()?.as_str()?, pair.get(1)?.as_str()?))
+                        }
                         _ => None,
                     })
                     .collect::<Vec<_>>()
@@ -78,7 +81,11 @@ impl ModelTokenizer {
                 _ => NORMAL,
             })
             .collect();
-        let tokens = tokens.into_iter().enumerate().map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]"))).collect();
+        let tokens = tokens
+            .into_iter()
+            .enumerate()
+            .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
+            .collect();
         let id = |t: &Option<String>| t.as_deref().and_then(|t| self.tokenizer.token_to_id(t));
         let s = &self.special;
         Ok(GgufVocab {
@@ -99,7 +106,10 @@ impl ModelTokenizer {
     /// tokenizer's merges.
     fn detect_pre(&self) -> Result<String, ModelError> {
         let path = std::path::Path::new("tokenizer.json");
-        let want = self.tokenizer.encode(CHECK_TEXT, false).map_err(|e| ModelError::new(path, format!("tokenization failed: {e}")))?;
+        let want = self
+            .tokenizer
+            .encode(CHECK_TEXT, false)
+            .map_err(|e| ModelError::new(path, format!("tokenization failed: {e}")))?;
         for pre in PRE {
             let p = pipeline(path, pre)?;
             let mut candidate = self.tokenizer.clone();
@@ -112,7 +122,8 @@ impl ModelTokenizer {
             if candidate.with_normalizer(p.normalizer).is_err() {
                 continue;
             }
-            if candidate.encode(CHECK_TEXT, false).is_ok_and(|got| got.get_ids() == want.get_ids()) {
+            if candidate.encode(CHECK_TEXT, false).is_ok_and(|got| got.get_ids() == want.get_ids())
+            {
                 return Ok(pre.to_string());
             }
         }

@@ -38,7 +38,13 @@ impl Ec2Error {
 
     /// EC2 has no capacity for the request now: no one's fault, try elsewhere or later.
     pub fn is_capacity(&self) -> bool {
-        matches!(self.code.as_str(), "InsufficientInstanceCapacity" | "InsufficientCapacity" | "SpotMaxPriceTooLow" | "MaxSpotInstanceCountExceeded")
+        matches!(
+            self.code.as_str(),
+            "InsufficientInstanceCapacity"
+                | "InsufficientCapacity"
+                | "SpotMaxPriceTooLow"
+                | "MaxSpotInstanceCountExceeded"
+        )
     }
 }
 
@@ -80,7 +86,8 @@ impl Ec2Instance {
 
     /// Seconds since the epoch of its launch (0 if EC2 gave none it could read).
     pub fn launched_at(&self) -> f64 {
-        chrono::DateTime::parse_from_rfc3339(&self.launch_time).map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0)
+        chrono::DateTime::parse_from_rfc3339(&self.launch_time)
+            .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0)
     }
 }
 
@@ -197,8 +204,15 @@ pub struct RunRequest<'a> {
 
 impl Ec2 {
     /// EC2 in `region` at `endpoint` (default `https://ec2.<region>.amazonaws.com/`).
-    pub fn new(region: &str, endpoint: Option<&str>, credentials: Credentials) -> Result<Self, String> {
-        let endpoint = endpoint.map_or_else(|| format!("https://ec2.{region}.amazonaws.com/"), |e| format!("{}/", e.trim_end_matches('/')));
+    pub fn new(
+        region: &str,
+        endpoint: Option<&str>,
+        credentials: Credentials,
+    ) -> Result<Self, String> {
+        let endpoint = endpoint.map_or_else(
+            || format!("https://ec2.{region}.amazonaws.com/"),
+            |e| format!("{}/", e.trim_end_matches('/')),
+        );
         let http = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_secs(10))
             .timeout(std::time::Duration::from_secs(60))
@@ -234,16 +248,35 @@ impl Ec2 {
         }
         if run.spot {
             params.push(("InstanceMarketOptions.MarketType".into(), "spot".into()));
-            params.push(("InstanceMarketOptions.SpotOptions.SpotInstanceType".into(), "one-time".into()));
-            params.push(("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior".into(), "terminate".into()));
+            params.push((
+                "InstanceMarketOptions.SpotOptions.SpotInstanceType".into(),
+                "one-time".into(),
+            ));
+            params.push((
+                "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior".into(),
+                "terminate".into(),
+            ));
         }
         let reservation: Reservation = parse(&self.call("RunInstances", &params).await?)?;
-        reservation.instances_set.item.into_iter().next().ok_or_else(|| Ec2Error::transport("RunInstances answered with no instance".into()))
+        reservation
+            .instances_set
+            .item
+            .into_iter()
+            .next()
+            .ok_or_else(|| Ec2Error::transport("RunInstances answered with no instance".into()))
     }
 
     /// The instances carrying tag `key` = `value`, in any of `states`, every page.
-    pub async fn describe_tagged(&self, key: &str, value: &str, states: &[&str]) -> Result<Vec<Ec2Instance>, Ec2Error> {
-        let mut params = vec![("Filter.1.Name".to_string(), format!("tag:{key}")), ("Filter.1.Value.1".into(), value.to_string())];
+    pub async fn describe_tagged(
+        &self,
+        key: &str,
+        value: &str,
+        states: &[&str],
+    ) -> Result<Vec<Ec2Instance>, Ec2Error> {
+        let mut params = vec![
+            ("Filter.1.Name".to_string(), format!("tag:{key}")),
+            ("Filter.1.Value.1".into(), value.to_string()),
+        ];
         params.push(("Filter.2.Name".into(), "instance-state-name".into()));
         for (i, state) in states.iter().enumerate() {
             params.push((format!("Filter.2.Value.{}", i + 1), state.to_string()));
@@ -256,7 +289,8 @@ impl Ec2 {
                 page.push(("NextToken".into(), t.clone()));
             }
             let answer: DescribeInstances = parse(&self.call("DescribeInstances", &page).await?)?;
-            instances.extend(answer.reservation_set.item.into_iter().flat_map(|r| r.instances_set.item));
+            instances
+                .extend(answer.reservation_set.item.into_iter().flat_map(|r| r.instances_set.item));
             match answer.next_token.filter(|t| !t.is_empty()) {
                 Some(t) => token = Some(t),
                 None => return Ok(instances),
@@ -266,9 +300,18 @@ impl Ec2 {
 
     /// Terminates `ids`; returns each one's state after the call.
     pub async fn terminate(&self, ids: &[String]) -> Result<Vec<(String, String)>, Ec2Error> {
-        let params: Vec<(String, String)> = ids.iter().enumerate().map(|(i, id)| (format!("InstanceId.{}", i + 1), id.clone())).collect();
+        let params: Vec<(String, String)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (format!("InstanceId.{}", i + 1), id.clone()))
+            .collect();
         let answer: TerminateInstances = parse(&self.call("TerminateInstances", &params).await?)?;
-        Ok(answer.instances_set.item.into_iter().map(|t| (t.instance_id, t.current_state.name)).collect())
+        Ok(answer
+            .instances_set
+            .item
+            .into_iter()
+            .map(|t| (t.instance_id, t.current_state.name))
+            .collect())
     }
 
     /// The lowest current Linux spot price of `instance_type` across this
@@ -277,10 +320,18 @@ impl Ec2 {
         let params = vec![
             ("InstanceType.1".to_string(), instance_type.to_string()),
             ("ProductDescription.1".into(), "Linux/UNIX".into()),
-            ("StartTime".into(), chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            (
+                "StartTime".into(),
+                chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            ),
         ];
-        let answer: SpotPriceHistory = parse(&self.call("DescribeSpotPriceHistory", &params).await?)?;
-        let prices = answer.spot_price_history_set.item.into_iter().filter_map(|p| Some((p.spot_price.parse::<f64>().ok()?, p.timestamp)));
+        let answer: SpotPriceHistory =
+            parse(&self.call("DescribeSpotPriceHistory", &params).await?)?;
+        let prices = answer
+            .spot_price_history_set
+            .item
+            .into_iter()
+            .filter_map(|p| Some((p.spot_price.parse::<f64>().ok()?, p.timestamp)));
         Ok(prices.min_by(|a, b| a.0.total_cmp(&b.0)))
     }
 
@@ -306,16 +357,32 @@ impl Ec2 {
             .build()
             .map_err(|e| Ec2Error::transport(format!("cannot sign {action}: {e}")))?
             .into();
-        let signable = SignableRequest::new("POST", self.endpoint.as_str(), [content_type].into_iter(), SignableBody::Bytes(body.as_bytes()))
-            .map_err(|e| Ec2Error::transport(format!("cannot sign {action} for {}: {e}", self.endpoint)))?;
-        let (instructions, _) = sign(signable, &signing).map_err(|e| Ec2Error::transport(format!("cannot sign {action}: {e}")))?.into_parts();
-        let mut request = self.http.post(&self.endpoint).header(content_type.0, content_type.1).body(body);
+        let signable = SignableRequest::new(
+            "POST",
+            self.endpoint.as_str(),
+            [content_type].into_iter(),
+            SignableBody::Bytes(body.as_bytes()),
+        )
+        .map_err(|e| {
+            Ec2Error::transport(format!("cannot sign {action} for {}: {e}", self.endpoint))
+        })?;
+        let (instructions, _) = sign(signable, &signing)
+            .map_err(|e| Ec2Error::transport(format!("cannot sign {action}: {e}")))?
+            .into_parts();
+        let mut request =
+            self.http.post(&self.endpoint).header(content_type.0, content_type.1).body(body);
         for (name, value) in instructions.headers() {
             request = request.header(name, value);
         }
-        let response = request.send().await.map_err(|e| Ec2Error::transport(format!("{action} at {}: {e}", self.endpoint)))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Ec2Error::transport(format!("{action} at {}: {e}", self.endpoint)))?;
         let status = response.status();
-        let text = response.text().await.map_err(|e| Ec2Error::transport(format!("{action} at {}: {e}", self.endpoint)))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| Ec2Error::transport(format!("{action} at {}: {e}", self.endpoint)))?;
         if status.is_success() {
             return Ok(text);
         }
@@ -324,7 +391,10 @@ impl Ec2 {
                 let first = e.errors.error.into_iter().next().expect("not empty");
                 Err(Ec2Error { code: first.code, message: first.message })
             }
-            _ => Err(Ec2Error::transport(format!("{action} answered HTTP {status}: {}", text.chars().take(300).collect::<String>()))),
+            _ => Err(Ec2Error::transport(format!(
+                "{action} answered HTTP {status}: {}",
+                text.chars().take(300).collect::<String>()
+            ))),
         }
     }
 }
@@ -337,7 +407,12 @@ pub fn not_ending(states: &[(String, String)]) -> Option<&(String, String)> {
 
 /// A response body as `T`, or what was wrong with it.
 fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Ec2Error> {
-    quick_xml::de::from_str(text).map_err(|e| Ec2Error::transport(format!("a malformed EC2 answer ({e}): {}", text.chars().take(300).collect::<String>())))
+    quick_xml::de::from_str(text).map_err(|e| {
+        Ec2Error::transport(format!(
+            "a malformed EC2 answer ({e}): {}",
+            text.chars().take(300).collect::<String>()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -372,7 +447,9 @@ mod tests {
         assert_eq!(instance.tag("Name"), Some("w1"));
         assert_eq!(instance.launched_at(), 1_796_119_200.0);
         assert_eq!(answer.next_token.as_deref(), Some("page-2"));
-        let empty: DescribeInstances = parse("<DescribeInstancesResponse><reservationSet/></DescribeInstancesResponse>").unwrap();
+        let empty: DescribeInstances =
+            parse("<DescribeInstancesResponse><reservationSet/></DescribeInstancesResponse>")
+                .unwrap();
         assert!(empty.reservation_set.item.is_empty() && empty.next_token.is_none());
     }
 
@@ -380,9 +457,19 @@ mod tests {
     fn error_answers_keep_ec2s_code_and_message() {
         let text = "<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code><Message>We currently do not have sufficient g5.xlarge capacity</Message></Error></Errors><RequestID>x</RequestID></Response>";
         let e: ErrorResponse = quick_xml::de::from_str(text).unwrap();
-        let e = Ec2Error { code: e.errors.error[0].code.clone(), message: e.errors.error[0].message.clone() };
+        let e = Ec2Error {
+            code: e.errors.error[0].code.clone(),
+            message: e.errors.error[0].message.clone(),
+        };
         assert!(e.is_capacity());
-        assert_eq!(e.to_string(), "InsufficientInstanceCapacity: We currently do not have sufficient g5.xlarge capacity");
-        assert!(parse::<DescribeInstances>("<not xml").err().unwrap().message.starts_with("a malformed EC2 answer"));
+        assert_eq!(
+            e.to_string(),
+            "InsufficientInstanceCapacity: We currently do not have sufficient g5.xlarge capacity"
+        );
+        assert!(parse::<DescribeInstances>("<not xml")
+            .err()
+            .unwrap()
+            .message
+            .starts_with("a malformed EC2 answer"));
     }
 }

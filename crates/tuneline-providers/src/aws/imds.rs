@@ -28,7 +28,11 @@ struct RoleCredentials {
 
 impl Default for Imds {
     fn default() -> Self {
-        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).timeout(Duration::from_secs(5)).build().expect("a plain HTTP client");
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("a plain HTTP client");
         Self { http, base: tuneline_core::host::imds_endpoint() }
     }
 }
@@ -67,14 +71,23 @@ impl Imds {
             .map_err(|e| format!("IMDS {path} at {base}: {e}"))?;
         match answer.status().as_u16() {
             404 => Ok(None),
-            200 => Ok(Some(answer.text().await.map_err(|e| format!("IMDS {path} at {base}: {e}"))?.trim().to_string())),
+            200 => Ok(Some(
+                answer
+                    .text()
+                    .await
+                    .map_err(|e| format!("IMDS {path} at {base}: {e}"))?
+                    .trim()
+                    .to_string(),
+            )),
             code => Err(format!("IMDS {path} at {base} answered HTTP {code}")),
         }
     }
 
     /// The value at `path`, which every instance has.
     async fn must(&self, path: &str) -> Result<String, String> {
-        self.get(path).await?.ok_or_else(|| format!("IMDS at {} has no {path}: is this an EC2 instance?", self.base))
+        self.get(path)
+            .await?
+            .ok_or_else(|| format!("IMDS at {} has no {path}: is this an EC2 instance?", self.base))
     }
 
     /// This instance's id, `i-...`.
@@ -94,8 +107,15 @@ impl Imds {
             role.ok_or_else(|| format!("IMDS at {}: this instance has no instance profile; launch it with [providers.aws] instance_profile", self.base))?;
         let role = role.lines().next().unwrap_or_default().to_string();
         let text = self.must(&format!("iam/security-credentials/{role}")).await?;
-        let c: RoleCredentials =
-            serde_json::from_str(&text).map_err(|e| format!("IMDS at {}: the credentials of role {role} are malformed: {e}", self.base))?;
-        Ok(Credentials::new(c.access_key_id, c.secret_access_key, Some(c.token), None, "instance profile"))
+        let c: RoleCredentials = serde_json::from_str(&text).map_err(|e| {
+            format!("IMDS at {}: the credentials of role {role} are malformed: {e}", self.base)
+        })?;
+        Ok(Credentials::new(
+            c.access_key_id,
+            c.secret_access_key,
+            Some(c.token),
+            None,
+            "instance profile",
+        ))
     }
 }

@@ -63,10 +63,18 @@ pub struct AwsSettings {
 
 impl AwsSettings {
     /// The settings of `[providers.aws]` for a pool of `class` launching `offer`.
-    pub fn from_config(p: &AwsTable, link: &PlaneLink, class: WorkerClass, offer: &Offer) -> Result<Self, String> {
+    pub fn from_config(
+        p: &AwsTable,
+        link: &PlaneLink,
+        class: WorkerClass,
+        offer: &Offer,
+    ) -> Result<Self, String> {
         let (key, kind) = match class {
             WorkerClass::Gpu => ("instance_type", "a GPU type for training, such as \"g5.xlarge\""),
-            WorkerClass::Cpu => ("delivery_instance_type", "a CPU type for delivery (eval, merge, export), such as \"c6i.2xlarge\""),
+            WorkerClass::Cpu => (
+                "delivery_instance_type",
+                "a CPU type for delivery (eval, merge, export), such as \"c6i.2xlarge\"",
+            ),
         };
         let named = match class {
             WorkerClass::Gpu => &p.instance_type,
@@ -75,7 +83,9 @@ impl AwsSettings {
         if named.is_none() {
             return Err(format!("[providers.aws] {key}: missing; name {kind}"));
         }
-        let region = p.region.clone().ok_or("[providers.aws] region: missing; name the region to launch in, such as \"us-east-1\"")?;
+        let region = p.region.clone().ok_or(
+            "[providers.aws] region: missing; name the region to launch in, such as \"us-east-1\"",
+        )?;
         let image = p.image.clone().ok_or("[providers.aws] image: missing; name the AMI to launch, such as a Deep Learning AMI's \"ami-...\"")?;
         let binary_url = p
             .binary_url
@@ -122,35 +132,61 @@ impl AwsProvider {
 
     /// A provider signing with `credentials`.
     pub fn new(settings: AwsSettings, credentials: Credentials) -> Result<Self, ProviderError> {
-        let ec2 = Ec2::new(&settings.region, settings.endpoint.as_deref(), credentials).map_err(|e| ProviderError::new("aws", e))?;
+        let ec2 = Ec2::new(&settings.region, settings.endpoint.as_deref(), credentials)
+            .map_err(|e| ProviderError::new("aws", e))?;
         Ok(Self { settings, ec2, binary_sha: BinaryHash::default() })
     }
 
     fn error(&self, call: &str, e: ec2::Ec2Error) -> ProviderError {
         let kind = match e.code.as_str() {
             _ if e.is_capacity() => ErrorKind::NoCapacity,
-            "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => ErrorKind::Auth,
+            "AuthFailure"
+            | "UnauthorizedOperation"
+            | "InvalidClientTokenId"
+            | "SignatureDoesNotMatch" => ErrorKind::Auth,
             code if code.ends_with(".NotFound") => ErrorKind::NotFound,
-            "" | "RequestLimitExceeded" | "InternalError" | "ServiceUnavailable" | "Unavailable" => ErrorKind::Transient,
+            ""
+            | "RequestLimitExceeded"
+            | "InternalError"
+            | "ServiceUnavailable"
+            | "Unavailable" => ErrorKind::Transient,
             _ => ErrorKind::Refused,
         };
         let hint = match e.code.as_str() {
-            "AuthFailure" | "UnauthorizedOperation" | "InvalidClientTokenId" | "SignatureDoesNotMatch" => {
+            "AuthFailure"
+            | "UnauthorizedOperation"
+            | "InvalidClientTokenId"
+            | "SignatureDoesNotMatch" => {
                 "; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and that they may call it"
             }
-            "InvalidAMIID.NotFound" | "InvalidAMIID.Malformed" => "; check [providers.aws] image, which must exist in the region",
+            "InvalidAMIID.NotFound" | "InvalidAMIID.Malformed" => {
+                "; check [providers.aws] image, which must exist in the region"
+            }
             "InvalidInstanceType" | "InvalidInstanceType.NotFound" => TYPE_HINT,
-            "InvalidParameterValue" if e.message.contains("InstanceType") || e.message.contains("instance type") => TYPE_HINT,
+            "InvalidParameterValue"
+                if e.message.contains("InstanceType") || e.message.contains("instance type") =>
+            {
+                TYPE_HINT
+            }
             _ => "",
         };
-        ProviderError::new("aws", format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint())).of_kind(kind)
+        ProviderError::new(
+            "aws",
+            format!("{call} in {} at {}: {e}{hint}", self.settings.region, self.ec2.endpoint()),
+        )
+        .of_kind(kind)
     }
 
     /// `offer`, a spot one with no configured price at the market's latest.
     async fn priced(&self, offer: &Offer) -> Result<Offer, ProviderError> {
         let mut offer = offer.clone();
         if offer.spot && offer.price_per_hour == 0.0 {
-            if let Some((price, at)) = self.ec2.spot_price(&offer.instance_type).await.map_err(|e| self.error("DescribeSpotPriceHistory", e))? {
+            if let Some((price, at)) = self
+                .ec2
+                .spot_price(&offer.instance_type)
+                .await
+                .map_err(|e| self.error("DescribeSpotPriceHistory", e))?
+            {
                 offer.price_per_hour = price;
                 offer.price_as_of = Some(at);
             }
@@ -160,9 +196,19 @@ impl AwsProvider {
 
     /// This pool's instances that may still bill, by name.
     async fn alive(&self) -> Result<Vec<(String, Ec2Instance)>, ProviderError> {
-        let tagged = self.ec2.describe_tagged(PLANE_TAG, &self.settings.link.tag, &ALIVE).await.map_err(|e| self.error("DescribeInstances", e))?;
+        let tagged = self
+            .ec2
+            .describe_tagged(PLANE_TAG, &self.settings.link.tag, &ALIVE)
+            .await
+            .map_err(|e| self.error("DescribeInstances", e))?;
         let prefix = self.settings.link.prefix(self.settings.class);
-        Ok(tagged.into_iter().filter_map(|i| Some((i.tag(INSTANCE_TAG)?.to_string(), i.clone())).filter(|(name, _)| name.starts_with(&prefix))).collect())
+        Ok(tagged
+            .into_iter()
+            .filter_map(|i| {
+                Some((i.tag(INSTANCE_TAG)?.to_string(), i.clone()))
+                    .filter(|(name, _)| name.starts_with(&prefix))
+            })
+            .collect())
     }
 }
 
@@ -192,7 +238,8 @@ impl Provider for AwsProvider {
             ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class)
         };
         let script = boot.script();
-        let tags = [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
+        let tags =
+            [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
         let run = RunRequest {
             image: &s.image,
             instance_type: &offer.instance_type,
@@ -201,17 +248,30 @@ impl Provider for AwsProvider {
             tags: &tags,
             instance_profile: s.instance_profile.as_deref(),
         };
-        let launched = self.ec2.run_instance(&run).await.map_err(|e| self.error("RunInstances", e))?;
-        tracing::info!("launched worker {id} as EC2 instance {} ({}{})", launched.instance_id, offer.instance_type, if offer.spot { ", spot" } else { "" });
+        let launched =
+            self.ec2.run_instance(&run).await.map_err(|e| self.error("RunInstances", e))?;
+        tracing::info!(
+            "launched worker {id} as EC2 instance {} ({}{})",
+            launched.instance_id,
+            offer.instance_type,
+            if offer.spot { ", spot" } else { "" }
+        );
         Ok(Instance { id, offer: offer.clone(), launched_at })
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        let ids: Vec<String> = self.alive().await?.into_iter().filter(|(name, _)| name == id).map(|(_, i)| i.instance_id).collect();
+        let ids: Vec<String> = self
+            .alive()
+            .await?
+            .into_iter()
+            .filter(|(name, _)| name == id)
+            .map(|(_, i)| i.instance_id)
+            .collect();
         if ids.is_empty() {
             return Ok(());
         }
-        let states = self.ec2.terminate(&ids).await.map_err(|e| self.error("TerminateInstances", e))?;
+        let states =
+            self.ec2.terminate(&ids).await.map_err(|e| self.error("TerminateInstances", e))?;
         match ec2::not_ending(&states) {
             Some((instance, state)) => {
                 Err(ProviderError::new("aws", format!("EC2 instance {instance} ({id}) is {state} after TerminateInstances; destroy it by hand")))
@@ -231,7 +291,12 @@ impl Provider for AwsProvider {
                 let offer = if i.instance_type == offer.instance_type && spot == offer.spot {
                     offer.clone()
                 } else {
-                    Offer { instance_type: i.instance_type.clone(), price_per_hour: 0.0, spot, price_as_of: None }
+                    Offer {
+                        instance_type: i.instance_type.clone(),
+                        price_per_hour: 0.0,
+                        spot,
+                        price_as_of: None,
+                    }
                 };
                 Instance { id, offer, launched_at: i.launched_at() }
             })

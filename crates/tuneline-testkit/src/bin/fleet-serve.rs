@@ -9,11 +9,14 @@ use std::path::PathBuf;
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or_else(|| {
-        eprintln!("usage: fleet-serve N [HIDDEN...]  (N hosts, each with the HIDDEN paths covered)");
+        eprintln!(
+            "usage: fleet-serve N [HIDDEN...]  (N hosts, each with the HIDDEN paths covered)"
+        );
         std::process::exit(2)
     });
     let hidden: Vec<PathBuf> = args.map(PathBuf::from).collect();
-    let fleet = tuneline_testkit::Fleet::new(n, &hidden.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    let fleet =
+        tuneline_testkit::Fleet::new(n, &hidden.iter().map(PathBuf::as_path).collect::<Vec<_>>());
     let g = &fleet.garage;
     println!("export GARAGE_ENDPOINT={}", g.endpoint);
     println!("export GARAGE_BUCKET={}", g.bucket);

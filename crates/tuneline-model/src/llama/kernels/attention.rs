@@ -60,7 +60,14 @@ impl Attention {
     }
 
     /// The gradients of q, k and v for the gradient `grad` of the output `out`.
-    pub fn backward(&self, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    pub fn backward(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        out: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         by_dtype!(q.dtype(), backward_in(self, q, k, v, out, grad))
     }
 }
@@ -135,7 +142,12 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
                                 for tile in &tiles[b] {
                                     weights(&mut p, tile, q, k, mask, d);
                                     let p = Mat::new(&p, tile.rows.len(), tile.cols.len());
-                                    gemm_into(&mut out[tile.rows.start * d.dim..], p, rows_of(v, &tile.cols, d), T::one());
+                                    gemm_into(
+                                        &mut out[tile.rows.start * d.dim..],
+                                        p,
+                                        rows_of(v, &tile.cols, d),
+                                        T::one(),
+                                    );
                                 }
                             }
                         },
@@ -147,15 +159,26 @@ fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Res
     })
 }
 
-fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+fn backward_in<T: Real>(
+    a: &Attention,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    grad: &Tensor,
+) -> Result<(Tensor, Tensor, Tensor)> {
     let d = Dims::of(q, k)?;
     let (group, head) = (d.group(), d.head());
     let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
     with_all::<T, _>(&[q, k, v, out, grad, &a.mask], |x| {
         let (q, k, v, out, grad, mask) = (x[0], x[1], x[2], x[3], x[4], x[5]);
         let tiles: Vec<Vec<Tile>> = mask.chunks(d.seq * d.seq).map(|m| tiles(m, d.seq)).collect();
-        let (mut dq, mut dk, mut dv) = (vec![T::zero(); q.len()], vec![T::zero(); k.len()], vec![T::zero(); v.len()]);
-        let tasks = dq.par_chunks_mut(group * head).zip(dk.par_chunks_mut(head)).zip(dv.par_chunks_mut(head));
+        let (mut dq, mut dk, mut dv) =
+            (vec![T::zero(); q.len()], vec![T::zero(); k.len()], vec![T::zero(); v.len()]);
+        let tasks = dq
+            .par_chunks_mut(group * head)
+            .zip(dk.par_chunks_mut(head))
+            .zip(dv.par_chunks_mut(head));
         tasks.enumerate().for_each(|(task, ((dq, dk), dv))| {
             vectorized(
                 #[inline(always)]
@@ -163,27 +186,52 @@ fn backward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor, out: 
                     let (b, kv) = (task / d.kv_heads, task % d.kv_heads);
                     let (k, v) = (&k[task * head..][..head], &v[task * head..][..head]);
                     let mask = &mask[b * d.seq * d.seq..][..d.seq * d.seq];
-                    let (mut p, mut ds) = (vec![T::zero(); TILE * d.seq], vec![T::zero(); TILE * d.seq]);
+                    let (mut p, mut ds) =
+                        (vec![T::zero(); TILE * d.seq], vec![T::zero(); TILE * d.seq]);
                     for (j, dq) in dq.chunks_mut(head).enumerate() {
                         let at = (b * d.heads + kv * group + j) * head;
-                        let (q, out, grad) = (&q[at..][..head], &out[at..][..head], &grad[at..][..head]);
+                        let (q, out, grad) =
+                            (&q[at..][..head], &out[at..][..head], &grad[at..][..head]);
                         for tile in &tiles[b] {
                             let (rows, cols) = (tile.rows.len(), tile.cols.len());
                             weights(&mut p, tile, q, k, mask, d);
                             let g = rows_of(grad, &tile.rows, d);
                             // dv += pᵀ grad; dp = grad vᵀ.
-                            gemm(&mut dv[tile.cols.start * d.dim..], Mat::new(&p, rows, cols).t(), g, T::one(), true);
+                            gemm(
+                                &mut dv[tile.cols.start * d.dim..],
+                                Mat::new(&p, rows, cols).t(),
+                                g,
+                                T::one(),
+                                true,
+                            );
                             gemm(&mut ds, g, rows_of(v, &tile.cols, d).t(), T::one(), false);
                             // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
-                            for ((ds, p), i) in ds.chunks_mut(cols).zip(p.chunks(cols)).zip(tile.rows.clone()) {
-                                let (o, g) = (&out[i * d.dim..][..d.dim], &grad[i * d.dim..][..d.dim]);
+                            for ((ds, p), i) in
+                                ds.chunks_mut(cols).zip(p.chunks(cols)).zip(tile.rows.clone())
+                            {
+                                let (o, g) =
+                                    (&out[i * d.dim..][..d.dim], &grad[i * d.dim..][..d.dim]);
                                 let dot = simd::sum(d.dim, |l| o[l] * g[l]);
-                                ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
+                                ds.iter_mut()
+                                    .zip(p)
+                                    .for_each(|(ds, &p)| *ds = scale * p * (*ds - dot));
                             }
                             // dq = ds k; dk += dsᵀ q.
                             let ds = Mat::new(&ds, rows, cols);
-                            gemm(&mut dq[tile.rows.start * d.dim..], ds, rows_of(k, &tile.cols, d), T::one(), false);
-                            gemm(&mut dk[tile.cols.start * d.dim..], ds.t(), rows_of(q, &tile.rows, d), T::one(), true);
+                            gemm(
+                                &mut dq[tile.rows.start * d.dim..],
+                                ds,
+                                rows_of(k, &tile.cols, d),
+                                T::one(),
+                                false,
+                            );
+                            gemm(
+                                &mut dk[tile.cols.start * d.dim..],
+                                ds.t(),
+                                rows_of(q, &tile.rows, d),
+                                T::one(),
+                                true,
+                            );
                         }
                     }
                 },

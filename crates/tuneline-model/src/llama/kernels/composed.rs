@@ -52,13 +52,24 @@ pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Ten
 }
 
 /// [`super::rows::rope`].
-pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+pub fn rope(
+    x: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    positions: &Tensor,
+    heads: usize,
+    inverse: bool,
+) -> Result<Tensor> {
     let (batch, seq) = positions.dims2()?;
     let half = cos.dim(1)?;
     let at = positions.flatten_all()?;
     let table = |t: &Tensor| t.index_select(&at, 0)?.reshape((batch, 1, seq, half));
     let (cos, sin) = (table(cos)?, if inverse { table(sin)?.neg()? } else { table(sin)? });
-    let x = if inverse { x.clone() } else { x.reshape((batch, seq, heads, 2 * half))?.transpose(1, 2)? };
+    let x = if inverse {
+        x.clone()
+    } else {
+        x.reshape((batch, seq, heads, 2 * half))?.transpose(1, 2)?
+    };
     let (a, b) = (x.narrow(3, 0, half)?, x.narrow(3, half, half)?);
     let first = (a.broadcast_mul(&cos)? - b.broadcast_mul(&sin)?)?;
     let second = (b.broadcast_mul(&cos)? + a.broadcast_mul(&sin)?)?;
@@ -71,7 +82,11 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: u
 }
 
 /// [`super::rows::cross_entropy`].
-pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+pub fn cross_entropy(
+    logits: &Tensor,
+    targets: &[u32],
+    grad_scale: Option<f64>,
+) -> Result<(f64, Option<Tensor>)> {
     let (n, vocab) = logits.dims2()?;
     let device = logits.device();
     let max = logits.max_keepdim(1)?;
@@ -82,7 +97,8 @@ pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) 
     let scale = scale / n as f64;
     let softmax = (logits.broadcast_sub(&lse)?.exp()? * scale)?;
     // Minus the scale at each row's target: the one-hot term, added where it lands.
-    let at: Vec<u32> = targets.iter().enumerate().map(|(row, &t)| (row * vocab) as u32 + t).collect();
+    let at: Vec<u32> =
+        targets.iter().enumerate().map(|(row, &t)| (row * vocab) as u32 + t).collect();
     let minus = Tensor::full(-scale, n, device)?.to_dtype(logits.dtype())?;
     let grad = softmax.flatten_all()?.index_add(&Tensor::from_vec(at, n, device)?, &minus, 0)?;
     Ok((loss, Some(grad.reshape((n, vocab))?)))
@@ -118,7 +134,14 @@ pub fn attention(mask: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Te
 }
 
 /// [`super::attention::Attention::backward`].
-pub fn attention_backward(mask: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, out: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+pub fn attention_backward(
+    mask: &Tensor,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    grad: &Tensor,
+) -> Result<(Tensor, Tensor, Tensor)> {
     let (kv_heads, group) = (k.dim(1)?, q.dim(1)? / k.dim(1)?);
     let (p, scale) = attention_weights(mask, q, k)?;
     let dv = sum_groups(&p.t()?.matmul(grad)?, kv_heads)?;
@@ -160,7 +183,11 @@ pub fn projection(p: &Projection, x: &Tensor) -> Result<Tensor> {
 }
 
 /// [`super::projection::backward`].
-pub fn projection_backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+pub fn projection_backward(
+    x: &Tensor,
+    parts: &[(&Projection, &Tensor)],
+    grads: &mut HashMap<String, Tensor>,
+) -> Result<Tensor> {
     let mut dx: Option<Tensor> = None;
     for (p, dy) in parts {
         let mut d = dy.matmul(&p.weight.dense()?)?;

@@ -30,7 +30,12 @@ impl Dropout {
     /// `p` counts in steps of 1/65536): a mask drawn in parts is the mask drawn whole.
     pub fn mask<T: Real>(&self, start: usize, len: usize) -> Vec<T> {
         assert_eq!(start % 4, 0, "masks are drawn for 4-element blocks");
-        let draw = Draw { seed: self.seed, first: (start / 4) as u64, threshold: (self.p * 65536.0).round() as u64, keep: T::from_f64(1.0 / (1.0 - self.p)) };
+        let draw = Draw {
+            seed: self.seed,
+            first: (start / 4) as u64,
+            threshold: (self.p * 65536.0).round() as u64,
+            keep: T::from_f64(1.0 / (1.0 - self.p)),
+        };
         // SAFETY: `fill` writes every value.
         unsafe {
             // With AVX-512's 64-bit multiplies the compiler hashes 8 blocks at once: a third of the time.
@@ -108,8 +113,14 @@ mod tests {
         assert!((mean - 1.0).abs() < 0.01, "{mean}");
         assert_eq!(y, Dropout::new(0.1, 7).mask::<f32>(0, 100_000), "the same seed, the same mask");
         assert_ne!(y, Dropout::new(0.1, 8).mask::<f32>(0, 100_000));
-        let parts = [Dropout::new(0.1, 7).mask::<f32>(0, 400), Dropout::new(0.1, 7).mask(400, 99_600)].concat();
+        let parts =
+            [Dropout::new(0.1, 7).mask::<f32>(0, 400), Dropout::new(0.1, 7).mask(400, 99_600)]
+                .concat();
         assert_eq!(y, parts, "drawn in parts, the same mask");
-        assert_eq!(y[..402], Dropout::new(0.1, 7).mask::<f32>(0, 402), "a partial block at the end, the same mask");
+        assert_eq!(
+            y[..402],
+            Dropout::new(0.1, 7).mask::<f32>(0, 402),
+            "a partial block at the end, the same mask"
+        );
     }
 }

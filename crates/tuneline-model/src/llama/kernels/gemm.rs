@@ -36,21 +36,38 @@ impl<'a, T> Mat<'a, T> {
 
     /// The transpose (a view of the same values).
     pub fn t(self) -> Self {
-        Self { rows: self.cols, cols: self.rows, row_stride: self.col_stride, col_stride: self.row_stride, ..self }
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
     }
 }
 
 /// `dst = lhs · rhs · scale`, plus `dst` when `accumulate`, with `dst` the
 /// row-major `lhs.rows x rhs.cols` matrix at its start. Runs on this thread.
 pub fn gemm<T: Real>(dst: &mut [T], lhs: Mat<T>, rhs: Mat<T>, scale: T, accumulate: bool) {
-    assert!(dst.len() >= lhs.rows * rhs.cols, "a {} x {} product in {} values", lhs.rows, rhs.cols, dst.len());
+    assert!(
+        dst.len() >= lhs.rows * rhs.cols,
+        "a {} x {} product in {} values",
+        lhs.rows,
+        rhs.cols,
+        dst.len()
+    );
     // SAFETY: `dst` holds the product's values, and they are initialized.
     unsafe { product(dst.as_mut_ptr(), lhs, rhs, scale, accumulate) }
 }
 
 /// `lhs · rhs · scale` written into the start of `dst`, whose values need
 /// not be initialized; returns the product's values.
-pub fn gemm_into<'d, T: Real>(dst: &'d mut [MaybeUninit<T>], lhs: Mat<T>, rhs: Mat<T>, scale: T) -> &'d mut [T] {
+pub fn gemm_into<'d, T: Real>(
+    dst: &'d mut [MaybeUninit<T>],
+    lhs: Mat<T>,
+    rhs: Mat<T>,
+    scale: T,
+) -> &'d mut [T] {
     let dst = &mut dst[..lhs.rows * rhs.cols];
     if lhs.cols == 0 {
         dst.iter_mut().for_each(|v| _ = v.write(T::zero()));

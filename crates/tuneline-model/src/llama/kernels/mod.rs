@@ -50,7 +50,13 @@ impl Backend {
     }
 
     /// The gradient of `x` for the gradient `grad` of [`Self::rms_norm`]'s output.
-    pub fn rms_norm_backward(self, x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -> Result<Tensor> {
+    pub fn rms_norm_backward(
+        self,
+        x: &Tensor,
+        weight: &Tensor,
+        eps: f64,
+        grad: &Tensor,
+    ) -> Result<Tensor> {
         match self {
             Self::Cpu => rows::rms_norm_backward(x, weight, eps, grad),
             Self::Composed => composed::rms_norm_backward(x, weight, eps, grad),
@@ -66,7 +72,12 @@ impl Backend {
     }
 
     /// The gradients of `gate` and `up` for the gradient `grad` of [`Self::swiglu`]'s output.
-    pub fn swiglu_backward(self, gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn swiglu_backward(
+        self,
+        gate: &Tensor,
+        up: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
         match self {
             Self::Cpu => rows::swiglu_backward(gate, up, grad),
             Self::Composed => composed::swiglu_backward(gate, up, grad),
@@ -75,7 +86,15 @@ impl Backend {
 
     /// The rotary embedding of `x` at `positions`, split into `heads` heads
     /// (or, `inverse`, its backward: the heads merged back).
-    pub fn rope(self, x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+    pub fn rope(
+        self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        positions: &Tensor,
+        heads: usize,
+        inverse: bool,
+    ) -> Result<Tensor> {
         match self {
             Self::Cpu => rows::rope(x, cos, sin, positions, heads, inverse),
             Self::Composed => composed::rope(x, cos, sin, positions, heads, inverse),
@@ -84,7 +103,12 @@ impl Backend {
 
     /// The summed cross-entropy of `logits` against `targets`, and its
     /// gradient times `grad_scale` when asked.
-    pub fn cross_entropy(self, logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+    pub fn cross_entropy(
+        self,
+        logits: &Tensor,
+        targets: &[u32],
+        grad_scale: Option<f64>,
+    ) -> Result<(f64, Option<Tensor>)> {
         match self {
             Self::Cpu => rows::cross_entropy(logits, targets, grad_scale),
             Self::Composed => composed::cross_entropy(logits, targets, grad_scale),
@@ -92,7 +116,13 @@ impl Backend {
     }
 
     /// Causal attention of `q` over `k` and `v` under `attention`'s mask.
-    pub fn attention(self, attention: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+    pub fn attention(
+        self,
+        attention: &Attention,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
         match self {
             Self::Cpu => attention.forward(q, k, v),
             Self::Composed => composed::attention(&attention.mask, q, k, v),
@@ -125,7 +155,12 @@ impl Backend {
 
     /// The gradient of `x` for projections of it, each with the gradient of
     /// its output; the adapters' gradients go into `grads` under PEFT's names.
-    pub fn project_backward(self, x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+    pub fn project_backward(
+        self,
+        x: &Tensor,
+        parts: &[(&Projection, &Tensor)],
+        grads: &mut HashMap<String, Tensor>,
+    ) -> Result<Tensor> {
         match self {
             Self::Cpu => projection::backward(x, parts, grads),
             Self::Composed => composed::projection_backward(x, parts, grads),

@@ -112,12 +112,32 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
                         || {
                             let rows = y.len() / d.output;
                             let x = &v[0][task * rows_per_task * d.input..][..rows * d.input];
-                            let y = gemm_into(y, Mat::new(x, rows, d.input), Mat::new(v[1], d.output, d.input).t(), T::one());
+                            let y = gemm_into(
+                                y,
+                                Mat::new(x, rows, d.input),
+                                Mat::new(v[1], d.output, d.input).t(),
+                                T::one(),
+                            );
                             if let Some(ad) = &p.adapter {
-                                let dropped = dropped(x, ad.mask(task * rows_per_task * d.input, x.len()).as_deref());
+                                let dropped = dropped(
+                                    x,
+                                    ad.mask(task * rows_per_task * d.input, x.len()).as_deref(),
+                                );
                                 let mut rank = vec![T::zero(); rows * d.rank];
-                                gemm(&mut rank, Mat::new(&dropped, rows, d.input), Mat::new(v[2], d.rank, d.input).t(), T::from_f64(ad.scale), false);
-                                gemm(y, Mat::new(&rank, rows, d.rank), Mat::new(v[3], d.output, d.rank).t(), T::one(), true);
+                                gemm(
+                                    &mut rank,
+                                    Mat::new(&dropped, rows, d.input),
+                                    Mat::new(v[2], d.rank, d.input).t(),
+                                    T::from_f64(ad.scale),
+                                    false,
+                                );
+                                gemm(
+                                    y,
+                                    Mat::new(&rank, rows, d.rank),
+                                    Mat::new(v[3], d.output, d.rank).t(),
+                                    T::one(),
+                                    true,
+                                );
                             }
                         },
                     )
@@ -131,12 +151,21 @@ fn forward_in<T: Real>(p: &Projection, x: &Tensor, w: &Tensor) -> Result<Tensor>
 /// The gradient of `x` for projections of it, each given with the gradient
 /// of its output: the sum of what each passes back, accumulated in one
 /// buffer. The adapters' gradients go into `grads` under PEFT's names.
-pub fn backward(x: &Tensor, parts: &[(&Projection, &Tensor)], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+pub fn backward(
+    x: &Tensor,
+    parts: &[(&Projection, &Tensor)],
+    grads: &mut HashMap<String, Tensor>,
+) -> Result<Tensor> {
     let weights = parts.iter().map(|(p, _)| p.weight.dense()).collect::<Result<Vec<_>>>()?;
     by_dtype!(x.dtype(), backward_in(x, parts, &weights, grads))
 }
 
-fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &[Tensor], grads: &mut HashMap<String, Tensor>) -> Result<Tensor> {
+fn backward_in<T: Real>(
+    x: &Tensor,
+    parts: &[(&Projection, &Tensor)],
+    weights: &[Tensor],
+    grads: &mut HashMap<String, Tensor>,
+) -> Result<Tensor> {
     // The values read: x, then each part's W, A and B when adapted, and dy.
     let mut tensors = vec![x];
     let mut dims = Vec::with_capacity(parts.len());
@@ -152,7 +181,11 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
             .iter()
             .map(|(p, _)| {
                 let adapted = p.adapter.is_some();
-                let part = PartValues { w: v[at], ab: adapted.then(|| (v[at + 1], v[at + 2])), dy: v[at + 1 + 2 * usize::from(adapted)] };
+                let part = PartValues {
+                    w: v[at],
+                    ab: adapted.then(|| (v[at + 1], v[at + 2])),
+                    dy: v[at + 1 + 2 * usize::from(adapted)],
+                };
                 at += 2 + 2 * usize::from(adapted);
                 part
             })
@@ -174,8 +207,15 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                                 let rows = dx.len() / input;
                                 let start = task * rows_per_task * input;
                                 let x = &v[0][start..][..rows * input];
-                                let dy = |j: usize| Mat::new(&values[j].dy[task * rows_per_task * dims[j].output..], rows, dims[j].output);
-                                let weight = |j: usize| Mat::new(values[j].w, dims[j].output, dims[j].input);
+                                let dy = |j: usize| {
+                                    Mat::new(
+                                        &values[j].dy[task * rows_per_task * dims[j].output..],
+                                        rows,
+                                        dims[j].output,
+                                    )
+                                };
+                                let weight =
+                                    |j: usize| Mat::new(values[j].w, dims[j].output, dims[j].input);
                                 let dx = gemm_into(dx, dy(0), weight(0), T::one());
                                 let parts = parts.iter().zip(&values).zip(&dims).enumerate();
                                 parts
@@ -184,7 +224,15 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
                                             gemm(dx, dy(j), weight(j), T::one(), true);
                                         }
                                         let (ad, (a, b)) = (p.adapter.as_ref()?, values.ab?);
-                                        Some(adapter_backward(ad, x, start, dy(j), Mat::new(a, d.rank, d.input), Mat::new(b, d.output, d.rank), dx))
+                                        Some(adapter_backward(
+                                            ad,
+                                            x,
+                                            start,
+                                            dy(j),
+                                            Mat::new(a, d.rank, d.input),
+                                            Mat::new(b, d.output, d.rank),
+                                            dx,
+                                        ))
                                     })
                                     .collect()
                             },
@@ -195,13 +243,20 @@ fn backward_in<T: Real>(x: &Tensor, parts: &[(&Projection, &Tensor)], weights: &
         };
         for (j, ((p, _), d)) in parts.iter().zip(&dims).enumerate() {
             let Some(ad) = &p.adapter else { continue };
-            let (mut grad_a, mut grad_b) = (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
+            let (mut grad_a, mut grad_b) =
+                (vec![T::zero(); d.rank * d.input], vec![T::zero(); d.output * d.rank]);
             for (share_a, share_b) in shares.iter().filter_map(|task| task[j].as_ref()) {
                 grad_a.iter_mut().zip(share_a).for_each(|(g, &s)| *g += s);
                 grad_b.iter_mut().zip(share_b).for_each(|(g, &s)| *g += s);
             }
-            grads.insert(ad.names[0].clone(), Tensor::from_vec(grad_a, (d.rank, d.input), &Device::Cpu)?);
-            grads.insert(ad.names[1].clone(), Tensor::from_vec(grad_b, (d.output, d.rank), &Device::Cpu)?);
+            grads.insert(
+                ad.names[0].clone(),
+                Tensor::from_vec(grad_a, (d.rank, d.input), &Device::Cpu)?,
+            );
+            grads.insert(
+                ad.names[1].clone(),
+                Tensor::from_vec(grad_b, (d.output, d.rank), &Device::Cpu)?,
+            );
         }
         Tensor::from_vec(dx, (n, input), &Device::Cpu)
     })
@@ -224,7 +279,15 @@ type GradShare<T> = (Vec<T>, Vec<T>);
 /// `start` of the input) with output gradient `dy`: adds the gradient through
 /// the adapter to `dx` and returns this task's share of A's and B's gradients.
 #[inline(always)]
-fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a: Mat<T>, b: Mat<T>, dx: &mut [T]) -> GradShare<T> {
+fn adapter_backward<T: Real>(
+    ad: &Adapter,
+    x: &[T],
+    start: usize,
+    dy: Mat<T>,
+    a: Mat<T>,
+    b: Mat<T>,
+    dx: &mut [T],
+) -> GradShare<T> {
     let (rows, input, output, rank) = (dy.rows(), a.cols(), b.rows(), a.rows());
     let scale = T::from_f64(ad.scale);
     let mask = ad.mask(start, rows * input);
@@ -234,7 +297,13 @@ fn adapter_backward<T: Real>(ad: &Adapter, x: &[T], start: usize, dy: Mat<T>, a:
     gemm(&mut grad_rank, dy, b, scale, false);
     let (mut grad_a, mut grad_b) = (vec![T::zero(); rank * input], vec![T::zero(); output * rank]);
     gemm(&mut grad_b, dy.t(), Mat::new(&r, rows, rank), T::one(), false);
-    gemm(&mut grad_a, Mat::new(&grad_rank, rows, rank).t(), Mat::new(&dropped, rows, input), T::one(), false);
+    gemm(
+        &mut grad_a,
+        Mat::new(&grad_rank, rows, rank).t(),
+        Mat::new(&dropped, rows, input),
+        T::one(),
+        false,
+    );
     // The gradient through the adapter, in the buffer `dropped` is done with.
     let mut through = dropped;
     gemm(&mut through, Mat::new(&grad_rank, rows, rank), a, T::one(), false);

@@ -25,7 +25,10 @@ impl Real for f32 {
         let x = self.clamp(-87.0, 88.0);
         let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
         let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
-        let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 0.166_666_65) * r + 0.5;
+        let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+            + 0.166_666_65)
+            * r
+            + 0.5;
         let y = (p * r * r + r + 1.0) * f32::from_bits(((n as i32 + 127) << 23) as u32);
         if self < -87.0 {
             0.0
@@ -59,12 +62,17 @@ pub(super) fn with_values<T: Real, R>(t: &Tensor, f: impl FnOnce(&[T]) -> Result
 }
 
 /// `f` applied to the values of each of `tensors` (made contiguous), on the CPU.
-pub(super) fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) -> Result<R>) -> Result<R> {
+pub(super) fn with_all<T: Real, R>(
+    tensors: &[&Tensor],
+    f: impl FnOnce(&[&[T]]) -> Result<R>,
+) -> Result<R> {
     let tensors = tensors.iter().map(|t| t.contiguous()).collect::<Result<Vec<_>>>()?;
     let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
     let mut values = Vec::with_capacity(guards.len());
     for (storage, layout) in &guards {
-        let Storage::Cpu(cpu) = &**storage else { bail!("tuneline's training kernels run on the CPU") };
+        let Storage::Cpu(cpu) = &**storage else {
+            bail!("tuneline's training kernels run on the CPU")
+        };
         let start = layout.start_offset();
         values.push(&cpu.as_slice::<T>()?[start..start + layout.shape().elem_count()]);
     }
@@ -77,7 +85,10 @@ pub(super) fn with_all<T: Real, R>(tensors: &[&Tensor], f: impl FnOnce(&[&[T]]) 
 ///
 /// # Safety
 /// `write` must write every value.
-pub(super) unsafe fn unzeroed<T: Real>(len: usize, write: impl FnOnce(&mut [MaybeUninit<T>])) -> Vec<T> {
+pub(super) unsafe fn unzeroed<T: Real>(
+    len: usize,
+    write: impl FnOnce(&mut [MaybeUninit<T>]),
+) -> Vec<T> {
     let mut values = Vec::with_capacity(len);
     write(&mut values.spare_capacity_mut()[..len]);
     // SAFETY: the caller's `write` wrote all `len` values.

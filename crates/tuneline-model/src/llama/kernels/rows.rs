@@ -16,7 +16,12 @@ use super::simd::{self, vectorized};
 /// A tensor of `shape` whose `rows` rows are written in parallel by
 /// `f(row index, that row of each input, output row)`, which writes the
 /// whole output row. Each input is split into `rows` equal rows.
-fn rowwise<T: Real>(inputs: &[&Tensor], rows: usize, shape: Shape, f: impl Fn(usize, &[&[T]], &mut [MaybeUninit<T>]) + Sync) -> Result<Tensor> {
+fn rowwise<T: Real>(
+    inputs: &[&Tensor],
+    rows: usize,
+    shape: Shape,
+    f: impl Fn(usize, &[&[T]], &mut [MaybeUninit<T>]) + Sync,
+) -> Result<Tensor> {
     let width = shape.elem_count() / rows.max(1);
     let device = candle_core::Device::Cpu;
     with_all::<T, _>(inputs, |values| {
@@ -25,7 +30,8 @@ fn rowwise<T: Real>(inputs: &[&Tensor], rows: usize, shape: Shape, f: impl Fn(us
         let out = unsafe {
             unzeroed(shape.elem_count(), |out| {
                 out.par_chunks_mut(width.max(1)).enumerate().for_each(|(r, out)| {
-                    let row: Vec<&[T]> = values.iter().zip(&widths).map(|(v, w)| &v[r * w..(r + 1) * w]).collect();
+                    let row: Vec<&[T]> =
+                        values.iter().zip(&widths).map(|(v, w)| &v[r * w..(r + 1) * w]).collect();
                     vectorized(
                         #[inline(always)]
                         || f(r, &row, out),
@@ -55,7 +61,12 @@ pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -
     by_dtype!(x.dtype(), rms_norm_in(x, weight, eps, Some(grad)))
 }
 
-fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Tensor>) -> Result<Tensor> {
+fn rms_norm_in<T: Real>(
+    x: &Tensor,
+    weight: &Tensor,
+    eps: f64,
+    grad: Option<&Tensor>,
+) -> Result<Tensor> {
     let w = weight.to_vec1::<T>()?;
     let rows = x.elem_count() / w.len();
     let mut inputs = vec![x];
@@ -68,13 +79,21 @@ fn rms_norm_in<T: Real>(x: &Tensor, weight: &Tensor, eps: f64, grad: Option<&Ten
         |_, row, out| {
             let inv = inverse_rms(row[0], eps);
             match row.get(1) {
-                None => out.iter_mut().zip(row[0]).zip(&w).for_each(|((o, &x), &w)| _ = o.write(x * inv * w)),
+                None => out
+                    .iter_mut()
+                    .zip(row[0])
+                    .zip(&w)
+                    .for_each(|((o, &x), &w)| _ = o.write(x * inv * w)),
                 Some(g) => {
                     let n = <T as WithDType>::from_f64(row[0].len() as f64);
                     let x = row[0];
                     let dot = simd::sum(x.len(), |i| g[i] * w[i] * x[i]);
                     let projection = dot / n * inv * inv * inv;
-                    out.iter_mut().zip(row[0]).zip(g.iter()).zip(&w).for_each(|(((o, &x), &g), &w)| _ = o.write(inv * g * w - x * projection));
+                    out.iter_mut()
+                        .zip(row[0])
+                        .zip(g.iter())
+                        .zip(&w)
+                        .for_each(|(((o, &x), &g), &w)| _ = o.write(inv * g * w - x * projection));
                 }
             }
         },
@@ -106,7 +125,11 @@ pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Ten
     by_dtype!(gate.dtype(), swiglu_backward_in(gate, up, grad))
 }
 
-fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
+fn swiglu_backward_in<T: Real>(
+    gate: &Tensor,
+    up: &Tensor,
+    grad: &Tensor,
+) -> Result<(Tensor, Tensor)> {
     /// Values per parallel task.
     const TASK: usize = 16 * 1024;
     with_all::<T, _>(&[gate, up, grad], |v| {
@@ -116,20 +139,28 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
             let mut d_up = Vec::new();
             let d_gate = unzeroed(len, |d_gate| {
                 d_up = unzeroed(len, |d_up| {
-                    let inputs = v[0].par_chunks(TASK).zip(v[1].par_chunks(TASK)).zip(v[2].par_chunks(TASK));
-                    d_gate.par_chunks_mut(TASK).zip(d_up.par_chunks_mut(TASK)).zip(inputs).for_each(|((d_gate, d_up), ((g, u), dy))| {
-                        vectorized(
-                            #[inline(always)]
-                            || {
-                                for i in 0..g.len() {
-                                    let sigmoid = T::one() / (T::one() + (-g[i]).exp_fast());
-                                    // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
-                                    d_gate[i].write(dy[i] * u[i] * sigmoid * (T::one() + g[i] * (T::one() - sigmoid)));
-                                    d_up[i].write(dy[i] * g[i] * sigmoid);
-                                }
-                            },
-                        )
-                    })
+                    let inputs =
+                        v[0].par_chunks(TASK).zip(v[1].par_chunks(TASK)).zip(v[2].par_chunks(TASK));
+                    d_gate.par_chunks_mut(TASK).zip(d_up.par_chunks_mut(TASK)).zip(inputs).for_each(
+                        |((d_gate, d_up), ((g, u), dy))| {
+                            vectorized(
+                                #[inline(always)]
+                                || {
+                                    for i in 0..g.len() {
+                                        let sigmoid = T::one() / (T::one() + (-g[i]).exp_fast());
+                                        // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
+                                        d_gate[i].write(
+                                            dy[i]
+                                                * u[i]
+                                                * sigmoid
+                                                * (T::one() + g[i] * (T::one() - sigmoid)),
+                                        );
+                                        d_up[i].write(dy[i] * g[i] * sigmoid);
+                                    }
+                                },
+                            )
+                        },
+                    )
                 })
             });
             (d_gate, d_up)
@@ -147,11 +178,25 @@ fn swiglu_backward_in<T: Real>(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Res
 /// With `inverse`, `x` is a gradient split into heads, rotated back by minus
 /// the angles into `(batch x seq, heads x head_dim)`: the layout moves in
 /// the same pass as the rotation.
-pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+pub fn rope(
+    x: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    positions: &Tensor,
+    heads: usize,
+    inverse: bool,
+) -> Result<Tensor> {
     by_dtype!(x.dtype(), rope_in(x, cos, sin, positions, heads, inverse))
 }
 
-fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, heads: usize, inverse: bool) -> Result<Tensor> {
+fn rope_in<T: Real>(
+    x: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    positions: &Tensor,
+    heads: usize,
+    inverse: bool,
+) -> Result<Tensor> {
     let (batch, seq) = positions.dims2()?;
     let dim = x.elem_count() / (batch * seq * heads).max(1);
     if !dim.is_multiple_of(2) {
@@ -159,7 +204,8 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
     }
     let half = dim / 2;
     let positions = positions.flatten_all()?.to_vec1::<u32>()?;
-    let shape: Shape = if inverse { (batch * seq, heads * dim).into() } else { (batch, heads, seq, dim).into() };
+    let shape: Shape =
+        if inverse { (batch * seq, heads * dim).into() } else { (batch, heads, seq, dim).into() };
     with_all::<T, _>(&[x, cos, sin], |v| {
         // Output row r is one head of one token: (batch, token, head) in
         // order when `inverse`, (batch, head, token) otherwise.
@@ -169,11 +215,20 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
             shape,
             #[inline(always)]
             |r, _, out| {
-                let (b, token, head) = if inverse { (r / (seq * heads), r / heads % seq, r % heads) } else { (r / (heads * seq), r % seq, r / seq % heads) };
-                let from = if inverse { ((b * heads + head) * seq + token) * dim } else { ((b * seq + token) * heads + head) * dim };
+                let (b, token, head) = if inverse {
+                    (r / (seq * heads), r / heads % seq, r % heads)
+                } else {
+                    (r / (heads * seq), r % seq, r / seq % heads)
+                };
+                let from = if inverse {
+                    ((b * heads + head) * seq + token) * dim
+                } else {
+                    ((b * seq + token) * heads + head) * dim
+                };
                 let row = &v[0][from..][..dim];
                 let position = positions[b * seq + token] as usize;
-                let (cos, sin) = (&v[1][position * half..][..half], &v[2][position * half..][..half]);
+                let (cos, sin) =
+                    (&v[1][position * half..][..half], &v[2][position * half..][..half]);
                 for i in 0..half {
                     let (a, b) = (row[i], row[i + half]);
                     let s = if inverse { -sin[i] } else { sin[i] };
@@ -189,7 +244,11 @@ fn rope_in<T: Real>(x: &Tensor, cos: &Tensor, sin: &Tensor, positions: &Tensor, 
 /// and, when `grad_scale` is given, its gradient times `grad_scale`:
 /// `(softmax(row) - onehot(target)) * grad_scale / n`. One pass for the row
 /// maximum, one for the sum of exponentials, one to write the gradient.
-pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+pub fn cross_entropy(
+    logits: &Tensor,
+    targets: &[u32],
+    grad_scale: Option<f64>,
+) -> Result<(f64, Option<Tensor>)> {
     match logits.dtype() {
         DType::F32 => cross_entropy_in::<f32>(logits, targets, grad_scale),
         DType::F64 => cross_entropy_in::<f64>(logits, targets, grad_scale),
@@ -197,7 +256,11 @@ pub fn cross_entropy(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) 
     }
 }
 
-fn cross_entropy_in<T: Real>(logits: &Tensor, targets: &[u32], grad_scale: Option<f64>) -> Result<(f64, Option<Tensor>)> {
+fn cross_entropy_in<T: Real>(
+    logits: &Tensor,
+    targets: &[u32],
+    grad_scale: Option<f64>,
+) -> Result<(f64, Option<Tensor>)> {
     let (n, vocab) = logits.dims2()?;
     if targets.len() != n {
         bail!("{} targets for {n} rows of logits", targets.len());
@@ -212,30 +275,40 @@ fn cross_entropy_in<T: Real>(logits: &Tensor, targets: &[u32], grad_scale: Optio
                     #[inline(always)]
                     || {
                         let max = simd::max(row);
-                        let sum = simd::sum(row.len(), |i| WithDType::to_f64((row[i] - max).exp_fast()));
+                        let sum =
+                            simd::sum(row.len(), |i| WithDType::to_f64((row[i] - max).exp_fast()));
                         WithDType::to_f64(max) + sum.ln()
                     },
                 )
             })
             .collect();
-        let loss = lse.iter().zip(rows.iter().zip(targets)).map(|(l, (row, &t))| l - WithDType::to_f64(row[t as usize])).sum::<f64>() / n as f64;
+        let loss = lse
+            .iter()
+            .zip(rows.iter().zip(targets))
+            .map(|(l, (row, &t))| l - WithDType::to_f64(row[t as usize]))
+            .sum::<f64>()
+            / n as f64;
         let Some(scale) = grad_scale else { return Ok((loss, None)) };
         let scale = scale / n as f64;
         // SAFETY: each row of the gradient is written whole.
         let grad = unsafe {
             unzeroed(n * vocab, |grad| {
-                grad.par_chunks_mut(vocab).zip(rows.par_iter()).zip(lse.par_iter().zip(targets.par_iter())).for_each(|((out, row), (&l, &t))| {
-                    let (l, s) = (<T as WithDType>::from_f64(l), <T as WithDType>::from_f64(scale));
-                    vectorized(
-                        #[inline(always)]
-                        || {
-                            for (o, &v) in out.iter_mut().zip(row.iter()) {
-                                o.write((v - l).exp_fast() * s);
-                            }
-                        },
-                    );
-                    out[t as usize].write(Float::exp(row[t as usize] - l) * s - s);
-                })
+                grad.par_chunks_mut(vocab)
+                    .zip(rows.par_iter())
+                    .zip(lse.par_iter().zip(targets.par_iter()))
+                    .for_each(|((out, row), (&l, &t))| {
+                        let (l, s) =
+                            (<T as WithDType>::from_f64(l), <T as WithDType>::from_f64(scale));
+                        vectorized(
+                            #[inline(always)]
+                            || {
+                                for (o, &v) in out.iter_mut().zip(row.iter()) {
+                                    o.write((v - l).exp_fast() * s);
+                                }
+                            },
+                        );
+                        out[t as usize].write(Float::exp(row[t as usize] - l) * s - s);
+                    })
             })
         };
         Ok((loss, Some(Tensor::from_vec(grad, (n, vocab), logits.device())?)))
@@ -254,7 +327,10 @@ mod tests {
             if x < -87.0 {
                 assert!(fast == 0.0 && libm < 1e-37, "e^{x}: {fast}, libm {libm}");
             } else {
-                assert!((fast - libm).abs() <= 2.0 * f32::EPSILON * libm, "e^{x}: {fast}, libm {libm}");
+                assert!(
+                    (fast - libm).abs() <= 2.0 * f32::EPSILON * libm,
+                    "e^{x}: {fast}, libm {libm}"
+                );
             }
         }
         assert_eq!(f32::NEG_INFINITY.exp_fast(), 0.0, "a masked score weighs nothing");

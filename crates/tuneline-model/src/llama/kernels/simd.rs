@@ -106,7 +106,11 @@ mod tests {
             let x: Vec<f64> = (0..len).map(|i| (i as f64 * 0.37).sin()).collect();
             let expected: f64 = x.iter().sum();
             assert!((sum(len, |i| x[i]) - expected).abs() < 1e-12, "sum of {len}");
-            assert_eq!(max(&x), x.iter().copied().fold(f64::NEG_INFINITY, f64::max), "max of {len}");
+            assert_eq!(
+                max(&x),
+                x.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                "max of {len}"
+            );
             let mut mapped = x.clone();
             map(&mut mapped, |v| v * 2.0 + 1.0);
             assert_eq!(mapped, x.iter().map(|v| v * 2.0 + 1.0).collect::<Vec<_>>(), "map of {len}");
