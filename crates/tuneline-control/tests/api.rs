@@ -444,6 +444,22 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
 }
 
 #[tokio::test]
+async fn an_idle_worker_asking_for_work_is_alive_however_long_no_job_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = server(dir.path(), Duration::from_millis(600)).await;
+    let idle = client.register(&worker(1.0)).await.unwrap().worker;
+    // Three lease timeouts of asking, with nothing queued: its only sign of life.
+    for _ in 0..9 {
+        let lease = client.lease(idle, Duration::from_millis(200)).await.unwrap();
+        assert!(lease.job.is_none() && !lease.orders.shutdown, "{lease:?}");
+    }
+    let workers = client.workers(false).await.unwrap();
+    assert_eq!(workers.iter().map(|w| (w.id, w.state)).collect::<Vec<_>>(), [(idle, WorkerState::Idle)]);
+    let job = client.submit(&command_job("r")).await.unwrap();
+    assert_eq!(client.lease(idle, Duration::ZERO).await.unwrap().job.map(|j| j.id), Some(job.id));
+}
+
+#[tokio::test]
 async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, client) = server(dir.path(), Duration::from_millis(600)).await;

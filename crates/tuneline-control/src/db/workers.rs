@@ -139,7 +139,11 @@ impl Db {
             kinds_of(class)
         );
         let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
-        let Some(job) = job else { return Ok(None) };
+        let Some(job) = job else {
+            // Asking for work is a sign of life: an idle worker sends nothing else.
+            tx.commit()?;
+            return Ok(None);
+        };
         transition(&tx, job, &Event::Leased)?;
         tx.execute("UPDATE jobs SET worker = ?2 WHERE id = ?1", params![job, id])?;
         tx.execute(
