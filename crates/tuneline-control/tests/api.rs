@@ -454,7 +454,10 @@ async fn an_idle_worker_asking_for_work_is_alive_however_long_no_job_comes() {
         assert!(lease.job.is_none() && !lease.orders.shutdown, "{lease:?}");
     }
     let workers = client.workers(false).await.unwrap();
-    assert_eq!(workers.iter().map(|w| (w.id, w.state)).collect::<Vec<_>>(), [(idle, WorkerState::Idle)]);
+    assert_eq!(
+        workers.iter().map(|w| (w.id, w.state)).collect::<Vec<_>>(),
+        [(idle, WorkerState::Idle)]
+    );
     let job = client.submit(&command_job("r")).await.unwrap();
     assert_eq!(client.lease(idle, Duration::ZERO).await.unwrap().job.map(|j| j.id), Some(job.id));
 }

@@ -195,8 +195,14 @@ impl Fleet {
 
     /// Runs `script` with sh on host `i`, over ssh with the fleet's key.
     pub fn ssh(&self, i: usize, script: &str) -> Output {
-        Command::new("ssh")
-            .args(["-i"])
+        self.ssh_command(i, script).output().unwrap()
+    }
+
+    /// The ssh command that runs `script` on host `i`, to spawn: a process
+    /// that lives as long as the test holds it, such as a worker.
+    pub fn ssh_command(&self, i: usize, script: &str) -> Command {
+        let mut ssh = Command::new("ssh");
+        ssh.args(["-i"])
             .arg(&self.key)
             .args([
                 "-o",
@@ -210,9 +216,8 @@ impl Fleet {
             ])
             .arg(format!("root@{}", self.hosts[i].addr))
             .arg(script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .stdin(Stdio::null());
+        ssh
     }
 
     /// Cuts host `i`'s link (`up = false`) or restores it.
@@ -285,13 +290,15 @@ fn host(
     let mut covers: Vec<String> = vec!["/root".into()];
     covers.extend(hidden.iter().map(|p| p.display().to_string()));
     let mounts: String = covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
-    let cluster = if slurm {
-        slurm_cluster(&host_dir, &format!("tl-host-{i}"), &addr)
-    } else {
-        String::new()
-    };
+    let name = format!("tl-host-{i}");
+    // The LAN's names: the host's own, and this machine's (a server here that
+    // listens on 0.0.0.0 names itself by it) at the gateway.
+    let this = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let names = format!("127.0.0.1 localhost\n{addr} {name}\n{subnet}.1 {}\n", this.trim());
+    std::fs::write(host_dir.join("hosts"), names).unwrap();
+    let cluster = if slurm { slurm_cluster(&host_dir, &name, &addr) } else { String::new() };
     let script = format!(
-        "set -e; {mounts}mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname tl-host-{i}; {cluster}\
+        "set -e; {mounts}mount --bind '{d}/hosts' /etc/hosts; mkdir -p /root/.ssh; cp '{pubkey}' /root/.ssh/authorized_keys; hostname {name}; {cluster}\
          exec env LD_LIBRARY_PATH='{d}/lib' '{bin}' -D -e -f '{d}/sshd_config'",
         pubkey = key.with_extension("pub").display(),
         d = host_dir.display(),
@@ -346,9 +353,8 @@ fn slurm_cluster(dir: &Path, name: &str, addr: &str) -> String {
         format!("NodeName={name} Name=gpu File={d}/dev/nvidia[0-1]\n"),
     )
     .unwrap();
-    std::fs::write(dir.join("hosts"), format!("127.0.0.1 localhost\n{addr} {name}\n")).unwrap();
     format!(
-        "mount -t tmpfs tmpfs /etc/slurm; cp '{d}/slurm.conf' '{d}/gres.conf' /etc/slurm/; mount --bind '{d}/hosts' /etc/hosts; \
+        "mount -t tmpfs tmpfs /etc/slurm; cp '{d}/slurm.conf' '{d}/gres.conf' /etc/slurm/; \
          mkdir -p /run/munge; mount -t tmpfs tmpfs /run/munge; \
          munged --force --key-file='{d}/munge.key' --pid-file='{d}/munged.pid' --log-file='{d}/munged.log' --seed-file='{d}/munge.seed'; \
          slurmctld -i; slurmd; "

@@ -90,3 +90,56 @@ fn a_bad_join_token_or_plain_http_past_loopback_is_refused_before_connecting() {
     assert_eq!(code, 1);
     assert!(err.contains("plain HTTP past loopback") && err.contains("--insecure-http"), "{err}");
 }
+
+/// `tuneline server --listen 0.0.0.0:0`: `join-token` prints the command of
+/// the server that runs (HTTPS, this machine's name, the port it bound, the
+/// certificate it serves), and a worker on another host, with nothing of the
+/// server's, joins with exactly that command and runs a job.
+#[test]
+fn a_worker_on_another_host_joins_with_exactly_the_command_join_token_prints() {
+    let ctx = TestContext::new();
+    let fleet = tuneline_testkit::Fleet::new(1, &[ctx.dir.path()]);
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, url) = crate::common::server_on(&ctx, "0.0.0.0:0", &[]);
+    let port = url.rsplit_once(':').unwrap().1;
+    let (code, out, err) = ctx.run(&["server", "join-token"]);
+    assert_eq!(code, 0, "{err}");
+    let name = tuneline_core::host::host_name().unwrap();
+    let command = out.trim();
+    assert!(
+        command
+            .starts_with(&format!("tuneline worker --server https://{name}:{port} --join tlj1.")),
+        "{command}"
+    );
+
+    // The host sees this machine only over its link; its own copy of the binary, run as printed.
+    let bin = fleet.hosts[0].dir.join("tuneline");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("tuneline"), &bin).unwrap();
+    let args = command.strip_prefix("tuneline ").unwrap();
+    let worker = fleet
+        .ssh_command(
+            0,
+            &format!("cd /root && RUST_LOG=info exec '{}' {args} --cache-dir cache", bin.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(ctx.path("worker.log")).unwrap())
+        .spawn()
+        .map(Killed)
+        .unwrap();
+
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let done = finished(&ctx, &url, 1);
+    let log = std::fs::read_to_string(ctx.path("worker.log")).unwrap();
+    assert_eq!(done["state"], "succeeded", "{done}\nthe worker's log:\n{log}");
+    assert!(
+        log.contains(&format!("registered with https://{name}:{port}")),
+        "the worker on the host ran the job:\n{log}"
+    );
+    assert!(log.contains("job 1: succeeded"), "{log}");
+    drop(worker);
+}
