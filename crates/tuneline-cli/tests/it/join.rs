@@ -21,6 +21,15 @@ fn remote_worker(ctx: &TestContext, args: &[&str]) -> std::process::Command {
     cmd
 }
 
+/// Submits a command job that prints its step, and waits for it to end: as it ended.
+fn hello_job(ctx: &TestContext, url: &str) -> serde_json::Value {
+    let hello =
+        ["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"];
+    let (code, _, err) = jobs(ctx, url, &hello);
+    assert_eq!(code, 0, "{err}");
+    finished(ctx, url, 1)
+}
+
 #[test]
 fn a_worker_joins_an_https_server_by_its_join_token_alone() {
     let ctx = TestContext::new();
@@ -41,13 +50,7 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
         .map(Killed)
         .unwrap();
     // The CLI on the server's machine pins the certificate in .tuneline/control by itself.
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"],
-    );
-    assert_eq!(code, 0, "{err}");
-    let done = finished(&ctx, &url, 1);
+    let done = hello_job(&ctx, &url);
     assert_eq!(done["state"], "succeeded", "{done}");
     drop(worker);
 
@@ -127,13 +130,7 @@ fn a_worker_on_another_host_joins_with_exactly_the_command_join_token_prints() {
         .map(Killed)
         .unwrap();
 
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run", "hello", "--store", "store", "--", "python3", "-c", "print('step 1')"],
-    );
-    assert_eq!(code, 0, "{err}");
-    let done = finished(&ctx, &url, 1);
+    let done = hello_job(&ctx, &url);
     let log = std::fs::read_to_string(ctx.path("worker.log")).unwrap();
     assert_eq!(done["state"], "succeeded", "{done}\nthe worker's log:\n{log}");
     assert!(

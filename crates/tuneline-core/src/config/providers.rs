@@ -372,19 +372,20 @@ fn slurm_form(s: &str) -> Option<Duration> {
             .flatten()
     };
     let (days, rest) = match s.split_once('-') {
-        Some((d, rest)) => (number(d)?, rest),
-        None => (0, s),
+        Some((d, rest)) => (Some(number(d)?), rest),
+        None => (None, s),
     };
     let parts: Vec<u64> = rest.split(':').map(number).collect::<Option<_>>()?;
-    let (h, m, sec) = match (s.contains('-'), parts.as_slice()) {
+    let with_days = days.is_some();
+    let (h, m, sec) = match (with_days, parts.as_slice()) {
         (false, [m, sec]) => (0, *m, *sec),
         (_, [h, m, sec]) => (*h, *m, *sec),
         (true, [h]) => (*h, 0, 0),
         (true, [h, m]) => (*h, *m, 0),
         _ => return None,
     };
-    let has_days = s.contains('-');
-    if (has_days && h >= 24) || (parts.len() == 3 && m >= 60) || sec >= 60 {
+    let days = days.unwrap_or(0);
+    if (with_days && h >= 24) || (parts.len() == 3 && m >= 60) || sec >= 60 {
         return None;
     }
     Some(Duration::from_secs(
