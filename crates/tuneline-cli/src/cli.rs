@@ -89,6 +89,20 @@ pub enum Command {
     Deliver(DeliverArgs),
     /// Deliver a directory of exports: to the store as models/<name>/<version>/ with a model card, to an OCI registry as an Ollama model, or to the Hugging Face Hub
     Push(PushArgs),
+    /// The training engines' environments: make the torch engine's pinned Python environment ahead of the first job
+    #[command(subcommand)]
+    Engines(EnginesCommand),
+}
+
+/// `tuneline engines ...`.
+#[derive(Debug, Subcommand)]
+pub enum EnginesCommand {
+    /// Make the torch engine's environment (pinned, hash-checked wheels; once per machine) and print its Python
+    Setup {
+        /// The worker's cache; the environment goes to <DIR>/engines (or TUNELINE_ENGINES_DIR) [default: .tuneline/cache]
+        #[arg(long, value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+    },
 }
 
 /// `tuneline push`.
@@ -482,6 +496,9 @@ pub struct TrainArgs {
     /// Optimizer steps, instead of [training] max_steps
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
+    /// The engine, instead of [training] engine (a worker passes the one `auto` resolved to on it)
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<tuneline_core::config::Engine>,
 }
 
 /// `tuneline data ...`.

@@ -79,6 +79,28 @@ impl From<tuneline_train::setup::SetupError> for Failure {
     }
 }
 
+impl From<tuneline_train::engine::EngineError> for Failure {
+    /// A setting, a checkpoint or a card too small is the user's to change (an
+    /// out-of-memory job is not retried on the same offer); the rest is the machine's.
+    fn from(e: tuneline_train::engine::EngineError) -> Self {
+        use tuneline_train::engine::EngineError;
+        match e {
+            EngineError::Input(_) | EngineError::OutOfMemory(_) => Self::input(e.to_string()),
+            EngineError::Train(_) | EngineError::Infra(_) | EngineError::Io(_) => Self::failed(e),
+        }
+    }
+}
+
+impl From<tuneline_train::run::RunError> for Failure {
+    fn from(e: tuneline_train::run::RunError) -> Self {
+        match e {
+            tuneline_train::run::RunError::Engine(e) => e.into(),
+            tuneline_train::run::RunError::Store(e) => e.into(),
+            e => Self::failed(e),
+        }
+    }
+}
+
 impl From<tuneline_deliver::DeliverError> for Failure {
     fn from(e: tuneline_deliver::DeliverError) -> Self {
         match e {

@@ -68,6 +68,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Export(args) => commands::export::export(&cli.global, args).await,
         Command::Deliver(args) => commands::deliver::deliver(&cli.global, args).await,
         Command::Push(args) => commands::push::push(&cli.global, args).await,
+        Command::Engines(command) => commands::engines::run(command),
     }
 }
 

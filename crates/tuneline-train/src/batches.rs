@@ -43,12 +43,7 @@ impl Batches {
     }
 
     /// The `size` rows at `cursor` (wrapping into the next epoch), and the cursor after them.
-    pub fn next(
-        &mut self,
-        cursor: Cursor,
-        size: usize,
-        device: &Device,
-    ) -> Result<(Batch, Cursor)> {
+    pub fn pick(&mut self, cursor: Cursor, size: usize) -> (Vec<&Row>, Cursor) {
         let mut at = cursor;
         let mut picked = Vec::with_capacity(size);
         for _ in 0..size.min(self.rows.len()) {
@@ -58,7 +53,17 @@ impl Batches {
             picked.push(self.order_of(at.epoch)[at.index]);
             at.index += 1;
         }
-        let rows: Vec<&Row> = picked.iter().map(|&i| &self.rows[i]).collect();
+        (picked.iter().map(|&i| &self.rows[i]).collect(), at)
+    }
+
+    /// [`Batches::pick`]'s rows as one padded batch on `device`.
+    pub fn next(
+        &mut self,
+        cursor: Cursor,
+        size: usize,
+        device: &Device,
+    ) -> Result<(Batch, Cursor)> {
+        let (rows, at) = self.pick(cursor, size);
         Ok((batch(&rows, device)?, at))
     }
 

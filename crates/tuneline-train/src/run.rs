@@ -18,8 +18,9 @@ use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tuneline_store::{ArtifactStore, GcOptions, NoProgress, StoreError};
 
+use crate::engine::{Engine, EngineError};
 use crate::rows::Row;
-use crate::trainer::{StepLog, Trainer};
+use crate::trainer::StepLog;
 
 /// Where a run starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,9 +103,9 @@ pub enum Ended {
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Training itself failed.
+    /// The engine failed.
     #[error("training failed: {0}")]
-    Train(#[from] candle_core::Error),
+    Engine(#[from] EngineError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -145,7 +146,7 @@ pub enum RunEvent<'a> {
 
 /// Trains `trainer` to its last step under `spec`, telling `on_event` what happens.
 pub fn run(
-    trainer: &mut Trainer,
+    trainer: &mut dyn Engine,
     eval_rows: &[Row],
     spec: &RunSpec,
     handle: &Handle,
@@ -162,16 +163,16 @@ pub fn run(
             let local = spec.work.join("resume");
             handle.block_on(spec.store.pull(&prefix, &local, &NoProgress))?;
             let history = trainer.restore_checkpoint(&local)?;
-            tracing::info!("resumed from {prefix} at step {}", trainer.progress.global_step);
+            tracing::info!("resumed from {prefix} at step {}", trainer.global_step());
             history
         }
         None => Vec::new(),
     };
-    on_event(RunEvent::Started { step: trainer.progress.global_step });
+    on_event(RunEvent::Started { step: trainer.global_step() });
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
     let mut upload: Option<Upload> = None;
-    let mut saved = trainer.progress.global_step;
+    let mut saved = trainer.global_step();
     let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon =
@@ -180,7 +181,7 @@ pub fn run(
         let Some(mut log) = trainer.step_unless(&abandon)? else {
             tracing::warn!(
                 "SIGTERM: step {} cannot finish within the grace period; abandoned",
-                trainer.progress.global_step + 1
+                trainer.global_step() + 1
             );
             break;
         };
@@ -201,15 +202,15 @@ pub fn run(
         if deadline().is_some() {
             break;
         }
-        if trainer.done() || trainer.progress.global_step.is_multiple_of(spec.save_steps.max(1)) {
+        if trainer.done() || trainer.global_step().is_multiple_of(spec.save_steps.max(1)) {
             if let Some(previous) = upload.take() {
                 finish_upload(handle, previous)?;
             }
             upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
-            saved = trainer.progress.global_step;
+            saved = trainer.global_step();
         }
     }
-    if deadline().is_some() && saved < trainer.progress.global_step {
+    if deadline().is_some() && saved < trainer.global_step() {
         if let Some(previous) = upload.take() {
             finish_upload(handle, previous)?;
         }
@@ -221,9 +222,9 @@ pub fn run(
         finish_upload(handle, last)?;
     }
     Ok(if trainer.done() {
-        Ended::Completed { steps: trainer.progress.global_step }
+        Ended::Completed { steps: trainer.global_step() }
     } else {
-        Ended::Stopped { step: trainer.progress.global_step }
+        Ended::Stopped { step: trainer.global_step() }
     })
 }
 
@@ -237,14 +238,14 @@ fn finish_upload(handle: &Handle, upload: Upload) -> Result<(), RunError> {
 
 /// Saves a checkpoint of the run as it is and starts committing it.
 fn save(
-    trainer: &Trainer,
+    trainer: &mut dyn Engine,
     spec: &RunSpec,
     history: &[StepLog],
     metrics: &Path,
     handle: &Handle,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Upload, RunError> {
-    let step = trainer.progress.global_step;
+    let step = trainer.global_step();
     let dir = spec.work.join(format!("checkpoint-{step}"));
     trainer.save_checkpoint(&dir, history)?;
     spec.origin.save(&dir)?;

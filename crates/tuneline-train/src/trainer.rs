@@ -194,8 +194,8 @@ impl<'m> Trainer<'m> {
     }
 }
 
-/// The seed of micro-batch `micro`'s dropout in step `step`.
-fn dropout_seed(seed: u64, step: u64, micro: usize) -> u64 {
+/// The seed of micro-batch `micro`'s dropout in step `step` (0-based), for every engine.
+pub fn dropout_seed(seed: u64, step: u64, micro: usize) -> u64 {
     seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
         ^ step.wrapping_mul(0xBF58_476D_1CE4_E5B9)
         ^ (micro as u64).wrapping_mul(0x94D0_49BB_1331_11EB)

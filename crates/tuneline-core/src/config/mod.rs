@@ -1,5 +1,6 @@
 //! `tuneline.toml`: schema, loading with precise errors, validation, secrets and the `init` template.
 
+mod engine;
 mod error;
 mod load;
 mod providers;
@@ -9,6 +10,7 @@ mod ssh_host;
 mod validate;
 mod values;
 
+pub use engine::{unsupported, Engine, Host, Optim, QuantType};
 pub use error::{ConfigError, Problem};
 pub use load::{job_config, Loaded, SECRET_ENV};
 pub use providers::{

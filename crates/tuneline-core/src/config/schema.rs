@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::engine::{Engine, Optim, QuantType};
 use super::providers::{ProviderKind, Providers};
 use super::secret::Secret;
 use super::values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
@@ -123,6 +124,12 @@ pub struct ModelConfig {
     pub quantized_base: bool,
     /// Where training runs: `auto`, `cpu` or `cuda[:N]`.
     pub device: ComputeDevice,
+    /// QLoRA on the torch engine: load the base 4-bit with bitsandbytes.
+    pub load_in_4bit: bool,
+    /// bitsandbytes' 4-bit type when `load_in_4bit`: `nf4` or `fp4`.
+    pub bnb_4bit_quant_type: QuantType,
+    /// Quantize the 4-bit blocks' scales too (QLoRA's double quantization).
+    pub bnb_4bit_use_double_quant: bool,
 }
 
 impl Default for ModelConfig {
@@ -131,6 +138,9 @@ impl Default for ModelConfig {
             path: "models/SmolLM2-135M-Instruct.Q4_1.gguf".into(),
             quantized_base: false,
             device: ComputeDevice::Auto,
+            load_in_4bit: false,
+            bnb_4bit_quant_type: QuantType::Nf4,
+            bnb_4bit_use_double_quant: true,
         }
     }
 }
@@ -342,6 +352,19 @@ pub struct TrainingConfig {
     pub seed: u64,
     /// Peak memory training may use; a config estimated to need more is refused before training.
     pub memory_budget: Option<MemorySize>,
+    /// The trainer: `auto` (torch on a CUDA host, mlx on Apple Silicon, else native),
+    /// `native`, `torch` or `mlx`.
+    pub engine: Engine,
+    /// Recompute each layer's activations in backward instead of keeping them (torch).
+    pub gradient_checkpointing: bool,
+    /// Train in bfloat16 mixed precision (torch, mlx).
+    pub bf16: bool,
+    /// Train in float16 mixed precision (torch).
+    pub fp16: bool,
+    /// `adamw_torch`, or bitsandbytes' `adamw_8bit` / `paged_adamw_8bit` (torch).
+    pub optim: Optim,
+    /// Liger's fused kernels (linear cross-entropy, RMSNorm, SwiGLU, RoPE) on a CUDA GPU (torch).
+    pub use_liger_kernel: bool,
 }
 
 impl Default for TrainingConfig {
@@ -363,6 +386,12 @@ impl Default for TrainingConfig {
             sigterm_grace: HumanDuration::from_secs(25),
             seed: 42,
             memory_budget: None,
+            engine: Engine::Auto,
+            gradient_checkpointing: false,
+            bf16: false,
+            fp16: false,
+            optim: Optim::AdamwTorch,
+            use_liger_kernel: true,
         }
     }
 }

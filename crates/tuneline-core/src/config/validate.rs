@@ -159,6 +159,9 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         );
     }
 
+    // A named engine is checked here; `auto` once a host resolves it.
+    v.0.extend(super::engine::unsupported(t.engine, c));
+
     let l = &c.lora;
     v.check("lora.lora_r", l.lora_r as f64, "1..=4096", (1..=4096).contains(&l.lora_r));
     v.check("lora.lora_alpha", l.lora_alpha, "> 0", l.lora_alpha > 0.0);

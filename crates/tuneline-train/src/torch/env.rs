@@ -1,0 +1,143 @@
+//! The torch engine's Python environment, made once per machine: pinned
+//! torch, transformers, peft, accelerate, bitsandbytes and liger-kernel,
+//! every wheel checked against the hash in `requirements.lock` (compiled by
+//! `uv pip compile --universal --generate-hashes` from `requirements.in`).
+//! It lives in `<engines>/torch-<lock hash>/`, built aside and renamed into
+//! place when complete, so a warm start installs nothing and an interrupted
+//! install is never taken for a finished one. uv installs it: the same
+//! wheels take it seconds where pip takes minutes (`bench/remote.sh`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::engine::EngineError;
+
+/// The pinned, hashed requirements, as the binary carries them.
+pub const LOCK: &str = include_str!("requirements.lock");
+
+/// The uv release that installs the environment (from PyPI).
+pub const UV_VERSION: &str = "0.13.9";
+
+/// The oldest Python the lock resolves for.
+pub const MIN_PYTHON: (u32, u32) = (3, 11);
+
+/// The engines' directory: `TUNELINE_ENGINES_DIR` when set (one machine's
+/// several caches can share it), else `<cache>/engines`.
+pub fn engines_dir(cache: &Path) -> PathBuf {
+    std::env::var_os("TUNELINE_ENGINES_DIR").map_or_else(|| cache.join("engines"), PathBuf::from)
+}
+
+/// The environment's directory under `engines`: named by the lock's hash.
+pub fn env_dir(engines: &Path) -> PathBuf {
+    let hash = hex::encode(Sha256::digest(LOCK.as_bytes()));
+    engines.join(format!("torch-{}", &hash[..12]))
+}
+
+/// The Python that makes the environment: `TUNELINE_PYTHON`, else `python3`.
+fn base_python() -> PathBuf {
+    std::env::var_os("TUNELINE_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)
+}
+
+/// The environment's Python, the environment made first when it is not there.
+pub fn ensure(engines: &Path) -> Result<PathBuf, EngineError> {
+    let dir = env_dir(engines);
+    let python = dir.join("bin/python");
+    if python.exists() {
+        return Ok(python);
+    }
+    let base = base_python();
+    check_python(&base)?;
+    std::fs::create_dir_all(engines)?;
+    let uv = uv(engines, &base)?;
+    let partial = engines.join(format!(".{}.partial-{}", file_name(&dir), std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    tracing::info!("making the torch engine's environment in {} (once per machine)", dir.display());
+    run(
+        Command::new(&uv).arg("venv").arg("--quiet").arg("-p").arg(&base).arg(&partial),
+        "uv venv",
+    )?;
+    let lock = engines.join(format!(".{}.lock-{}", file_name(&dir), std::process::id()));
+    std::fs::write(&lock, LOCK)?;
+    let installed = run(
+        Command::new(&uv)
+            .args(["pip", "install", "--quiet", "--require-hashes", "-r"])
+            .arg(&lock)
+            .arg("-p")
+            .arg(partial.join("bin/python"))
+            .env("UV_CACHE_DIR", engines.join("uv-cache")),
+        "installing the torch engine's packages",
+    );
+    let _ = std::fs::remove_file(&lock);
+    installed?;
+    match std::fs::rename(&partial, &dir) {
+        Ok(()) => Ok(python),
+        // Another worker on this machine finished first: theirs is as good.
+        Err(_) if python.exists() => {
+            let _ = std::fs::remove_dir_all(&partial);
+            Ok(python)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn file_name(dir: &Path) -> String {
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Refuses a missing or too old Python: a worker without one cannot run the engine.
+fn check_python(base: &Path) -> Result<(), EngineError> {
+    let out = Command::new(base)
+        .args(["-c", "import sys; print(sys.version_info[0], sys.version_info[1])"])
+        .output();
+    let (want_major, want_minor) = MIN_PYTHON;
+    let version = out.ok().filter(|o| o.status.success()).and_then(|o| {
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let mut parts = text.split_whitespace().map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    });
+    match version {
+        Some(v) if v >= MIN_PYTHON => Ok(()),
+        Some((major, minor)) => Err(EngineError::Input(format!("the torch engine needs Python {want_major}.{want_minor} or later, and {} is {major}.{minor}; install a newer Python on the worker (or set TUNELINE_PYTHON to one), or use engine = \"native\"", base.display()))),
+        None => Err(EngineError::Input(format!("the torch engine needs Python {want_major}.{want_minor} or later, and this worker has none (`{}` does not run); install one (or set TUNELINE_PYTHON), or use engine = \"native\"", base.display()))),
+    }
+}
+
+/// uv, installed from PyPI into `<engines>/uv-<version>/` the first time.
+fn uv(engines: &Path, base: &Path) -> Result<PathBuf, EngineError> {
+    let dir = engines.join(format!("uv-{UV_VERSION}"));
+    let uv = dir.join("bin/uv");
+    if uv.exists() {
+        return Ok(uv);
+    }
+    let partial = engines.join(format!(".uv-{UV_VERSION}.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    run(Command::new(base).args(["-m", "venv"]).arg(&partial), "python -m venv")?;
+    run(
+        Command::new(partial.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("uv=={UV_VERSION}"),
+        ]),
+        "installing uv",
+    )?;
+    if std::fs::rename(&partial, &dir).is_err() && !uv.exists() {
+        return Err(EngineError::Infra(format!("cannot move {} into place", partial.display())));
+    }
+    Ok(uv)
+}
+
+/// Runs `command`; a failure is the machine's (the index, the network, the
+/// disk), with the tool's last words, which name the package.
+fn run(command: &mut Command, what: &str) -> Result<(), EngineError> {
+    let out = command.output().map_err(|e| EngineError::Infra(format!("{what}: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(EngineError::Infra(format!("{what} failed ({}):\n{}", out.status, tail.join("\n"))))
+}

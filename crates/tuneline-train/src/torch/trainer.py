@@ -1,0 +1,206 @@
+"""tuneline's torch engine: LoRA steps with PyTorch, transformers and PEFT
+(bitsandbytes for 4-bit bases and 8-bit optimizers, Liger's fused kernels on
+CUDA), driven by a tuneline process over stdin and stdout.
+
+tuneline keeps the run: the data order, the learning rate, the SIGTERM grace,
+trainer_state.json and the commits to the store. This program holds the model,
+the adapter and the optimizer. Each request is one JSON line on stdin; each
+answer is one JSON line on stdout (anything a library prints goes to stderr):
+
+  {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`
+  {"op": "step", "lr", "micro"}  one optimizer step over micro-batches of packed rows
+  {"op": "eval", "batches"}      mean loss per labeled token, without dropout
+  {"op": "save", "dir"}          the PEFT adapter and optimizer.pt into dir
+  {"op": "load", "dir"}          the adapter and optimizer state from dir
+
+An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train"}.
+SIGTERM is tuneline's to handle: it finishes or abandons the step and saves.
+"""
+
+import json
+import os
+import resource
+import signal
+import sys
+
+PROTOCOL = sys.stdout
+sys.stdout = sys.stderr
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+import torch  # noqa: E402
+from peft import LoraConfig, get_peft_model, set_peft_model_state_dict  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+
+def answer(value):
+    PROTOCOL.write(json.dumps(value) + "\n")
+    PROTOCOL.flush()
+
+
+class Run:
+    def __init__(self, spec):
+        self.spec = spec
+        self.device = torch.device(spec["device"])
+        cuda = self.device.type == "cuda"
+        if spec["deterministic"]:
+            torch.use_deterministic_algorithms(True)
+        dtype = torch.bfloat16 if spec["bf16"] else torch.float16 if spec["fp16"] else torch.float32
+        self.autocast = dtype if dtype != torch.float32 else None
+        load = {"dtype": dtype, "attn_implementation": "sdpa"}
+        if spec["load_in_4bit"]:
+            from transformers import BitsAndBytesConfig
+
+            load["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type=spec["bnb_4bit_quant_type"],
+                bnb_4bit_use_double_quant=spec["bnb_4bit_use_double_quant"],
+                bnb_4bit_compute_dtype=torch.bfloat16 if spec["bf16"] else torch.float16,
+            )
+            load["device_map"] = {"": self.device}
+        model = AutoModelForCausalLM.from_pretrained(spec["base"], **load)
+        if not spec["load_in_4bit"]:
+            model.to(self.device)
+        self.liger = spec["use_liger_kernel"] and cuda
+        if self.liger:
+            from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+            _apply_liger_kernel_to_instance(model=model)
+        model.config.use_cache = False
+        if spec["load_in_4bit"]:
+            from peft import prepare_model_for_kbit_training
+
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        if spec["gradient_checkpointing"]:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        lora = spec["lora"]
+        config = LoraConfig(
+            r=lora["r"],
+            lora_alpha=lora["lora_alpha"],
+            lora_dropout=lora["lora_dropout"],
+            target_modules=lora["target_modules"],
+            use_rslora=lora["use_rslora"],
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        self.model = get_peft_model(model, config)
+        self.load_adapter(spec["adapter"])
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = self.make_optimizer()
+        self.model.train()
+
+    def make_optimizer(self):
+        a = self.spec["adamw"]
+        kwargs = {"lr": 0.0, "betas": (a["beta1"], a["beta2"]), "eps": a["eps"], "weight_decay": a["weight_decay"]}
+        optim = self.spec["optim"]
+        if optim == "adamw_torch":
+            return torch.optim.AdamW(self.params, foreach=False, **kwargs)
+        import bitsandbytes as bnb
+
+        kind = {"adamw_8bit": bnb.optim.AdamW8bit, "paged_adamw_8bit": bnb.optim.PagedAdamW8bit}[optim]
+        return kind(self.params, **kwargs)
+
+    def load_adapter(self, directory):
+        weights = load_file(os.path.join(directory, "adapter_model.safetensors"))
+        result = set_peft_model_state_dict(self.model, weights)
+        if result.unexpected_keys:
+            raise ValueError(f"{directory}: tensors this adapter does not have: {result.unexpected_keys[:3]}")
+
+    def tensors(self, rows):
+        """Packed rows as a padded batch: ids, labels, positions, and the
+        block-diagonal causal mask that keeps packed samples apart."""
+        length = max(len(r["ids"]) for r in rows)
+
+        def pad(key, fill):
+            return torch.tensor([r[key] + [fill] * (length - len(r[key])) for r in rows], device=self.device)
+
+        ids, labels, positions, segments = pad("ids", 0), pad("labels", -100), pad("positions", 0), pad("segments", 0)
+        causal = torch.ones(length, length, dtype=torch.bool, device=self.device).tril()
+        mask = (segments[:, :, None] == segments[:, None, :]) & causal & (segments[:, :, None] != 0)
+        # A padding position attends to itself only, so no row of the mask is empty.
+        mask |= torch.eye(length, dtype=torch.bool, device=self.device)
+        return ids, labels, positions, mask[:, None]
+
+    def loss(self, rows, counted):
+        """The summed loss of `rows`' labeled tokens, divided by `counted`."""
+        ids, labels, positions, mask = self.tensors(rows)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                labels=labels,
+                num_items_in_batch=torch.tensor(counted, device=self.device),
+            )
+        return out.loss
+
+    def step(self, request):
+        counted = request["counted"]
+        total = 0.0
+        for micro in request["micro"]:
+            torch.manual_seed(micro["seed"])
+            loss = self.loss(micro["rows"], counted)
+            loss.backward()
+            total += loss.item()
+        limit = request["max_grad_norm"] if request["max_grad_norm"] > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.params, limit, foreach=False).item()
+        for group in self.optimizer.param_groups:
+            group["lr"] = request["lr"]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"loss": total, "grad_norm": norm, "peak_memory": self.peak_memory()}
+
+    def eval(self, request):
+        self.model.eval()
+        total, counted = 0.0, 0
+        with torch.no_grad():
+            for batch in request["batches"]:
+                n = batch["counted"]
+                total += self.loss(batch["rows"], n).item() * n
+                counted += n
+        self.model.train()
+        return {"loss": total / counted if counted else float("nan")}
+
+    def save(self, request):
+        self.model.save_pretrained(request["dir"])
+        torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
+        return {}
+
+    def load(self, request):
+        self.load_adapter(request["dir"])
+        state = torch.load(os.path.join(request["dir"], "optimizer.pt"), map_location=self.device)
+        self.optimizer.load_state_dict(state)
+        return {}
+
+    def peak_memory(self):
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def out_of_memory(self, error):
+        total = torch.cuda.get_device_properties(self.device).total_memory if self.device.type == "cuda" else 0
+        return {"error": str(error).splitlines()[0], "kind": "oom", "peak": self.peak_memory(), "total": total}
+
+
+def main():
+    run = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        try:
+            if op == "init":
+                run = Run(request)
+                trainable = sum(p.numel() for p in run.params)
+                answer({"ok": {"trainable": trainable, "liger": run.liger, "torch": torch.__version__}})
+            else:
+                answer({"ok": getattr(run, op)(request)})
+        except torch.OutOfMemoryError as e:
+            answer(run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0})
+        except (ValueError, KeyError, OSError) as e:
+            answer({"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"})
+        except RuntimeError as e:
+            answer({"error": f"{type(e).__name__}: {e}", "kind": "train"})
+
+
+if __name__ == "__main__":
+    main()

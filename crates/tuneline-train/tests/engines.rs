@@ -1,0 +1,169 @@
+//! Each engine checks the others: on the CPU, with the same config, data,
+//! seed and no dropout, the torch engine (PyTorch + PEFT) and the native
+//! engine take the same steps: per-step losses within 1e-4 relative, and
+//! final adapters within 1e-4 of their L2 norm. And a torch run
+//! stopped and resumed from its checkpoint ends bit-identical to one that
+//! was not.
+
+mod common;
+
+use std::path::Path;
+
+use candle_core::{DType, Device};
+use common::prepare;
+use tuneline_core::config::Config;
+use tuneline_model::llama::{Llama, Lora};
+use tuneline_train::engine::Engine;
+use tuneline_train::rows::Row;
+use tuneline_train::setup::{lora_settings, train_settings};
+use tuneline_train::torch::{self, TorchEngine};
+use tuneline_train::trainer::{StepLog, Trainer};
+
+/// The cache whose `engines/` holds the torch engine's environment, which
+/// the setup script made (`tuneline engines setup`). Panics, saying how to get it, when absent.
+fn torch_cache() -> std::path::PathBuf {
+    let cache = tuneline_testkit::cache_dir();
+    let python = tuneline_train::torch::env::env_dir(&cache.join("engines")).join("bin/python");
+    assert!(
+        python.is_file(),
+        "the torch engine's environment is not at {}: run `bash scripts/setup-test-deps.sh` (it is what `.ci/run` does first)",
+        python.display()
+    );
+    cache
+}
+
+fn config() -> Config {
+    let text = format!(
+        "[model]\npath = \"{}\"\n[training]\nengine = \"torch\"\nmax_steps = 8\nper_device_train_batch_size = 1\ngradient_accumulation_steps = 2\nlearning_rate = 1e-3\nwarmup_ratio = 0.25\nseed = 7\n[lora]\nlora_r = 4\nlora_alpha = 8\nlora_dropout = 0.0\ntarget_modules = [\"q_proj\", \"v_proj\"]\n",
+        tuneline_testkit::smollm2_gguf().display()
+    );
+    Config::parse(&text, "tuneline.toml", |_| None).unwrap().config
+}
+
+fn torch_run(config: &Config, rows: &[Row], work: &Path) -> TorchEngine {
+    let settings = train_settings(config, rows.len());
+    torch::launch(config, settings, rows.to_vec(), &torch_cache(), work, "cpu".into()).unwrap()
+}
+
+fn steps(engine: &mut dyn Engine, n: usize) -> Vec<StepLog> {
+    (0..n).map(|_| engine.step_unless(&|_| false).unwrap().unwrap()).collect()
+}
+
+/// The adapter in `dir` as `(name, values)`, sorted by name.
+fn adapter(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    let tensors =
+        candle_core::safetensors::load(dir.join("adapter_model.safetensors"), &Device::Cpu)
+            .unwrap();
+    let mut out: Vec<_> = tensors
+        .into_iter()
+        .map(|(n, t)| {
+            (n, t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn the_torch_and_native_engines_take_the_same_steps_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, eval) = prepare(dir.path());
+    let config = config();
+
+    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let lora =
+        Lora::init(lora_settings(&config), &model.config, 7, DType::F32, &Device::Cpu).unwrap();
+    let mut native =
+        Trainer::new(&model, lora, train_settings(&config, train.len()), train.clone());
+    let native_logs = steps(&mut native, 8);
+    let native_eval = Engine::eval_loss(&mut native, &eval).unwrap();
+    Engine::save_checkpoint(&mut native, &dir.path().join("native"), &native_logs).unwrap();
+
+    let mut torch = torch_run(&config, &train, &dir.path().join("work"));
+    let torch_logs = steps(&mut torch, 8);
+    let torch_eval = torch.eval_loss(&eval).unwrap();
+    torch.save_checkpoint(&dir.path().join("torch"), &torch_logs).unwrap();
+
+    for (n, t) in native_logs.iter().zip(&torch_logs) {
+        let relative = (n.loss - t.loss).abs() / n.loss.abs();
+        assert!(
+            relative < 1e-4,
+            "step {}: native loss {} and torch loss {} differ by {relative:e}",
+            n.step,
+            n.loss,
+            t.loss
+        );
+        assert_eq!(n.learning_rate, t.learning_rate, "step {}: one schedule", n.step);
+        assert_eq!(n.tokens, t.tokens, "step {}: the same rows", n.step);
+        let relative = (n.grad_norm - t.grad_norm).abs() / n.grad_norm;
+        assert!(relative < 1e-3, "step {}: grad norms {} and {}", n.step, n.grad_norm, t.grad_norm);
+    }
+    assert!(
+        (native_eval - torch_eval).abs() / native_eval < 1e-4,
+        "eval losses {native_eval} and {torch_eval}"
+    );
+
+    let (native, torch) = (adapter(&dir.path().join("native")), adapter(&dir.path().join("torch")));
+    assert_eq!(
+        native.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        torch.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        "the same PEFT tensor names"
+    );
+    // Adam divides by each weight's own gradient scale, so a weight whose
+    // gradient is near zero moves by chance on either engine: the adapters are
+    // compared as wholes (L2), not weight by weight.
+    let norm =
+        |v: &mut dyn Iterator<Item = f32>| v.map(|x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    let size = norm(&mut native.iter().flat_map(|(_, v)| v.iter().copied()));
+    let apart = norm(
+        &mut native
+            .iter()
+            .zip(&torch)
+            .flat_map(|((_, a), (_, b))| a.iter().zip(b).map(|(x, y)| x - y)),
+    );
+    eprintln!("final adapters: |native - torch| / |native| = {:e}", apart / size);
+    assert!(apart / size < 1e-4, "final adapters differ by {:e} of their norm", apart / size);
+}
+
+#[test]
+fn a_resumed_torch_run_repeats_the_uninterrupted_run_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, _) = prepare(dir.path());
+    let mut config = config();
+    config.training.max_steps = Some(4);
+    config.lora.lora_dropout = 0.1;
+
+    let mut whole = torch_run(&config, &train, &dir.path().join("a"));
+    let logs = steps(&mut whole, 4);
+    whole.save_checkpoint(&dir.path().join("whole"), &logs).unwrap();
+    drop(whole);
+
+    let mut first = torch_run(&config, &train, &dir.path().join("b"));
+    let history = steps(&mut first, 2);
+    first.save_checkpoint(&dir.path().join("ckpt-2"), &history).unwrap();
+    drop(first);
+    let mut resumed = torch_run(&config, &train, &dir.path().join("c"));
+    let mut history = resumed.restore_checkpoint(&dir.path().join("ckpt-2")).unwrap();
+    assert_eq!(resumed.global_step(), 2);
+    history.extend(steps(&mut resumed, 2));
+    assert!(resumed.done());
+    resumed.save_checkpoint(&dir.path().join("resumed"), &history).unwrap();
+
+    let strip = |l: &StepLog| (l.step, l.loss.to_bits(), l.grad_norm.to_bits());
+    assert_eq!(
+        history.iter().map(strip).collect::<Vec<_>>(),
+        logs.iter().map(strip).collect::<Vec<_>>()
+    );
+    let a = std::fs::read(dir.path().join("whole/adapter_model.safetensors")).unwrap();
+    let b = std::fs::read(dir.path().join("resumed/adapter_model.safetensors")).unwrap();
+    assert!(a == b, "the resumed run's adapter differs from the uninterrupted run's");
+
+    // The native engine refuses the torch checkpoint, naming both.
+    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let lora =
+        Lora::init(lora_settings(&config), &model.config, 7, DType::F32, &Device::Cpu).unwrap();
+    let mut native = Trainer::new(&model, lora, train_settings(&config, train.len()), train);
+    let refused = Engine::restore_checkpoint(&mut native, &dir.path().join("ckpt-2")).unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("`torch` engine") && message.contains("uses `native`"), "{message}");
+}
