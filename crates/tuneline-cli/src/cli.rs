@@ -99,7 +99,8 @@ pub enum Command {
 pub enum EnginesCommand {
     /// Make the torch engine's environment (pinned, hash-checked wheels; once per machine) and print its Python
     Setup {
-        /// The worker's cache; the environment goes to <DIR>/engines (or TUNELINE_ENGINES_DIR) [default: .tuneline/cache]
+        /// Where the environment goes when there is no home directory: <DIR>/engines [default: TUNELINE_ENGINES_DIR, else
+        /// ~/.cache/tuneline/engines]
         #[arg(long, value_name = "DIR")]
         cache_dir: Option<PathBuf>,
     },

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use candle_core::Device;
 use sha2::{Digest, Sha256};
-use tuneline_core::config::{ComputeDevice, Config, SaveSteps};
+use tuneline_core::config::{ComputeDevice, Config, Host, SaveSteps};
 use tuneline_core::{dataset, layout};
 use tuneline_cost::config_job;
 use tuneline_cost::models::ModelShape;
@@ -55,6 +55,16 @@ pub fn compute_device(choice: ComputeDevice) -> Result<Device, SetupError> {
              `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or set model.device = \"cpu\""
         ))),
         ComputeDevice::Cuda(n) => Device::new_cuda(n).map_err(|e| SetupError::Input(format!("model.device = \"cuda:{n}\": cannot open CUDA device {n}: {e}"))),
+    }
+}
+
+/// The device the torch engine trains on: `[model] device`, `auto` being
+/// the first CUDA GPU when `host` has one.
+pub fn torch_device(choice: ComputeDevice, host: &Host) -> String {
+    match choice {
+        ComputeDevice::Auto if host.cuda_gpus > 0 => "cuda:0".into(),
+        ComputeDevice::Auto | ComputeDevice::Cpu => "cpu".into(),
+        ComputeDevice::Cuda(n) => format!("cuda:{n}"),
     }
 }
 

@@ -19,17 +19,17 @@ use tuneline_train::setup::{lora_settings, train_settings};
 use tuneline_train::torch::{self, TorchEngine};
 use tuneline_train::trainer::{StepLog, Trainer};
 
-/// The cache whose `engines/` holds the torch engine's environment, which
-/// the setup script made (`tuneline engines setup`). Panics, saying how to get it, when absent.
-fn torch_cache() -> std::path::PathBuf {
-    let cache = tuneline_testkit::cache_dir();
-    let python = tuneline_train::torch::env::env_dir(&cache.join("engines")).join("bin/python");
+/// The engines' directory under the test cache, where the setup script made
+/// the torch engine's environment (`tuneline engines setup`). Panics, saying how to get it, when absent.
+fn torch_engines() -> std::path::PathBuf {
+    let engines = tuneline_testkit::cache_dir().join("engines");
+    let python = tuneline_train::torch::env::env_dir(&engines).join("bin/python");
     assert!(
         python.is_file(),
         "the torch engine's environment is not at {}: run `bash scripts/setup-test-deps.sh` (it is what `.ci/run` does first)",
         python.display()
     );
-    cache
+    engines
 }
 
 fn config() -> Config {
@@ -42,7 +42,7 @@ fn config() -> Config {
 
 fn torch_run(config: &Config, rows: &[Row], work: &Path) -> TorchEngine {
     let settings = train_settings(config, rows.len());
-    torch::launch(config, settings, rows.to_vec(), &torch_cache(), work, "cpu".into()).unwrap()
+    torch::launch(config, settings, rows.to_vec(), &torch_engines(), work, "cpu".into()).unwrap()
 }
 
 fn steps(engine: &mut dyn Engine, n: usize) -> Vec<StepLog> {

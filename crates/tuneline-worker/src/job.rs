@@ -3,8 +3,9 @@
 //! pulled into the worker's cache before the trainer starts, so the GPU
 //! never waits on the network.
 //!
-//! - `train`: `tuneline train` with the job's config, pinned dataset and run;
-//!   it resumes from the prefetched checkpoint by itself.
+//! - `train`: `tuneline train` with the job's config, pinned dataset and run,
+//!   and the engine `auto` resolves to on this worker; it resumes from the
+//!   prefetched checkpoint by itself.
 //! - `command`: the job's argv, with `TUNELINE_*` variables, and
 //!   `--resume_from_checkpoint <dir>` when a checkpoint exists;
 //! - `deliver`: `tuneline deliver` with the job's config and run; it pulls
@@ -15,7 +16,7 @@ use std::time::Duration;
 use tuneline_core::layout;
 
 use tuneline_api::{Job, JobSpec, Trust};
-use tuneline_core::config::{Config, StoreConfig};
+use tuneline_core::config::{engine_for, Config, Host, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
 use super::cache::Cache;
@@ -72,6 +73,9 @@ impl Setup {
                 let config = Config::parse(&spec.config, "spec.config", |k| std::env::var(k).ok())
                     .map_err(|e| SetupError::User(e.to_string()))?
                     .config;
+                // `auto` resolves on this worker, and an engine that cannot run here is refused before any download.
+                let gpus = u32::from(options.register.gpu.is_some());
+                let engine = engine_for(&config, None, &Host::this(gpus)).map_err(SetupError::User)?;
                 let store = ArtifactStore::open(&config.store.url, &config.store)
                     .map_err(|e| SetupError::User(e.to_string()))?;
                 let file = jobs.join("tuneline.toml");
@@ -102,7 +106,8 @@ impl Setup {
                     "train".into(),
                 ]
                 .into_iter()
-                .chain(["--run", &run, "--dataset", dataset, "--cache-dir"].map(String::from))
+                .chain(["--run", &run, "--dataset", dataset, "--engine", engine.as_str()].map(String::from))
+                .chain(["--cache-dir".to_string()])
                 .chain([cache.display().to_string()])
                 .collect();
                 return Ok(Self {

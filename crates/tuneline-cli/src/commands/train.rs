@@ -8,9 +8,13 @@ use std::sync::Arc;
 use tuneline_api::TrainerEvent;
 use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
+use candle_core::DType;
+use tuneline_core::config::{engine_for, Engine as EngineKind, Host};
 use tuneline_model::llama::Lora;
+use tuneline_train::engine::Engine;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
 use tuneline_train::setup;
+use tuneline_train::torch;
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, TrainArgs};
@@ -33,12 +37,13 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;
-    let device = setup::compute_device(config.model.device)?;
     let (dataset, local) =
         fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
-    let model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
+    let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
+    let host = Host::this(gpus);
+    let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
     let origin = tuneline_model::Origin {
         base: tokio::task::block_in_place(|| setup::base_model(config))?,
         dataset: dataset.clone(),
@@ -47,14 +52,6 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let max_steps = settings.max_steps;
     let (batch, accumulation) = (settings.batch_size, settings.accumulation);
     let t = &config.training;
-    let lora = Lora::init(
-        setup::lora_settings(config),
-        &model.config,
-        t.seed,
-        candle_core::DType::F32,
-        model.device(),
-    )
-    .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
     let run_id = args.run.clone().unwrap_or_else(|| setup::run_id(config, &dataset));
     let (save_steps, why) = setup::save_steps(config, max_steps);
     if let Some(why) = why {
@@ -75,25 +72,40 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         origin: &origin,
         grace: t.sigterm_grace.0,
     };
+    let model;
+    let (mut trainer, on): (Box<dyn Engine>, String) = match engine {
+        EngineKind::Torch => {
+            let work = spec.work.join("torch");
+            let device = setup::torch_device(config.model.device, &host);
+            let on = device.clone();
+            let engines = torch::env::engines_dir(&cache);
+            let engine = tokio::task::block_in_place(|| {
+                torch::launch(config, settings, train_rows, &engines, &work, device)
+            })?;
+            (Box::new(engine), on)
+        }
+        _ => {
+            let device = setup::compute_device(config.model.device)?;
+            model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
+            let lora =
+                Lora::init(setup::lora_settings(config), &model.config, t.seed, DType::F32, &device)
+                    .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
+            (Box::new(Trainer::new(&model, lora, settings, train_rows)), format!("{device:?}"))
+        }
+    };
     if !global.quiet {
-        let on = match model.device().location() {
-            candle_core::DeviceLocation::Cpu => "the CPU".to_string(),
-            candle_core::DeviceLocation::Cuda { gpu_id } => format!("CUDA device {gpu_id}"),
-            candle_core::DeviceLocation::Metal { gpu_id } => format!("Metal device {gpu_id}"),
-        };
-        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, on {on}");
+        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, engine {engine} on {on}");
     }
-    let mut trainer = Trainer::new(&model, lora, settings, train_rows);
     let handle = tokio::runtime::Handle::current();
     let shown = Shown::new(&format!("train {run_id}"), global.quiet || global.json);
     shown.start("steps", max_steps, Unit::Items);
     let ended = tokio::task::block_in_place(|| {
-        run(&mut trainer, &eval_rows, &spec, &handle, &mut |event| {
+        run(trainer.as_mut(), &eval_rows, &spec, &handle, &mut |event| {
             report(event, max_steps, global, &shown)
         })
     });
     shown.finish();
-    let ended = ended.map_err(Failure::failed)?;
+    let ended = ended?;
     match ended {
         Ended::Completed { steps } => {
             println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/{}/", store.url().trim_end_matches('/'), layout::checkpoint(&run_id, steps));

@@ -111,6 +111,24 @@ pub enum QuantType {
     Fp4,
 }
 
+/// The engine that trains `config` on `host`: `named` (`--engine`) or
+/// `[training] engine`, `auto` resolved; refused, with what to do, when it
+/// cannot run there or cannot honour a setting.
+pub fn engine_for(config: &Config, named: Option<Engine>, host: &Host) -> Result<Engine, String> {
+    let engine = named.unwrap_or(config.training.engine).resolve(host);
+    let gpus = host.cuda_gpus;
+    if engine == Engine::Mlx && gpus > 0 {
+        return Err(format!("[training] engine = \"mlx\" on a worker with {gpus} CUDA GPU(s), which mlx cannot use: use engine = \"torch\" (or \"auto\") on CUDA workers"));
+    }
+    if engine == Engine::Mlx {
+        return Err("[training] engine = \"mlx\" is not in this build yet: use \"native\" or \"torch\"".into());
+    }
+    match unsupported(engine, config).into_iter().next() {
+        Some((field, message)) => Err(format!("`{field}` {message}")),
+        None => Ok(engine),
+    }
+}
+
 /// The settings `engine` (resolved) cannot honour in `c`, as `(field, what to do)`.
 pub fn unsupported(engine: Engine, c: &Config) -> Vec<(String, String)> {
     let t = &c.training;

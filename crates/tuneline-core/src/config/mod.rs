@@ -10,7 +10,7 @@ mod ssh_host;
 mod validate;
 mod values;
 
-pub use engine::{unsupported, Engine, Host, Optim, QuantType};
+pub use engine::{engine_for, unsupported, Engine, Host, Optim, QuantType};
 pub use error::{ConfigError, Problem};
 pub use load::{job_config, Loaded, SECRET_ENV};
 pub use providers::{

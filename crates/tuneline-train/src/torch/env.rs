@@ -23,10 +23,16 @@ pub const UV_VERSION: &str = "0.13.9";
 /// The oldest Python the lock resolves for.
 pub const MIN_PYTHON: (u32, u32) = (3, 11);
 
-/// The engines' directory: `TUNELINE_ENGINES_DIR` when set (one machine's
-/// several caches can share it), else `<cache>/engines`.
+/// The engines' directory, one per machine (every worker cache and project
+/// on it shares the 6 GB environment): `TUNELINE_ENGINES_DIR`, else
+/// `$XDG_CACHE_HOME/tuneline/engines`, else `~/.cache/tuneline/engines`,
+/// else (no home) `<cache>/engines`.
 pub fn engines_dir(cache: &Path) -> PathBuf {
-    std::env::var_os("TUNELINE_ENGINES_DIR").map_or_else(|| cache.join("engines"), PathBuf::from)
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("TUNELINE_ENGINES_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("tuneline/engines")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache/tuneline/engines")))
+        .unwrap_or_else(|| cache.join("engines"))
 }
 
 /// The environment's directory under `engines`: named by the lock's hash.

@@ -282,22 +282,21 @@ impl Drop for TorchEngine {
 }
 
 /// Starts the torch engine for `config`'s run of `settings` over `rows` on
-/// `device` (`cpu`, `cuda:N`): the environment made (once per machine under
-/// `cache`), the base as a Hugging Face directory, and the adapter tuneline
+/// `device` (`cpu`, `cuda:N`): the environment made (once per machine, in
+/// `engines`: [`env::engines_dir`]), the base as a Hugging Face directory, and the adapter tuneline
 /// initializes from the seed written to `<work>/adapter-init`.
 pub fn launch(
     config: &Config,
     settings: TrainSettings,
     rows: Vec<Row>,
-    cache: &Path,
+    engines: &Path,
     work: &Path,
     device: String,
 ) -> Result<TorchEngine, EngineError> {
-    let engines = env::engines_dir(cache);
-    let python = env::ensure(&engines)?;
+    let python = env::ensure(engines)?;
     let path = Path::new(&config.model.path);
     let identity = BaseModel::identify(path).map_err(|e| EngineError::Input(e.to_string()))?;
-    let base = base::hf_base(path, &identity, &engines)?;
+    let base = base::hf_base(path, &identity, engines)?;
     let model = Llama::read_config(path).map_err(|e| EngineError::Input(e.to_string()))?;
     let adapter = work.join("adapter-init");
     Lora::init(
