@@ -5,11 +5,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use candle_core::DType;
 use tuneline_api::TrainerEvent;
+use tuneline_core::config::{engine_for, Engine as EngineKind, Host};
 use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
-use candle_core::DType;
-use tuneline_core::config::{engine_for, Engine as EngineKind, Host};
 use tuneline_model::llama::Lora;
 use tuneline_train::engine::Engine;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
@@ -87,9 +87,14 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         _ => {
             let device = setup::compute_device(config.model.device)?;
             model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
-            let lora =
-                Lora::init(setup::lora_settings(config), &model.config, t.seed, DType::F32, &device)
-                    .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
+            let lora = Lora::init(
+                setup::lora_settings(config),
+                &model.config,
+                t.seed,
+                DType::F32,
+                &device,
+            )
+            .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
             (Box::new(Trainer::new(&model, lora, settings, train_rows)), format!("{device:?}"))
         }
     };

@@ -21,10 +21,12 @@ impl TestContext {
     }
 
     /// `tuneline ARGS` in the project directory, with no store or cloud
-    /// credentials from the caller's environment.
+    /// credentials from the caller's environment, and the engines'
+    /// environments the setup script made.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("tuneline").unwrap();
         cmd.current_dir(self.dir.path()).args(args);
+        cmd.env("TUNELINE_ENGINES_DIR", tuneline_testkit::cache_dir().join("engines"));
         for var in [
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",

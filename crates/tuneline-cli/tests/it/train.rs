@@ -283,3 +283,36 @@ fn a_cuda_device_in_a_build_without_cuda_is_refused_before_training() {
     );
     assert!(!err.contains("no committed dataset"), "the device is checked before the data: {err}");
 }
+
+#[test]
+fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
+    let ctx = project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\n");
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let (code, out, err) = ctx.run(&["train"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("engine torch on cpu") && err.contains("step 2/2"), "{err}");
+    let run = out.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap();
+    let checkpoint = ctx.path(&format!(".tuneline/store/runs/{run}/checkpoints/2"));
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("trainer_state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["engine"], "torch");
+    assert_eq!(state["global_step"], 2);
+    for file in ["adapter_model.safetensors", "adapter_config.json", "optimizer.pt", "COMMIT.json"]
+    {
+        assert!(checkpoint.join(file).is_file(), "{file} missing from {}", checkpoint.display());
+    }
+
+    // Another engine on the same run is refused, naming both, and nothing is trained.
+    let (code, _, err) =
+        ctx.run(&["train", "--engine", "native", "--run", run, "--max-steps", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("written by the `torch` engine") && err.contains("uses `native`"),
+        "{err}"
+    );
+    // A setting the engine cannot honour is named with what to use instead.
+    let (code, _, err) = ctx.run(&["train", "--engine", "mlx"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("\"mlx\""), "{err}");
+}

@@ -121,7 +121,10 @@ pub fn engine_for(config: &Config, named: Option<Engine>, host: &Host) -> Result
         return Err(format!("[training] engine = \"mlx\" on a worker with {gpus} CUDA GPU(s), which mlx cannot use: use engine = \"torch\" (or \"auto\") on CUDA workers"));
     }
     if engine == Engine::Mlx {
-        return Err("[training] engine = \"mlx\" is not in this build yet: use \"native\" or \"torch\"".into());
+        return Err(
+            "[training] engine = \"mlx\" is not in this build yet: use \"native\" or \"torch\""
+                .into(),
+        );
     }
     match unsupported(engine, config).into_iter().next() {
         Some((field, message)) => Err(format!("`{field}` {message}")),
