@@ -23,6 +23,10 @@ pub struct StepLog {
     /// Eval loss after the step, on eval steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_loss: Option<f64>,
+    /// Peak memory so far, in bytes: the GPU's allocations on CUDA, the
+    /// process's resident set on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory: Option<u64>,
 }
 
 /// A trainer's event.
@@ -35,6 +39,9 @@ pub enum TrainerEvent {
         step: u64,
         /// The step it trains to.
         max_steps: u64,
+        /// The engine that trains (`native`, `torch`, `mlx`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine: Option<String>,
     },
     /// A step finished.
     Step(StepLog),
@@ -73,9 +80,10 @@ mod tests {
             tokens: 512,
             tokens_per_second: 250.0,
             eval_loss: None,
+            peak_memory: Some(1 << 30),
         };
         for event in [
-            TrainerEvent::Started { step: 2, max_steps: 8 },
+            TrainerEvent::Started { step: 2, max_steps: 8, engine: Some("torch".into()) },
             TrainerEvent::Step(step),
             TrainerEvent::Saved { step: 3, bytes: 10 },
         ] {

@@ -550,6 +550,7 @@ fn steps(n: u64, eval_every: u64) -> Vec<tuneline_api::StepLog> {
             tokens: 64,
             tokens_per_second: 100.0,
             eval_loss: (step % eval_every == 0).then(|| 4.0 / step as f64),
+            peak_memory: None,
         })
         .collect()
 }

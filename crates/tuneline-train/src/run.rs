@@ -132,6 +132,8 @@ pub enum RunEvent<'a> {
     Started {
         /// The first step to train is the one after it.
         step: u64,
+        /// The engine that trains.
+        engine: tuneline_core::config::Engine,
     },
     /// A step finished.
     Step(&'a StepLog),
@@ -168,7 +170,7 @@ pub fn run(
         }
         None => Vec::new(),
     };
-    on_event(RunEvent::Started { step: trainer.global_step() });
+    on_event(RunEvent::Started { step: trainer.global_step(), engine: trainer.kind() });
     let metrics = spec.work.join("metrics.jsonl");
     rewrite_metrics(&metrics, &history)?;
     let mut upload: Option<Upload> = None;

@@ -185,6 +185,7 @@ impl<'m> Trainer<'m> {
             tokens,
             tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
             eval_loss: None,
+            peak_memory: peak_rss(),
         }))
     }
 
@@ -192,6 +193,14 @@ impl<'m> Trainer<'m> {
     pub fn eval_loss(&self, rows: &[Row]) -> Result<f64> {
         self.model.rows_loss(rows, self.settings.batch_size, Some(self.lora.inference()))
     }
+}
+
+/// This process's peak resident set in bytes (`VmHWM`), where Linux reports it.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The seed of micro-batch `micro`'s dropout in step `step` (0-based), for every engine.

@@ -44,7 +44,11 @@ impl Progress {
     /// A line of the trainer's stdout: `tuneline train --json` events, or plain output.
     fn stdout_line(&mut self, line: &str) {
         match TrainerEvent::parse(line) {
-            Some(TrainerEvent::Started { step, .. }) => self.started = Some(step),
+            Some(TrainerEvent::Started { step, engine, .. }) => {
+                self.started = Some(step);
+                let engine = engine.unwrap_or_else(|| "native".into());
+                self.log(&format!("training from step {step} on the {engine} engine"));
+            }
             Some(TrainerEvent::Step(log)) => {
                 if self.step.is_none() {
                     tracing::info!("the trainer's first step of this attempt: {}", log.step);

@@ -143,7 +143,9 @@ fn listen_for_sigterm(stop: Arc<StopRequest>) {
 fn report(event: RunEvent, max_steps: u64, global: &Global, shown: &Shown) {
     if global.json {
         let event = match event {
-            RunEvent::Started { step } => TrainerEvent::Started { step, max_steps },
+            RunEvent::Started { step, engine } => {
+                TrainerEvent::Started { step, max_steps, engine: Some(engine.to_string()) }
+            }
             RunEvent::Step(log) => TrainerEvent::Step(log.clone()),
             RunEvent::Saved { step, bytes } => TrainerEvent::Saved { step, bytes },
         };
@@ -152,7 +154,7 @@ fn report(event: RunEvent, max_steps: u64, global: &Global, shown: &Shown) {
         let _ = writeln!(out, "{}", event.to_line()).and_then(|()| out.flush());
     } else {
         match event {
-            RunEvent::Started { step } => shown.advance(step),
+            RunEvent::Started { step, .. } => shown.advance(step),
             RunEvent::Step(log) => {
                 let eval = log.eval_loss.map(|l| format!("  eval loss {l:.4}")).unwrap_or_default();
                 shown.note(&format!(

@@ -239,6 +239,7 @@ impl Engine for TorchEngine {
             tokens,
             tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
             eval_loss: None,
+            peak_memory: answer["peak_memory"].as_u64(),
         }))
     }
 
