@@ -1,6 +1,7 @@
 """PyTorch + PEFT side of bench/train_speed.sh: LoRA training steps on the
 same rows tuneline trains on. Usage: peft_train.py MODEL.gguf TRAIN.parquet STEPS
-BATCH [DEVICE]. Prints `tokens_per_second peak_mib` (steps after the first): the
+BATCH [DEVICE]. Prints `tokens_per_second peak_mib` (real, unpadded tokens over
+the steps after the first, as tuneline counts them): the
 process's peak RSS on the CPU, the peak allocated on a CUDA device."""
 import os
 import resource
@@ -37,7 +38,8 @@ for step in range(steps):
     optimizer.zero_grad()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    timed.append((time.perf_counter() - start, ids.numel()))
+    # Real tokens, as tuneline counts them: padding is not work done.
+    timed.append((time.perf_counter() - start, sum(len(i) for i, _ in chunk)))
 rate = sum(n for _, n in timed[1:]) / sum(t for t, _ in timed[1:])
 if device.type == "cuda":
     peak = torch.cuda.max_memory_allocated(device) / 2**20
