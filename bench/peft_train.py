@@ -23,7 +23,8 @@ model = AutoModelForCausalLM.from_pretrained(
 modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=modules, task_type="CAUSAL_LM")).to(device)
 model.train()
-optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+params = [p for p in model.parameters() if p.requires_grad]
+optimizer = torch.optim.AdamW(params, lr=2e-4)
 table = pq.read_table(shard).to_pydict()
 rows = list(zip(table["input_ids"], table["labels"]))
 timed = []
@@ -34,6 +35,8 @@ for step in range(steps):
     labels = torch.tensor([list(l) + [-100] * (width - len(l)) for _, l in chunk], device=device)
     start = time.perf_counter()
     model(input_ids=ids, labels=labels).loss.backward()
+    # max_grad_norm = 1.0, as transformers' Trainer and both tuneline engines clip.
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
     optimizer.zero_grad()
     if device.type == "cuda":

@@ -156,7 +156,6 @@ fn init(start: &TorchStart, config: &Config, settings: &TrainSettings) -> Value 
     json!({
         "op": "init",
         "base": start.base, "adapter": start.adapter, "device": start.device,
-        "deterministic": start.device == "cpu",
         "bf16": t.bf16, "fp16": t.fp16, "optim": t.optim,
         "gradient_checkpointing": t.gradient_checkpointing, "use_liger_kernel": t.use_liger_kernel,
         "load_in_4bit": m.load_in_4bit, "bnb_4bit_quant_type": m.bnb_4bit_quant_type,
@@ -231,6 +230,12 @@ impl Engine for TorchEngine {
         }))?;
         self.progress = Progress { global_step: step + 1, cursor };
         self.last_step_time = Some(started.elapsed());
+        let compute = answer["seconds"].as_f64().unwrap_or(0.0);
+        tracing::debug!(
+            "step {}: {compute:.3} s in torch of {:.3} s",
+            step + 1,
+            started.elapsed().as_secs_f64()
+        );
         Ok(Some(StepLog {
             step: step + 1,
             loss: answer["loss"].as_f64().unwrap_or(f64::NAN),

@@ -22,6 +22,7 @@ import os
 import resource
 import signal
 import sys
+import time
 
 PROTOCOL = sys.stdout
 sys.stdout = sys.stderr
@@ -43,8 +44,6 @@ class Run:
         self.spec = spec
         self.device = torch.device(spec["device"])
         cuda = self.device.type == "cuda"
-        if spec["deterministic"]:
-            torch.use_deterministic_algorithms(True)
         dtype = torch.bfloat16 if spec["bf16"] else torch.float16 if spec["fp16"] else torch.float32
         self.autocast = dtype if dtype != torch.float32 else None
         load = {"dtype": dtype, "attn_implementation": "sdpa"}
@@ -135,6 +134,7 @@ class Run:
         return out.loss
 
     def step(self, request):
+        started = time.perf_counter()
         counted = request["counted"]
         total = 0.0
         for micro in request["micro"]:
@@ -148,7 +148,10 @@ class Run:
             group["lr"] = request["lr"]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"loss": total, "grad_norm": norm, "peak_memory": self.peak_memory()}
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - started
+        return {"loss": total, "grad_norm": norm, "peak_memory": self.peak_memory(), "seconds": seconds}
 
     def eval(self, request):
         self.model.eval()
