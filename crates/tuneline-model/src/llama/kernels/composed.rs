@@ -87,7 +87,7 @@ pub fn cross_entropy(
     targets: &[u32],
     grad_scale: Option<f64>,
 ) -> Result<(f64, Option<Tensor>)> {
-    let (n, vocab) = logits.dims2()?;
+    let n = logits.dim(0)?;
     let device = logits.device();
     let max = logits.max_keepdim(1)?;
     let lse = (logits.broadcast_sub(&max)?.exp()?.sum_keepdim(1)?.log()? + max)?;
@@ -96,12 +96,11 @@ pub fn cross_entropy(
     let Some(scale) = grad_scale else { return Ok((loss, None)) };
     let scale = scale / n as f64;
     let softmax = (logits.broadcast_sub(&lse)?.exp()? * scale)?;
-    // Minus the scale at each row's target: the one-hot term, added where it lands.
-    let at: Vec<u32> =
-        targets.iter().enumerate().map(|(row, &t)| (row * vocab) as u32 + t).collect();
-    let minus = Tensor::full(-scale, n, device)?.to_dtype(logits.dtype())?;
-    let grad = softmax.flatten_all()?.index_add(&Tensor::from_vec(at, n, device)?, &minus, 0)?;
-    Ok((loss, Some(grad.reshape((n, vocab))?)))
+    // Minus the scale at each row's target: the one-hot term, added by row and
+    // column (a flat u32 index, row * vocab + target, wraps past 2^32 / vocab rows).
+    let minus = Tensor::full(-scale, (n, 1), device)?.to_dtype(logits.dtype())?;
+    let at = Tensor::from_slice(targets, (n, 1), device)?;
+    Ok((loss, Some(softmax.scatter_add(&at, &minus, 1)?)))
 }
 
 /// `(batch, kv_heads, seq, d)` with each head repeated for the `group` query heads that share it.
