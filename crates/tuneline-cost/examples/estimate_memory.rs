@@ -23,6 +23,7 @@ fn main() {
         gradient_checkpointing: engine == Engine::HfCuda,
         optimizer: Optimizer::AdamW,
         engine,
+        fused_loss: false,
     };
     println!("{:.0}", estimate(&req).total() / (1024.0 * 1024.0));
 }

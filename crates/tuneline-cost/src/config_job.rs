@@ -67,6 +67,8 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             gradient_checkpointing: !overrides.no_gradient_checkpointing,
             optimizer: overrides.optimizer.unwrap_or(Optimizer::AdamW),
             engine: Engine::HfCuda,
+            // The torch engine applies Liger on CUDA unless the config turns it off.
+            fused_loss: t.use_liger_kernel,
         },
         tokens,
         tokens_per_step,
@@ -127,6 +129,7 @@ pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), Str
         gradient_checkpointing: false,
         optimizer: Optimizer::AdamW,
         engine: Engine::TunelineCpu,
+        fused_loss: false,
     };
     let e = estimate(&req);
     if e.total() <= budget.0 as f64 {

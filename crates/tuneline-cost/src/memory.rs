@@ -101,6 +101,9 @@ pub struct MemoryRequest {
     pub optimizer: Optimizer,
     /// Trainer.
     pub engine: Engine,
+    /// Liger's fused linear cross-entropy (torch on CUDA): the logits are
+    /// computed and dropped a chunk at a time, never held whole.
+    pub fused_loss: bool,
 }
 
 /// The estimate, in bytes, part by part.
@@ -180,9 +183,14 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         (Engine::HfCuda, true) => tokens * (m.layers as f64 * m.hidden as f64 * 2.0 + layer),
         _ => tokens * m.layers as f64 * layer,
     };
-    let logits = tokens * m.vocab as f64 * logit_bytes(req.engine);
     // Logits are counted for every token, though tuneline's loss computes
     // them only where a label is predicted: for tuneline, an upper bound.
+    // Liger's chunks hold about one hidden state's worth per token (a chunk
+    // of f32 logits, vocab / hidden tokens at a time) and its bf16 input gradient.
+    let logits = match (req.engine, req.fused_loss) {
+        (Engine::HfCuda, true) => tokens * m.hidden as f64 * (4.0 + 2.0),
+        _ => tokens * m.vocab as f64 * logit_bytes(req.engine),
+    };
     MemoryEstimate { weights, adapter, activations, logits, overhead }
 }
 
@@ -266,6 +274,7 @@ mod tests {
             gradient_checkpointing: true,
             optimizer: Optimizer::AdamW,
             engine: Engine::HfCuda,
+            fused_loss: false,
         }
     }
 
@@ -277,6 +286,18 @@ mod tests {
         let mut full = request("llama-2-7b", Quant::Bits4);
         full.gradient_checkpointing = false;
         assert!(estimate(&full).activations > 5.0 * q4.activations);
+    }
+
+    #[test]
+    fn a_fused_loss_holds_no_logits() {
+        let mut req = request("qwen2.5-7b", Quant::Bits4);
+        req.seq_len = 4096;
+        req.micro_batch = 2;
+        let whole = estimate(&req);
+        req.fused_loss = true;
+        let fused = estimate(&req);
+        assert!(whole.logits > 10.0 * GIB, "{}", whole.logits / GIB);
+        assert!(fused.logits < 0.25 * GIB, "{}", fused.logits / GIB);
     }
 
     #[test]

@@ -26,6 +26,9 @@ use crate::memory::{estimate, Engine, Fit, MemoryRequest};
 use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second};
 use crate::{GB, GIB, HOURS_PER_MONTH};
 
+/// GPUs one job trains on: one, until jobs span several GPUs.
+pub const GPUS_PER_JOB: u32 = 1;
+
 /// The guide's decision matrix: what each job phase may rent (experiment:
 /// spot allowed; validation: on-demand GPUs; delivery: on-demand CPU machines).
 pub use tuneline_core::config::Phase;
@@ -289,9 +292,11 @@ pub fn estimate_offer(
     let (tokens_per_second, capacity_gib, hardware) = match offer.gpu {
         Some(gpu) => {
             memory.engine = Engine::HfCuda;
+            // A job trains on one GPU until jobs span several: an 8-GPU box
+            // is priced whole and trains at one card's rate.
             let rate = gpu_tokens_per_second(
                 gpu,
-                offer.gpu_count,
+                GPUS_PER_JOB.min(offer.gpu_count),
                 &req.model,
                 req.seq_len,
                 req.quant,
@@ -302,6 +307,7 @@ pub fn estimate_offer(
         None => {
             memory.engine = Engine::TunelineCpu;
             memory.gradient_checkpointing = false;
+            memory.fused_loss = false;
             (
                 cpu_tokens_per_second(offer.vcpus, &req.model, req.seq_len),
                 offer.ram_gb * GB / GIB,

@@ -240,7 +240,8 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     );
     let _ = writeln!(
         out,
-        "GPU memory: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
+        "GPU memory on the torch engine{}: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
+        if m.fused_loss { " with Liger's fused cross-entropy" } else { "" },
         memory.total_gib(),
         gib(memory.weights),
         gib(memory.adapter),

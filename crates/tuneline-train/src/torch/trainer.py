@@ -107,13 +107,17 @@ class Run:
 
     def tensors(self, rows):
         """Packed rows as a padded batch: ids, labels, positions, and the
-        block-diagonal causal mask that keeps packed samples apart."""
+        block-diagonal causal mask that keeps packed samples apart (none
+        when every row is one whole sample)."""
         length = max(len(r["ids"]) for r in rows)
 
         def pad(key, fill):
             return torch.tensor([r[key] + [fill] * (length - len(r[key])) for r in rows], device=self.device)
 
         ids, labels, positions, segments = pad("ids", 0), pad("labels", -100), pad("positions", 0), pad("segments", 0)
+        if bool((segments == 1).all()):
+            # One whole sample a row: plain causal attention, SDPA's fast path.
+            return ids, labels, positions, None
         causal = torch.ones(length, length, dtype=torch.bool, device=self.device).tril()
         mask = (segments[:, :, None] == segments[:, None, :]) & causal & (segments[:, :, None] != 0)
         # A padding position attends to itself only, so no row of the mask is empty.
