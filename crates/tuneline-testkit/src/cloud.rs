@@ -225,6 +225,9 @@ impl Drop for Cloud {
         if let Some(watcher) = self.watcher.take() {
             let _ = watcher.join();
         }
+        // The metadata service's thread keeps `Inner` (and its TempDir) alive
+        // for the process's life: the machines' disks (a GiB a test) go now.
+        let _ = std::fs::remove_dir_all(self.inner.disks.path());
     }
 }
 
