@@ -45,6 +45,9 @@ pub struct Start {
     pub worker: i64,
     /// The committed step it resumes from (0: from scratch).
     pub resumed_from: u64,
+    /// The engine that trains (`native`, `torch`, `mlx`), for a training job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// How an attempt ended.

@@ -56,6 +56,9 @@ pub struct Segment {
     pub bytes_up: u64,
     /// Bytes downloaded from the store.
     pub bytes_down: u64,
+    /// The engine it trained with (`native`, `torch`, `mlx`), once its trainer started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl Segment {

@@ -19,6 +19,9 @@ pub fn print_report(global: &Global, bill: &Bill) {
         bill.jobs.iter().map(|j| format!("job {} {} {}", j.id, j.kind, j.state)).collect();
     println!("cost report for run {run} ({})", named.join(", "));
     println!("  segments            {} ({} preempted or lost)", r.segments, r.preemptions);
+    if !bill.engines.is_empty() {
+        println!("  engine              {}", bill.engines.join(", "));
+    }
     println!("  wall hours          {:.4} h billed training (GPU pool)", r.wall_hours);
     println!("  effective hours     {:.4} h computing kept steps", r.effective_hours);
     println!("  utilization         {:.1}%", r.utilization * 100.0);

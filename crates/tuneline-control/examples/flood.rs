@@ -75,7 +75,10 @@ async fn main() {
         .await
         .unwrap();
     worker.lease(registered.worker, Duration::ZERO).await.unwrap();
-    worker.start(job.id, &Start { worker: registered.worker, resumed_from: 0 }).await.unwrap();
+    worker
+        .start(job.id, &Start { worker: registered.worker, resumed_from: 0, engine: None })
+        .await
+        .unwrap();
 
     let before = admin_latencies(&admin, 200).await;
     let (rss_before, state_before) = (rss_mib(pid), state_mib(state));

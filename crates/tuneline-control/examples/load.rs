@@ -101,7 +101,10 @@ async fn main() {
                                 timed(
                                     &samples,
                                     "POST /v1/leases/{job}/start",
-                                    client.start(leased.id, &Start { worker: id, resumed_from: 0 }),
+                                    client.start(
+                                        leased.id,
+                                        &Start { worker: id, resumed_from: 0, engine: None },
+                                    ),
                                 )
                                 .await
                                 .unwrap();

@@ -104,6 +104,7 @@ mod tests {
             price_as_of: None,
             started_at: 1000.0,
             trainer_at: None,
+            engine: None,
             ended_at: None,
             start_step: None,
             max_step: None,

@@ -48,6 +48,8 @@ pub struct Bill {
     pub run: String,
     /// Its jobs billed.
     pub jobs: Vec<BilledJob>,
+    /// The engines its attempts trained with, first used first.
+    pub engines: Vec<String>,
     /// Every component of ETH.
     pub cost: CostReport,
     /// The machines its jobs ran on.
@@ -80,6 +82,15 @@ impl Bill {
                     state: j.state.as_str().into(),
                 })
                 .collect(),
+            engines: segments.iter().filter_map(|s| s.engine.clone()).fold(
+                Vec::new(),
+                |mut seen, e| {
+                    if !seen.contains(&e) {
+                        seen.push(e);
+                    }
+                    seen
+                },
+            ),
             cost: report(segments, prices, now),
             machines: machines(workers, segments, now),
         }
@@ -283,6 +294,7 @@ mod tests {
             bytes_down: 1_000_000_000,
             error: None,
             trainer_at: Some(start + 60.0),
+            engine: None,
         }
     }
 

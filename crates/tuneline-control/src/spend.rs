@@ -137,6 +137,7 @@ mod tests {
             price_as_of: None,
             started_at: now - 4.0 * 3600.0,
             trainer_at: None,
+            engine: None,
             ended_at: None,
             start_step: Some(0),
             max_step: Some(10),

@@ -287,6 +287,7 @@ fn params(spec: &JobSpec) -> Vec<Value> {
                     param("lora_r", c.lora.lora_r.to_string()),
                     param("lora_alpha", c.lora.lora_alpha.to_string()),
                     param("target_modules", c.lora.target_modules.join(",")),
+                    param("engine", c.training.engine.to_string()),
                 ]);
             }
         }

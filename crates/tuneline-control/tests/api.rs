@@ -362,7 +362,8 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
     let lease = polling.await.unwrap().unwrap();
     assert_eq!(lease.job.as_ref().map(|j| (j.id, j.state)), Some((job.id, State::Leased)));
 
-    client.start(job.id, &Start { worker: first, resumed_from: 0 }).await.unwrap();
+    let start = Start { worker: first, resumed_from: 0, engine: Some("torch".into()) };
+    client.start(job.id, &start).await.unwrap();
     let beat = Heartbeat {
         job: Some(job.id),
         step: Some(5),
@@ -380,6 +381,11 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
         (running.state, running.step, running.loss),
         (State::Running, Some(5), Some(1.5)),
         "progress is readable while it runs"
+    );
+    assert_eq!(
+        running.attempts[0].engine.as_deref(),
+        Some("torch"),
+        "the attempt names its engine"
     );
     assert_eq!(
         client.logs(job.id, 0).await.unwrap().iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
@@ -403,7 +409,7 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
     let second = client.register(&worker(2.0)).await.unwrap().worker;
     assert_eq!(client.lease(second, Duration::ZERO).await.unwrap().job.unwrap().id, job.id);
     // The last committed checkpoint was step 4: step 5 was lost.
-    client.start(job.id, &Start { worker: second, resumed_from: 4 }).await.unwrap();
+    client.start(job.id, &Start { worker: second, resumed_from: 4, engine: None }).await.unwrap();
     let last = Heartbeat {
         job: Some(job.id),
         step: Some(10),
@@ -469,7 +475,7 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     let silent = client.register(&worker(1.0)).await.unwrap().worker;
     let job = client.submit(&command_job("r")).await.unwrap();
     client.lease(silent, Duration::ZERO).await.unwrap();
-    client.start(job.id, &Start { worker: silent, resumed_from: 0 }).await.unwrap();
+    client.start(job.id, &Start { worker: silent, resumed_from: 0, engine: None }).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let requeued = client.job(job.id).await.unwrap();
     assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
@@ -487,7 +493,7 @@ async fn a_silent_worker_is_declared_lost_and_its_job_requeued() {
     // It had committed step 2 without reporting it: the next attempt resumes there, and the ledger credits the silent one.
     let next = client.register(&worker(1.0)).await.unwrap().worker;
     client.lease(next, Duration::ZERO).await.unwrap();
-    client.start(job.id, &Start { worker: next, resumed_from: 2 }).await.unwrap();
+    client.start(job.id, &Start { worker: next, resumed_from: 2, engine: None }).await.unwrap();
     let lost = &client.ledger(Some(job.id)).await.unwrap()[0];
     assert_eq!((lost.steps_computed(), lost.steps_committed(), lost.lost_steps), (2, 2, 0));
 }
@@ -568,7 +574,7 @@ async fn a_runs_curves_have_a_point_per_step_and_a_long_run_is_downsampled_in_th
         "no steps yet is an empty curve, not an error"
     );
     client.lease(worker, Duration::ZERO).await.unwrap();
-    client.start(job.id, &Start { worker, resumed_from: 0 }).await.unwrap();
+    client.start(job.id, &Start { worker, resumed_from: 0, engine: None }).await.unwrap();
     client
         .heartbeat(
             worker,

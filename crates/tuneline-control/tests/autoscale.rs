@@ -247,7 +247,7 @@ async fn idle_workers_and_unknown_instances_are_terminated() {
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     let worker = register(&shared, "i-0");
     let job = shared.db().lease(worker).unwrap().unwrap();
-    shared.db().start(job.id, worker, 0).unwrap();
+    shared.db().start(job.id, worker, 0, None).unwrap();
     // A stray instance: launched, but no worker ever registered from it.
     provider.launch(&offer()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -274,7 +274,7 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     autoscaler.pass().await;
     let worker = register(&shared, "i-0");
     shared.db().lease(worker).unwrap().unwrap();
-    shared.db().start(job.id, worker, 0).unwrap();
+    shared.db().start(job.id, worker, 0, None).unwrap();
     // The machine disappears without a word (reclaimed, crashed).
     provider.instances.lock().unwrap().clear();
     let pass = autoscaler.pass().await;
@@ -405,7 +405,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     };
     let worker = shared.db().register(&info, "").unwrap();
     shared.db().lease(worker).unwrap().unwrap();
-    shared.db().start(first, worker, 0).unwrap();
+    shared.db().start(first, worker, 0, None).unwrap();
     shared
         .db()
         .release(first, worker, tuneline_api::Outcome::Preempted, None, &Default::default())
@@ -558,7 +558,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     aws.full.lock().unwrap().clear();
     let lambda_worker = register_on(&shared, "lambda", "i-0", "gpu");
     shared.db().lease(lambda_worker).unwrap().unwrap();
-    shared.db().start(first, lambda_worker, 0).unwrap();
+    shared.db().start(first, lambda_worker, 0, None).unwrap();
     let second = shared.db().submit(&command(), 3).unwrap().id;
     assert_eq!(autoscaler.pass().await.launched, ["i-0"], "aws numbers its own instances");
     assert!(log_of(&shared, second).contains("launched gpu spot at $0.400/h on aws as i-0 (the pool's first choice; ranked 1 of 2: expected $1.00"));
@@ -566,7 +566,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     // aws reclaims it: that offer cools down on aws only, and lambda's same type takes the job.
     let aws_worker = register_on(&shared, "aws", "i-0", "gpu");
     shared.db().lease(aws_worker).unwrap().unwrap();
-    shared.db().start(second, aws_worker, 0).unwrap();
+    shared.db().start(second, aws_worker, 0, None).unwrap();
     shared
         .db()
         .release(second, aws_worker, tuneline_api::Outcome::Preempted, None, &Default::default())

@@ -38,7 +38,9 @@ async fn running(client: &Client) -> (i64, i64, Client) {
         own.lease(registered.worker, Duration::ZERO).await.unwrap().job.map(|j| j.id),
         Some(job.id)
     );
-    own.start(job.id, &Start { worker: registered.worker, resumed_from: 0 }).await.unwrap();
+    own.start(job.id, &Start { worker: registered.worker, resumed_from: 0, engine: None })
+        .await
+        .unwrap();
     (registered.worker, job.id, own)
 }
 

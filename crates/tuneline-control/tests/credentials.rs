@@ -143,8 +143,11 @@ async fn each_token_acts_only_within_its_rights_and_a_workers_token_ends_with_it
         403,
         "b cannot heartbeat as a"
     );
-    let (code, error) =
-        status(as_b.start(job.id, &Start { worker: b.worker, resumed_from: 0 }).await.unwrap_err());
+    let (code, error) = status(
+        as_b.start(job.id, &Start { worker: b.worker, resumed_from: 0, engine: None })
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(code, 403, "b's token on a job it does not hold: {error}");
     let steal = Release {
         worker: b.worker,
@@ -153,7 +156,7 @@ async fn each_token_acts_only_within_its_rights_and_a_workers_token_ends_with_it
         last: beat.clone(),
     };
     assert_eq!(status(as_b.release(job.id, &steal).await.unwrap_err()).0, 403);
-    as_a.start(job.id, &Start { worker: a.worker, resumed_from: 0 }).await.unwrap();
+    as_a.start(job.id, &Start { worker: a.worker, resumed_from: 0, engine: None }).await.unwrap();
     assert_eq!(
         as_a.ledger(Some(job.id)).await.unwrap().len(),
         1,

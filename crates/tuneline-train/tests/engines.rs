@@ -23,7 +23,7 @@ use tuneline_train::trainer::{StepLog, Trainer};
 /// the torch engine's environment (`tuneline engines setup`). Panics, saying how to get it, when absent.
 fn torch_engines() -> std::path::PathBuf {
     let engines = tuneline_testkit::cache_dir().join("engines");
-    let python = tuneline_train::torch::env::env_dir(&engines).join("bin/python");
+    let python = tuneline_train::torch::env::env_dir(&engines, false).join("bin/python");
     assert!(
         python.is_file(),
         "the torch engine's environment is not at {}: run `bash scripts/setup-test-deps.sh` (it is what `.ci/run` does first)",

@@ -26,6 +26,8 @@ const TAIL: usize = 20;
 #[derive(Default)]
 struct Progress {
     started: Option<u64>,
+    /// The engine the trainer said it trains with.
+    engine: Option<String>,
     step: Option<u64>,
     loss: Option<f64>,
     tokens: u64,
@@ -46,8 +48,9 @@ impl Progress {
         match TrainerEvent::parse(line) {
             Some(TrainerEvent::Started { step, engine, .. }) => {
                 self.started = Some(step);
-                let engine = engine.unwrap_or_else(|| "native".into());
-                self.log(&format!("training from step {step} on the {engine} engine"));
+                let named = engine.as_deref().unwrap_or("native");
+                self.log(&format!("training from step {step} on the {named} engine"));
+                self.engine = engine;
             }
             Some(TrainerEvent::Step(log)) => {
                 if self.step.is_none() {
@@ -218,10 +221,13 @@ pub(super) async fn run(
         if let Some(watcher) = watcher.as_mut() {
             upload_checkpoints(watcher, &progress, false).await;
         }
-        let resumed_from = progress.lock().unwrap_or_else(|p| p.into_inner()).started;
+        let (resumed_from, engine) = {
+            let p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            (p.started, p.engine.clone())
+        };
         if let (false, Some(step)) = (started, resumed_from) {
             started = true;
-            if let Err(e) = client.start(id, &Start { worker, resumed_from: step }).await {
+            if let Err(e) = client.start(id, &Start { worker, resumed_from: step, engine }).await {
                 tracing::warn!(
                     "job {id}: the server refused its start ({e}); stopping the trainer"
                 );
@@ -246,7 +252,8 @@ pub(super) async fn run(
     }
     let mut progress = std::mem::take(&mut *progress.lock().unwrap_or_else(|p| p.into_inner()));
     if let (false, Some(step)) = (started, progress.started) {
-        if client.start(id, &Start { worker, resumed_from: step }).await.is_err() {
+        let engine = progress.engine.clone();
+        if client.start(id, &Start { worker, resumed_from: step, engine }).await.is_err() {
             abandoned = true;
         }
     }

@@ -29,20 +29,22 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 println!("{}", serde_json::to_string_pretty(&jobs).expect("serializable"));
             } else {
                 println!(
-                    "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  RUN",
-                    "ID", "KIND", "STATE", "ATTEMPTS", "USED", "STEP"
+                    "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6} {:<7} RUN",
+                    "ID", "KIND", "STATE", "ATTEMPTS", "USED", "STEP", "ENGINE"
                 );
                 for j in &jobs {
                     let step = j.step.map_or("-".to_string(), |s| s.to_string());
                     let used = format!("{}/{}", j.attempts_used, j.max_attempts);
+                    let engine = j.attempts.iter().rev().find_map(|a| a.engine.as_deref());
                     println!(
-                        "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6}  {}",
+                        "{:>5} {:<8} {:<10} {:>8} {:>6} {:>6} {:<7} {}",
                         j.id,
                         j.spec.kind().as_str(),
                         j.state.as_str(),
                         j.attempts.len(),
                         used,
                         step,
+                        engine.unwrap_or("-"),
                         j.spec.run()
                     );
                 }

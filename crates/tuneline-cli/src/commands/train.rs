@@ -37,13 +37,18 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;
+    let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
+    let host = Host::this(gpus);
+    let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
+    // The native engine's device is checked before any data moves.
+    let native_device = match engine {
+        EngineKind::Native => Some(setup::compute_device(config.model.device)?),
+        _ => None,
+    };
     let (dataset, local) =
         fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
-    let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
-    let host = Host::this(gpus);
-    let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
     let origin = tuneline_model::Origin {
         base: tokio::task::block_in_place(|| setup::base_model(config))?,
         dataset: dataset.clone(),
@@ -85,7 +90,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
             (Box::new(engine), on)
         }
         _ => {
-            let device = setup::compute_device(config.model.device)?;
+            let device = native_device.expect("the native engine's device");
             model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
             let lora = Lora::init(
                 setup::lora_settings(config),

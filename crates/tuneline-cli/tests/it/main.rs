@@ -11,6 +11,7 @@ mod cost;
 mod dashboard;
 mod data;
 mod deliver;
+mod engines;
 mod fleet;
 mod help;
 mod hub_pull;

@@ -71,7 +71,7 @@ async fn a_server_killed_under_load_loses_nothing_and_its_workers_carry_on() {
     for (i, &id) in ids.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
         let job = client.submit(&command(i)).await.unwrap();
         assert_eq!(client.lease(id, Duration::ZERO).await.unwrap().job.map(|j| j.id), Some(job.id));
-        client.start(job.id, &Start { worker: id, resumed_from: 0 }).await.unwrap();
+        client.start(job.id, &Start { worker: id, resumed_from: 0, engine: None }).await.unwrap();
         running.insert(id, job.id);
     }
     let beats: Beats = Arc::default();

@@ -76,7 +76,7 @@ pub async fn start(
     Body(start): Body<Start>,
 ) -> Result<Json<Job>, Failure> {
     caller.acts_as(start.worker)?;
-    Ok(Json(shared.db().start(job, start.worker, start.resumed_from)?))
+    Ok(Json(shared.db().start(job, start.worker, start.resumed_from, start.engine.as_deref())?))
 }
 
 /// The worker gives its job back: succeeded, failed, or preempted (requeued).

@@ -114,7 +114,8 @@ CREATE TABLE IF NOT EXISTS segments (
     bytes_up INTEGER NOT NULL DEFAULT 0,
     bytes_down INTEGER NOT NULL DEFAULT 0,
     error TEXT,
-    trainer_at REAL
+    trainer_at REAL,
+    engine TEXT
 );
 CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
 CREATE TABLE IF NOT EXISTS logs (
@@ -145,6 +146,10 @@ impl Db {
         // Databases from before attempts kept when their trainer started.
         if conn.prepare("SELECT trainer_at FROM segments LIMIT 0").is_err() {
             conn.execute_batch("ALTER TABLE segments ADD COLUMN trainer_at REAL")?;
+        }
+        // Databases from before attempts named their engine.
+        if conn.prepare("SELECT engine FROM segments LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE segments ADD COLUMN engine TEXT")?;
         }
         // Databases from before a job's stored log was bounded.
         if conn.prepare("SELECT log_bytes FROM jobs LIMIT 0").is_err() {

@@ -159,17 +159,24 @@ impl Db {
         Ok(Some(leased))
     }
 
-    /// Worker `worker` starts job `job` from committed step `resumed_from`.
+    /// Worker `worker` starts job `job` from committed step `resumed_from`,
+    /// training on `engine` (a training job).
     /// The job's previous attempt lost the steps it finished past that one,
     /// and finished at least the steps up to it: a worker killed between
     /// committing a checkpoint and reporting its step did the work all the same.
-    pub fn start(&mut self, job: i64, worker: i64, resumed_from: u64) -> Result<Job, DbError> {
+    pub fn start(
+        &mut self,
+        job: i64,
+        worker: i64,
+        resumed_from: u64,
+        engine: Option<&str>,
+    ) -> Result<Job, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         holder(&get(&tx, job)?, worker)?;
         let started = transition(&tx, job, &Event::Started)?;
         tx.execute(
-            "UPDATE segments SET start_step = ?3, max_step = ?3, trainer_at = ?4 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
-            params![job, worker, resumed_from, now()],
+            "UPDATE segments SET start_step = ?3, max_step = ?3, trainer_at = ?4, engine = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            params![job, worker, resumed_from, now(), engine],
         )?;
         tx.execute(
             "UPDATE segments SET lost_steps = max(0, coalesce(max_step, 0) - ?2), max_step = max(coalesce(max_step, 0), ?2)

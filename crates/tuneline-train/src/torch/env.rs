@@ -4,7 +4,10 @@
 //! `uv pip compile --universal --generate-hashes` from `requirements.in`).
 //! It lives in `<engines>/torch-<lock hash>/`, built aside and renamed into
 //! place when complete, so a warm start installs nothing and an interrupted
-//! install is never taken for a finished one. uv installs it: the same
+//! install is never taken for a finished one. On an image that has PyTorch
+//! already (the PyTorch CUDA images), the environment sees the image's own
+//! torch (`--system-site-packages`) and installs the rest of the lock only:
+//! `<engines>/torch-<lock hash>-image/`. uv installs it: the same
 //! wheels take it seconds where pip takes minutes (`bench/remote.sh`).
 
 use std::path::{Path, PathBuf};
@@ -35,10 +38,51 @@ pub fn engines_dir(cache: &Path) -> PathBuf {
         .unwrap_or_else(|| cache.join("engines"))
 }
 
-/// The environment's directory under `engines`: named by the lock's hash.
-pub fn env_dir(engines: &Path) -> PathBuf {
+/// The oldest PyTorch of an image that the environment uses instead of its own.
+pub const MIN_IMAGE_TORCH: (u32, u32) = (2, 6);
+
+/// The environment's directory under `engines`, named by the lock's hash:
+/// with the lock's own torch, or (`image`) with the image's.
+pub fn env_dir(engines: &Path, image: bool) -> PathBuf {
     let hash = hex::encode(Sha256::digest(LOCK.as_bytes()));
-    engines.join(format!("torch-{}", &hash[..12]))
+    let suffix = if image { "-image" } else { "" };
+    engines.join(format!("torch-{}{suffix}", &hash[..12]))
+}
+
+/// Whether `name` (a lock entry's package) is PyTorch's own stack, which an image provides.
+fn image_provides(name: &str) -> bool {
+    name == "torch" || name == "triton" || name.starts_with("nvidia-") || name.starts_with("cuda-")
+}
+
+/// The lock without the packages an image's PyTorch provides. An entry is a
+/// `name==version` line and its indented `--hash` lines.
+pub fn lock_without_torch(lock: &str) -> String {
+    let mut out = String::new();
+    let mut keep = true;
+    for line in lock.lines() {
+        if !line.starts_with([' ', '#']) && !line.is_empty() {
+            keep = !image_provides(line.split("==").next().unwrap_or_default().trim());
+        }
+        if keep || line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The image's PyTorch version when `base` imports one at least [`MIN_IMAGE_TORCH`].
+fn image_torch(base: &Path) -> Option<String> {
+    let out = Command::new(base)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut parts = version.split(['.', '+']).map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next()??, parts.next()??);
+    ((major, minor) >= MIN_IMAGE_TORCH).then_some(version)
 }
 
 /// The Python that makes the environment: `TUNELINE_PYTHON`, else `python3`.
@@ -48,34 +92,54 @@ fn base_python() -> PathBuf {
 
 /// The environment's Python, the environment made first when it is not there.
 pub fn ensure(engines: &Path) -> Result<PathBuf, EngineError> {
-    let dir = env_dir(engines);
-    let python = dir.join("bin/python");
-    if python.exists() {
-        return Ok(python);
+    for image in [true, false] {
+        let python = env_dir(engines, image).join("bin/python");
+        if python.exists() {
+            return Ok(python);
+        }
     }
     let base = base_python();
     check_python(&base)?;
+    let image = image_torch(&base);
+    let dir = env_dir(engines, image.is_some());
+    let python = dir.join("bin/python");
     std::fs::create_dir_all(engines)?;
     let uv = uv(engines, &base)?;
     let partial = engines.join(format!(".{}.partial-{}", file_name(&dir), std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
-    tracing::info!("making the torch engine's environment in {} (once per machine)", dir.display());
-    run(
-        Command::new(&uv).arg("venv").arg("--quiet").arg("-p").arg(&base).arg(&partial),
-        "uv venv",
-    )?;
-    let lock = engines.join(format!(".{}.lock-{}", file_name(&dir), std::process::id()));
-    std::fs::write(&lock, LOCK)?;
+    let mut venv = Command::new(&uv);
+    venv.arg("venv").arg("--quiet").arg("-p").arg(&base).arg(&partial);
+    let mut install = Command::new(&uv);
+    install.args(["pip", "install", "--quiet", "--require-hashes"]);
+    let lock = match &image {
+        Some(version) => {
+            tracing::info!("making the torch engine's environment in {} over the image's torch {version} (once per machine)", dir.display());
+            venv.arg("--system-site-packages");
+            // The lock is complete: nothing else is resolved, so nothing replaces the image's torch.
+            install.arg("--no-deps");
+            lock_without_torch(LOCK)
+        }
+        None => {
+            tracing::info!(
+                "making the torch engine's environment in {} (once per machine)",
+                dir.display()
+            );
+            LOCK.to_string()
+        }
+    };
+    run(&mut venv, "uv venv")?;
+    let file = engines.join(format!(".{}.lock-{}", file_name(&dir), std::process::id()));
+    std::fs::write(&file, lock)?;
     let installed = run(
-        Command::new(&uv)
-            .args(["pip", "install", "--quiet", "--require-hashes", "-r"])
-            .arg(&lock)
+        install
+            .arg("-r")
+            .arg(&file)
             .arg("-p")
             .arg(partial.join("bin/python"))
             .env("UV_CACHE_DIR", engines.join("uv-cache")),
         "installing the torch engine's packages",
     );
-    let _ = std::fs::remove_file(&lock);
+    let _ = std::fs::remove_file(&file);
     installed?;
     match std::fs::rename(&partial, &dir) {
         Ok(()) => Ok(python),
@@ -146,4 +210,30 @@ fn run(command: &mut Command, what: &str) -> Result<(), EngineError> {
     let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     Err(EngineError::Infra(format!("{what} failed ({}):\n{}", out.status, tail.join("\n"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_an_images_torch_the_lock_keeps_everything_but_torchs_own_stack() {
+        let rest = lock_without_torch(LOCK);
+        let names: Vec<&str> = rest
+            .lines()
+            .filter(|l| !l.starts_with([' ', '#']) && !l.is_empty())
+            .map(|l| l.split("==").next().unwrap())
+            .collect();
+        for kept in
+            ["transformers", "peft", "accelerate", "bitsandbytes", "liger-kernel", "safetensors"]
+        {
+            assert!(names.contains(&kept), "{kept} missing: {names:?}");
+        }
+        assert!(!names.iter().any(|n| image_provides(n)), "{names:?}");
+        assert!(LOCK.contains("\ntorch==") && LOCK.contains("nvidia-cublas"));
+        // Every kept entry keeps its hashes.
+        assert!(
+            rest.lines().filter(|l| l.trim_start().starts_with("--hash")).count() > names.len()
+        );
+    }
 }

@@ -71,7 +71,8 @@ export function timeline(attempts, now) {
     const top = PAD / 2 + i * lane;
     const outcome = a.outcome ?? "running";
     const kept = keptSteps(a);
-    add("text", { class: "steps", x: 4, y: top + 16 }, `worker ${a.worker}: ${outcome}, ${kept} kept, ${a.lost_steps} lost`);
+    const engine = a.engine ? ` on ${a.engine}` : "";
+    add("text", { class: "steps", x: 4, y: top + 16 }, `worker ${a.worker}${engine}: ${outcome}, ${kept} kept, ${a.lost_steps} lost`);
     const rect = add("rect", { class: `attempt outcome-${outcome}`, x: x(a.started_at), y: top + 4, width: Math.max(2, x(end(a)) - x(a.started_at)), height: lane - 10, "data-outcome": outcome });
     rect.append(Object.assign(document.createElementNS(NS, "title"), { textContent: `${outcome}: ${kept} steps kept, ${a.lost_steps} lost` }));
     if (a.trainer_at != null || a.ended_at != null) {
