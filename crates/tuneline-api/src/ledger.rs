@@ -62,6 +62,17 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The engines `segments` trained with, each once, first used first.
+    pub fn engines<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for engine in segments.into_iter().filter_map(|s| s.engine.as_ref()) {
+            if !seen.contains(engine) {
+                seen.push(engine.clone());
+            }
+        }
+        seen
+    }
+
     /// Seconds it was billed: from the lease to its end, or to `now` while it runs.
     pub fn wall_s(&self, now: f64) -> f64 {
         (self.ended_at.unwrap_or(now) - self.started_at).max(0.0)

@@ -82,15 +82,7 @@ impl Bill {
                     state: j.state.as_str().into(),
                 })
                 .collect(),
-            engines: segments.iter().filter_map(|s| s.engine.clone()).fold(
-                Vec::new(),
-                |mut seen, e| {
-                    if !seen.contains(&e) {
-                        seen.push(e);
-                    }
-                    seen
-                },
-            ),
+            engines: Segment::engines(segments),
             cost: report(segments, prices, now),
             machines: machines(workers, segments, now),
         }

@@ -225,6 +225,11 @@ impl Mirror {
         let path = |p: String| format!("{}/{p}", self.store);
         let kind = job.spec.kind().as_str();
         let mut tags = vec![tag(&format!("{kind}.state"), job.state.as_str().to_string())];
+        // The engines its attempts trained with, as `auto` resolved on each worker.
+        let engines = tuneline_api::Segment::engines(&job.attempts);
+        if !engines.is_empty() {
+            tags.push(tag("engine", engines.join(",")));
+        }
         if job.state != State::Succeeded {
             return tags;
         }

@@ -80,6 +80,8 @@ fn a_trained_run_appears_in_mlflow_with_its_params_a_loss_per_step_and_its_check
     );
     assert!(value(&params, "dataset").starts_with("datasets/support/"), "{params:?}");
     assert_eq!(value(&tags, "tuneline.train.state"), "succeeded");
+    assert_eq!(value(&params, "engine"), "auto", "the engine the config names");
+    assert_eq!(value(&tags, "tuneline.engine"), "native", "and the one `auto` resolved to");
     assert!(
         value(&tags, "tuneline.checkpoint").ends_with(&format!("runs/{run}/checkpoints/2")),
         "{tags:?}"
