@@ -94,6 +94,9 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
     serde_path_to_error::deserialize(value).map_err(|e| field_error(e, "body"))
 }
 
+/// 2^63: the first float past `int64`.
+const INT64_END: f64 = 9_223_372_036_854_775_808.0;
+
 /// Rewrites integral floats in `value` as integers, and refuses integers past
 /// `int64`, naming the field at `path`.
 fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Failure> {
@@ -107,8 +110,9 @@ fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Fail
             ))
         }
         Value::Number(n) => {
+            // Every float from 2^53 up is integral, and exact: those below 2^63 fit int64 as they are.
             if let Some(f) =
-                n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15)
+                n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < INT64_END)
             {
                 *value = Value::from(f as i64);
             }
@@ -176,5 +180,24 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
             Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "route has no path parameter")
         })?;
         value.parse().map(PathId).map_err(|_| Failure::bad(name, format!("{name}: `{value}` is not an id; ids are integers, as `tuneline jobs ls` shows them")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Counts {
+        a: u64,
+        b: i64,
+    }
+
+    #[test]
+    fn an_integral_float_is_the_integer_it_writes_up_to_int64() {
+        let c: Counts = decode(br#"{"a": 9007199254740992.0, "b": -1e17}"#).ok().unwrap();
+        assert_eq!((c.a, c.b), (1 << 53, -100_000_000_000_000_000));
+        assert!(decode::<Counts>(br#"{"a": 1.5, "b": 0}"#).is_err());
+        assert!(decode::<Counts>(br#"{"a": 1e19, "b": 0}"#).is_err());
     }
 }
