@@ -22,7 +22,7 @@
 #                          examples/github-actions against the Actions workflow schema, and
 #                          playwright-core, which drives the dashboard's browser tests
 #   (system)               Debian's chromium, the browser those tests drive headless
-#   engines/               the torch engine's environment (`tuneline engines setup`), for the engine tests
+#   engines/               the torch and mlx engines' environments (`tuneline engines setup`), for the engine tests
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -206,10 +206,13 @@ if ! grep -q "\"version\": \"$playwright_version\"" "$cache/npm/node_modules/pla
 fi
 echo "setup: $(/usr/bin/chromium --version 2>/dev/null), playwright-core $playwright_version"
 
-# The torch engine's environment (torch, transformers, peft, bitsandbytes,
-# liger-kernel: pinned and hash-checked, 5.6 GB), made by tuneline itself as a
-# worker would, once per machine, under the cache the tests read. A warm run
+# The Python engines' environments (torch: torch, transformers, peft,
+# bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, 0.3 GB;
+# pinned and hash-checked), made by tuneline itself as a worker would, once
+# per machine, under the cache the tests read. A warm run
 # only builds the CLI, which the tests build anyway.
 engines="$cache/engines"
-echo "setup: the torch engine's environment in $engines"
-TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup
+for engine in torch mlx; do
+  echo "setup: the $engine engine's environment in $engines"
+  TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine"
+done

@@ -89,7 +89,7 @@ pub enum Command {
     Deliver(DeliverArgs),
     /// Deliver a directory of exports: to the store as models/<name>/<version>/ with a model card, to an OCI registry as an Ollama model, or to the Hugging Face Hub
     Push(PushArgs),
-    /// The training engines' environments: make the torch engine's pinned Python environment ahead of the first job
+    /// The training engines' environments: make a Python engine's pinned environment ahead of the first job
     #[command(subcommand)]
     Engines(EnginesCommand),
 }
@@ -97,8 +97,11 @@ pub enum Command {
 /// `tuneline engines ...`.
 #[derive(Debug, Subcommand)]
 pub enum EnginesCommand {
-    /// Make the torch engine's environment (pinned, hash-checked wheels; once per machine) and print its Python
+    /// Make a Python engine's environment (pinned, hash-checked wheels; once per machine) and print its Python
     Setup {
+        /// The engine whose environment to make
+        #[arg(long, default_value = "torch", value_parser = ["torch", "mlx"])]
+        engine: String,
         /// Where the environment goes when there is no home directory: <DIR>/engines [default: TUNELINE_ENGINES_DIR, else
         /// ~/.cache/tuneline/engines]
         #[arg(long, value_name = "DIR")]

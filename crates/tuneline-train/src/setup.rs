@@ -8,7 +8,7 @@ use std::path::Path;
 
 use candle_core::Device;
 use sha2::{Digest, Sha256};
-use tuneline_core::config::{ComputeDevice, Config, Host, SaveSteps};
+use tuneline_core::config::{ComputeDevice, Config, Engine, Host, SaveSteps};
 use tuneline_core::{dataset, layout};
 use tuneline_cost::config_job;
 use tuneline_cost::models::ModelShape;
@@ -58,14 +58,23 @@ pub fn compute_device(choice: ComputeDevice) -> Result<Device, SetupError> {
     }
 }
 
-/// The device the torch engine trains on: `[model] device`, `auto` being
-/// the first CUDA GPU when `host` has one.
-pub fn torch_device(choice: ComputeDevice, host: &Host) -> String {
-    match choice {
-        ComputeDevice::Auto if host.cuda_gpus > 0 => "cuda:0".into(),
-        ComputeDevice::Auto | ComputeDevice::Cpu => "cpu".into(),
-        ComputeDevice::Cuda(n) => format!("cuda:{n}"),
-    }
+/// The device a Python engine's program trains on, as it names it: for
+/// torch, `[model] device` (`auto` being the first CUDA GPU when `host` has
+/// one); for mlx, Metal (`gpu`) on Apple Silicon unless `device = "cpu"`.
+pub fn program_device(
+    engine: Engine,
+    choice: ComputeDevice,
+    host: &Host,
+) -> Result<String, SetupError> {
+    let apple = host.os == "macos" && host.arch == "aarch64";
+    Ok(match (engine, choice) {
+        (Engine::Mlx, ComputeDevice::Cuda(n)) => return Err(SetupError::Input(format!("model.device = \"cuda:{n}\" with engine = \"mlx\", which runs on Metal or the CPU: set model.device = \"auto\" (or \"cpu\"), or use engine = \"torch\""))),
+        (Engine::Mlx, ComputeDevice::Auto) if apple => "gpu".into(),
+        (Engine::Mlx, _) => "cpu".into(),
+        (_, ComputeDevice::Auto) if host.cuda_gpus > 0 => "cuda:0".into(),
+        (_, ComputeDevice::Auto | ComputeDevice::Cpu) => "cpu".into(),
+        (_, ComputeDevice::Cuda(n)) => format!("cuda:{n}"),
+    })
 }
 
 /// Loads `[model] path` onto `device`, quantized or dense as `[model] quantized_base` says.

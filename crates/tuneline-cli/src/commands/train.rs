@@ -14,7 +14,8 @@ use tuneline_model::llama::Lora;
 use tuneline_train::engine::Engine;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
 use tuneline_train::setup;
-use tuneline_train::torch;
+use tuneline_train::program;
+use tuneline_train::pyenv::engines_dir;
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, TrainArgs};
@@ -79,13 +80,13 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     };
     let model;
     let (mut trainer, on): (Box<dyn Engine>, String) = match engine {
-        EngineKind::Torch => {
-            let work = spec.work.join("torch");
-            let device = setup::torch_device(config.model.device, &host);
+        EngineKind::Torch | EngineKind::Mlx => {
+            let work = spec.work.join(engine.as_str());
+            let device = setup::program_device(engine, config.model.device, &host)?;
             let on = device.clone();
-            let engines = torch::env::engines_dir(&cache);
+            let engines = engines_dir(&cache);
             let engine = tokio::task::block_in_place(|| {
-                torch::launch(config, settings, train_rows, &engines, &work, device)
+                program::launch(engine, config, settings, train_rows, &engines, &work, device)
             })?;
             (Box::new(engine), on)
         }

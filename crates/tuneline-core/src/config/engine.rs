@@ -120,11 +120,8 @@ pub fn engine_for(config: &Config, named: Option<Engine>, host: &Host) -> Result
     if engine == Engine::Mlx && gpus > 0 {
         return Err(format!("[training] engine = \"mlx\" on a worker with {gpus} CUDA GPU(s), which mlx cannot use: use engine = \"torch\" (or \"auto\") on CUDA workers"));
     }
-    if engine == Engine::Mlx {
-        return Err(
-            "[training] engine = \"mlx\" is not in this build yet: use \"native\" or \"torch\""
-                .into(),
-        );
+    if engine == Engine::Mlx && host.os == "macos" && host.arch != "aarch64" {
+        return Err(format!("[training] engine = \"mlx\" on a {} Mac, for which mlx ships no build: use engine = \"native\" (or \"auto\")", host.arch));
     }
     match unsupported(engine, config).into_iter().next() {
         Some((field, message)) => Err(format!("`{field}` {message}")),
@@ -171,11 +168,6 @@ pub fn unsupported(engine: Engine, c: &Config) -> Vec<(String, String)> {
                 "mlx has \"adamw_torch\" (mlx.optimizers.AdamW) only",
             );
             refuse("training.fp16", t.fp16, "use bf16 = true, or neither");
-            refuse(
-                "training.gradient_checkpointing",
-                t.gradient_checkpointing,
-                "mlx-lm's `grad_checkpoint` is not driven by tuneline yet: set it to false",
-            );
             refuse("model.load_in_4bit", c.model.load_in_4bit, "bitsandbytes is CUDA's; on mlx, quantize the base with mlx_lm.convert -q and name that directory");
             refuse("model.quantized_base", c.model.quantized_base, "it is the native engine's");
         }

@@ -159,13 +159,12 @@ class Run:
 
     def eval(self, request):
         self.model.eval()
-        total, counted = 0.0, 0
+        total = 0.0
         with torch.no_grad():
             for batch in request["batches"]:
-                n = batch["counted"]
-                total += self.loss(batch["rows"], n).item() * n
-                counted += n
+                total += self.loss(batch["rows"], 1).item()
         self.model.train()
+        counted = sum(batch["counted"] for batch in request["batches"])
         return {"loss": total / counted if counted else float("nan")}
 
     def save(self, request):

@@ -1,4 +1,4 @@
-//! The base model as transformers loads it: a Hugging Face directory as it
+//! The base model as transformers and mlx-lm load it: a Hugging Face directory as it
 //! is, or a GGUF dequantized once into one (f32 safetensors, with its
 //! tokenizer), kept under the engines' directory by the GGUF's hash so
 //! every later run on the machine starts at once. bitsandbytes quantizes it
@@ -23,7 +23,7 @@ pub fn hf_base(path: &Path, base: &BaseModel, engines: &Path) -> Result<PathBuf,
                 return Ok(out);
             }
             tracing::info!(
-                "dequantizing {} once for the torch engine, into {}",
+                "dequantizing {} once for the Python engines, into {}",
                 file.display(),
                 out.display()
             );

@@ -1,14 +1,14 @@
-//! The torch engine's Python environment, made once per machine: pinned
-//! torch, transformers, peft, accelerate, bitsandbytes and liger-kernel,
-//! every wheel checked against the hash in `requirements.lock` (compiled by
-//! `uv pip compile --universal --generate-hashes` from `requirements.in`).
-//! It lives in `<engines>/torch-<lock hash>/`, built aside and renamed into
-//! place when complete, so a warm start installs nothing and an interrupted
-//! install is never taken for a finished one. On an image that has PyTorch
-//! already (the PyTorch CUDA images), the environment sees the image's own
-//! torch (`--system-site-packages`) and installs the rest of the lock only:
-//! `<engines>/torch-<lock hash>-image/`. uv installs it: the same
-//! wheels take it seconds where pip takes minutes (`bench/remote.sh`).
+//! A Python engine's environment, made once per machine from the engine's
+//! pinned lock, every wheel checked against its hash (the locks are compiled
+//! by `uv pip compile --universal --generate-hashes` from each engine's
+//! `requirements.in`). It lives in `<engines>/<engine>-<lock hash>/`, built
+//! aside and renamed into place when complete, so a warm start installs
+//! nothing and an interrupted install is never taken for a finished one. On
+//! an image that has PyTorch already (the PyTorch CUDA images), the torch
+//! engine's environment sees the image's own torch (`--system-site-packages`)
+//! and installs the rest of its lock only: `<engines>/torch-<lock hash>-image/`.
+//! uv installs it: the same wheels take it seconds where pip takes minutes
+//! (`bench/engine_setup.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,8 +17,16 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::EngineError;
 
-/// The pinned, hashed requirements, as the binary carries them.
-pub const LOCK: &str = include_str!("requirements.lock");
+/// An engine's pinned, hashed requirements, as the binary carries them.
+#[derive(Debug, Clone, Copy)]
+pub struct Lock {
+    /// The engine's name, which names its environment.
+    pub engine: &'static str,
+    /// `requirements.lock`'s text.
+    pub text: &'static str,
+    /// Whether an image's own PyTorch stands in for the lock's.
+    pub over_image_torch: bool,
+}
 
 /// The uv release that installs the environment (from PyPI).
 pub const UV_VERSION: &str = "0.13.9";
@@ -41,12 +49,12 @@ pub fn engines_dir(cache: &Path) -> PathBuf {
 /// The oldest PyTorch of an image that the environment uses instead of its own.
 pub const MIN_IMAGE_TORCH: (u32, u32) = (2, 6);
 
-/// The environment's directory under `engines`, named by the lock's hash:
-/// with the lock's own torch, or (`image`) with the image's.
-pub fn env_dir(engines: &Path, image: bool) -> PathBuf {
-    let hash = hex::encode(Sha256::digest(LOCK.as_bytes()));
+/// `lock`'s environment directory under `engines`, named by the lock's
+/// hash: with the lock's own torch, or (`image`) with the image's.
+pub fn env_dir(engines: &Path, lock: &Lock, image: bool) -> PathBuf {
+    let hash = hex::encode(Sha256::digest(lock.text.as_bytes()));
     let suffix = if image { "-image" } else { "" };
-    engines.join(format!("torch-{}{suffix}", &hash[..12]))
+    engines.join(format!("{}-{}{suffix}", lock.engine, &hash[..12]))
 }
 
 /// Whether `name` (a lock entry's package) is PyTorch's own stack, which an image provides.
@@ -90,18 +98,19 @@ fn base_python() -> PathBuf {
     std::env::var_os("TUNELINE_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)
 }
 
-/// The environment's Python, the environment made first when it is not there.
-pub fn ensure(engines: &Path) -> Result<PathBuf, EngineError> {
+/// The Python of `lock`'s environment, the environment made first when it is not there.
+pub fn ensure(engines: &Path, lock: &Lock) -> Result<PathBuf, EngineError> {
     for image in [true, false] {
-        let python = env_dir(engines, image).join("bin/python");
+        let python = env_dir(engines, lock, image).join("bin/python");
         if python.exists() {
             return Ok(python);
         }
     }
     let base = base_python();
-    check_python(&base)?;
-    let image = image_torch(&base);
-    let dir = env_dir(engines, image.is_some());
+    check_python(&base, lock.engine)?;
+    let image = if lock.over_image_torch { image_torch(&base) } else { None };
+    let dir = env_dir(engines, lock, image.is_some());
+    let name = lock.engine;
     let python = dir.join("bin/python");
     std::fs::create_dir_all(engines)?;
     let uv = uv(engines, &base)?;
@@ -111,25 +120,25 @@ pub fn ensure(engines: &Path) -> Result<PathBuf, EngineError> {
     venv.arg("venv").arg("--quiet").arg("-p").arg(&base).arg(&partial);
     let mut install = Command::new(&uv);
     install.args(["pip", "install", "--quiet", "--require-hashes"]);
-    let lock = match &image {
+    let requirements = match &image {
         Some(version) => {
-            tracing::info!("making the torch engine's environment in {} over the image's torch {version} (once per machine)", dir.display());
+            tracing::info!("making the {name} engine's environment in {} over the image's torch {version} (once per machine)", dir.display());
             venv.arg("--system-site-packages");
             // The lock is complete: nothing else is resolved, so nothing replaces the image's torch.
             install.arg("--no-deps");
-            lock_without_torch(LOCK)
+            lock_without_torch(lock.text)
         }
         None => {
             tracing::info!(
-                "making the torch engine's environment in {} (once per machine)",
+                "making the {name} engine's environment in {} (once per machine)",
                 dir.display()
             );
-            LOCK.to_string()
+            lock.text.to_string()
         }
     };
     run(&mut venv, "uv venv")?;
     let file = engines.join(format!(".{}.lock-{}", file_name(&dir), std::process::id()));
-    std::fs::write(&file, lock)?;
+    std::fs::write(&file, requirements)?;
     let installed = run(
         install
             .arg("-r")
@@ -137,7 +146,7 @@ pub fn ensure(engines: &Path) -> Result<PathBuf, EngineError> {
             .arg("-p")
             .arg(partial.join("bin/python"))
             .env("UV_CACHE_DIR", engines.join("uv-cache")),
-        "installing the torch engine's packages",
+        &format!("installing the {name} engine's packages"),
     );
     let _ = std::fs::remove_file(&file);
     installed?;
@@ -157,7 +166,7 @@ fn file_name(dir: &Path) -> String {
 }
 
 /// Refuses a missing or too old Python: a worker without one cannot run the engine.
-fn check_python(base: &Path) -> Result<(), EngineError> {
+fn check_python(base: &Path, engine: &str) -> Result<(), EngineError> {
     let out = Command::new(base)
         .args(["-c", "import sys; print(sys.version_info[0], sys.version_info[1])"])
         .output();
@@ -169,8 +178,8 @@ fn check_python(base: &Path) -> Result<(), EngineError> {
     });
     match version {
         Some(v) if v >= MIN_PYTHON => Ok(()),
-        Some((major, minor)) => Err(EngineError::Input(format!("the torch engine needs Python {want_major}.{want_minor} or later, and {} is {major}.{minor}; install a newer Python on the worker (or set TUNELINE_PYTHON to one), or use engine = \"native\"", base.display()))),
-        None => Err(EngineError::Input(format!("the torch engine needs Python {want_major}.{want_minor} or later, and this worker has none (`{}` does not run); install one (or set TUNELINE_PYTHON), or use engine = \"native\"", base.display()))),
+        Some((major, minor)) => Err(EngineError::Input(format!("the {engine} engine needs Python {want_major}.{want_minor} or later, and {} is {major}.{minor}; install a newer Python on the worker (or set TUNELINE_PYTHON to one), or use engine = \"native\"", base.display()))),
+        None => Err(EngineError::Input(format!("the {engine} engine needs Python {want_major}.{want_minor} or later, and this worker has none (`{}` does not run); install one (or set TUNELINE_PYTHON), or use engine = \"native\"", base.display()))),
     }
 }
 
@@ -218,7 +227,8 @@ mod tests {
 
     #[test]
     fn over_an_images_torch_the_lock_keeps_everything_but_torchs_own_stack() {
-        let rest = lock_without_torch(LOCK);
+        let lock = crate::torch::LOCK.text;
+        let rest = lock_without_torch(lock);
         let names: Vec<&str> = rest
             .lines()
             .filter(|l| !l.starts_with([' ', '#']) && !l.is_empty())
@@ -230,7 +240,7 @@ mod tests {
             assert!(names.contains(&kept), "{kept} missing: {names:?}");
         }
         assert!(!names.iter().any(|n| image_provides(n)), "{names:?}");
-        assert!(LOCK.contains("\ntorch==") && LOCK.contains("nvidia-cublas"));
+        assert!(lock.contains("\ntorch==") && lock.contains("nvidia-cublas"));
         // Every kept entry keeps its hashes.
         assert!(
             rest.lines().filter(|l| l.trim_start().starts_with("--hash")).count() > names.len()

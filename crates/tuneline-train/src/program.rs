@@ -1,0 +1,357 @@
+//! The Python engines (`torch`, `mlx`): the engine's program, embedded in
+//! the binary, runs as a child in its pinned environment and is driven one
+//! JSON request a line (see `torch/trainer.py`'s doc; both programs answer
+//! the same requests). tuneline keeps the data order, the learning rate,
+//! `trainer_state.json` and the commits; the program keeps the model, the
+//! adapter and the optimizer. Every engine starts from the adapter tuneline
+//! initializes, so the same seed gives the same run on any of them.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device};
+use serde_json::{json, Value};
+use tuneline_core::config::{Config, Engine as EngineKind};
+use tuneline_model::llama::{Llama, Lora};
+use tuneline_model::BaseModel;
+
+use crate::batches::{Batches, Cursor};
+use crate::checkpoint::{read_state, write_state};
+use crate::engine::{Engine, EngineError};
+use crate::pyenv::{self, Lock};
+use crate::rows::Row;
+use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
+use crate::{hf_base, mlx, torch};
+
+/// A Python engine: its program and its environment.
+pub struct Program {
+    /// Which engine it is.
+    pub kind: EngineKind,
+    /// The program's source, as the binary carries it.
+    pub trainer: &'static str,
+    /// Its environment's pinned packages.
+    pub lock: Lock,
+    /// The variables the program runs with, given its environment's Python.
+    pub child_env: fn(&Path) -> Result<Vec<(String, OsString)>, EngineError>,
+}
+
+impl Program {
+    /// The program of a Python engine; `None` for the native one.
+    pub fn of(kind: EngineKind) -> Option<&'static Program> {
+        match kind {
+            EngineKind::Torch => Some(&torch::PROGRAM),
+            EngineKind::Mlx => Some(&mlx::PROGRAM),
+            EngineKind::Native | EngineKind::Auto => None,
+        }
+    }
+
+    /// The environment's Python, the environment made first (once per
+    /// machine, in `engines`: [`pyenv::engines_dir`]) when it is not there.
+    pub fn ensure_env(&self, engines: &Path) -> Result<PathBuf, EngineError> {
+        let python = pyenv::ensure(engines, &self.lock)?;
+        (self.child_env)(&python)?;
+        Ok(python)
+    }
+}
+
+/// Where the run's engine starts from.
+pub struct ProgramStart<'a> {
+    /// The engine.
+    pub program: &'static Program,
+    /// The environment's Python.
+    pub python: &'a Path,
+    /// The base model as a Hugging Face directory.
+    pub base: &'a Path,
+    /// The adapter to start from (tuneline's initialization).
+    pub adapter: &'a Path,
+    /// A directory for the program's file.
+    pub work: &'a Path,
+    /// The device as the program names it: `cpu`, `cuda:N` (torch), `gpu` (mlx).
+    pub device: String,
+}
+
+/// A LoRA run on a Python engine.
+pub struct ProgramEngine {
+    kind: EngineKind,
+    child: Child,
+    requests: ChildStdin,
+    answers: BufReader<ChildStdout>,
+    settings: TrainSettings,
+    batches: Batches,
+    progress: Progress,
+    last_step_time: Option<Duration>,
+}
+
+impl ProgramEngine {
+    /// Starts the program on `start` and loads the model for `config`'s run
+    /// of `settings` over `rows`.
+    pub fn start(
+        start: &ProgramStart,
+        config: &Config,
+        settings: TrainSettings,
+        rows: Vec<Row>,
+    ) -> Result<Self, EngineError> {
+        let kind = start.program.kind;
+        let program = start.work.join(format!("tuneline_{kind}_trainer.py"));
+        std::fs::create_dir_all(start.work)?;
+        std::fs::write(&program, start.program.trainer)?;
+        let mut child = Command::new(start.python)
+            .arg("-u")
+            .arg(&program)
+            .envs((start.program.child_env)(start.python)?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                EngineError::Infra(format!("cannot run {}: {e}", start.python.display()))
+            })?;
+        let requests = child.stdin.take().expect("piped");
+        let answers = BufReader::new(child.stdout.take().expect("piped"));
+        let batches = Batches::new(rows, settings.seed);
+        let mut engine = Self {
+            kind,
+            child,
+            requests,
+            answers,
+            settings,
+            batches,
+            progress: Progress::default(),
+            last_step_time: None,
+        };
+        let ready = engine.call(init(start, config, &engine.settings))?;
+        tracing::info!("{kind} engine ready: {ready}");
+        Ok(engine)
+    }
+
+    /// Sends one request and reads its answer.
+    fn call(&mut self, request: Value) -> Result<Value, EngineError> {
+        let op = request["op"].as_str().unwrap_or("?").to_string();
+        let kind = self.kind;
+        let gone = |this: &mut Self, why: String| {
+            let status = this.child.wait().map(|s| s.to_string()).unwrap_or_default();
+            EngineError::Infra(format!("the {kind} engine stopped during `{op}` ({why}; {status}); its error is above in the log"))
+        };
+        let mut line = request.to_string();
+        line.push('\n');
+        if let Err(e) =
+            self.requests.write_all(line.as_bytes()).and_then(|()| self.requests.flush())
+        {
+            return Err(gone(self, e.to_string()));
+        }
+        let mut answer = String::new();
+        match self.answers.read_line(&mut answer) {
+            Ok(0) => return Err(gone(self, "no answer".into())),
+            Err(e) => return Err(gone(self, e.to_string())),
+            Ok(_) => {}
+        }
+        let answer: Value = serde_json::from_str(&answer).map_err(|e| {
+            EngineError::Infra(format!(
+                "the {kind} engine answered `{op}` with `{}`: {e}",
+                answer.trim()
+            ))
+        })?;
+        if let Some(ok) = answer.get("ok") {
+            return Ok(ok.clone());
+        }
+        let message = answer["error"].as_str().unwrap_or("no message").to_string();
+        Err(match answer["kind"].as_str() {
+            Some("oom") => EngineError::OutOfMemory(out_of_memory(
+                self.progress.global_step + 1,
+                &message,
+                answer["peak"].as_u64().unwrap_or(0),
+                answer["total"].as_u64().unwrap_or(0),
+            )),
+            Some("input") => EngineError::Input(format!("the {kind} engine, at `{op}`: {message}")),
+            _ => EngineError::Train(format!("the {kind} engine, at `{op}`: {message}")),
+        })
+    }
+}
+
+/// What a CUDA out-of-memory error tells the user.
+fn out_of_memory(step: u64, message: &str, peak: u64, total: u64) -> String {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    format!(
+        "step {step}: CUDA out of memory ({message}): the peak was {:.1} GiB of the card's {:.1} GiB; set [training] gradient_checkpointing = true, lower per_device_train_batch_size (raising gradient_accumulation_steps), or run `tuneline plan` for a card that fits",
+        gib(peak),
+        gib(total)
+    )
+}
+
+/// The `init` request: the model, the adapter and the optimizer, from the config.
+fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Value {
+    let (t, m, l) = (&config.training, &config.model, &config.lora);
+    let a = &settings.adamw;
+    json!({
+        "op": "init",
+        "base": start.base, "adapter": start.adapter, "device": start.device,
+        "bf16": t.bf16, "fp16": t.fp16, "optim": t.optim,
+        "gradient_checkpointing": t.gradient_checkpointing, "use_liger_kernel": t.use_liger_kernel,
+        "load_in_4bit": m.load_in_4bit, "bnb_4bit_quant_type": m.bnb_4bit_quant_type,
+        "bnb_4bit_use_double_quant": m.bnb_4bit_use_double_quant,
+        "lora": { "r": l.lora_r, "lora_alpha": l.lora_alpha, "lora_dropout": l.lora_dropout,
+                  "target_modules": l.target_modules, "use_rslora": l.use_rslora },
+        "adamw": { "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps, "weight_decay": a.weight_decay },
+    })
+}
+
+/// Rows as the program reads them.
+fn rows_json(rows: &[&Row]) -> Value {
+    rows.iter()
+        .map(|r| {
+            json!({ "ids": r.input_ids, "labels": r.labels, "positions": r.position_ids, "segments": r.segment_ids })
+        })
+        .collect()
+}
+
+/// Labels the loss counts in `rows`: each row's after its first, which nothing predicts.
+fn counted(rows: &[&Row]) -> usize {
+    rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| l != -100).count()).sum()
+}
+
+impl Engine for ProgramEngine {
+    fn kind(&self) -> EngineKind {
+        self.kind
+    }
+
+    fn global_step(&self) -> u64 {
+        self.progress.global_step
+    }
+
+    fn done(&self) -> bool {
+        self.progress.global_step >= self.settings.max_steps
+    }
+
+    fn step_unless(
+        &mut self,
+        abandon: &dyn Fn(Duration) -> bool,
+    ) -> Result<Option<StepLog>, EngineError> {
+        // One request is the whole step: it is abandoned before it starts, or not at all.
+        if self.last_step_time.is_some_and(abandon) {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let step = self.progress.global_step;
+        let (size, seed) = (self.settings.batch_size, self.settings.seed);
+        let mut cursor: Cursor = self.progress.cursor;
+        let (mut micro, mut total, mut tokens) = (Vec::new(), 0, 0u64);
+        for i in 0..self.settings.accumulation {
+            let (rows, next) = self.batches.pick(cursor, size);
+            cursor = next;
+            let n = counted(&rows);
+            tokens += rows.iter().map(|r| r.input_ids.len() as u64).sum::<u64>();
+            if n > 0 {
+                micro
+                    .push(json!({ "seed": dropout_seed(seed, step, i), "rows": rows_json(&rows) }));
+            }
+            total += n;
+        }
+        if total == 0 {
+            return Err(EngineError::Train(format!(
+                "step {}: no labeled tokens in its rows",
+                step + 1
+            )));
+        }
+        let lr = self.settings.schedule.rate(step);
+        let answer = self.call(json!({
+            "op": "step", "lr": lr, "counted": total, "micro": micro,
+            "max_grad_norm": self.settings.max_grad_norm,
+        }))?;
+        self.progress = Progress { global_step: step + 1, cursor };
+        self.last_step_time = Some(started.elapsed());
+        let compute = answer["seconds"].as_f64().unwrap_or(0.0);
+        tracing::debug!(
+            "step {}: {compute:.3} s in the {} engine of {:.3} s",
+            step + 1,
+            self.kind,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(Some(StepLog {
+            step: step + 1,
+            loss: answer["loss"].as_f64().unwrap_or(f64::NAN),
+            learning_rate: lr,
+            grad_norm: answer["grad_norm"].as_f64().unwrap_or(f64::NAN),
+            tokens,
+            tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
+            eval_loss: None,
+            peak_memory: answer["peak_memory"].as_u64(),
+        }))
+    }
+
+    fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError> {
+        let batches: Vec<Value> = rows
+            .chunks(self.settings.batch_size.max(1))
+            .map(|chunk| chunk.iter().collect::<Vec<_>>())
+            .filter(|refs| counted(refs) > 0)
+            .map(|refs| json!({ "counted": counted(&refs), "rows": rows_json(&refs) }))
+            .collect();
+        let answer = self.call(json!({ "op": "eval", "batches": batches }))?;
+        Ok(answer["loss"].as_f64().unwrap_or(f64::NAN))
+    }
+
+    fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError> {
+        std::fs::create_dir_all(dir)?;
+        self.call(json!({ "op": "save", "dir": dir }))?;
+        // PEFT's model card names the local base directory; the checkpoint records its origin instead.
+        let card = dir.join("README.md");
+        if card.exists() {
+            std::fs::remove_file(card)?;
+        }
+        let rows = self.batches.len();
+        Ok(write_state(dir, self.kind, &self.settings, &self.progress, rows, history)?)
+    }
+
+    fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError> {
+        let state = read_state(dir, self.kind)?;
+        self.call(json!({ "op": "load", "dir": dir }))?;
+        self.progress = state.tuneline;
+        Ok(state.log_history)
+    }
+}
+
+impl Drop for ProgramEngine {
+    /// The program ends when its input closes; one that hangs is killed.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `kind`'s engine (torch or mlx) for `config`'s run of `settings`
+/// over `rows` on `device` ([`crate::setup::program_device`]): the
+/// environment made (once per machine, in `engines`), the base as a Hugging
+/// Face directory, and the adapter tuneline initializes from the seed
+/// written to `<work>/adapter-init`.
+pub fn launch(
+    kind: EngineKind,
+    config: &Config,
+    settings: TrainSettings,
+    rows: Vec<Row>,
+    engines: &Path,
+    work: &Path,
+    device: String,
+) -> Result<ProgramEngine, EngineError> {
+    let program = Program::of(kind)
+        .ok_or_else(|| EngineError::Input(format!("engine = \"{kind}\" has no program")))?;
+    let python = program.ensure_env(engines)?;
+    let path = Path::new(&config.model.path);
+    let identity = BaseModel::identify(path).map_err(|e| EngineError::Input(e.to_string()))?;
+    let base = hf_base::hf_base(path, &identity, engines)?;
+    let model = Llama::read_config(path).map_err(|e| EngineError::Input(e.to_string()))?;
+    let adapter = work.join("adapter-init");
+    Lora::init(
+        crate::setup::lora_settings(config),
+        &model,
+        config.training.seed,
+        DType::F32,
+        &Device::Cpu,
+    )
+    .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
+    .save(&adapter)
+    .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
+    let start = ProgramStart { program, python: &python, base: &base, adapter: &adapter, work, device };
+    ProgramEngine::start(&start, config, settings, rows)
+}
