@@ -10,7 +10,8 @@ use tuneline_core::config::{job_config, Config};
 use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
 use tuneline_train::setup::{
-    check_memory_budget, check_tokenizer, compute_device, read_splits, run_id, train_settings,
+    check_architecture, check_memory_budget, check_tokenizer, compute_device, read_splits, run_id,
+    train_settings,
 };
 
 use crate::cli::Global;
@@ -60,6 +61,7 @@ pub async fn train_job(
         ),
     };
     localize_model(global, store, config, &cache).await?;
+    check_architecture(config, config.training.engine)?;
     check_memory_budget(config)?;
     // A device this build cannot use is refused before any work.
     compute_device(config.model.device)?;

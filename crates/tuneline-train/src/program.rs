@@ -352,6 +352,7 @@ pub fn launch(
     .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
     .save(&adapter)
     .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
-    let start = ProgramStart { program, python: &python, base: &base, adapter: &adapter, work, device };
+    let start =
+        ProgramStart { program, python: &python, base: &base, adapter: &adapter, work, device };
     ProgramEngine::start(&start, config, settings, rows)
 }

@@ -83,6 +83,19 @@ pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError>
         .map_err(input)
 }
 
+/// Refuses, before any work, a base whose architecture `engine` cannot
+/// train, naming the architecture. Every engine starts from the adapter
+/// tuneline initializes over the model's config, which reads the Llama
+/// family's layouts (llama, mistral, qwen2); a model of another family is
+/// refused whichever engine was asked for.
+pub fn check_architecture(config: &Config, engine: Engine) -> Result<(), SetupError> {
+    Llama::read_config(Path::new(&config.model.path)).map(|_| ()).map_err(|e| {
+        SetupError::Input(format!(
+            "[model] path: engine = \"{engine}\" cannot train this base: {e}; use a base of the llama, mistral or qwen2 family"
+        ))
+    })
+}
+
 /// The identity (path and content hash) of `[model] path`, recorded in every checkpoint.
 pub fn base_model(config: &Config) -> Result<tuneline_model::BaseModel, SetupError> {
     tuneline_model::BaseModel::identify(Path::new(&config.model.path)).map_err(input)

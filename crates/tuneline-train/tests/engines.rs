@@ -15,10 +15,10 @@ use common::prepare;
 use tuneline_core::config::{Config, Engine as EngineKind};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_train::engine::Engine;
-use tuneline_train::rows::Row;
-use tuneline_train::setup::{lora_settings, train_settings};
 use tuneline_train::program::{self, Program, ProgramEngine};
 use tuneline_train::pyenv::env_dir;
+use tuneline_train::rows::Row;
+use tuneline_train::setup::{lora_settings, train_settings};
 use tuneline_train::trainer::{StepLog, Trainer};
 
 /// The engines' directory under the test cache, where the setup script made

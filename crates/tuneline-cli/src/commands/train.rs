@@ -12,10 +12,10 @@ use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
 use tuneline_train::engine::Engine;
-use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
-use tuneline_train::setup;
 use tuneline_train::program;
 use tuneline_train::pyenv::engines_dir;
+use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
+use tuneline_train::setup;
 use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, TrainArgs};
@@ -41,6 +41,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
     let host = Host::this(gpus);
     let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
+    setup::check_architecture(config, engine)?;
     // The native engine's device is checked before any data moves.
     let native_device = match engine {
         EngineKind::Native => Some(setup::compute_device(config.model.device)?),

@@ -4,14 +4,15 @@
 
 use std::path::Path;
 
-use tuneline_train::torch::env::{env_dir, UV_VERSION};
+use tuneline_train::pyenv::{env_dir, UV_VERSION};
+use tuneline_train::torch::LOCK;
 
 use crate::common::TestContext;
 
 #[test]
 fn over_an_images_torch_the_environment_installs_the_rest_of_the_lock_only() {
     let shared = tuneline_testkit::cache_dir().join("engines");
-    let pinned = env_dir(&shared, false);
+    let pinned = env_dir(&shared, &LOCK, false);
     assert!(
         pinned.join("bin/python").is_file(),
         "the torch engine's environment is not at {}: run `bash scripts/setup-test-deps.sh`",
@@ -38,7 +39,7 @@ fn over_an_images_torch_the_environment_installs_the_rest_of_the_lock_only() {
     };
     let (code, out, err) = run(&["engines", "setup"]);
     assert_eq!(code, 0, "{err}");
-    let image = env_dir(&engines, true);
+    let image = env_dir(&engines, &LOCK, true);
     assert_eq!(Path::new(out.trim()), image.join("bin/python"), "{out}");
     let installed: Vec<String> = std::fs::read_dir(image.join("lib"))
         .unwrap()

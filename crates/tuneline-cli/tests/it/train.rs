@@ -316,3 +316,33 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("\"mlx\""), "{err}");
 }
+
+#[test]
+fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
+    let ctx = project(2, 2);
+    ctx.write("phi/config.json", r#"{"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}"#);
+    ctx.write(
+        "phi/tokenizer.json",
+        r#"{"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}"#,
+    );
+    // An empty safetensors file: a header of `{}`.
+    ctx.write("phi/model.safetensors", [&2u64.to_le_bytes()[..], b"{}"].concat());
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    for engine in ["auto", "torch"] {
+        let named = format!("[training]\nengine = \"{engine}\"\n");
+        ctx.write(
+            "tuneline.toml",
+            format!("{}[model]\npath = \"phi\"\n", config.replace("[training]\n", &named)),
+        );
+        // Refused before the server is asked: none runs here.
+        let mut submit = ctx.cmd(&["jobs", "submit", "--train"]);
+        submit.env("TUNELINE_TOKEN", "unused").env("TUNELINE_SERVER", "http://127.0.0.1:9");
+        let (code, _, err) = crate::common::output(submit);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("model_type `phi3`") && err.contains(&format!("engine = \"{engine}\"")),
+            "{err}"
+        );
+        assert!(err.contains("[model] path") && err.contains("llama, mistral or qwen2"), "{err}");
+    }
+}

@@ -12,11 +12,8 @@ use crate::program::Program;
 use crate::pyenv::Lock;
 
 /// mlx (mlx-cpu on Linux, with cmeel-openblas) and mlx-lm, pinned with hashes.
-pub const LOCK: Lock = Lock {
-    engine: "mlx",
-    text: include_str!("requirements.lock"),
-    over_image_torch: false,
-};
+pub const LOCK: Lock =
+    Lock { engine: "mlx", text: include_str!("requirements.lock"), over_image_torch: false };
 
 /// The mlx engine's program and environment.
 pub static PROGRAM: Program =

@@ -13,11 +13,8 @@ use crate::pyenv::Lock;
 
 /// torch, transformers, peft, accelerate, bitsandbytes, liger-kernel and
 /// safetensors, pinned with hashes; an image's own PyTorch stands in for the lock's.
-pub const LOCK: Lock = Lock {
-    engine: "torch",
-    text: include_str!("requirements.lock"),
-    over_image_torch: true,
-};
+pub const LOCK: Lock =
+    Lock { engine: "torch", text: include_str!("requirements.lock"), over_image_torch: true };
 
 /// The torch engine's program and environment.
 pub static PROGRAM: Program =
