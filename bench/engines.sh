@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The same job on the CPU with each engine, in one run, against a plain
+# The same job on the CPU with each engine (native, torch, and mlx on
+# mlx-cpu), in one run, against a plain
 # PyTorch + PEFT loop (bench/peft_train.py) in the torch engine's own
 # environment: SmolLM2-135M in f32, 4 x 256 tokens of ShareGPT packed by
 # `tuneline data prepare`, LoRA r=16 on all seven projections, AdamW.
@@ -9,7 +10,7 @@
 # `peak_memory` tuneline's events carry). The torch engine must be within 5%
 # of plain PEFT: tuneline's orchestration (rows sent over a pipe, a
 # block-diagonal mask for packed rows) should cost nothing.
-# Needs: scripts/setup-test-deps.sh (the model, ShareGPT, the torch engine's environment).
+# Needs: scripts/setup-test-deps.sh (the model, ShareGPT, the engines' environments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench="$PWD/bench"
@@ -17,7 +18,8 @@ steps="${STEPS:-10}"
 source bench/common.sh
 engines="${TUNELINE_ENGINES_DIR:-$cache/engines}"
 export TUNELINE_ENGINES_DIR="$engines"
-python=$("$tuneline" engines setup)
+python=$("$tuneline" engines setup --engine torch)
+"$tuneline" engines setup --engine mlx >/dev/null
 # The reference reads the GGUF and the Parquet shard itself: gguf-py and
 # pyarrow, pinned, beside (not in) the engine's environment.
 extra="$engines/bench-extra"
@@ -34,7 +36,7 @@ set_keys max_steps="$steps" per_device_train_batch_size=4 gradient_accumulation_
 shard=$(ls .tuneline/store/datasets/*/*/train-00000.parquet | head -1)
 echo "SmolLM2-135M f32, $steps steps of 4 x 256 tokens, LoRA r=16 on 7 projections, AdamW, on the CPU ($(nproc) cores)"
 printf '%-44s %10s %10s\n' trainer "tokens/s" "peak MiB"
-for engine in native torch; do
+for engine in native torch mlx; do
   "$tuneline" -q train --run "$engine" --engine "$engine" > out 2> err || { cat err >&2; exit 1; }
   read -r rate peak < <("$python" -c "
 import json, sys

@@ -24,6 +24,17 @@ pub struct Row {
     pub segment_ids: Vec<u32>,
 }
 
+/// The label the loss ignores.
+pub const IGNORE_LABEL: i32 = -100;
+
+impl Row {
+    /// Tokens the loss counts: labels after the row's first (which nothing
+    /// predicts) that are not [`IGNORE_LABEL`].
+    pub fn trained_tokens(&self) -> usize {
+        self.labels.iter().skip(1).filter(|&&l| l != IGNORE_LABEL).count()
+    }
+}
+
 /// Which tokenizer a dataset was built with.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenizerRef {

@@ -9,7 +9,7 @@ use tuneline_model::{Message, ModelTokenizer};
 use crate::format::{Role, Sample, Turn};
 
 /// Labels of tokens the loss ignores (the PyTorch / Hugging Face convention).
-pub const IGNORE: i32 = -100;
+pub const IGNORE: i32 = tuneline_core::dataset::IGNORE_LABEL;
 
 /// A tokenized sample.
 #[derive(Debug, Clone, PartialEq, Eq)]

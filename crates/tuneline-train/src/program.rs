@@ -207,9 +207,9 @@ fn rows_json(rows: &[&Row]) -> Value {
         .collect()
 }
 
-/// Labels the loss counts in `rows`: each row's after its first, which nothing predicts.
+/// Labels the loss counts in `rows`.
 fn counted(rows: &[&Row]) -> usize {
-    rows.iter().map(|r| r.labels.iter().skip(1).filter(|&&l| l != -100).count()).sum()
+    rows.iter().map(|r| r.trained_tokens()).sum()
 }
 
 impl Engine for ProgramEngine {
@@ -222,7 +222,7 @@ impl Engine for ProgramEngine {
     }
 
     fn done(&self) -> bool {
-        self.progress.global_step >= self.settings.max_steps
+        self.progress.done(&self.settings)
     }
 
     fn step_unless(

@@ -43,6 +43,13 @@ pub struct Progress {
     pub cursor: Cursor,
 }
 
+impl Progress {
+    /// Whether a run of `settings` has taken all its steps.
+    pub fn done(&self, settings: &TrainSettings) -> bool {
+        self.global_step >= settings.max_steps
+    }
+}
+
 /// What one optimizer step did: the protocol's step record, which the
 /// worker forwards as it is.
 pub use tuneline_api::StepLog;
@@ -93,7 +100,7 @@ impl<'m> Trainer<'m> {
 
     /// Whether the run has taken all its steps.
     pub fn done(&self) -> bool {
-        self.progress.global_step >= self.settings.max_steps
+        self.progress.done(&self.settings)
     }
 
     /// One optimizer step.

@@ -42,10 +42,7 @@ pub fn batch(rows: &[&Row], device: &Device) -> Result<Batch> {
     }
     let shape = (rows.len(), seq);
     Ok(Batch {
-        trained_tokens: rows
-            .iter()
-            .map(|r| r.labels.iter().skip(1).filter(|&&l| i64::from(l) != IGNORE).count())
-            .sum(),
+        trained_tokens: rows.iter().map(|r| r.trained_tokens()).sum(),
         tokens: rows.iter().map(|r| r.input_ids.len()).sum(),
         ids: Tensor::from_vec(ids, shape, device)?,
         positions: Tensor::from_vec(positions, shape, device)?,

@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor, D};
 use super::{Llama, LoraPass};
 
 /// The label that the loss ignores.
-pub const IGNORE: i64 = -100;
+pub const IGNORE: i64 = tuneline_core::dataset::IGNORE_LABEL as i64;
 
 /// Mean next-token cross-entropy of `logits` `(batch, seq, vocab)` against
 /// `labels` `(batch, seq)` (i64, [`IGNORE`] where not trained), from every
