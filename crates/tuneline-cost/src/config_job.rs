@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tuneline_core::config::{Config, ProviderKind};
+use tuneline_core::config::{Config, Engine as EngineKind, ProviderKind};
 
 use crate::catalog::{Catalog, Offer};
 use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
@@ -66,7 +66,13 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             micro_batch,
             gradient_checkpointing: !overrides.no_gradient_checkpointing,
             optimizer: overrides.optimizer.unwrap_or(Optimizer::AdamW),
-            engine: Engine::HfCuda,
+            // `auto` and `torch` train on the torch engine on a GPU; only a
+            // config that names the native engine gets its CUDA path.
+            engine: if config.training.engine == EngineKind::Native {
+                Engine::NativeCuda
+            } else {
+                Engine::HfCuda
+            },
             // The torch engine applies Liger on CUDA unless the config turns it off.
             fused_loss: t.use_liger_kernel,
         },

@@ -76,6 +76,23 @@ pub enum Engine {
     HfCuda,
     /// tuneline's trainer on a CPU: f32 activations, every op's output kept, attention scores materialized.
     TunelineCpu,
+    /// tuneline's trainer on a CUDA GPU, as its code reads (experimental:
+    /// no GPU has measured it): the CPU engine's f32 activations, no
+    /// recomputation, and every attention score tensor materialized in f32.
+    NativeCuda,
+}
+
+impl Engine {
+    /// How the plan names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Engine::HfCuda => "the torch engine",
+            Engine::TunelineCpu => "the native engine on the CPU",
+            Engine::NativeCuda => {
+                "the native engine on CUDA (experimental: estimated from its code, never measured)"
+            }
+        }
+    }
 }
 
 /// One job's memory-relevant settings.
@@ -172,6 +189,7 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let (linear_bytes, other_bytes, overhead) = match req.engine {
         Engine::HfCuda => (hf_linear_bytes(req.quant), 2.0, 1.0 * GIB),
         Engine::TunelineCpu => (gguf_linear_bytes(req.quant), 4.0, 0.15 * GIB),
+        Engine::NativeCuda => (gguf_linear_bytes(req.quant), 4.0, 1.0 * GIB),
     };
     let weights = m.linear_params() as f64 * linear_bytes + m.other_params() as f64 * other_bytes;
     // f32 weights and gradients, plus the optimizer's moments.
@@ -181,6 +199,13 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let activations = match (req.engine, req.gradient_checkpointing) {
         // Each layer's input is kept; one layer's activations are rebuilt at a time.
         (Engine::HfCuda, true) => tokens * (m.layers as f64 * m.hidden as f64 * 2.0 + layer),
+        // Every layer's f32 activations, and one layer's attention scores,
+        // probabilities and their gradient (batch x heads x seq x seq, f32)
+        // alive at once in backward.
+        (Engine::NativeCuda, _) => {
+            let scores = (req.micro_batch * m.heads * req.seq_len * req.seq_len) as f64 * 4.0;
+            tokens * m.layers as f64 * layer + 3.0 * scores
+        }
         _ => tokens * m.layers as f64 * layer,
     };
     // Logits are counted for every token, though tuneline's loss computes
@@ -220,7 +245,7 @@ fn gguf_linear_bytes(quant: Quant) -> f64 {
 fn logit_bytes(engine: Engine) -> f64 {
     match engine {
         Engine::HfCuda => 2.0 + 4.0 + 4.0,
-        Engine::TunelineCpu => 3.0 * 4.0,
+        Engine::TunelineCpu | Engine::NativeCuda => 3.0 * 4.0,
     }
 }
 
@@ -246,7 +271,7 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
             let base = 8.0 * h + 4.0 * h + 2.0 * (h + kv + kv) + 2.0 * (h + kv) + 2.0 * h + 8.0 * i;
             base + lora.iter().map(|(input, _)| dropout * 3.0 * input + 2.0 * r).sum::<f64>()
         }
-        Engine::TunelineCpu => {
+        Engine::TunelineCpu | Engine::NativeCuda => {
             // f32, what tuneline's forward keeps for its backward written out
             // (llama/mod.rs, `Saved`): the layer's input, q, k, v, the
             // attention output, the residual stream between the halves, and

@@ -23,7 +23,7 @@ use crate::catalog::{Catalog, Offer};
 use crate::checkpointing::{expected_wall, young_daly_interval};
 use crate::gpus::Gpu;
 use crate::memory::{estimate, Engine, Fit, MemoryRequest};
-use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second};
+use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second, NATIVE_CUDA_SLOWDOWN};
 use crate::{GB, GIB, HOURS_PER_MONTH};
 
 /// GPUs one job trains on: one, until jobs span several GPUs.
@@ -79,7 +79,9 @@ pub struct DataHome {
 /// One training job, as the planner sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
-    /// Model, quantization, LoRA, batch and sequence (the engine is chosen per offer).
+    /// Model, quantization, LoRA, batch and sequence; GPU offers are priced
+    /// on its engine (the torch engine, or the native one on CUDA when the
+    /// config names it), CPU offers on the native engine.
     pub memory: MemoryRequest,
     /// Tokens the run trains on.
     pub tokens: f64,
@@ -291,7 +293,14 @@ pub fn estimate_offer(
     let mut memory = req.clone();
     let (tokens_per_second, capacity_gib, hardware) = match offer.gpu {
         Some(gpu) => {
-            memory.engine = Engine::HfCuda;
+            let native = memory.engine == Engine::NativeCuda;
+            if native {
+                // It keeps every activation and computes the whole loss.
+                memory.gradient_checkpointing = false;
+                memory.fused_loss = false;
+            } else {
+                memory.engine = Engine::HfCuda;
+            }
             // A job trains on one GPU until jobs span several: an 8-GPU box
             // is priced whole and trains at one card's rate.
             let rate = gpu_tokens_per_second(
@@ -300,8 +309,8 @@ pub fn estimate_offer(
                 &req.model,
                 req.seq_len,
                 req.quant,
-                req.gradient_checkpointing,
-            );
+                memory.gradient_checkpointing,
+            ) / if native { NATIVE_CUDA_SLOWDOWN } else { 1.0 };
             (rate, offer.vram_gb * GB / GIB, format!("{}x {}", offer.gpu_count, gpu.name))
         }
         None => {

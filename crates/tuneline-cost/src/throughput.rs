@@ -24,6 +24,14 @@ pub fn mfu(quant: Quant) -> f64 {
 /// `bench/train_memory.sh` (SmolLM2-135M, 2 cores, about 76 tokens/s).
 pub const CPU_FLOPS_PER_VCPU: f64 = 20e9;
 
+/// How many times slower than the torch engine the native engine's CUDA
+/// path is estimated to train, from a line-by-line read of its code (never
+/// measured): every quantized weight dequantized to f32 per matmul, f32
+/// GEMMs without tensor cores, dropout masks drawn on the host, and a
+/// device-to-host sync per adapter tensor for the gradient norm. The read
+/// put it at 6 to 9 times; this is the middle.
+pub const NATIVE_CUDA_SLOWDOWN: f64 = 7.5;
+
 /// Scaling of data-parallel training over several cards in one node.
 pub const MULTI_GPU_EFFICIENCY: f64 = 0.9;
 

@@ -12,7 +12,7 @@ use tuneline_cost::buy::{buy_vs_rent, BuyInputs, BuyVsRent};
 use tuneline_cost::catalog::Catalog;
 use tuneline_cost::config_job::{self, Overrides};
 use tuneline_cost::gpus::{self, Gpu};
-use tuneline_cost::memory::{estimate, MemoryEstimate, Optimizer, Quant};
+use tuneline_cost::memory::{estimate, Engine, MemoryEstimate, Optimizer, Quant};
 use tuneline_cost::plan::{plan as rank, Cause, Estimate, Job, Market, Phase, Plan};
 use tuneline_train::setup::model_shape;
 
@@ -240,8 +240,13 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     );
     let _ = writeln!(
         out,
-        "GPU memory on the torch engine{}: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
-        if m.fused_loss { " with Liger's fused cross-entropy" } else { "" },
+        "GPU memory on {}{}: {:.1} GiB peak = weights {:.1} + adapter, grads and optimizer {:.1} + activations {:.1} + logits {:.1} + CUDA runtime {:.1}",
+        m.engine.label(),
+        if m.fused_loss && m.engine == Engine::HfCuda {
+            " with Liger's fused cross-entropy"
+        } else {
+            ""
+        },
         memory.total_gib(),
         gib(memory.weights),
         gib(memory.adapter),

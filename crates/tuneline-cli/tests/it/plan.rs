@@ -95,6 +95,49 @@ fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
         excluded.iter().any(|x| x["offer"] == "aws/g4dn.xlarge/us-east-1"),
         "without Liger a 16 GB T4 cannot hold it"
     );
+    // A config that names the native engine is priced on its CUDA path, as
+    // its code reads (marked experimental): no 24 GB card holds the job, and
+    // a card that does trains it at a fraction of the torch engine's rate.
+    ctx.write("tuneline.toml", "[training]\nengine = \"native\"\n");
+    let (code, out, err) = ctx.run(&GUIDE);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("GPU memory on the native engine on CUDA (experimental"), "{out}");
+    let native = plan_json(&ctx, &[]);
+    assert_eq!(native["plan"]["ranked"], serde_json::json!([]), "no offer holds it");
+    assert!(native["plan"]["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["offer"] == "runpod/a100-80gb/eu-ro-1" && x["cause"] == "memory"));
+    // A small job fits: the native engine trains it at a fraction of torch's rate.
+    let small =
+        ["plan", "--model", "qwen2.5-0.5b", "--max-seq-length", "1024", "--steps=100", "--json"];
+    let on = |config: &str| -> Value {
+        ctx.write("tuneline.toml", config);
+        let (code, out, err) = ctx.run(&small);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let (native, torch) = (on("[training]\nengine = \"native\"\n"), on(""));
+    let first = native["plan"]["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["hardware"].as_str().unwrap().contains("A100"))
+        .expect("an A100 offer holds the small job")
+        .clone();
+    let torch = torch["plan"]["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["offer"] == first["offer"] && e["market"] == first["market"])
+        .expect("ranked for torch too")
+        .clone();
+    let (slow, fast) = (
+        first["tokens_per_second"].as_f64().unwrap(),
+        torch["tokens_per_second"].as_f64().unwrap(),
+    );
+    assert!(slow < fast / 4.0, "native {slow:.0} tok/s against torch {fast:.0} on {first}");
     ctx.write("tuneline.toml", "");
 }
 
