@@ -15,7 +15,7 @@ use tuneline_deliver::card::{Bill, ModelCard};
 use tuneline_deliver::eval::{evaluate_checkpoint, sheet, EvalReport};
 use tuneline_deliver::gguf::quant::Quant;
 use tuneline_deliver::gguf::{export_all, Exported};
-use tuneline_deliver::merge::{merge, Merged};
+use tuneline_deliver::merge::{merge, MergeChoice, Merged};
 use tuneline_deliver::modelfile;
 use tuneline_deliver::package::stage;
 use tuneline_deliver::record::{Delivered, ExportRecord, RECORD_FILE};
@@ -197,6 +197,31 @@ pub fn export(
         .collect())
 }
 
+/// Applies the merge rule to an adapter trained on a 4-bit base
+/// ([`Merged::choose_base`], measured on `eval`) and says what it chose,
+/// which the caller records beside what it writes ([`MergeChoice::write`])
+/// for the model card. Without eval rows to measure, the merge into the
+/// full-precision weights stands, and the user is told so.
+pub fn choose_merge_base(
+    global: &Global,
+    merged: &mut Merged,
+    eval: Option<(&[Row], usize)>,
+) -> CliResult<Option<MergeChoice>> {
+    if merged.base_4bit.is_none() {
+        return Ok(None);
+    }
+    let Some((rows, batch)) = eval.filter(|(rows, _)| !rows.is_empty()) else {
+        eprintln!("the adapter trained on a 4-bit base, and no eval split is there to measure which merge is better: merged into the full-precision weights");
+        return Ok(None);
+    };
+    let choice = tokio::task::block_in_place(|| merged.choose_base(rows, batch))
+        .map_err(|e| Failure::input(format!("measuring the merge of a 4-bit base: {e}")))?;
+    if let (Some(choice), false) = (&choice, global.quiet) {
+        eprintln!("{}", choice.describe());
+    }
+    Ok(choice)
+}
+
 /// Where a run's bill is read: the state directory of a control plane on
 /// this machine, or, on a worker, the server's ledger.
 pub enum Ledger {
@@ -277,6 +302,7 @@ pub async fn push(
         false => None,
     };
     let bill = bill(config, &run, ledger).await?;
+    let merge = MergeChoice::read(dir)?;
     let name = config.project.name.clone();
     let staging = cache.join("models").join(&name);
     let package = tokio::task::block_in_place(|| {
@@ -288,6 +314,7 @@ pub async fn push(
                 dataset: &origin.dataset,
                 run: &run,
                 step,
+                merge: merge.as_ref(),
                 eval: eval.as_ref(),
                 bill,
                 files,
@@ -347,9 +374,10 @@ pub async fn deliver(
     let checkpoint = Checkpoint::fetch(global, store, config, run, step, cache).await?;
     let (eval, sheet) = evaluate(global, store, config, &checkpoint).await?;
     let (_, rows, batch) = checkpoint.eval_rows(global, store, config).await?;
-    let merged = checkpoint.merged(config)?;
+    let mut merged = checkpoint.merged(config)?;
     let name = &config.project.name;
     let out = out.map_or_else(|| Path::new("out").join(&checkpoint.run), Path::to_path_buf);
+    let choice = choose_merge_base(global, &mut merged, Some((&rows, batch)))?;
     let export = export(
         &merged,
         config,
@@ -358,6 +386,9 @@ pub async fn deliver(
     )?
     .remove(0);
     drop(merged);
+    if let Some(choice) = choice {
+        choice.write(&out)?;
+    }
     let pushed = push(
         global,
         store,

@@ -5,6 +5,7 @@
 use tuneline_model::BaseModel;
 
 use crate::eval::EvalReport;
+use crate::merge::MergeChoice;
 
 /// What a run cost, from the ledger.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +33,8 @@ pub struct ModelCard<'a> {
     pub run: &'a str,
     /// The checkpoint's step.
     pub step: u64,
+    /// Which weights an adapter trained on a 4-bit base was merged into.
+    pub merge: Option<&'a MergeChoice>,
     /// The evaluation of that checkpoint, if one was committed.
     pub eval: Option<&'a EvalReport>,
     /// The run's bill, if the ledger has it.
@@ -52,9 +55,16 @@ impl ModelCard<'_> {
             self.base.path, self.base.sha256
         ));
         out.push_str(&format!(
-            "- dataset: `{}`\n- run: `{}`, checkpoint at step {}\n\n## Evaluation\n\n",
+            "- dataset: `{}`\n- run: `{}`, checkpoint at step {}\n",
             self.dataset, self.run, self.step
         ));
+        if let Some(merge) = self.merge {
+            out.push_str(&format!(
+                "- trained on a 4-bit base (bitsandbytes); {}\n",
+                merge.describe()
+            ));
+        }
+        out.push_str("\n## Evaluation\n\n");
         match self.eval {
             Some(e) => {
                 out.push_str(&format!("On {} held-out samples of the dataset's eval split:\n\n| metric | base | tuned |\n|---|---|---|\n", e.samples));

@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
 use tuneline_core::dataset::Row;
+use tuneline_model::bnb::Bnb4bit;
 use tuneline_model::llama::{Llama, Lora, WeightRef};
 use tuneline_model::{BaseModel, ModelSource, ModelTokenizer, Origin};
 
@@ -32,6 +34,68 @@ pub struct Merged {
     pub base_gguf: Option<std::path::PathBuf>,
     /// The `(layer, module)` pairs the adapter changed.
     pub changed: BTreeSet<(usize, &'static str)>,
+    /// The 4-bit base the adapter trained on (QLoRA), as its checkpoint recorded it.
+    pub base_4bit: Option<Bnb4bit>,
+}
+
+/// Which weights an adapter trained on a 4-bit base was merged into, and
+/// why: the one of the two merges with the lower eval loss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeChoice {
+    /// The 4-bit base it trained on.
+    pub base_4bit: Bnb4bit,
+    /// Eval loss merged into the base's full-precision weights.
+    pub full_loss: f64,
+    /// Eval loss merged into the 4-bit base's dequantized weights.
+    pub dequantized_loss: f64,
+    /// Whether it was merged into the dequantized weights.
+    pub dequantized: bool,
+}
+
+impl MergeChoice {
+    /// The file, beside the delivered model, that records the choice.
+    pub const FILE: &'static str = "merge.json";
+
+    /// What the choice was, in words.
+    pub fn describe(&self) -> String {
+        let quant = serde_json::to_value(self.base_4bit.quant_type).unwrap_or_default();
+        let (into, other) = if self.dequantized {
+            (
+                format!(
+                    "the dequantized {} weights it trained on",
+                    quant.as_str().unwrap_or("4-bit")
+                ),
+                "the full-precision weights",
+            )
+        } else {
+            ("the full-precision weights".to_string(), "the dequantized 4-bit weights")
+        };
+        let (chosen, rejected) = if self.dequantized {
+            (self.dequantized_loss, self.full_loss)
+        } else {
+            (self.full_loss, self.dequantized_loss)
+        };
+        format!("merged into {into} (eval loss {chosen:.4}; into {other}: {rejected:.4})")
+    }
+
+    /// The choice recorded in `dir`, if any.
+    pub fn read(dir: &Path) -> Result<Option<Self>, DeliverError> {
+        let path = dir.join(Self::FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| DeliverError::Input(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(DeliverError::Input(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// Records the choice in `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), DeliverError> {
+        let text = serde_json::to_string_pretty(self).expect("plain data serializes");
+        std::fs::write(dir.join(Self::FILE), text + "\n")
+            .map_err(|e| DeliverError::Input(format!("{}: {e}", dir.display())))
+    }
 }
 
 /// One weight of the merged model, computed when asked.
@@ -82,6 +146,37 @@ impl Merged {
             .collect()
     }
 
+    /// The merge rule for an adapter trained on a 4-bit base (QLoRA): it is
+    /// merged into the base's full-precision weights or into the 4-bit
+    /// base's dequantized ones, whichever gives the lower eval loss on
+    /// `rows`, measured both ways. `None` (and nothing changed) for an
+    /// adapter trained on the base as it is.
+    pub fn choose_base(
+        &mut self,
+        rows: &[Row],
+        batch_size: usize,
+    ) -> candle_core::Result<Option<MergeChoice>> {
+        let Some(base_4bit) = self.base_4bit else { return Ok(None) };
+        let full_loss = self.rows_loss(rows, batch_size)?;
+        let model = self.model.map_linear(|w| base_4bit.round_trip_tensor(w))?;
+        let lora = self.lora.as_ref().map(Lora::inference);
+        let dequantized_loss = model.rows_loss(rows, batch_size, lora)?;
+        let dequantized = dequantized_loss < full_loss;
+        if dequantized {
+            // Every linear weight differs from the base's now: none is copied from it.
+            self.changed = model
+                .weight_refs()
+                .iter()
+                .filter_map(|(_, w)| match *w {
+                    WeightRef::Linear { layer, module, .. } => Some((layer, module)),
+                    WeightRef::Tensor(_) => None,
+                })
+                .collect();
+            self.model = model;
+        }
+        Ok(Some(MergeChoice { base_4bit, full_loss, dequantized_loss, dequantized }))
+    }
+
     /// Its token-weighted eval loss on `rows`: the base's forward with the
     /// adapter applied, the same model as the merged weights.
     pub fn rows_loss(&self, rows: &[Row], batch_size: usize) -> candle_core::Result<f64> {
@@ -96,6 +191,7 @@ pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
     let lora = Lora::load(adapter, &merged.model.config, &Device::Cpu)?;
     merged.changed = lora.pairs().map(|(layer, module, _, _)| (layer, module)).collect();
     merged.lora = Some(lora);
+    merged.base_4bit = Bnb4bit::recorded(adapter)?;
     Ok(merged)
 }
 
@@ -141,6 +237,7 @@ pub fn open(path: &Path) -> Result<Merged, DeliverError> {
         base: base?,
         base_gguf,
         changed: BTreeSet::new(),
+        base_4bit: None,
     })
 }
 

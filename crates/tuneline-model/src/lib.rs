@@ -2,6 +2,7 @@
 //! directories, and the tokenizer and chat template they carry, shared by the
 //! data plane (tokenizing datasets) and the training plane.
 
+pub mod bnb;
 mod chat_template;
 mod error;
 pub mod gguf;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device};
 use serde_json::{json, Value};
-use tuneline_core::config::{Config, Engine as EngineKind};
+use tuneline_core::config::{Config, Engine as EngineKind, QuantType};
+use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_model::BaseModel;
 
@@ -76,6 +77,8 @@ pub struct ProgramStart<'a> {
 /// A LoRA run on a Python engine.
 pub struct ProgramEngine {
     kind: EngineKind,
+    /// The 4-bit base bitsandbytes makes (`load_in_4bit`), which every checkpoint records.
+    base_4bit: Option<Bnb4bit>,
     child: Child,
     requests: ChildStdin,
     answers: BufReader<ChildStdout>,
@@ -114,6 +117,7 @@ impl ProgramEngine {
         let batches = Batches::new(rows, settings.seed);
         let mut engine = Self {
             kind,
+            base_4bit: base_4bit(config),
             child,
             requests,
             answers,
@@ -169,6 +173,26 @@ impl ProgramEngine {
             _ => EngineError::Train(format!("the {kind} engine, at `{op}`: {message}")),
         })
     }
+}
+
+/// The 4-bit base of `config` (`[model] load_in_4bit`): quantized from
+/// the dtype the base loads in (`bf16`, `fp16`, else f32).
+fn base_4bit(config: &Config) -> Option<Bnb4bit> {
+    let (m, t) = (&config.model, &config.training);
+    m.load_in_4bit.then(|| Bnb4bit {
+        quant_type: match m.bnb_4bit_quant_type {
+            QuantType::Nf4 => Bnb4bitType::Nf4,
+            QuantType::Fp4 => Bnb4bitType::Fp4,
+        },
+        double_quant: m.bnb_4bit_use_double_quant,
+        load_dtype: if t.bf16 {
+            LoadDtype::Bf16
+        } else if t.fp16 {
+            LoadDtype::F16
+        } else {
+            LoadDtype::F32
+        },
+    })
 }
 
 /// What a CUDA out-of-memory error tells the user.
@@ -299,6 +323,9 @@ impl Engine for ProgramEngine {
         let card = dir.join("README.md");
         if card.exists() {
             std::fs::remove_file(card)?;
+        }
+        if let Some(base) = &self.base_4bit {
+            base.write(dir)?;
         }
         let rows = self.batches.len();
         Ok(write_state(dir, self.kind, &self.settings, &self.progress, rows, history)?)

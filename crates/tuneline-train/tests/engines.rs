@@ -196,3 +196,69 @@ fn a_resumed_torch_run_repeats_the_uninterrupted_run_bit_for_bit() {
 fn a_resumed_mlx_run_repeats_the_uninterrupted_run_bit_for_bit() {
     resumes_bit_for_bit(EngineKind::Mlx);
 }
+
+/// Delivery's port of bitsandbytes' 4-bit round trip against bitsandbytes
+/// itself (the torch engine's environment): NF4 and FP4, with and without
+/// double quantization, from f32 and bf16 weights: exact without double
+/// quantization, within one 8-bit step of a block's scale with it.
+#[test]
+fn the_4_bit_round_trip_is_bitsandbytes_own() {
+    use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
+    let dir = tempfile::tempdir().unwrap();
+    let python =
+        env_dir(&engines(EngineKind::Torch), &Program::of(EngineKind::Torch).unwrap().lock, false)
+            .join("bin/python");
+    // A weight of 1536 x 576 with a spread of magnitudes, as a model's rows have.
+    let weight: Vec<f32> = (0..1536 * 576)
+        .map(|i| ((i as f32 * 0.618_034).sin() * (1.0 + (i % 97) as f32)) * 0.01)
+        .collect();
+    let input = dir.path().join("weight.f32");
+    std::fs::write(&input, weight.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
+        .unwrap();
+    let mut cases = Vec::new();
+    for quant_type in [Bnb4bitType::Nf4, Bnb4bitType::Fp4] {
+        for double_quant in [false, true] {
+            for load_dtype in [LoadDtype::F32, LoadDtype::Bf16] {
+                cases.push(Bnb4bit { quant_type, double_quant, load_dtype });
+            }
+        }
+    }
+    // bitsandbytes round-trips every case in one process (torch starts once).
+    let script = format!(
+        "import json, sys, torch, bitsandbytes.functional as F\n\
+         w = torch.frombuffer(bytearray(open('{input}', 'rb').read()), dtype=torch.float32).reshape(1536, 576)\n\
+         for i, case in enumerate(json.loads(sys.argv[1])):\n\
+         \x20   x = w.to({{'f32': torch.float32, 'bf16': torch.bfloat16}}[case['load_dtype']])\n\
+         \x20   q, state = F.quantize_4bit(x, blocksize=64, compress_statistics=case['double_quant'], quant_type=case['quant_type'])\n\
+         \x20   open(f'{dir}/theirs-{{i}}.f32', 'wb').write(F.dequantize_4bit(q, state).float().numpy().tobytes())\n",
+        input = input.display(),
+        dir = dir.path().display()
+    );
+    let cases_json = serde_json::to_string(&cases).unwrap();
+    let status =
+        std::process::Command::new(&python).args(["-c", &script, &cases_json]).status().unwrap();
+    assert!(status.success(), "bitsandbytes failed");
+    for (i, q) in cases.iter().enumerate() {
+        let name = serde_json::to_string(q).unwrap();
+        let ours = q.round_trip(&weight);
+        let theirs: Vec<f32> = std::fs::read(dir.path().join(format!("theirs-{i}.f32")))
+            .unwrap()
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let differ = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count();
+        let worst = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        eprintln!("{name}: {differ} of {} values differ, by at most {worst:e}", ours.len());
+        if q.double_quant {
+            // bitsandbytes quantizes the absmaxes with its C++ kernel (CUDA's on a
+            // GPU), which rounds a block's scale apart from its reference ops.py,
+            // which the port follows: an absmax on a boundary lands one 8-bit
+            // step away. The 4-bit codes themselves agree exactly.
+            let top = weight.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            assert!(differ * 100 < ours.len(), "{name}: {differ} values differ");
+            assert!(worst < 0.01 * top, "{name}: off by {worst:e} of {top}");
+        } else {
+            assert_eq!(differ, 0, "{name}: {differ} values differ, by at most {worst:e}");
+        }
+    }
+}

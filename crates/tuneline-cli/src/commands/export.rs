@@ -10,7 +10,7 @@ use tuneline_deliver::merge;
 
 use crate::cli::{ExportArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{describe, eval_split, export as export_gguf, Checkpoint};
+use crate::delivery::{choose_merge_base, describe, eval_split, export as export_gguf, Checkpoint};
 use crate::exit::{CliResult, Failure};
 use tuneline_core::layout::LOCAL_CACHE;
 
@@ -50,7 +50,7 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         );
         return Ok(());
     }
-    let (merged, what, eval) = match &args.model {
+    let (mut merged, what, eval) = match &args.model {
         Some(dir) => {
             let merged = tokio::task::block_in_place(|| merge::open(dir))?;
             // A model of no run is smoke-tested on the newest dataset's eval split, if there is one.
@@ -83,6 +83,7 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         .as_ref()
         .filter(|(_, rows, _)| !rows.is_empty())
         .map(|(_, rows, batch)| (rows.as_slice(), *batch));
+    let choice = choose_merge_base(global, &mut merged, rows)?;
     let skipped = if args.no_smoke {
         "--no-smoke"
     } else {
@@ -98,6 +99,9 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         .collect();
     for (export, quant) in export_gguf(&merged, &config, &targets, rows)?.into_iter().zip(&quants) {
         let dir = export.exported.path.parent().unwrap_or(Path::new("")).to_path_buf();
+        if let Some(choice) = &choice {
+            choice.write(&dir)?;
+        }
         println!(
             "{}",
             describe(&format!("{what} as {}", quant.name()), &export.record(), &dir, name, skipped)

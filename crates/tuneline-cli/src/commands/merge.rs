@@ -7,7 +7,7 @@ use tuneline_deliver::hf_dir::{self, WeightDtype};
 
 use crate::cli::{Global, MergeArgs};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::Checkpoint;
+use crate::delivery::{choose_merge_base, Checkpoint};
 use crate::exit::{CliResult, Failure};
 use tuneline_core::layout::LOCAL_CACHE;
 
@@ -27,10 +27,20 @@ pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
         Path::new(LOCAL_CACHE),
     )
     .await?;
-    let merged = checkpoint.merged(&config)?;
+    let mut merged = checkpoint.merged(&config)?;
+    let choice = match merged.base_4bit {
+        Some(_) => {
+            let (_, rows, batch) = checkpoint.eval_rows(global, &store, &config).await?;
+            choose_merge_base(global, &mut merged, Some((&rows, batch)))?
+        }
+        None => None,
+    };
     let dir = tokio::task::block_in_place(|| {
         hf_dir::write(&merged, dtype, hf_dir::SHARD_BYTES, &args.out)
     })?;
+    if let Some(choice) = choice {
+        choice.write(&dir)?;
+    }
     println!("merged {} into {} -> {}", checkpoint.name(), merged.base.path, dir.display());
     Ok(())
 }

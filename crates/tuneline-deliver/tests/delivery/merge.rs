@@ -142,3 +142,71 @@ fn an_adapter_on_a_hugging_face_base_merges_too() {
         (272, 0)
     );
 }
+
+/// An adapter whose checkpoint records a 4-bit base (QLoRA) is merged by
+/// the stated rule: both merges are measured on eval rows, the one with the
+/// lower loss is kept, and its weights are those it was measured with.
+#[test]
+fn an_adapter_of_a_4_bit_base_is_merged_where_its_eval_loss_is_lower() {
+    use tuneline_core::dataset::Row;
+    use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("qlora");
+    copy_dir(&f.adapter, &adapter);
+    let base_4bit =
+        Bnb4bit { quant_type: Bnb4bitType::Nf4, double_quant: true, load_dtype: LoadDtype::Bf16 };
+    base_4bit.write(&adapter).unwrap();
+    let rows: Vec<Row> = (0..3u32)
+        .map(|r| {
+            let ids: Vec<u32> = (0..48).map(|i| 100 + (i * 37 + r * 11) % 4000).collect();
+            Row {
+                labels: ids.iter().map(|&i| i as i32).collect(),
+                position_ids: (0..48).collect(),
+                segment_ids: vec![1; 48],
+                input_ids: ids,
+            }
+        })
+        .collect();
+
+    let plain = merge::merge(&f.base, &f.adapter).unwrap();
+    assert!(plain.base_4bit.is_none());
+    let mut plain_again = merge::merge(&f.base, &f.adapter).unwrap();
+    assert_eq!(plain_again.choose_base(&rows, 2).unwrap(), None, "a plain adapter: no rule");
+
+    let mut merged = merge::merge(&f.base, &adapter).unwrap();
+    assert_eq!(merged.base_4bit, Some(base_4bit));
+    let choice = merged.choose_base(&rows, 2).unwrap().unwrap();
+    eprintln!("{}", choice.describe());
+    assert_eq!(choice.full_loss, plain.rows_loss(&rows, 2).unwrap(), "the 16-bit merge as it is");
+    assert_ne!(choice.full_loss, choice.dequantized_loss, "the 4-bit weights differ");
+    assert_eq!(choice.dequantized, choice.dequantized_loss < choice.full_loss);
+    let kept = merged.rows_loss(&rows, 2).unwrap();
+    let chosen = if choice.dequantized { choice.dequantized_loss } else { choice.full_loss };
+    assert_eq!(kept, chosen, "the merge kept is the one measured");
+
+    // The kept merge's weights: the chosen base's, plus the same delta.
+    let w = |m: &merge::Merged| {
+        let (_, weight) = m
+            .weights()
+            .into_iter()
+            .find(|(n, _)| n.ends_with("layers.0.self_attn.q_proj.weight"))
+            .unwrap();
+        weight.tensor().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    };
+    let (ours, full) = (w(&merged), w(&plain));
+    let base = merge::open(&f.base).unwrap();
+    let base_w = w(&base);
+    let expected: Vec<f32> = if choice.dequantized {
+        let delta: Vec<f32> = full.iter().zip(&base_w).map(|(m, b)| m - b).collect();
+        base_4bit.round_trip(&base_w).iter().zip(&delta).map(|(q, d)| q + d).collect()
+    } else {
+        full
+    };
+    let worst = ours.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-5, "q_proj of layer 0 is off by {worst:e}");
+    let record = dir.path().join("out");
+    std::fs::create_dir_all(&record).unwrap();
+    choice.write(&record).unwrap();
+    assert_eq!(merge::MergeChoice::read(&record).unwrap(), Some(choice));
+}

@@ -147,6 +147,43 @@ impl Llama {
         self.weight_refs().into_iter().map(|(name, w)| Ok((name, w.dense()?))).collect()
     }
 
+    /// This model with each linear layer's weight (`q_proj` ... `down_proj`,
+    /// in Hugging Face's layout) replaced by `f` of it, dense; embeddings,
+    /// norms, biases and the head kept. What a base quantized per linear
+    /// layer (bitsandbytes) computes with.
+    pub fn map_linear(&self, f: impl Fn(&Tensor) -> Result<Tensor> + Sync) -> Result<Llama> {
+        use rayon::prelude::*;
+        let map = |w: &Weight| -> Result<Weight> { Ok(Weight::Dense(f(&w.dense()?)?)) };
+        let layers = self
+            .layers
+            .par_iter()
+            .map(|l| {
+                Ok(Layer {
+                    input_layernorm: l.input_layernorm.clone(),
+                    q_proj: map(&l.q_proj)?,
+                    k_proj: map(&l.k_proj)?,
+                    v_proj: map(&l.v_proj)?,
+                    o_proj: map(&l.o_proj)?,
+                    post_attention_layernorm: l.post_attention_layernorm.clone(),
+                    gate_proj: map(&l.gate_proj)?,
+                    up_proj: map(&l.up_proj)?,
+                    down_proj: map(&l.down_proj)?,
+                    qkv_bias: l.qkv_bias.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Llama {
+            config: self.config.clone(),
+            embed_tokens: self.embed_tokens.clone(),
+            layers,
+            norm: self.norm.clone(),
+            lm_head: self.lm_head.clone(),
+            rope: self.rope.clone(),
+            max_positions: self.max_positions,
+            backend: self.backend,
+        })
+    }
+
     /// [`Llama::named_weights`] without making any dense: each is made when
     /// asked, so that a writer holds one at a time.
     pub fn weight_refs(&self) -> Vec<(String, WeightRef<'_>)> {

@@ -54,7 +54,7 @@ class Run:
                 load_in_4bit=True,
                 bnb_4bit_quant_type=spec["bnb_4bit_quant_type"],
                 bnb_4bit_use_double_quant=spec["bnb_4bit_use_double_quant"],
-                bnb_4bit_compute_dtype=torch.bfloat16 if spec["bf16"] else torch.float16,
+                bnb_4bit_compute_dtype=dtype,
             )
             load["device_map"] = {"": self.device}
         model = AutoModelForCausalLM.from_pretrained(spec["base"], **load)
