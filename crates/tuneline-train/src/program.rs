@@ -27,6 +27,9 @@ use crate::rows::Row;
 use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
 use crate::{hf_base, mlx, torch};
 
+/// Variables a program runs with, as `(name, value)`.
+pub type ChildEnv = Vec<(String, OsString)>;
+
 /// A Python engine: its program and its environment.
 pub struct Program {
     /// Which engine it is.
@@ -36,7 +39,7 @@ pub struct Program {
     /// Its environment's pinned packages.
     pub lock: Lock,
     /// The variables the program runs with, given its environment's Python.
-    pub child_env: fn(&Path) -> Result<Vec<(String, OsString)>, EngineError>,
+    pub child_env: fn(&Path) -> Result<ChildEnv, EngineError>,
 }
 
 impl Program {
@@ -179,7 +182,7 @@ impl ProgramEngine {
 /// the dtype the base loads in (`bf16`, `fp16`, else f32).
 fn base_4bit(config: &Config) -> Option<Bnb4bit> {
     let (m, t) = (&config.model, &config.training);
-    m.load_in_4bit.then(|| Bnb4bit {
+    m.load_in_4bit.then_some(Bnb4bit {
         quant_type: match m.bnb_4bit_quant_type {
             QuantType::Nf4 => Bnb4bitType::Nf4,
             QuantType::Fp4 => Bnb4bitType::Fp4,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use tuneline_core::config::Engine as EngineKind;
 
 use crate::engine::EngineError;
-use crate::program::Program;
+use crate::program::{ChildEnv, Program};
 use crate::pyenv::Lock;
 
 /// mlx (mlx-cpu on Linux, with cmeel-openblas) and mlx-lm, pinned with hashes.
@@ -26,7 +26,7 @@ pub static PROGRAM: Program =
 /// `libgfortran.so.5`, which mlx-cpu's wheel bundles under a hashed name: a
 /// link by the plain name, in the environment, points at it. Elsewhere
 /// (macOS: Accelerate and Metal) the program runs as it is.
-fn child_env(python: &Path) -> Result<Vec<(String, OsString)>, EngineError> {
+fn child_env(python: &Path) -> Result<ChildEnv, EngineError> {
     if !cfg!(target_os = "linux") {
         return Ok(Vec::new());
     }

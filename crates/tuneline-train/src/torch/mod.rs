@@ -2,13 +2,12 @@
 //! bases and 8-bit optimizers, Liger on CUDA), as `trainer.py`, which
 //! [`crate::program`] drives.
 
-use std::ffi::OsString;
 use std::path::Path;
 
 use tuneline_core::config::Engine as EngineKind;
 
 use crate::engine::EngineError;
-use crate::program::Program;
+use crate::program::{ChildEnv, Program};
 use crate::pyenv::Lock;
 
 /// torch, transformers, peft, accelerate, bitsandbytes, liger-kernel and
@@ -21,6 +20,6 @@ pub static PROGRAM: Program =
     Program { kind: EngineKind::Torch, trainer: include_str!("trainer.py"), lock: LOCK, child_env };
 
 /// The torch engine's program needs nothing beyond its environment.
-fn child_env(_python: &Path) -> Result<Vec<(String, OsString)>, EngineError> {
+fn child_env(_python: &Path) -> Result<ChildEnv, EngineError> {
     Ok(Vec::new())
 }
