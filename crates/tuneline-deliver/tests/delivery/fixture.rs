@@ -25,7 +25,6 @@ pub const NAME: &str = "support-bot";
 
 /// The files the tests read.
 pub struct Fixture {
-    _dir: tempfile::TempDir,
     /// The base GGUF.
     pub base: PathBuf,
     /// The adapter checkpoint directory.
@@ -47,24 +46,42 @@ pub fn fixture() -> &'static Fixture {
 }
 
 fn make() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = fixture_dir();
     let base = tuneline_testkit::smollm2_gguf();
-    let adapter = dir.path().join("checkpoint");
+    let adapter = dir.join("checkpoint");
     random_adapter(&base, &adapter);
     let m = merge::merge(&base, &adapter).unwrap();
-    let merged = dir.path().join("merged");
+    let merged = dir.join("merged");
     hf_dir::write(&m, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &merged).unwrap();
     let mut exports = HashMap::new();
     for quant in ["f32", "f16", "q8_0", "q4_k_m"] {
-        let out = dir.path().join(format!("model.{quant}.gguf"));
+        let out = dir.join(format!("model.{quant}.gguf"));
         gguf::export(&m, quant.parse::<Quant>().unwrap(), NAME, &out).unwrap();
         exports.insert(quant, out);
     }
-    let adapter_gguf = dir.path().join("adapter.gguf");
+    let adapter_gguf = dir.join("adapter.gguf");
     export_checkpoint_adapter(&base, &adapter, NAME, &adapter_gguf).unwrap();
-    let base_f32 = dir.path().join("base.f32.gguf");
+    let base_f32 = dir.join("base.f32.gguf");
     gguf::export(&merge::open(&base).unwrap(), Quant::F32, NAME, &base_f32).unwrap();
-    Fixture { _dir: dir, base, adapter, merged, exports, adapter_gguf, base_f32 }
+    Fixture { base, adapter, merged, exports, adapter_gguf, base_f32 }
+}
+
+/// The fixture's directory (2 GB): one per test process under Cargo's
+/// scratch directory. A static is never dropped, so a temporary directory
+/// would outlive every run; instead each run removes the directories of
+/// processes that have ended.
+fn fixture_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("delivery-fixture");
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = root.join(std::process::id().to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// A PEFT adapter on `base` with every projection adapted and B drawn at
