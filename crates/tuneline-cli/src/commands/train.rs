@@ -41,7 +41,6 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
     let host = Host::this(gpus);
     let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
-    setup::check_architecture(config, engine)?;
     // The native engine's device is checked before any data moves.
     let native_device = match engine {
         EngineKind::Native => Some(setup::compute_device(config.model.device)?),
@@ -50,6 +49,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let (dataset, local) =
         fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
     setup::check_tokenizer(config, &dataset, &local)?;
+    setup::check_architecture(config, engine)?;
     let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
     let origin = tuneline_model::Origin {
         base: tokio::task::block_in_place(|| setup::base_model(config))?,
