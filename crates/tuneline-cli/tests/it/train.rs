@@ -311,10 +311,18 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
         err.contains("written by the `torch` engine") && err.contains("uses `native`"),
         "{err}"
     );
+    let (code, _, err) = ctx.run(&["train", "--engine", "mlx", "--run", run]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("written by the `torch` engine") && err.contains("uses `mlx`"), "{err}");
     // A setting the engine cannot honour is named with what to use instead.
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write(
+        "tuneline.toml",
+        config.replace("engine = \"torch\"\n", "engine = \"torch\"\nfp16 = true\n"),
+    );
     let (code, _, err) = ctx.run(&["train", "--engine", "mlx"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("\"mlx\""), "{err}");
+    assert!(err.contains("training.fp16") && err.contains("use bf16 = true"), "{err}");
 }
 
 #[test]
