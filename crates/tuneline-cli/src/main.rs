@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod connect;
 mod context;
 mod cost_report;
 mod dataset;

@@ -2,7 +2,7 @@
 //! ranked as `tuneline plan --json` prints it ([`crate::commands::plan::report`]),
 //! with the `save_steps` its training would use.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tuneline_control::api::error::Failure;
@@ -22,6 +22,13 @@ pub struct ServerPlanner {
     pub stores: StoreCheck,
     /// Where base models are pulled.
     pub cache: PathBuf,
+}
+
+impl ServerPlanner {
+    /// A planner opening stores with `store`'s credentials, caching base models in `state_dir`.
+    pub fn new(store: &tuneline_core::config::StoreConfig, state_dir: &Path) -> Self {
+        Self { stores: StoreCheck::with_credentials(store), cache: state_dir.join("plan-cache") }
+    }
 }
 
 /// The plan page's answer: the plan, and the `save_steps` training takes.

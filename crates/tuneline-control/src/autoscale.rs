@@ -40,6 +40,13 @@ pub struct Choice {
     pub rank: Option<String>,
 }
 
+/// How long a launched instance has to register its worker before it is
+/// taken for unknown and terminated.
+pub const BOOT_GRACE: Duration = Duration::from_secs(60);
+
+/// How long an offer whose instance was preempted is passed over.
+pub const COOLDOWN: Duration = Duration::from_secs(15 * 60);
+
 /// One pool's settings.
 #[derive(Clone)]
 pub struct Pool {
@@ -55,6 +62,25 @@ pub struct Pool {
     pub boot_grace: Duration,
     /// An offer whose instance was preempted is not launched again for this long, while another is not cooling.
     pub cooldown: Duration,
+}
+
+impl Pool {
+    /// The pool of `class` launching `choices`, sized and timed by
+    /// `[workers]`, with the plane's [`BOOT_GRACE`] and [`COOLDOWN`].
+    pub fn new(
+        class: WorkerClass,
+        choices: Vec<Choice>,
+        workers: &tuneline_core::config::WorkersConfig,
+    ) -> Self {
+        Self {
+            class,
+            choices,
+            max_workers: workers.max_workers,
+            idle_timeout: workers.idle_timeout.0,
+            boot_grace: BOOT_GRACE,
+            cooldown: COOLDOWN,
+        }
+    }
 }
 
 /// What one pass did.
@@ -97,6 +123,20 @@ pub struct Autoscaler {
     reported: Mutex<HashMap<(String, String), Offer>>,
 }
 
+/// Runs a pass of each of `autoscalers` every `every`, until the task is
+/// dropped; a failure a human must see is logged with its pool.
+pub async fn scale(autoscalers: Vec<Arc<Autoscaler>>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        for autoscaler in &autoscalers {
+            for failure in autoscaler.pass().await.failed {
+                tracing::error!("autoscaler ({} pool): {failure}", autoscaler.class().as_str());
+            }
+        }
+    }
+}
+
 /// Choices cooling down after a preemption.
 #[derive(Default)]
 struct Cooling {
@@ -122,18 +162,6 @@ impl Autoscaler {
         }
         let cooling = Mutex::new(Cooling { until: Vec::new(), seen: now() });
         Self { shared, pool, providers, cooling, reported: Mutex::default() }
-    }
-
-    /// Runs passes every `every` until the task is dropped.
-    pub async fn run(self, every: Duration) {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let pass = self.pass().await;
-            for failure in &pass.failed {
-                tracing::error!("autoscaler: {failure}");
-            }
-        }
     }
 
     /// One pass: reconcile each provider, stop idle workers, launch what is missing.
@@ -414,6 +442,11 @@ impl Autoscaler {
     /// The class of workers it scales.
     pub fn class(&self) -> WorkerClass {
         self.pool.class
+    }
+
+    /// The pool it scales: its offers, best first, and its limits.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// Terminates every instance of its providers: the end of a pool's work,

@@ -10,7 +10,8 @@
 //! - [`dashboard`]: the dashboard pages, embedded, over that API;
 //! - [`check`]: the submit-time check of a job's config, dataset and model;
 //! - [`serve`]: starting the server and reaping silent workers;
-//! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation;
+//! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation, and the pool policy;
+//! - [`plane`]: the whole plane assembled from a config: server, pools and their offers' prices, tracking;
 //! - [`report`]: the cost report (ETH) from the ledger;
 //! - [`machines`]: each machine's bill, until its worker ended;
 //! - [`spend`]: spend today and this week, and the share of GPU time that trained;
@@ -27,6 +28,7 @@ pub mod db;
 pub mod job;
 pub mod lock;
 pub mod machines;
+pub mod plane;
 pub mod reached;
 pub mod report;
 pub mod runs;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::api::credentials::Secrets;
-use crate::api::{router, JobCheck, Shared, Timing};
+use crate::api::{router, Services, Shared};
 use crate::db::{Db, DbError};
 use crate::lock::{LockError, StateLock};
 use crate::tls::{identity, TlsSource};
@@ -20,6 +20,8 @@ use tuneline_core::config::{Secret, ServerConfig, TlsMode};
 
 /// The state database in a state directory.
 pub const STATE_DB: &str = "state.db";
+/// The default state directory: `state.db`, `token`, workers' logs and caches.
+pub const STATE_DIR: &str = ".tuneline/control";
 /// The admin token file in a state directory.
 pub const TOKEN_FILE: &str = "token";
 /// The join secret file in a state directory.
@@ -203,8 +205,7 @@ impl Server {
     pub async fn start(
         state_dir: &Path,
         endpoint: &Endpoint,
-        timing: Timing,
-        check: Box<dyn JobCheck>,
+        services: Services,
     ) -> Result<Self, ServeError> {
         let listen = endpoint.listen.as_str();
         if endpoint.tls.is_none() {
@@ -236,8 +237,7 @@ impl Server {
         let shared = Shared::new(
             Db::open(&db_path)?,
             Secrets { admin: token.clone(), join: join.clone() },
-            timing,
-            check,
+            services,
         );
         let listener =
             std::net::TcpListener::bind(listen).map_err(io(format!("listening on {listen}")))?;

@@ -14,7 +14,7 @@ use tuneline_api::{
     CommandSpec, DeliverSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec,
     WorkerRegister, WorkerState,
 };
-use tuneline_control::api::Timing;
+use tuneline_control::api::{Services, Timing};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{Endpoint, Server};
 
@@ -102,8 +102,7 @@ async fn the_configs_server_token_is_the_admin_token() {
     let server = Server::start(
         dir.path(),
         &endpoint,
-        timing(Duration::from_secs(30)),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(Duration::from_secs(30)), Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();
@@ -505,8 +504,7 @@ async fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() 
     let e = Server::start(
         dir.path(),
         &Endpoint::plain("127.0.0.1:0"),
-        timing(Duration::from_secs(30)),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(Duration::from_secs(30)), Box::new(StoreCheck::default())),
     )
     .await
     .err()
@@ -530,8 +528,7 @@ async fn a_worker_idle_past_the_idle_timeout_is_told_to_shut_down() {
     let server = Server::start(
         dir.path(),
         &Endpoint::plain("127.0.0.1:0"),
-        timing,
-        Box::new(StoreCheck::default()),
+        Services::new(timing, Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();

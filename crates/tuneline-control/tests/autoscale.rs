@@ -15,8 +15,9 @@ use tuneline_api::{
 };
 use tuneline_control::api::credentials::Secrets;
 use tuneline_control::api::error::Failure;
-use tuneline_control::api::{JobCheck, Shared, Timing};
+use tuneline_control::api::{JobCheck, Services, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
+use tuneline_control::autoscale::{BOOT_GRACE, COOLDOWN};
 use tuneline_control::db::Db;
 use tuneline_providers::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
@@ -118,8 +119,7 @@ fn setup(
     let shared = Shared::new(
         Db::open(&dir.join("state.db")).unwrap(),
         Secrets { admin: "t".into(), join: "j".into() },
-        timing,
-        Box::new(Accept),
+        Services::new(timing, Box::new(Accept)),
     );
     let provider = Arc::new(Recorder::default());
     let pool = Pool {
@@ -128,7 +128,7 @@ fn setup(
         max_workers: 2,
         idle_timeout,
         boot_grace,
-        cooldown: Duration::from_secs(900),
+        cooldown: COOLDOWN,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
     (shared, provider, autoscaler)
@@ -187,8 +187,8 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
         choices: choices(&cpus, [cpu_offer]),
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
-        boot_grace: Duration::from_secs(60),
-        cooldown: Duration::from_secs(900),
+        boot_grace: BOOT_GRACE,
+        cooldown: COOLDOWN,
     };
     let delivery = Autoscaler::new(shared.clone(), pool);
     let deliver = JobSpec::Deliver(DeliverSpec {
@@ -362,8 +362,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     let shared = Shared::new(
         Db::open(&dir.path().join("state.db")).unwrap(),
         Secrets { admin: "t".into(), join: "j".into() },
-        timing,
-        Box::new(Accept),
+        Services::new(timing, Box::new(Accept)),
     );
     let provider = Arc::new(Recorder::default());
     let big = Offer {
@@ -377,8 +376,8 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
         choices: choices(&provider, [big.clone(), offer()]),
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
-        boot_grace: Duration::from_secs(60),
-        cooldown: Duration::from_secs(900),
+        boot_grace: BOOT_GRACE,
+        cooldown: COOLDOWN,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
 
@@ -513,8 +512,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     let shared = Shared::new(
         Db::open(&dir.path().join("state.db")).unwrap(),
         Secrets { admin: "t".into(), join: "j".into() },
-        timing,
-        Box::new(Accept),
+        Services::new(timing, Box::new(Accept)),
     );
     let aws = Arc::new(Recorder { name: Some("aws"), ..Default::default() });
     let lambda = Arc::new(Recorder { name: Some("lambda"), ..Default::default() });
@@ -538,8 +536,8 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
         ],
         max_workers: 2,
         idle_timeout: Duration::from_secs(1800),
-        boot_grace: Duration::from_secs(60),
-        cooldown: Duration::from_secs(900),
+        boot_grace: BOOT_GRACE,
+        cooldown: COOLDOWN,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
 

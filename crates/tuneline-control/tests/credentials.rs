@@ -9,7 +9,7 @@ use tuneline_api::{
     CommandSpec, Fingerprint, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, Trust,
     WorkerRegister,
 };
-use tuneline_control::api::Timing;
+use tuneline_control::api::{Services, Timing};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{Endpoint, Server};
 
@@ -44,8 +44,7 @@ async fn a_worker_pins_the_self_signed_certificate_and_a_wrong_pin_is_refused_wi
     let server = Server::start(
         dir.path(),
         &Endpoint::self_signed("127.0.0.1:0"),
-        timing(),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(), Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();
@@ -86,8 +85,7 @@ async fn a_worker_pins_the_self_signed_certificate_and_a_wrong_pin_is_refused_wi
     let again = Server::start(
         dir.path(),
         &Endpoint::self_signed("127.0.0.1:0"),
-        timing(),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(), Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();
@@ -104,8 +102,7 @@ async fn each_token_acts_only_within_its_rights_and_a_workers_token_ends_with_it
     let server = Server::start(
         dir.path(),
         &Endpoint::plain("127.0.0.1:0"),
-        timing(),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(), Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();
@@ -179,8 +176,7 @@ async fn plain_http_past_loopback_needs_insecure_http() {
     let e = Server::start(
         dir.path(),
         &Endpoint::plain("0.0.0.0:0"),
-        timing(),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(), Box::new(StoreCheck::default())),
     )
     .await
     .err()
@@ -188,8 +184,12 @@ async fn plain_http_past_loopback_needs_insecure_http() {
     .to_string();
     assert!(e.contains("plain HTTP past loopback") && e.contains("--insecure-http"), "{e}");
     let endpoint = Endpoint { insecure_http: true, ..Endpoint::plain("0.0.0.0:0") };
-    let server = Server::start(dir.path(), &endpoint, timing(), Box::new(StoreCheck::default()))
-        .await
-        .unwrap();
+    let server = Server::start(
+        dir.path(),
+        &endpoint,
+        Services::new(timing(), Box::new(StoreCheck::default())),
+    )
+    .await
+    .unwrap();
     assert!(server.url().starts_with("http://"));
 }

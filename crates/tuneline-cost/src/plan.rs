@@ -43,6 +43,16 @@ pub enum Market {
     Spot,
 }
 
+impl Market {
+    /// The market as plans and events name it: `on-demand` or `spot`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Market::OnDemand => "on-demand",
+            Market::Spot => "spot",
+        }
+    }
+}
+
 /// Transfer and startup speeds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Overheads {

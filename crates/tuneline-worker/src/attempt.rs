@@ -401,7 +401,7 @@ async fn release(
 mod tests {
     use super::*;
     use tuneline_api::{CommandSpec, JobSubmit, State, WorkerRegister};
-    use tuneline_control::api::Timing;
+    use tuneline_control::api::{Services, Timing};
     use tuneline_control::check::StoreCheck;
     use tuneline_control::serve::{Endpoint, Server};
 
@@ -415,8 +415,7 @@ mod tests {
         let server = Server::start(
             dir.path(),
             &Endpoint::plain("127.0.0.1:0"),
-            timing,
-            Box::new(StoreCheck::default()),
+            Services::new(timing, Box::new(StoreCheck::default())),
         )
         .await
         .unwrap();

@@ -11,7 +11,7 @@ use crate::cli::{CostCommand, Global};
 use crate::context::load_config;
 use crate::cost_report::print_report;
 use crate::exit::{CliResult, Failure};
-use crate::plane::STATE_DIR;
+use tuneline_control::serve::STATE_DIR;
 
 /// Runs a `tuneline cost` command.
 pub fn run(global: &Global, command: &CostCommand) -> CliResult {

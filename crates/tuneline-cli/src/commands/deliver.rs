@@ -6,10 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::{DeliverArgs, Global};
+use crate::connect::client;
 use crate::context::{load_config, localize_model, open_store};
 use crate::delivery::{deliver as deliver_run, summary, Ledger};
 use crate::exit::CliResult;
-use crate::plane::{client, STATE_DIR};
+use tuneline_control::serve::STATE_DIR;
 use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline deliver`.

@@ -8,10 +8,10 @@ use std::time::Duration;
 use tuneline_api::{ClientError, CommandSpec, Job, JobSpec, JobSubmit, State};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
+use crate::connect::{client, token};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::follow::follow;
-use crate::plane::{client, token};
 use crate::train_job::train_job;
 
 /// Runs a `tuneline jobs` command.

@@ -12,7 +12,7 @@ use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
 use crate::delivery::{push as push_to_store, Ledger};
 use crate::exit::{CliResult, Failure};
-use crate::plane::STATE_DIR;
+use tuneline_control::serve::STATE_DIR;
 use tuneline_core::layout::LOCAL_CACHE;
 
 /// Runs `tuneline push`.

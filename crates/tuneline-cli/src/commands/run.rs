@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use tuneline_api::{
     now, Client, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, State, WorkerClass,
 };
+use tuneline_control::plane::ControlPlane;
 use tuneline_control::report::{Bill, Prices};
-use tuneline_control::serve::Endpoint;
+use tuneline_control::serve::{Endpoint, STATE_DIR};
 use tuneline_core::config::ProviderKind;
 
 use crate::cli::{Global, RunArgs};
@@ -23,7 +24,7 @@ use crate::cost_report::print_report;
 use crate::delivery::delivered;
 use crate::exit::{CliResult, Failure};
 use crate::follow::follow;
-use crate::plane::{ranking_job, ControlPlane, STATE_DIR};
+use crate::plane;
 use crate::train_job::{train_job, TrainJob};
 
 /// Runs `tuneline run`.
@@ -42,8 +43,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         config.server.listen.clone()
     };
     let endpoint = Endpoint::from_config(&config.server, &listen, false);
-    let ranking = ranking_job(config, Some(job.max_steps))?;
-    let mut plane = ControlPlane::start(config, &state_dir, &endpoint, ranking.as_ref()).await?;
+    let mut plane = plane::start(config, &state_dir, &endpoint, Some(job.max_steps)).await?;
     let client = plane.client();
     let trained = train_then_deliver(&client, &plane, global, &job, args.max_attempts).await;
     for failure in plane.shutdown().await {

@@ -5,13 +5,13 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use tuneline_control::reached;
-use tuneline_control::serve::{join_command, join_token, public_url, Endpoint};
+use tuneline_control::serve::{join_command, join_token, public_url, Endpoint, STATE_DIR};
 use tuneline_core::layout;
 
 use crate::cli::{Global, ServerArgs, ServerCommand};
 use crate::context::{load_config, localize_model, open_store};
 use crate::exit::{CliResult, Failure};
-use crate::plane::{ranking_job, ControlPlane, STATE_DIR};
+use crate::plane;
 
 /// Runs `tuneline server`.
 pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
@@ -37,8 +37,7 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
         localize_model(global, &store, &mut config, Path::new(tuneline_core::layout::LOCAL_CACHE))
             .await?;
     }
-    let ranking = ranking_job(&config, None)?;
-    let mut plane = ControlPlane::start(&config, &state_dir, &endpoint, ranking.as_ref()).await?;
+    let mut plane = plane::start(&config, &state_dir, &endpoint, None).await?;
     let fingerprint =
         plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
     eprintln!(

@@ -10,9 +10,9 @@ use tuneline_api::{JoinToken, Trust, WorkerClass, WorkerRegister};
 use tuneline_worker::{serve, Exit, WorkerOptions};
 
 use crate::cli::{Global, WorkerArgs};
+use crate::connect::{token, trust};
 use crate::context::load_config;
 use crate::exit::{CliResult, Failure};
-use crate::plane::{token, trust};
 
 /// Runs `tuneline worker`.
 pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {

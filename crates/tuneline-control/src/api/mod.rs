@@ -66,6 +66,40 @@ pub struct Timing {
     pub idle_timeout: Duration,
 }
 
+impl Timing {
+    /// The timing `[workers]` sets: a worker beats six times per lease
+    /// timeout (between 0.2 and 5 s), so one lost beat never loses its lease.
+    pub fn of(workers: &tuneline_core::config::WorkersConfig) -> Self {
+        let lease_timeout = workers.lease_timeout.0;
+        Self {
+            heartbeat: (lease_timeout / 6)
+                .clamp(Duration::from_millis(200), Duration::from_secs(5)),
+            lease_timeout,
+            idle_timeout: workers.idle_timeout.0,
+        }
+    }
+}
+
+/// What a server serves with, complete before it serves (as axum's
+/// `with_state`): nothing is injected into a running server.
+pub struct Services {
+    /// The timing it hands to workers and enforces.
+    pub timing: Timing,
+    /// The submit-time check, and the stores jobs write to.
+    pub check: Box<dyn JobCheck>,
+    /// What storage and egress cost in its bills, and the most a worker may cost.
+    pub prices: Prices,
+    /// The dashboard's plan page; without one, `/v1/plan` answers 501.
+    pub planner: Option<Arc<dyn Planner>>,
+}
+
+impl Services {
+    /// `timing` and `check`, at the default config's prices, with no planner.
+    pub fn new(timing: Timing, check: Box<dyn JobCheck>) -> Self {
+        Self { timing, check, prices: Prices::of(&Config::default()), planner: None }
+    }
+}
+
 /// What every handler shares.
 pub struct Shared {
     db: Mutex<Db>,
@@ -79,14 +113,15 @@ pub struct Shared {
     /// Failed credentials by source, and the join secret's registrations.
     pub throttle: throttle::Throttle,
     /// What storage and egress cost, for bills.
-    prices: Mutex<Prices>,
+    prices: Prices,
     /// Plans configs, when the server was given a planner.
-    planner: Mutex<Option<Arc<dyn Planner>>>,
+    planner: Option<Arc<dyn Planner>>,
 }
 
 impl Shared {
-    /// The server's state over `db`, guarded by `secrets`.
-    pub fn new(db: Db, secrets: Secrets, timing: Timing, check: Box<dyn JobCheck>) -> Arc<Self> {
+    /// The server's state over `db`, guarded by `secrets`, serving with `services`.
+    pub fn new(db: Db, secrets: Secrets, services: Services) -> Arc<Self> {
+        let Services { timing, check, prices, planner } = services;
         Arc::new(Self {
             db: Mutex::new(db),
             secrets,
@@ -95,8 +130,8 @@ impl Shared {
             queued: Notify::new(),
             sessions: session::Sessions::default(),
             throttle: throttle::Throttle::default(),
-            prices: Mutex::new(Prices::of(&Config::default())),
-            planner: Mutex::new(None),
+            prices,
+            planner,
         })
     }
 
@@ -106,24 +141,14 @@ impl Shared {
         self.db.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Bills price storage and egress at `prices` (`[cost]`'s) from now on.
-    pub fn set_prices(&self, prices: Prices) {
-        *self.prices.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = prices;
-    }
-
     /// What storage and egress cost, for bills.
     pub fn prices(&self) -> Prices {
-        *self.prices.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Plans configs with `planner` from now on.
-    pub fn set_planner(&self, planner: Arc<dyn Planner>) {
-        *self.planner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(planner);
+        self.prices
     }
 
     /// The planner, if the server has one.
-    fn planner(&self) -> Option<Arc<dyn Planner>> {
-        self.planner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    fn planner(&self) -> Option<&Arc<dyn Planner>> {
+        self.planner.as_ref()
     }
 
     /// The server's secrets.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tuneline_api::client::{Client, ClientError};
-use tuneline_control::api::Timing;
+use tuneline_control::api::{Services, Timing};
 use tuneline_control::check::StoreCheck;
 use tuneline_control::serve::{Endpoint, Server};
 
@@ -24,8 +24,7 @@ pub async fn server(dir: &std::path::Path, lease_timeout: Duration) -> (Server, 
     let server = Server::start(
         dir,
         &Endpoint::plain("127.0.0.1:0"),
-        timing(lease_timeout),
-        Box::new(StoreCheck::default()),
+        Services::new(timing(lease_timeout), Box::new(StoreCheck::default())),
     )
     .await
     .unwrap();
