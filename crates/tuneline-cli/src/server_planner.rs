@@ -1,5 +1,5 @@
 //! The server's planner, for the dashboard's plan page: a config's job
-//! ranked as `tuneline plan --json` prints it ([`crate::commands::plan::report`]),
+//! ranked as `tuneline plan --json` prints it ([`tuneline_cost::report`]),
 //! with the `save_steps` its training would use.
 
 use std::path::{Path, PathBuf};
@@ -12,9 +12,8 @@ use tuneline_core::config::SaveSteps;
 use tuneline_core::layout;
 use tuneline_core::progress::NoProgress;
 use tuneline_cost::config_job::{self, Overrides};
+use tuneline_cost::report::{report, Report};
 use tuneline_train::setup::model_shape;
-
-use crate::commands::plan::{report, Report};
 
 /// Plans configs with the server's store credentials, pulling a `store:` base model into `cache` to read its shape.
 pub struct ServerPlanner {
@@ -66,7 +65,7 @@ impl Planner for ServerPlanner {
         let catalog = config_job::catalog(&config).map_err(unfit)?;
         let shape = model_shape(&config.model.path).map_err(|e| unfit(e.to_string()))?;
         let job = config_job::job(&config, shape.clone(), &Overrides::default()).map_err(unfit)?;
-        let report = report(&config, &catalog, job, None).map_err(|e| unfit(e.message))?;
+        let report = report(&config, &catalog, job, None).map_err(|e| unfit(e.to_string()))?;
         let (save_steps, save_steps_why) = match config.training.save_steps {
             SaveSteps::Steps(n) => (Some(n), "[training] save_steps".to_string()),
             SaveSteps::Auto => match config_job::auto_save_steps(&config, shape) {

@@ -11,6 +11,7 @@
 //! - [`eth`]: the effective-training-hour cost, the one formula for it.
 //! - [`plan`]: offers ranked by expected effective-training-hour cost (ETH).
 //! - [`buy`]: buying a card against renting one.
+//! - [`report`]: a config's plan as `tuneline plan` prints it.
 //! - [`trace`] and [`simulate`]: preemptions replayed against checkpoint strategies.
 
 pub mod buy;
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod models;
 pub mod plan;
 pub mod prices;
+pub mod report;
 pub mod simulate;
 pub mod throughput;
 pub mod trace;
