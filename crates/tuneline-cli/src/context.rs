@@ -82,7 +82,7 @@ pub async fn fetch_dataset(
     config: &Config,
     pinned: Option<&str>,
     cache: &Path,
-) -> CliResult<(String, PathBuf)> {
+) -> Result<(String, PathBuf), setup::SetupError> {
     let prefix = setup::dataset_version(store, config, pinned).await?;
     let local = cache.join(&prefix);
     let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
@@ -90,58 +90,4 @@ pub async fn fetch_dataset(
     shown.finish();
     pulled?;
     Ok((prefix, local))
-}
-
-/// A run's committed checkpoint: `run` (default: this config's run on the
-/// newest dataset version) at `step` (default: its latest). Returns the
-/// run, the step and the checkpoint's prefix.
-pub async fn resolve_checkpoint(
-    store: &ArtifactStore,
-    config: &Config,
-    run: Option<&str>,
-    step: Option<u64>,
-) -> CliResult<(String, u64, String)> {
-    let run = match run {
-        Some(run) => run.to_string(),
-        None => setup::run_id(config, &setup::dataset_version(store, config, None).await?),
-    };
-    let step = match step {
-        Some(step) => step,
-        None => match store.latest_numbered(&layout::checkpoints(&run)).await? {
-            Some((_, step)) => step,
-            None => {
-                return Err(Failure::input(format!(
-                    "run {run} has no committed checkpoint in {}; train it first (`tuneline run` or `tuneline train`)",
-                    store.url()
-                )))
-            }
-        },
-    };
-    let prefix = layout::checkpoint(&run, step);
-    if !store.is_committed(&prefix).await? {
-        return Err(Failure::input(format!(
-            "run {run} has no committed checkpoint at step {step} in {}; `tuneline store ls {}` lists them",
-            store.url(),
-            layout::checkpoints(&run)
-        )));
-    }
-    Ok((run, step, prefix))
-}
-
-/// The checkpoint [`resolve_checkpoint`] finds, pulled into `cache`; returns the run, the step and the local directory.
-pub async fn fetch_checkpoint(
-    global: &Global,
-    store: &ArtifactStore,
-    config: &Config,
-    run: Option<&str>,
-    step: Option<u64>,
-    cache: &Path,
-) -> CliResult<(String, u64, PathBuf)> {
-    let (run, step, prefix) = resolve_checkpoint(store, config, run, step).await?;
-    let local = cache.join(&prefix);
-    let shown = Shown::new(&format!("fetch {prefix}"), global.quiet || global.json);
-    let pulled = store.pull(&prefix, &local, &shown).await;
-    shown.finish();
-    pulled?;
-    Ok((run, step, local))
 }

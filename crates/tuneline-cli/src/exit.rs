@@ -106,6 +106,7 @@ impl From<tuneline_deliver::DeliverError> for Failure {
         match e {
             tuneline_deliver::DeliverError::Input(message) => Self::input(message),
             tuneline_deliver::DeliverError::Failed(message) => Self::failed(message),
+            tuneline_deliver::DeliverError::Store(e) => e.into(),
         }
     }
 }

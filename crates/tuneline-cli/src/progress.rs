@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
 use tuneline_core::progress::{Progress, Unit};
+use tuneline_deliver::pipeline::Stages;
 
 /// How often plain log lines are printed within a stage.
 const LOG_EVERY: Duration = Duration::from_secs(5);
@@ -65,6 +66,13 @@ impl Shown {
         if let Shown::Bar { bar, .. } = self {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// A stage dropped is done: its bar goes.
+impl Drop for Shown {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -127,6 +135,31 @@ impl Progress for Shown {
                 }
             }
             Shown::Hidden => {}
+        }
+    }
+}
+
+/// Progress on this terminal, as `--quiet` and `--json` allow.
+pub struct Terminal {
+    quiet: bool,
+    hidden: bool,
+}
+
+impl Terminal {
+    /// As the command line asks.
+    pub fn of(global: &crate::cli::Global) -> Self {
+        Self { quiet: global.quiet, hidden: global.quiet || global.json }
+    }
+}
+
+impl Stages for Terminal {
+    fn stage(&self, what: &str) -> Box<dyn Progress> {
+        Box::new(Shown::new(what, self.hidden))
+    }
+
+    fn note(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
         }
     }
 }

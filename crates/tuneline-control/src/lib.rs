@@ -13,6 +13,7 @@
 //! - [`autoscale`]: the pool autoscaler, idle shutdown and reconciliation, and the pool policy;
 //! - [`plane`]: the whole plane assembled from a config: server, pools and their offers' prices, tracking;
 //! - [`report`]: the cost report (ETH) from the ledger;
+//! - [`ledger`]: a state directory's ledger, read by the commands beside a plane;
 //! - [`machines`]: each machine's bill, until its worker ended;
 //! - [`spend`]: spend today and this week, and the share of GPU time that trained;
 //! - [`runs`]: a run's checkpoints and evaluations in its store, and runs' configs compared;
@@ -26,6 +27,7 @@ pub mod check;
 pub mod dashboard;
 pub mod db;
 pub mod job;
+pub mod ledger;
 pub mod lock;
 pub mod machines;
 pub mod plane;

@@ -11,6 +11,9 @@ pub enum DeliverError {
     /// Writing or computing failed (a full disk, say).
     #[error("{0}")]
     Failed(String),
+    /// The store failed, or lacks what was asked of it.
+    #[error(transparent)]
+    Store(#[from] tuneline_store::StoreError),
 }
 
 impl DeliverError {

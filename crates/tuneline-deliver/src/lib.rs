@@ -1,7 +1,8 @@
 //! tuneline's delivery plane, on the CPU: a trained adapter folded into the
 //! weights it trained on ([`merge`]), written as a Hugging Face directory
 //! ([`hf_dir`]) and as GGUF for llama.cpp and Ollama ([`gguf`], with the
-//! Modelfile of [`modelfile`]). Every output is written under a temporary
+//! Modelfile of [`modelfile`]). [`pipeline`] runs them all for a run's
+//! checkpoint, from the store and back. Every output is written under a temporary
 //! name and renamed when complete ([`atomic`]). [`record`] is what a
 //! delivery job leaves in the store for whoever queued it.
 
@@ -16,6 +17,7 @@ pub mod merge;
 pub mod modelfile;
 pub mod oci;
 pub mod package;
+pub mod pipeline;
 pub mod record;
 pub mod smoke;
 

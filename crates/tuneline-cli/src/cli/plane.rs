@@ -94,7 +94,7 @@ pub struct ServerArgs {
     /// Address to listen on, instead of [server] listen
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// State directory: state.db, the token file, local workers' logs [default: .tuneline/control]
+    /// State directory: the state database, the token file, local workers' logs [default: .tuneline/control]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Serve plain HTTP past loopback ([server] tls = "off"), sending tokens in clear

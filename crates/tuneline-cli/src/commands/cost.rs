@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tuneline_api::{now, Job};
-use tuneline_control::db::Db;
+use tuneline_control::ledger::StateLedger;
 use tuneline_control::report::{Bill, Prices};
 
 use crate::cli::{CostCommand, Global};
@@ -18,19 +18,17 @@ pub fn run(global: &Global, command: &CostCommand) -> CliResult {
     let CostCommand::Report { run, state_dir } = command;
     let config = load_config(global, true)?.config;
     let state_dir = state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR));
-    let db_path = state_dir.join(tuneline_control::serve::STATE_DB);
-    if !db_path.exists() {
-        return Err(Failure::input(format!("no state database at {}; `tuneline run` or `tuneline server` makes one (or pass --state-dir)", db_path.display())));
-    }
-    let db = Db::open(&db_path).map_err(Failure::failed)?;
-    let jobs = db.list(None).map_err(Failure::failed)?;
+    let Some(ledger) = StateLedger::open(&state_dir).map_err(Failure::failed)? else {
+        return Err(Failure::input(format!("no state database at {}; `tuneline run` or `tuneline server` makes one (or pass --state-dir)", StateLedger::path(&state_dir).display())));
+    };
+    let jobs = ledger.jobs().map_err(Failure::failed)?;
     let picked = pick(&jobs, run.as_deref())?;
     // A run name bills every job of the run (training and delivery); a job id, that job.
     let billed: Vec<&Job> = match run.as_deref() {
         Some(wanted) if wanted == picked.id.to_string() => vec![picked],
         _ => jobs.iter().filter(|j| j.spec.run() == picked.spec.run()).collect(),
     };
-    let workers = db.workers(true).map_err(Failure::failed)?;
+    let workers = ledger.workers().map_err(Failure::failed)?;
     print_report(global, &Bill::of(&billed, &workers, Prices::of(&config), now()));
     Ok(())
 }

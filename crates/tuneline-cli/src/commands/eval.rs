@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::cli::{CheckpointArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{evaluate, Checkpoint};
+use crate::delivery::Parts;
 use crate::exit::CliResult;
 use tuneline_core::layout::LOCAL_CACHE;
 
@@ -14,16 +14,10 @@ pub async fn eval(global: &Global, args: &CheckpointArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
-    let checkpoint = Checkpoint::fetch(
-        global,
-        &store,
-        &config,
-        args.run.as_deref(),
-        args.checkpoint,
-        Path::new(LOCAL_CACHE),
-    )
-    .await?;
-    let (report, sheet) = evaluate(global, &store, &config, &checkpoint).await?;
+    let parts = Parts::new(global, &store, &config, Path::new(LOCAL_CACHE));
+    let delivery = parts.delivery();
+    let checkpoint = delivery.checkpoint(args.run.as_deref(), args.checkpoint).await?;
+    let (report, sheet) = delivery.evaluate(&checkpoint).await?;
     if global.json {
         println!("{}", serde_json::to_string(&report).expect("serializable"));
         return Ok(());

@@ -10,9 +10,10 @@ use tuneline_deliver::merge;
 
 use crate::cli::{ExportArgs, Global};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{choose_merge_base, describe, eval_split, export as export_gguf, Checkpoint};
+use crate::delivery::Parts;
 use crate::exit::{CliResult, Failure};
 use tuneline_core::layout::LOCAL_CACHE;
+use tuneline_deliver::pipeline::describe;
 
 /// Runs `tuneline export`.
 pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
@@ -27,16 +28,11 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
     if args.model.is_none() {
         localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
     }
+    let parts = Parts::new(global, &store, &config, Path::new(LOCAL_CACHE));
+    let delivery = parts.delivery();
+    let from = (args.from.run.as_deref(), args.from.checkpoint);
     if args.adapter {
-        let checkpoint = Checkpoint::fetch(
-            global,
-            &store,
-            &config,
-            args.from.run.as_deref(),
-            args.from.checkpoint,
-            Path::new(LOCAL_CACHE),
-        )
-        .await?;
+        let checkpoint = delivery.checkpoint(from.0, from.1).await?;
         let base = Path::new(&config.model.path);
         let e = tokio::task::block_in_place(|| {
             export_checkpoint_adapter(base, &checkpoint.dir, &config.project.name, &args.out)
@@ -57,33 +53,19 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
             let eval = if args.no_smoke {
                 None
             } else {
-                eval_split(global, &store, &config, None, Path::new(LOCAL_CACHE)).await.ok()
+                parts.runs().eval_split(None, Path::new(LOCAL_CACHE)).await.ok()
             };
             (merged, dir.display().to_string(), eval)
         }
         None => {
-            let checkpoint = Checkpoint::fetch(
-                global,
-                &store,
-                &config,
-                args.from.run.as_deref(),
-                args.from.checkpoint,
-                Path::new(LOCAL_CACHE),
-            )
-            .await?;
-            let eval = if args.no_smoke {
-                None
-            } else {
-                Some(checkpoint.eval_rows(global, &store, &config).await?)
-            };
-            (checkpoint.merged(&config)?, checkpoint.name(), eval)
+            let checkpoint = delivery.checkpoint(from.0, from.1).await?;
+            let eval =
+                if args.no_smoke { None } else { Some(delivery.eval_rows(&checkpoint).await?) };
+            (delivery.merged(&checkpoint)?, checkpoint.name(), eval)
         }
     };
-    let rows = eval
-        .as_ref()
-        .filter(|(_, rows, _)| !rows.is_empty())
-        .map(|(_, rows, batch)| (rows.as_slice(), *batch));
-    let choice = choose_merge_base(global, &mut merged, rows)?;
+    let rows = eval.as_ref().and_then(|split| split.measured());
+    let choice = delivery.choose_merge_base(&mut merged, rows)?;
     let skipped = if args.no_smoke {
         "--no-smoke"
     } else {
@@ -97,7 +79,7 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
             _ => (*quant, args.out.join(format!("{name}.{}.gguf", quant.name()))),
         })
         .collect();
-    for (export, quant) in export_gguf(&merged, &config, &targets, rows)?.into_iter().zip(&quants) {
+    for (export, quant) in delivery.export(&merged, &targets, rows)?.into_iter().zip(&quants) {
         let dir = export.exported.path.parent().unwrap_or(Path::new("")).to_path_buf();
         if let Some(choice) = &choice {
             choice.write(&dir)?;

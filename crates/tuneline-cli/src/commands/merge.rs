@@ -7,7 +7,7 @@ use tuneline_deliver::hf_dir::{self, WeightDtype};
 
 use crate::cli::{Global, MergeArgs};
 use crate::context::{load_config, localize_model, open_store};
-use crate::delivery::{choose_merge_base, Checkpoint};
+use crate::delivery::Parts;
 use crate::exit::{CliResult, Failure};
 use tuneline_core::layout::LOCAL_CACHE;
 
@@ -18,20 +18,14 @@ pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;
-    let checkpoint = Checkpoint::fetch(
-        global,
-        &store,
-        &config,
-        args.from.run.as_deref(),
-        args.from.checkpoint,
-        Path::new(LOCAL_CACHE),
-    )
-    .await?;
-    let mut merged = checkpoint.merged(&config)?;
+    let parts = Parts::new(global, &store, &config, Path::new(LOCAL_CACHE));
+    let delivery = parts.delivery();
+    let checkpoint = delivery.checkpoint(args.from.run.as_deref(), args.from.checkpoint).await?;
+    let mut merged = delivery.merged(&checkpoint)?;
     let choice = match merged.base_4bit {
         Some(_) => {
-            let (_, rows, batch) = checkpoint.eval_rows(global, &store, &config).await?;
-            choose_merge_base(global, &mut merged, Some((&rows, batch)))?
+            let split = delivery.eval_rows(&checkpoint).await?;
+            delivery.choose_merge_base(&mut merged, split.measured())?
         }
         None => None,
     };

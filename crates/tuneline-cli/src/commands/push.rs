@@ -10,8 +10,9 @@ use tuneline_deliver::oci::{self, Credentials, OllamaModel, Reference};
 
 use crate::cli::{Global, PushArgs};
 use crate::context::{load_config, open_store};
-use crate::delivery::{push as push_to_store, Ledger};
+use crate::delivery::{LocalLedger, Parts};
 use crate::exit::{CliResult, Failure};
+use tuneline_control::report::Prices;
 use tuneline_control::serve::STATE_DIR;
 use tuneline_core::layout::LOCAL_CACHE;
 
@@ -24,19 +25,13 @@ pub async fn push(global: &Global, args: &PushArgs) -> CliResult {
     }
     let config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
-    let ledger =
-        Ledger::StateDir(args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)));
-    let pushed = push_to_store(
-        global,
-        &store,
-        &config,
-        args.run.as_deref(),
-        args.checkpoint,
-        &args.dir,
-        &ledger,
-        Path::new(LOCAL_CACHE),
-    )
-    .await?;
+    let ledger = LocalLedger {
+        state_dir: args.state_dir.clone().unwrap_or_else(|| PathBuf::from(STATE_DIR)),
+        prices: Prices::of(&config),
+    };
+    let parts = Parts::new(global, &store, &config, Path::new(LOCAL_CACHE));
+    let from = (args.run.as_deref(), args.checkpoint);
+    let pushed = parts.delivery().push(from, &args.dir, &ledger).await?;
     println!("{pushed}");
     Ok(())
 }

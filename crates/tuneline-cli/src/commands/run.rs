@@ -17,11 +17,12 @@ use tuneline_control::plane::ControlPlane;
 use tuneline_control::report::{Bill, Prices};
 use tuneline_control::serve::{Endpoint, STATE_DIR};
 use tuneline_core::config::ProviderKind;
+use tuneline_core::layout::LOCAL_CACHE;
 
 use crate::cli::{Global, RunArgs};
 use crate::context::{load_config, open_store};
 use crate::cost_report::print_report;
-use crate::delivery::delivered;
+use crate::delivery::Parts;
 use crate::exit::{CliResult, Failure};
 use crate::follow::follow;
 use crate::plane;
@@ -69,7 +70,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
         )));
     }
     let out = Path::new("out").join(&job.run);
-    let summary = delivered(global, &store, config, &job.run, &out).await?;
+    let parts = Parts::new(global, &store, config, Path::new(LOCAL_CACHE));
+    let summary = parts.delivery().delivered(&job.run, &out).await?;
     print_report(global, &bill);
     println!("{summary}");
     Ok(())
