@@ -53,6 +53,10 @@ async fn run(cli: &Cli) -> CliResult {
     match &cli.command {
         Command::Init(args) => commands::init::run(args, cli.global.json),
         Command::Config(ConfigCommand::Check) => commands::config::check(&cli.global),
+        Command::Config(ConfigCommand::Reference) => {
+            print!("{}", tuneline_core::config::reference::markdown());
+            Ok(())
+        }
         Command::Store(command) => commands::store::run(&cli.global, command).await,
         Command::Data(command) => commands::data::run(&cli.global, command).await,
         Command::Train(args) => commands::train::train(&cli.global, args).await,

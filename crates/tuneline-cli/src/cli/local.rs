@@ -57,6 +57,8 @@ pub struct InitArgs {
 pub enum ConfigCommand {
     /// Validate the config and print it resolved, secrets masked
     Check,
+    /// Print the reference of every tuneline.toml key: type, default, example, meaning (docs/config.md)
+    Reference,
 }
 
 /// `tuneline store ...`.

@@ -7,6 +7,7 @@ use crate::common::{snapshot, TestContext};
 const COMMANDS: &[&[&str]] = &[
     &["init"],
     &["config", "check"],
+    &["config", "reference"],
     &["store", "ls"],
     &["store", "push"],
     &["store", "pull"],

@@ -11,6 +11,7 @@ mod cost;
 mod dashboard;
 mod data;
 mod deliver;
+mod docs;
 mod engines;
 mod fleet;
 mod help;

@@ -4,12 +4,13 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::schema::Config;
 
 /// The trainer that runs a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Engine {
     /// `torch` on a host with a CUDA GPU, `mlx` on macOS arm64, else `native`.
@@ -86,7 +87,7 @@ impl Host {
 }
 
 /// `[training] optim`: transformers' optimizer names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Optim {
     /// `torch.optim.AdamW` (32-bit moments); every engine has it.
@@ -101,7 +102,7 @@ pub enum Optim {
 }
 
 /// `[model] bnb_4bit_quant_type`: bitsandbytes' 4-bit data types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QuantType {
     /// NormalFloat4, QLoRA's type.

@@ -4,6 +4,7 @@ mod engine;
 mod error;
 mod load;
 mod providers;
+pub mod reference;
 mod schema;
 mod secret;
 mod ssh_host;

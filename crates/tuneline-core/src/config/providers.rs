@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::values::HumanDuration;
@@ -134,7 +135,7 @@ macro_rules! provider_tables {
     ($( $(#[$doc:meta])* $field:ident: $kind:ident => $table:ident { $( $(#[$fdoc:meta])* $key:ident: $ty:ty = $default:expr ),* $(,)? } )*) => {
         $(
             $(#[$doc])*
-            #[derive(Debug, Clone, Serialize, Deserialize)]
+            #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
             #[serde(default)]
             pub struct $table {
                 /// The instance type training launches.
@@ -188,7 +189,7 @@ macro_rules! provider_tables {
         )*
 
         /// `[providers.<kind>]`: at most one table per backend.
-        #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
         #[serde(default)]
         pub struct Providers {
             $( #[doc = concat!("`[providers.", stringify!($field), "]`.")] pub $field: Option<$table>, )*
@@ -308,7 +309,7 @@ provider_tables! {
 }
 
 /// RunPod's two clouds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum CloudType {
     /// Data-centre machines.
@@ -324,6 +325,17 @@ impl CloudType {
             Self::Secure => "SECURE",
             Self::Community => "COMMUNITY",
         }
+    }
+}
+
+impl JsonSchema for ProviderKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ProviderKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
     }
 }
 
@@ -395,6 +407,12 @@ fn slurm_form(s: &str) -> Option<Duration> {
             .checked_add(sec)?,
     ))
 }
+
+super::values::written_as!(
+    SlurmTime,
+    "SlurmTime",
+    "duration (\"4h\"), minutes (240) or Slurm's \"D-HH:MM:SS\""
+);
 
 impl Serialize for SlurmTime {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Engine, Optim, QuantType};
@@ -12,7 +13,7 @@ use super::secret::Secret;
 use super::values::{ComputeDevice, HumanDuration, MemorySize, SaveSteps};
 
 /// A whole `tuneline.toml`, every section optional.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct Config {
     /// `[project]`: names runs and datasets.
@@ -43,7 +44,7 @@ pub struct Config {
 
 /// `[tracking]`: where the control plane mirrors each run's params, metrics
 /// and artifacts' store paths, besides its own state.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TrackingConfig {
     /// An MLflow tracking server's URL, such as `http://mlflow:5000`.
@@ -55,7 +56,7 @@ pub struct TrackingConfig {
 }
 
 /// `[project]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ProjectConfig {
     /// Names runs and datasets; a store path segment.
@@ -69,7 +70,7 @@ impl Default for ProjectConfig {
 }
 
 /// `[store]`: the artifact store URL and the settings S3-compatible endpoints need.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct StoreConfig {
     /// `file://DIR`, a plain path, `s3://bucket/prefix` or `memory://`.
@@ -115,7 +116,7 @@ impl Default for StoreConfig {
 }
 
 /// `[model]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ModelConfig {
     /// A GGUF file or a Hugging Face safetensors directory.
@@ -146,7 +147,7 @@ impl Default for ModelConfig {
 }
 
 /// Record formats the data plane reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DataFormat {
     /// Detected per file.
@@ -165,7 +166,7 @@ pub enum DataFormat {
 }
 
 /// What to do with a sample longer than `max_seq_length`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Overflow {
     /// Leave it out (counted).
@@ -176,7 +177,7 @@ pub enum Overflow {
 }
 
 /// What to do with a record that cannot be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnError {
     /// Count it and go on.
@@ -187,7 +188,7 @@ pub enum OnError {
 }
 
 /// `[data]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct DataConfig {
     /// Names `datasets/<name>/<version>`.
@@ -221,7 +222,7 @@ pub struct DataConfig {
 }
 
 /// Turn-order policy for conversations whose roles do not alternate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Alternation {
     /// Merge consecutive turns of one role, drop stray system and leading assistant turns.
@@ -232,7 +233,7 @@ pub enum Alternation {
 }
 
 /// `data.clean`: the cleaning rules (each one is counted in the dataset stats).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct CleanConfig {
     /// Strip HTML tags and entities left over from scraping.
@@ -280,7 +281,7 @@ impl Default for DataConfig {
 }
 
 /// `data.dedup`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct DedupConfig {
     /// Drop exact duplicates of normalized text.
@@ -300,7 +301,7 @@ impl Default for DedupConfig {
 }
 
 /// Learning-rate schedules, by their Hugging Face names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LrSchedulerType {
     /// Linear decay to zero after warmup.
@@ -315,7 +316,7 @@ pub enum LrSchedulerType {
 }
 
 /// `[training]`: Hugging Face TrainingArguments names.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct TrainingConfig {
     /// Optimizer steps to run; overrides `num_train_epochs`.
@@ -397,7 +398,7 @@ impl Default for TrainingConfig {
 }
 
 /// `[lora]`: PEFT LoraConfig names.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct LoraConfig {
     /// Rank.
@@ -435,7 +436,7 @@ impl Default for LoraConfig {
 }
 
 /// Job phase, which decides what may be rented.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Spot instances allowed.
@@ -449,7 +450,7 @@ pub enum Phase {
 
 /// `[eval]`: how `tuneline eval` compares the base and the tuned model on the
 /// eval split, and how `tuneline export` smoke-tests what it wrote.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct EvalConfig {
     /// Tokens generated for a sample at most (generation also stops at the end of the turn).
@@ -481,7 +482,7 @@ impl Default for EvalConfig {
 }
 
 /// `[workers]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct WorkersConfig {
     /// The provider backend; `[providers.<kind>]` configures it.
@@ -537,7 +538,7 @@ impl Default for WorkersConfig {
 }
 
 /// `[server]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ServerConfig {
     /// Address the API listens on.
@@ -568,7 +569,7 @@ impl Default for ServerConfig {
 }
 
 /// Whether the server serves HTTPS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TlsMode {
     /// HTTPS, except plain HTTP on a loopback address without `tls_cert`.
@@ -581,7 +582,7 @@ pub enum TlsMode {
 }
 
 /// `[cost]`: what `tuneline plan` and `save_steps = "auto"` price a run with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct CostConfig {
     /// A user catalog merged over the shipped one.
@@ -624,7 +625,7 @@ impl Default for CostConfig {
 }
 
 /// `[cost.buy]`: buying a card instead of renting one.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct BuyConfig {
     /// The GPU, as the catalog names it; renting it is priced from the catalog.

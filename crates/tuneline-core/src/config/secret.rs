@@ -10,6 +10,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
+super::values::written_as!(Secret, "Secret", "secret string (never printed)");
+
 impl Secret {
     /// Wraps a value.
     pub fn new(value: impl Into<String>) -> Self {

@@ -13,6 +13,8 @@ pub struct SshHost {
     pub port: Option<u16>,
 }
 
+super::values::written_as!(SshHost, "SshHost", "\"[user@]host[:port]\"");
+
 impl SshHost {
     /// Parses `[user@]host[:port]`; an IPv6 address goes in brackets (`[::1]:22`).
     pub fn parse(text: &str) -> Result<Self, String> {

@@ -6,6 +6,28 @@ use std::time::Duration;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// A config value written in a form of its own: its schema is that form, in
+/// words, which the reference (`docs/config.md`) shows as its type.
+macro_rules! written_as {
+    ($ty:ty, $name:literal, $form:expr) => {
+        impl schemars::JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ (crate::config::reference::WRITTEN): $form })
+            }
+        }
+    };
+}
+pub(crate) use written_as;
+
+written_as!(HumanDuration, "Duration", "duration: \"30s\", \"5m\", \"1h 30m\"");
+written_as!(ComputeDevice, "ComputeDevice", "\"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+written_as!(SaveSteps, "SaveSteps", "steps (integer) or \"auto\"");
+written_as!(MemorySize, "MemorySize", "size: \"8 GiB\", \"16GB\"");
+
 /// A duration written the way people write it: `"30s"`, `"30m"`, `"1h 30m"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
@@ -17,9 +39,19 @@ impl HumanDuration {
     }
 }
 
+/// In the largest unit that divides it exactly (`180d`, `90m`, `1500ms`), which
+/// humantime reads back; its own format writes 180 days as `5months 27days 19h 12m`.
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_duration(self.0))
+        let (secs, nanos) = (self.0.as_secs(), self.0.subsec_nanos());
+        if nanos != 0 || secs == 0 {
+            return write!(f, "{}", humantime::format_duration(self.0));
+        }
+        let unit = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")]
+            .into_iter()
+            .find(|(size, _)| secs % size == 0)
+            .expect("every whole second divides by 1");
+        write!(f, "{}{}", secs / unit.0, unit.1)
     }
 }
 
