@@ -19,25 +19,36 @@ use tuneline_control::api::{JobCheck, Services, Shared, Timing};
 use tuneline_control::autoscale::{Autoscaler, Choice, Pool};
 use tuneline_control::autoscale::{BOOT_GRACE, COOLDOWN};
 use tuneline_control::db::Db;
+use tuneline_providers::fault::{Call, Fault, FaultyProvider, Target};
 use tuneline_providers::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
-/// Records launches and terminations; `stuck` instances refuse to terminate.
+/// Records launches and terminations; its faults come from the
+/// [`FaultyProvider`] that wraps it.
 #[derive(Default)]
 struct Recorder {
     /// Its provider name [default: `local`].
     name: Option<&'static str>,
-    /// Listing fails.
-    unreachable: std::sync::atomic::AtomicBool,
     instances: Mutex<Vec<Instance>>,
     terminated: Mutex<Vec<String>>,
-    stuck: Mutex<Vec<String>>,
     launched: std::sync::atomic::AtomicUsize,
-    /// Launches fail with this error.
-    refuse: Mutex<Option<ProviderError>>,
-    /// Launches of these instance types find no capacity.
-    full: Mutex<Vec<String>>,
     /// The price launched instances are billed at, as a provider reports it, when not the offer's.
     billed: Mutex<Option<f64>>,
+}
+
+/// A recorder under the fault-injecting wrapper, as every test's provider.
+type Faulty = FaultyProvider<Recorder>;
+
+/// A recorder named `name`, under the fault-injecting wrapper.
+fn faulty(name: Option<&'static str>) -> Arc<Faulty> {
+    Arc::new(FaultyProvider::new(Arc::new(Recorder { name, ..Default::default() })))
+}
+
+/// No capacity for `instance_type`, as EC2 says it, until healed.
+fn full(provider: &Faulty, instance_type: &str) {
+    provider.inject(
+        Target::Launching(instance_type.into()),
+        Fault::Fail(ErrorKind::NoCapacity, "InsufficientInstanceCapacity".into()),
+    );
 }
 
 #[async_trait::async_trait]
@@ -49,17 +60,6 @@ impl Provider for Recorder {
         Ok(vec![offer()])
     }
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
-        if let Some(e) = self.refuse.lock().unwrap().as_ref() {
-            return Err(ProviderError {
-                provider: e.provider.clone(),
-                message: e.message.clone(),
-                kind: e.kind,
-            });
-        }
-        if self.full.lock().unwrap().contains(&offer.instance_type) {
-            return Err(ProviderError::new("local", "InsufficientInstanceCapacity".into())
-                .of_kind(ErrorKind::NoCapacity));
-        }
         let serial = self.launched.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut offer = offer.clone();
         if let Some(price) = *self.billed.lock().unwrap() {
@@ -71,17 +71,11 @@ impl Provider for Recorder {
         Ok(instance)
     }
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
-        if self.stuck.lock().unwrap().iter().any(|s| s == id) {
-            return Err(ProviderError::new("local", "API timeout".into()));
-        }
         self.instances.lock().unwrap().retain(|i| i.id != id);
         self.terminated.lock().unwrap().push(id.to_string());
         Ok(())
     }
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
-        if self.unreachable.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(ProviderError::new(self.name(), "connection refused".into()));
-        }
         Ok(self.instances.lock().unwrap().clone())
     }
 }
@@ -110,7 +104,7 @@ fn setup(
     dir: &std::path::Path,
     idle_timeout: Duration,
     boot_grace: Duration,
-) -> (Arc<Shared>, Arc<Recorder>, Autoscaler) {
+) -> (Arc<Shared>, Arc<Faulty>, Autoscaler) {
     let timing = Timing {
         heartbeat: Duration::from_secs(1),
         lease_timeout: Duration::from_secs(30),
@@ -121,7 +115,7 @@ fn setup(
         Secrets { admin: "t".into(), join: "j".into() },
         Services::new(timing, Box::new(Accept)),
     );
-    let provider = Arc::new(Recorder::default());
+    let provider = faulty(None);
     let pool = Pool {
         class: WorkerClass::Gpu,
         choices: choices(&provider, [offer()]),
@@ -135,7 +129,7 @@ fn setup(
 }
 
 /// `offers` on `provider`, in the config's order.
-fn choices<const N: usize>(provider: &Arc<Recorder>, offers: [Offer; N]) -> Vec<Choice> {
+fn choices<const N: usize>(provider: &Arc<Faulty>, offers: [Offer; N]) -> Vec<Choice> {
     offers
         .into_iter()
         .map(|offer| Choice { provider: provider.clone(), offer, rank: None })
@@ -175,7 +169,7 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, gpus, training) =
         setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
-    let cpus = Arc::new(Recorder::default());
+    let cpus = faulty(None);
     let cpu_offer = Offer {
         instance_type: "c7i.large".into(),
         price_per_hour: 0.09,
@@ -276,14 +270,17 @@ async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     shared.db().lease(worker).unwrap().unwrap();
     shared.db().start(job.id, worker, 0, None).unwrap();
     // The machine disappears without a word (reclaimed, crashed).
-    provider.instances.lock().unwrap().clear();
+    provider.inject(Target::Nth(Call::List, 1), Fault::Lose("i-0".into()));
     let pass = autoscaler.pass().await;
     assert_eq!(pass.vanished, [worker]);
     let requeued = shared.db().get(job.id).unwrap();
     assert_eq!((requeued.state, requeued.attempts_used), (State::Queued, 1));
     assert_eq!(pass.launched, ["i-1"], "a replacement is launched in the same pass");
 
-    provider.stuck.lock().unwrap().push("i-1".into());
+    provider.inject(
+        Target::Terminating("i-1".into()),
+        Fault::Fail(ErrorKind::Transient, "API timeout".into()),
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pass = autoscaler.pass().await;
     assert_eq!(pass.failed.len(), 1, "{pass:?}");
@@ -306,9 +303,9 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     let (shared, provider, autoscaler) =
         setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
     let job = shared.db().submit(&command(), 2).unwrap();
-    *provider.refuse.lock().unwrap() = Some(
-        ProviderError::new("ssh", "all 2 hosts run a worker of this pool".into())
-            .of_kind(ErrorKind::NoCapacity),
+    provider.inject(
+        Target::Every(Call::Launch),
+        Fault::Fail(ErrorKind::NoCapacity, "all 2 hosts run a worker of this pool".into()),
     );
     for _ in 0..3 {
         assert_eq!(autoscaler.pass().await.failed.len(), 1);
@@ -316,7 +313,8 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
     assert_eq!(shared.db().get(job.id).unwrap().attempts_used, 0, "no room is no one's fault");
 
     let refusal = "sbatch: error: Batch job submission failed: Invalid partition name specified";
-    *provider.refuse.lock().unwrap() = Some(ProviderError::new("slurm", refusal.into()));
+    provider.heal();
+    provider.inject(Target::Every(Call::Launch), Fault::Fail(ErrorKind::Refused, refusal.into()));
     let failed = autoscaler.pass().await.failed;
     assert!(
         failed[0].contains(refusal)
@@ -364,7 +362,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
         Secrets { admin: "t".into(), join: "j".into() },
         Services::new(timing, Box::new(Accept)),
     );
-    let provider = Arc::new(Recorder::default());
+    let provider = faulty(None);
     let big = Offer {
         instance_type: "gpu-big".into(),
         price_per_hour: 0.8,
@@ -409,7 +407,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
         .db()
         .release(first, worker, tuneline_api::Outcome::Preempted, None, &Default::default())
         .unwrap();
-    provider.instances.lock().unwrap().clear();
+    provider.inject(Target::Nth(Call::List, 1), Fault::Lose("i-0".into()));
     let pass = autoscaler.pass().await;
     assert_eq!(pass.launched, ["i-1"]);
     assert_eq!(
@@ -428,7 +426,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     );
 
     // A second job: the cool offer has no capacity, so the cooling one is all there is.
-    provider.full.lock().unwrap().push("gpu-small".into());
+    full(&provider, "gpu-small");
     let second = shared.db().submit(&command(), 3).unwrap().id;
     assert_eq!(autoscaler.pass().await.launched, ["i-2"]);
     // The events go to the oldest queued job, which the launch is for: the first is queued still.
@@ -445,9 +443,9 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
     );
 
     // Nothing has room: the pass says so, and still charges no one.
-    provider.full.lock().unwrap().push("gpu-big".into());
+    full(&provider, "gpu-big");
     shared.db().submit(&command(), 3).unwrap();
-    provider.instances.lock().unwrap().truncate(1);
+    provider.inject(Target::Nth(Call::List, 1), Fault::Lose("i-2".into()));
     let pass = autoscaler.pass().await;
     assert!(
         pass.launched.is_empty()
@@ -462,7 +460,7 @@ async fn a_worker_bills_at_the_price_its_provider_reported_at_launch_not_the_off
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) =
         setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
-    *provider.billed.lock().unwrap() = Some(0.69);
+    *provider.inner().billed.lock().unwrap() = Some(0.69);
     let job = shared.db().submit(&command(), 3).unwrap();
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     assert!(
@@ -514,15 +512,15 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
         Secrets { admin: "t".into(), join: "j".into() },
         Services::new(timing, Box::new(Accept)),
     );
-    let aws = Arc::new(Recorder { name: Some("aws"), ..Default::default() });
-    let lambda = Arc::new(Recorder { name: Some("lambda"), ..Default::default() });
+    let aws = faulty(Some("aws"));
+    let lambda = faulty(Some("lambda"));
     let gpu = |price| Offer {
         instance_type: "gpu".into(),
         price_per_hour: price,
         spot: true,
         price_as_of: Some("2025-06-01".into()),
     };
-    let ranked = |provider: &Arc<Recorder>, price, why: &str| Choice {
+    let ranked = |provider: &Arc<Faulty>, price, why: &str| Choice {
         provider: provider.clone(),
         offer: gpu(price),
         rank: Some(why.into()),
@@ -542,7 +540,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     let autoscaler = Autoscaler::new(shared.clone(), pool);
 
     // The best offer's provider has no capacity: the next provider's offer launches.
-    aws.full.lock().unwrap().push("gpu".into());
+    full(&aws, "gpu");
     let first = shared.db().submit(&command(), 3).unwrap().id;
     assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
     assert_eq!(lambda.list().await.unwrap().len(), 1, "launched on lambda");
@@ -553,7 +551,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     assert_eq!(shared.db().get(first).unwrap().attempts_used, 0, "no capacity charges no one");
 
     // Capacity is back; a second job goes to the best offer.
-    aws.full.lock().unwrap().clear();
+    aws.heal();
     let lambda_worker = register_on(&shared, "lambda", "i-0", "gpu");
     shared.db().lease(lambda_worker).unwrap().unwrap();
     shared.db().start(first, lambda_worker, 0, None).unwrap();
@@ -569,7 +567,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
         .db()
         .release(second, aws_worker, tuneline_api::Outcome::Preempted, None, &Default::default())
         .unwrap();
-    aws.instances.lock().unwrap().clear();
+    aws.inject(Target::Nth(Call::List, 1), Fault::Lose("i-0".into()));
     let pass = autoscaler.pass().await;
     assert_eq!(
         (pass.vanished.as_slice(), pass.launched.as_slice()),
@@ -588,7 +586,10 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     );
 
     // lambda's API goes away: its worker is not declared lost, and nothing more launches in its place.
-    lambda.unreachable.store(true, std::sync::atomic::Ordering::SeqCst);
+    lambda.inject(
+        Target::Every(Call::List),
+        Fault::Fail(ErrorKind::Transient, "connection refused".into()),
+    );
     let pass = autoscaler.pass().await;
     assert!(
         pass.failed.iter().any(|f| f.contains("cannot list instances") && f.contains("lambda")),
@@ -601,7 +602,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
     assert_eq!(shared.db().worker(lambda_worker).unwrap().state, WorkerState::Busy);
 
     // Once it answers, the pool's end terminates the instances of both providers.
-    lambda.unreachable.store(false, std::sync::atomic::Ordering::SeqCst);
+    lambda.heal();
     assert!(autoscaler.shutdown().await.is_empty());
     assert!(aws.list().await.unwrap().is_empty() && lambda.list().await.unwrap().is_empty());
 }

@@ -13,13 +13,16 @@
 //! - [`ssh`]: workers on machines reached with the system `ssh`;
 //! - [`slurm`]: workers as Slurm batch jobs (`sbatch`, `squeue`, `scancel`);
 //! - [`remote`]: scripts run over ssh (or here), and the binary kept up to date there;
-//! - [`spot`]: a wrapper that preempts another provider's instances like a
-//!   spot market: SIGTERM, then SIGKILL after the notice, at a Poisson rate
-//!   or following a real spot trace.
+//! - [`spot`]: a wrapper that preempts any provider's instances like a spot
+//!   market: a notice, then a reclaim, at a Poisson rate or following a
+//!   real spot trace;
+//! - [`fault`]: a wrapper that injects errors, delays and lost instances
+//!   into any provider's calls, for tests.
 
 pub mod aws;
 pub mod boot;
 pub mod build;
+pub mod fault;
 pub mod json_api;
 pub mod lambda;
 pub mod local;
@@ -132,4 +135,16 @@ pub trait Provider: Send + Sync {
     async fn terminate(&self, id: &str) -> Result<(), ProviderError>;
     /// Instances alive now.
     async fn list(&self) -> Result<Vec<Instance>, ProviderError>;
+    /// Gives instance `id`'s worker the notice a spot market gives before it
+    /// reclaims a machine (SIGTERM: commit a checkpoint and release). A
+    /// [`ErrorKind::NotFound`] error says the instance is gone already. By
+    /// default nothing reaches the worker but the reclaim.
+    async fn notify(&self, _id: &str) -> Result<(), ProviderError> {
+        Ok(())
+    }
+    /// Takes instance `id` away at once, as a spot market does when the
+    /// notice is over. By default, [`Provider::terminate`].
+    async fn reclaim(&self, id: &str) -> Result<(), ProviderError> {
+        self.terminate(id).await
+    }
 }

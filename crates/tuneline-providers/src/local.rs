@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use crate::process::{signal, spawn_tied};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
@@ -49,7 +49,7 @@ impl LocalProvider {
 
     /// Sends `sig` to instance `id`'s process group (worker and trainer), as a
     /// machine's shutdown would; false if it is not running.
-    pub fn signal(&self, id: &str, sig: libc::c_int) -> bool {
+    fn signal(&self, id: &str, sig: libc::c_int) -> bool {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running.get(id).is_some_and(|(child, _)| signal(child.id(), sig, true).is_ok())
     }
@@ -138,6 +138,20 @@ impl Provider for LocalProvider {
         // Whatever is left of the group (a trainer past its grace) goes too.
         let _ = signal(child.id(), libc::SIGKILL, true);
         let _ = child.wait();
+        Ok(())
+    }
+
+    /// SIGTERM to the worker's process group.
+    async fn notify(&self, id: &str) -> Result<(), ProviderError> {
+        match self.signal(id, libc::SIGTERM) {
+            true => Ok(()),
+            false => Err(self.error(format!("{id} is not running")).of_kind(ErrorKind::NotFound)),
+        }
+    }
+
+    /// SIGKILL to the worker's process group: no grace.
+    async fn reclaim(&self, id: &str) -> Result<(), ProviderError> {
+        self.signal(id, libc::SIGKILL);
         Ok(())
     }
 

@@ -1,8 +1,10 @@
-//! Simulated spot market over the local provider: each instance gets a
-//! lifetime from a Poisson rate or a real spot trace (time-scaled); when it
-//! ends, the instance's processes get SIGTERM (the notice) and, a notice
-//! period later, SIGKILL. This is how the chaos test and a user on one
-//! machine see what preemptions cost before renting spot GPUs.
+//! A simulated spot market over any provider: each instance gets a lifetime
+//! from a Poisson rate or a real spot trace (time-scaled); when it ends, its
+//! worker gets the notice ([`Provider::notify`]: SIGTERM for local workers)
+//! and, a notice period later, the instance is reclaimed
+//! ([`Provider::reclaim`]: SIGKILL for local workers). This is how the chaos
+//! test and a user on one machine see what preemptions cost before renting
+//! spot GPUs.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +13,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tuneline_cost::simulate::Source;
 
-use super::local::LocalProvider;
-use super::{Instance, Offer, Provider, ProviderError};
+use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
 /// When and how instances are preempted.
 #[derive(Debug, Clone)]
@@ -27,23 +28,23 @@ pub struct SpotSettings {
     pub seed: u64,
 }
 
-/// The local provider, preempted like spot instances.
-pub struct SpotProvider {
-    inner: Arc<LocalProvider>,
+/// A provider whose instances are preempted like spot instances.
+pub struct SpotProvider<P: ?Sized> {
+    inner: Arc<P>,
     settings: SpotSettings,
     rng: Mutex<StdRng>,
 }
 
-impl SpotProvider {
+impl<P: Provider + ?Sized + 'static> SpotProvider<P> {
     /// Preempts `inner`'s instances as `settings` say.
-    pub fn new(inner: Arc<LocalProvider>, settings: SpotSettings) -> Self {
+    pub fn new(inner: Arc<P>, settings: SpotSettings) -> Self {
         let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
         Self { inner, settings, rng }
     }
 }
 
 #[async_trait::async_trait]
-impl Provider for SpotProvider {
+impl<P: Provider + ?Sized + 'static> Provider for SpotProvider<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -64,12 +65,16 @@ impl Provider for SpotProvider {
         let (inner, id, notice) = (self.inner.clone(), instance.id.clone(), self.settings.notice);
         tokio::spawn(async move {
             tokio::time::sleep(life).await;
-            if inner.signal(&id, libc::SIGTERM) {
-                tracing::warn!(
-                    "spot: preempting {id} after {life:.1?} (SIGTERM, SIGKILL in {notice:?})"
-                );
-                tokio::time::sleep(notice).await;
-                inner.signal(&id, libc::SIGKILL);
+            match inner.notify(&id).await {
+                // Terminated before its time: nothing to preempt.
+                Err(e) if e.kind == ErrorKind::NotFound => return,
+                Err(e) => tracing::warn!("spot: the notice to {id} failed: {e}"),
+                Ok(()) => {}
+            }
+            tracing::warn!("spot: preempting {id} after {life:.1?} (reclaimed in {notice:?})");
+            tokio::time::sleep(notice).await;
+            if let Err(e) = inner.reclaim(&id).await {
+                tracing::warn!("spot: reclaiming {id} failed: {e}");
             }
         });
         Ok(instance)

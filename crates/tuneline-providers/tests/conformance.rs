@@ -1,7 +1,6 @@
-//! The provider conformance suite: every provider launches instances that
-//! `list` shows, and `terminate` makes them gone for good. The local
-//! provider and the spot wrapper run it over real processes (a stand-in
-//! worker script that accepts the worker's arguments and sleeps).
+//! The provider conformance suite over the local provider and the two
+//! wrappers that compose over any provider (spot, fault), on real processes
+//! (a stand-in worker script that accepts the worker's arguments and sleeps).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -9,13 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tuneline_cost::simulate::Source;
+use tuneline_providers::fault::{Call, Fault, FaultyProvider, Target};
 use tuneline_providers::local::{LocalProvider, LocalSettings};
 use tuneline_providers::process::alive;
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
-use tuneline_providers::{Offer, Provider};
+use tuneline_providers::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
 mod common;
-use common::conformance;
+use common::{conformance, planes_apart};
 
 /// A stand-in for `tuneline worker`: notes SIGTERM in `term` and keeps running.
 fn worker_script(dir: &Path) -> std::path::PathBuf {
@@ -26,7 +26,11 @@ fn worker_script(dir: &Path) -> std::path::PathBuf {
 }
 
 fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
-    Arc::new(LocalProvider::new(LocalSettings {
+    Arc::new(LocalProvider::new(settings(dir, grace)))
+}
+
+fn settings(dir: &Path, grace: Duration) -> LocalSettings {
+    LocalSettings {
         exe: worker_script(dir),
         server: "http://127.0.0.1:1".into(),
         join: "tlj1.00".into(),
@@ -40,13 +44,27 @@ fn local(dir: &Path, grace: Duration) -> Arc<LocalProvider> {
         },
         class: tuneline_api::WorkerClass::Gpu,
         grace,
-    }))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_local_provider_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    conformance(local(dir.path(), Duration::from_millis(300)).as_ref()).await;
+    let ours = local(dir.path(), Duration::from_millis(300));
+    conformance(ours.as_ref()).await;
+    let other = tempfile::tempdir().unwrap();
+    planes_apart(ours.as_ref(), local(other.path(), Duration::from_millis(300)).as_ref()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_launch_that_fails_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = settings(dir.path(), Duration::from_millis(300));
+    settings.exe = dir.path().join("no-such-binary");
+    let provider = LocalProvider::new(settings);
+    let e = provider.launch(&provider.offers().await.unwrap()[0]).await.unwrap_err();
+    assert!(e.message.contains("no-such-binary"), "{e}");
+    assert!(provider.list().await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -120,4 +138,128 @@ async fn spot_preemption_follows_a_real_trace_time_scaled() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(dir.path().join("term").exists(), "the notice came before the kill");
+}
+
+/// A provider that only launches, lists and terminates: no notice reaches its
+/// instances, so the spot wrapper's reclaim is a terminate.
+#[derive(Default)]
+struct Plain {
+    instances: std::sync::Mutex<Vec<Instance>>,
+}
+
+#[async_trait::async_trait]
+impl Provider for Plain {
+    fn name(&self) -> &str {
+        "plain"
+    }
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        Ok(vec![Offer {
+            instance_type: "box".into(),
+            price_per_hour: 0.1,
+            spot: false,
+            price_as_of: None,
+        }])
+    }
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let mut instances = self.instances.lock().unwrap();
+        let instance = Instance {
+            id: format!("plain-{}", instances.len()),
+            offer: offer.clone(),
+            launched_at: tuneline_core::clock::now(),
+        };
+        instances.push(instance.clone());
+        Ok(instance)
+    }
+    async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        self.instances.lock().unwrap().retain(|i| i.id != id);
+        Ok(())
+    }
+    async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
+        Ok(self.instances.lock().unwrap().clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_spot_wrapper_preempts_any_provider() {
+    let settings = SpotSettings {
+        source: Source::Poisson { mtbf_h: 1.0 },
+        speedup: 18_000.0,
+        notice: Duration::from_millis(100),
+        seed: 3,
+    };
+    let spot = SpotProvider::new(Arc::new(Plain::default()), settings);
+    let offer = spot.offers().await.unwrap().remove(0);
+    assert!(offer.spot, "what it offers is spot");
+    let instance = spot.launch(&offer).await.unwrap();
+    assert!(instance.offer.spot);
+    let started = Instant::now();
+    while spot.list().await.unwrap().iter().any(|i| i.id == instance.id) {
+        assert!(started.elapsed() < Duration::from_secs(5), "never reclaimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And over the fault wrapper over local workers: wrappers compose.
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = Arc::new(FaultyProvider::new(local(dir.path(), Duration::from_millis(300))));
+    conformance(&SpotProvider::new(
+        faulty,
+        SpotSettings {
+            speedup: 1.0,
+            seed: 1,
+            notice: Duration::from_secs(1),
+            source: Source::Poisson { mtbf_h: 1000.0 },
+        },
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fault_wrapper_fails_delays_and_loses_on_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = local(dir.path(), Duration::from_millis(300));
+    let faulty = FaultyProvider::new(inner.clone());
+    conformance(&faulty).await;
+    let offer = faulty.offers().await.unwrap().remove(0);
+
+    // The second launch from now fails, typed; the first and third go through.
+    faulty.inject(
+        Target::Nth(Call::Launch, 2),
+        Fault::Fail(ErrorKind::Transient, "throttled".into()),
+    );
+    let a = faulty.launch(&offer).await.unwrap();
+    let e = faulty.launch(&offer).await.unwrap_err();
+    assert_eq!(
+        (e.kind, e.provider.as_str(), e.message.as_str()),
+        (ErrorKind::Transient, "local", "throttled")
+    );
+    let b = faulty.launch(&offer).await.unwrap();
+
+    // No capacity for one instance type, until healed.
+    faulty.inject(
+        Target::Launching("local-cpu".into()),
+        Fault::Fail(ErrorKind::NoCapacity, "full".into()),
+    );
+    for _ in 0..2 {
+        assert_eq!(faulty.launch(&offer).await.unwrap_err().kind, ErrorKind::NoCapacity);
+    }
+    faulty.heal();
+
+    // A lost instance: gone from the next listing, its process ended for real.
+    let pid = inner.pid(&a.id).unwrap();
+    faulty.inject(Target::Nth(Call::List, 1), Fault::Lose(a.id.clone()));
+    let listed: Vec<String> = faulty.list().await.unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(listed, std::slice::from_ref(&b.id));
+    assert!(!alive(pid), "the lost instance's worker is gone");
+
+    // A delayed terminate still terminates; a stuck one refuses until healed.
+    faulty.inject(
+        Target::Terminating(b.id.clone()),
+        Fault::Fail(ErrorKind::Transient, "API timeout".into()),
+    );
+    assert!(faulty.terminate(&b.id).await.is_err());
+    faulty.heal();
+    faulty.inject(Target::Every(Call::Terminate), Fault::Delay(Duration::from_millis(200)));
+    let started = Instant::now();
+    faulty.terminate(&b.id).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200), "the delay applies");
+    assert!(faulty.list().await.unwrap().is_empty());
 }

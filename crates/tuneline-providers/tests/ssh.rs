@@ -16,7 +16,7 @@ use tuneline_testkit::Fleet;
 
 mod common;
 mod remote;
-use common::conformance;
+use common::{conformance, no_room_is_no_capacity, planes_apart};
 use remote::link;
 
 /// A stand-in for `tuneline worker`: its arguments and TUNELINE_JOIN in files, a note of SIGTERM, and a wait.
@@ -55,7 +55,11 @@ fn on(fleet: &Fleet, i: usize, script: &str) -> String {
 async fn the_ssh_provider_conforms_on_real_hosts() {
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::new(2, &[dir.path()]);
-    conformance(&provider(&fleet, dir.path(), &fleet.key, "tlconf")).await;
+    let ours = provider(&fleet, dir.path(), &fleet.key, "tlconf");
+    conformance(&ours).await;
+    planes_apart(&ours, &provider(&fleet, dir.path(), &fleet.key, "tlother")).await;
+    // One worker of the pool per host: a third has no room.
+    no_room_is_no_capacity(&ours, 2).await;
     for i in 0..2 {
         assert_eq!(
             on(&fleet, i, "test -f term && echo yes"),
