@@ -13,11 +13,11 @@ use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 /// A provider call a fault can hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
-    /// `launch`.
+    /// [`Provider::launch`]: a fault before the instance is asked for.
     Launch,
-    /// `terminate`.
+    /// [`Provider::terminate`]: a fault before the instance is destroyed.
     Terminate,
-    /// `list`.
+    /// [`Provider::list`]: a fault before the instances are listed.
     List,
 }
 

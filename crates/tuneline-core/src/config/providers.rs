@@ -239,13 +239,13 @@ provider_tables! {
     }
     /// `[providers.slurm]`: workers as batch jobs of a Slurm cluster.
     slurm: Slurm => SlurmTable {
-        /// `--partition`.
+        /// The partition batch jobs queue in (`sbatch --partition`) [default: the cluster's].
         partition: Option<String> = None,
         /// `--gres`, such as `gpu:1` (training jobs only).
         gres: Option<String> = None,
         /// `--time`: `"4h"`, `"90m"`, minutes (`240`) or Slurm's own `"1-12:00:00"`.
         time_limit: Option<SlurmTime> = None,
-        /// `--account`.
+        /// The account jobs are charged to (`sbatch --account`).
         account: Option<String> = None,
         /// More `sbatch` arguments, such as `--qos=low`.
         sbatch_args: Vec<String> = Vec::new(),

@@ -55,7 +55,7 @@ pub struct TrackingConfig {
     pub token: Option<Secret>,
 }
 
-/// `[project]`.
+/// `[project]`: what names this project's datasets and runs in the store.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ProjectConfig {
@@ -115,7 +115,7 @@ impl Default for StoreConfig {
     }
 }
 
-/// `[model]`.
+/// `[model]`: the base model trained on, and how it is loaded.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ModelConfig {
@@ -187,7 +187,7 @@ pub enum OnError {
     Fail,
 }
 
-/// `[data]`.
+/// `[data]`: which files become the dataset, and how they are read, cleaned, split and packed.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct DataConfig {
@@ -280,7 +280,7 @@ impl Default for DataConfig {
     }
 }
 
-/// `data.dedup`.
+/// `[data.dedup]`: dropping exact and near-duplicate samples (MinHash), counted in the dataset stats.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct DedupConfig {
@@ -401,7 +401,7 @@ impl Default for TrainingConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct LoraConfig {
-    /// Rank.
+    /// LoRA rank: the inner size of each adapter pair, and so its parameters and capacity.
     pub lora_r: u32,
     /// Scaling numerator: scale = alpha / r (or alpha / sqrt(r) with rsLoRA).
     pub lora_alpha: f64,
@@ -481,7 +481,7 @@ impl Default for EvalConfig {
     }
 }
 
-/// `[workers]`.
+/// `[workers]`: where workers come from, how many, and how long they live idle or silent.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct WorkersConfig {
@@ -537,7 +537,7 @@ impl Default for WorkersConfig {
     }
 }
 
-/// `[server]`.
+/// `[server]`: the control plane's address, admin token and TLS.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ServerConfig {
