@@ -85,6 +85,9 @@ impl ModelCard<'_> {
                     b.bleu,
                     t.bleu
                 ));
+                if let Some(on) = &e.tuned_on {
+                    out.push_str(&format!("The tuned model ran on {on}.\n\n"));
+                }
             }
             None => out.push_str(&format!(
                 "Not evaluated: `tuneline eval {} --checkpoint {}` commits one.\n\n",

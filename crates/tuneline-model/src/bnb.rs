@@ -188,6 +188,13 @@ impl Bnb4bit {
         }
     }
 
+    /// The base as a person names it: `bitsandbytes nf4, double quant`.
+    pub fn label(&self) -> String {
+        let quant = serde_json::to_value(self.quant_type).unwrap_or_default();
+        let double = if self.double_quant { ", double quant" } else { "" };
+        format!("bitsandbytes {}{double}", quant.as_str().unwrap_or("4-bit"))
+    }
+
     /// Records this 4-bit base in the checkpoint directory `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).expect("plain data serializes");

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tuneline_core::config::EvalConfig;
 use tuneline_core::dataset::Row;
 use tuneline_core::progress::{Progress, Unit};
+use tuneline_model::bnb::Bnb4bit;
 use tuneline_model::llama::{Llama, Lora, LoraPass};
 use tuneline_model::{BaseModel, ModelTokenizer};
 
@@ -63,6 +64,10 @@ pub struct EvalReport {
     pub base: Scores,
     /// The tuned model's scores.
     pub tuned: Scores,
+    /// The base weights the tuned model ran on, when not the base's own: an
+    /// adapter of a 4-bit base (QLoRA) runs on that base as training saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_on: Option<String>,
     /// Every scored sample's answers (in `predictions.jsonl`).
     #[serde(skip)]
     pub predictions: Vec<Prediction>,
@@ -73,7 +78,10 @@ pub struct EvalReport {
 }
 
 /// Evaluates the adapter of checkpoint `dir` on `model`, the base at `base`
-/// loaded as training loaded it; refuses an adapter of another base.
+/// loaded as training loaded it; refuses an adapter of another base. An
+/// adapter trained on a 4-bit base (its checkpoint records one) is evaluated
+/// on that base's dequantized weights, which are what it learnt against; the
+/// base column stays the base as it is.
 pub fn evaluate_checkpoint(
     base: &Path,
     model: &Llama,
@@ -86,12 +94,35 @@ pub fn evaluate_checkpoint(
     check_base(&BaseModel::identify(base)?, dir)?;
     let tokenizer = ModelTokenizer::load(base)?;
     let lora = Lora::load(dir, &model.config, model.device())?;
-    evaluate(model, &lora, &tokenizer, rows, settings, batch_size, progress)
+    let Some(base_4bit) = Bnb4bit::recorded(dir)? else {
+        return evaluate(
+            (model, model, None),
+            &lora,
+            &tokenizer,
+            rows,
+            settings,
+            batch_size,
+            progress,
+        );
+    };
+    let as_trained = model.map_linear(|w| base_4bit.round_trip_tensor(w))?;
+    let on = format!("the 4-bit base it trained on ({}, dequantized)", base_4bit.label());
+    evaluate(
+        (model, &as_trained, Some(on)),
+        &lora,
+        &tokenizer,
+        rows,
+        settings,
+        batch_size,
+        progress,
+    )
 }
 
-/// Evaluates `model` with and without `lora` on `rows`, the loss in batches of `batch_size`.
+/// Evaluates the `base` model, and `tuned` (the same, or the base as
+/// training saw it, named by `tuned_on`) with `lora`, on `rows`, the loss in
+/// batches of `batch_size`.
 pub fn evaluate(
-    model: &Llama,
+    (model, tuned_model, tuned_on): (&Llama, &Llama, Option<String>),
     lora: &Lora,
     tokenizer: &ModelTokenizer,
     rows: &[Row],
@@ -107,23 +138,28 @@ pub fn evaluate(
     progress.start("generate", 2 * samples.len() as u64, Unit::Items);
     let started = Instant::now();
     let mut generated = 0;
-    let mut answers = |lora: Option<LoraPass>| -> Result<Vec<String>, DeliverError> {
-        samples
-            .iter()
-            .map(|s| {
-                let ids =
-                    model.generate_greedy(&s.prompt, settings.max_new_tokens, &stops, lora)?;
-                generated += ids.len();
-                progress.advance(1);
-                Ok(answer_text(tokenizer, &ids, &stops))
-            })
-            .collect()
-    };
-    let (base_answers, tuned_answers) = (answers(None)?, answers(Some(lora.inference()))?);
+    let mut answers =
+        |model: &Llama, lora: Option<LoraPass>| -> Result<Vec<String>, DeliverError> {
+            samples
+                .iter()
+                .map(|s| {
+                    let ids =
+                        model.generate_greedy(&s.prompt, settings.max_new_tokens, &stops, lora)?;
+                    generated += ids.len();
+                    progress.advance(1);
+                    Ok(answer_text(tokenizer, &ids, &stops))
+                })
+                .collect()
+        };
+    let (base_answers, tuned_answers) =
+        (answers(model, None)?, answers(tuned_model, Some(lora.inference()))?);
     let generation_seconds = started.elapsed().as_secs_f64();
     let references: Vec<String> =
         samples.iter().map(|s| answer_text(tokenizer, &s.reference, &stops)).collect();
-    let scores = |answers: &[String], lora: Option<LoraPass>| -> Result<Scores, DeliverError> {
+    let scores = |model: &Llama,
+                  answers: &[String],
+                  lora: Option<LoraPass>|
+     -> Result<Scores, DeliverError> {
         let loss = model.rows_loss(rows, batch_size, lora)?;
         let n = answers.len().max(1) as f64;
         Ok(Scores {
@@ -144,8 +180,10 @@ pub fn evaluate(
             bleu: metrics::corpus_bleu(answers, &references),
         })
     };
-    let (base, tuned) =
-        (scores(&base_answers, None)?, scores(&tuned_answers, Some(lora.inference()))?);
+    let (base, tuned) = (
+        scores(model, &base_answers, None)?,
+        scores(tuned_model, &tuned_answers, Some(lora.inference()))?,
+    );
     let predictions = samples
         .iter()
         .zip(references)
@@ -164,6 +202,7 @@ pub fn evaluate(
         samples: samples.len(),
         base,
         tuned,
+        tuned_on,
         predictions,
         generated_tokens: generated,
         generation_seconds,
@@ -183,6 +222,9 @@ impl EvalReport {
             ("BLEU", b.bleu, t.bleu, 1),
         ] {
             out.push_str(&format!("{name:<14} {x:>10.digits$} {y:>10.digits$}\n"));
+        }
+        if let Some(on) = &self.tuned_on {
+            out.push_str(&format!("tuned on {on}\n"));
         }
         out
     }

@@ -31,6 +31,7 @@ h3 { font-size: 1rem; margin: .2rem 0; }
 <table class="metrics"><tr><th>metric</th><th>base</th><th>tuned</th></tr>
 {% for m in metrics %}<tr><td>{{ m.0 }}</td><td>{{ m.1 }}</td><td>{{ m.2 }}</td></tr>
 {% endfor %}</table>
+{% if report.tuned_on %}<p>The tuned model ran on {{ report.tuned_on }}.</p>{% endif %}
 {% for p in shown %}<div class="sample"><h2>sample {{ p.index }}</h2>
 <h3>prompt</h3><pre>{{ p.prompt }}</pre>
 <div class="grid"><div><h3>reference</h3><pre>{{ p.reference }}</pre></div><div><h3>base</h3><pre>{{ p.base }}</pre></div><div><h3>tuned</h3><pre>{{ p.tuned }}</pre></div></div></div>

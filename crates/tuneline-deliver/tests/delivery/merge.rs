@@ -143,12 +143,26 @@ fn an_adapter_on_a_hugging_face_base_merges_too() {
     );
 }
 
+/// Three packed rows of 48 tokens, every token labelled.
+fn rows() -> Vec<tuneline_core::dataset::Row> {
+    (0..3u32)
+        .map(|r| {
+            let ids: Vec<u32> = (0..48).map(|i| 100 + (i * 37 + r * 11) % 4000).collect();
+            tuneline_core::dataset::Row {
+                labels: ids.iter().map(|&i| i as i32).collect(),
+                position_ids: (0..48).collect(),
+                segment_ids: vec![1; 48],
+                input_ids: ids,
+            }
+        })
+        .collect()
+}
+
 /// An adapter whose checkpoint records a 4-bit base (QLoRA) is merged by
 /// the stated rule: both merges are measured on eval rows, the one with the
 /// lower loss is kept, and its weights are those it was measured with.
 #[test]
 fn an_adapter_of_a_4_bit_base_is_merged_where_its_eval_loss_is_lower() {
-    use tuneline_core::dataset::Row;
     use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();
@@ -157,17 +171,7 @@ fn an_adapter_of_a_4_bit_base_is_merged_where_its_eval_loss_is_lower() {
     let base_4bit =
         Bnb4bit { quant_type: Bnb4bitType::Nf4, double_quant: true, load_dtype: LoadDtype::Bf16 };
     base_4bit.write(&adapter).unwrap();
-    let rows: Vec<Row> = (0..3u32)
-        .map(|r| {
-            let ids: Vec<u32> = (0..48).map(|i| 100 + (i * 37 + r * 11) % 4000).collect();
-            Row {
-                labels: ids.iter().map(|&i| i as i32).collect(),
-                position_ids: (0..48).collect(),
-                segment_ids: vec![1; 48],
-                input_ids: ids,
-            }
-        })
-        .collect();
+    let rows = rows();
 
     let plain = merge::merge(&f.base, &f.adapter).unwrap();
     assert!(plain.base_4bit.is_none());
@@ -209,4 +213,40 @@ fn an_adapter_of_a_4_bit_base_is_merged_where_its_eval_loss_is_lower() {
     std::fs::create_dir_all(&record).unwrap();
     choice.write(&record).unwrap();
     assert_eq!(merge::MergeChoice::read(&record).unwrap(), Some(choice));
+}
+
+/// An adapter of a 4-bit base is evaluated on that base as training saw it:
+/// the tuned loss is the dequantized merge's, the base column the base's own.
+#[test]
+fn an_adapter_of_a_4_bit_base_is_evaluated_on_the_weights_it_trained_on() {
+    use tuneline_core::config::EvalConfig;
+    use tuneline_core::progress::NoProgress;
+    use tuneline_deliver::eval::evaluate_checkpoint;
+    use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("qlora");
+    copy_dir(&f.adapter, &adapter);
+    let base_4bit =
+        Bnb4bit { quant_type: Bnb4bitType::Nf4, double_quant: true, load_dtype: LoadDtype::Bf16 };
+    base_4bit.write(&adapter).unwrap();
+    let rows = rows();
+    let settings = EvalConfig { max_samples: 1, max_new_tokens: 4, ..EvalConfig::default() };
+    let model = Llama::load(&f.base).unwrap();
+    let report =
+        evaluate_checkpoint(&f.base, &model, &adapter, &rows, &settings, 2, &NoProgress).unwrap();
+    let choice = merge::merge(&f.base, &adapter).unwrap().choose_base(&rows, 2).unwrap().unwrap();
+    assert_eq!(report.tuned.loss, choice.dequantized_loss, "the adapter on the dequantized base");
+    assert_eq!(report.base.loss, model.rows_loss(&rows, 2, None).unwrap(), "the base as it is");
+    let on = report.tuned_on.as_deref().unwrap();
+    assert!(on.contains("bitsandbytes nf4, double quant"), "{on}");
+    assert!(report.table().contains("tuned on the 4-bit base it trained on"), "{}", report.table());
+
+    let plain =
+        evaluate_checkpoint(&f.base, &model, &f.adapter, &rows, &settings, 2, &NoProgress).unwrap();
+    assert_eq!(plain.tuned_on, None, "a plain adapter runs on the base as it is");
+    assert_eq!(
+        plain.tuned.loss,
+        merge::merge(&f.base, &f.adapter).unwrap().rows_loss(&rows, 2).unwrap()
+    );
 }
