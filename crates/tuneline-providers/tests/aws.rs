@@ -18,7 +18,7 @@ use tuneline_providers::{Offer, Provider};
 
 mod common;
 mod remote;
-use common::conformance;
+use common::{conformance, no_room_is_no_capacity, planes_apart};
 use remote::link;
 
 fn credentials() -> Credentials {
@@ -54,6 +54,14 @@ async fn aws_passes_the_provider_conformance_suite_on_moto() {
     let dir = tempfile::tempdir().unwrap();
     let provider = AwsProvider::new(settings(dir.path(), &tag(), false), credentials()).unwrap();
     conformance(&provider).await;
+    let other = AwsProvider::new(settings(dir.path(), &tag(), false), credentials()).unwrap();
+    planes_apart(&provider, &other).await;
+    // EC2 out of the type (moto never is: a front answers as EC2 documents it).
+    let front = tuneline_testkit::Ec2Front::start("127.0.0.1", tuneline_testkit::moto());
+    front.out_of_capacity("g5.xlarge", true);
+    let mut full = settings(dir.path(), &tag(), false);
+    full.endpoint = Some(front.url().to_string());
+    no_room_is_no_capacity(&AwsProvider::new(full, credentials()).unwrap(), 0).await;
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use tuneline_testkit::Fleet;
 
 mod common;
 mod remote;
-use common::conformance;
+use common::{conformance, planes_apart};
 use remote::link;
 
 /// A stand-in for `tuneline worker`: a note of its SIGTERM in `<instance>.term`, and a wait.
@@ -28,7 +28,14 @@ fn stand_in(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>) -> SlurmProvider {
+/// A Slurm provider of the plane tagged `tag`.
+fn provider(
+    fleet: &Fleet,
+    dir: &Path,
+    tag: &str,
+    partition: &str,
+    time_limit: Option<&str>,
+) -> SlurmProvider {
     let auth = SshAuth::new(Some(fleet.key.clone()), dir.join("known_hosts"));
     SlurmProvider::new(SlurmSettings {
         shell: Shell::Ssh(SshHost::parse(&fleet.target(0)).unwrap(), auth),
@@ -39,7 +46,7 @@ fn provider(fleet: &Fleet, dir: &Path, partition: &str, time_limit: Option<&str>
         sbatch_args: vec!["--cpus-per-task=1".into()],
         notice: Duration::from_secs(55),
         remote_dir: ".tuneline".into(),
-        link: link(&fleet.gateway, dir, "tlslurm", stand_in(dir)),
+        link: link(&fleet.gateway, dir, tag, stand_in(dir)),
         offer: Offer {
             instance_type: "a100-partition".into(),
             price_per_hour: 1.1,
@@ -68,8 +75,9 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 async fn the_slurm_provider_conforms_and_leaves_other_jobs_alone() {
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::with_slurm(1, &[dir.path()]);
-    let slurm = provider(&fleet, dir.path(), "gpu", None);
+    let slurm = provider(&fleet, dir.path(), "tlslurm", "gpu", None);
     conformance(&slurm).await;
+    planes_apart(&slurm, &provider(&fleet, dir.path(), "tlother", "gpu", None)).await;
     let other = on(&fleet, "sbatch --parsable -J someone-elses-job --wrap 'sleep 300'");
     assert!(slurm.list().await.unwrap().is_empty(), "another user's job is never listed as ours");
     assert_eq!(
@@ -84,12 +92,12 @@ async fn the_slurm_provider_conforms_and_leaves_other_jobs_alone() {
 async fn the_time_limit_reaches_the_worker_as_sigterm_and_a_bad_partition_is_slurms_message() {
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::with_slurm(1, &[dir.path()]);
-    let bad = provider(&fleet, dir.path(), "no-such-partition", None);
+    let bad = provider(&fleet, dir.path(), "tlslurm", "no-such-partition", None);
     let e = bad.launch(&bad.offers().await.unwrap()[0]).await.unwrap_err().to_string();
     assert!(e.contains("Invalid partition name specified"), "{e}");
 
     // A minute's limit with 55 s of notice: the signal comes within seconds of the start.
-    let slurm = provider(&fleet, dir.path(), "gpu", Some("1"));
+    let slurm = provider(&fleet, dir.path(), "tlslurm", "gpu", Some("1"));
     let instance = slurm.launch(&slurm.offers().await.unwrap()[0]).await.unwrap();
     assert_eq!(slurm.list().await.unwrap().len(), 1);
     let script = on(

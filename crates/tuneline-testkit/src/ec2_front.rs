@@ -13,14 +13,14 @@ const FORWARDED: [&str; 4] =
     ["Authorization", "Content-Type", "X-Amz-Date", "X-Amz-Security-Token"];
 
 /// An EC2 endpoint in front of moto.
-pub(crate) struct Ec2Front {
+pub struct Ec2Front {
     url: String,
     out_of: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Ec2Front {
     /// Listens on `host`, forwarding to moto at `moto`.
-    pub(crate) fn start(host: &str, moto: &str) -> Self {
+    pub fn start(host: &str, moto: &str) -> Self {
         let server = tiny_http::Server::http(format!("{host}:0"))
             .unwrap_or_else(|e| panic!("the EC2 endpoint: {e}"));
         let url = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
@@ -36,12 +36,12 @@ impl Ec2Front {
     }
 
     /// Its URL.
-    pub(crate) fn url(&self) -> &str {
+    pub fn url(&self) -> &str {
         &self.url
     }
 
     /// From now, launches of `instance_type` find no capacity (`out` true) or do again.
-    pub(crate) fn out_of_capacity(&self, instance_type: &str, out: bool) {
+    pub fn out_of_capacity(&self, instance_type: &str, out: bool) {
         let mut set = self.out_of.lock().unwrap();
         if out {
             set.insert(instance_type.to_string());

@@ -10,6 +10,7 @@ mod cloud;
 mod contract;
 mod deps;
 mod ec2_front;
+pub use ec2_front::Ec2Front;
 mod garage;
 mod hosts;
 mod mlflow;
