@@ -1,5 +1,5 @@
 //! Prints the memory estimate for one job, for the benches:
-//! `estimate_memory MODEL BITS SEQ BATCH RANK ENGINE` (ENGINE: hf-cuda or tuneline-cpu).
+//! `estimate_memory MODEL BITS SEQ BATCH RANK ENGINE` (ENGINE: hf-cuda, hf-cpu or tuneline-cpu).
 
 use tuneline_cost::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
 use tuneline_cost::models::ModelShape;
@@ -7,11 +7,15 @@ use tuneline_cost::models::ModelShape;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, bits, seq, batch, rank, engine] = args.as_slice() else {
-        eprintln!("usage: estimate_memory MODEL BITS SEQ BATCH RANK hf-cuda|tuneline-cpu");
+        eprintln!("usage: estimate_memory MODEL BITS SEQ BATCH RANK hf-cuda|hf-cpu|tuneline-cpu");
         std::process::exit(2);
     };
     let model = ModelShape::preset(model).expect("a preset model");
-    let engine = if engine == "hf-cuda" { Engine::HfCuda } else { Engine::TunelineCpu };
+    let engine = match engine.as_str() {
+        "hf-cuda" => Engine::HfCuda,
+        "hf-cpu" => Engine::HfCpu,
+        _ => Engine::TunelineCpu,
+    };
     let req = MemoryRequest {
         targets: model.linear_modules().map(|(n, _, _)| n.to_string()).to_vec(),
         model,

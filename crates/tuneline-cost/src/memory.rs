@@ -6,9 +6,10 @@
 //! float copies of them, and a fixed runtime overhead. Two engines save
 //! different activations, so each has its own per-layer count:
 //! [`Engine::HfCuda`] is transformers + PEFT on a GPU (bf16, SDPA attention,
-//! the field's reference), [`Engine::TunelineCpu`] is tuneline's own trainer
-//! on a CPU (f32, every op output kept for backward, attention scores
-//! materialized).
+//! the field's reference), [`Engine::HfCpu`] the same on a CPU (f32, as the
+//! torch engine loads a base there), [`Engine::TunelineCpu`] is tuneline's
+//! own trainer on a CPU (f32, every op output kept for backward, attention
+//! scores materialized).
 
 use serde::Serialize;
 
@@ -74,6 +75,9 @@ impl Optimizer {
 pub enum Engine {
     /// transformers + PEFT (+ bitsandbytes) on a CUDA GPU: bf16 activations, SDPA attention.
     HfCuda,
+    /// transformers + PEFT on a CPU (the torch engine there): f32 weights and
+    /// activations, SDPA attention, and the Python process with its libraries.
+    HfCpu,
     /// tuneline's trainer on a CPU: f32 activations, every op's output kept, attention scores materialized.
     TunelineCpu,
     /// tuneline's trainer on a CUDA GPU, as its code reads (experimental:
@@ -87,6 +91,7 @@ impl Engine {
     pub fn label(self) -> &'static str {
         match self {
             Engine::HfCuda => "the torch engine",
+            Engine::HfCpu => "the torch engine on the CPU",
             Engine::TunelineCpu => "the native engine on the CPU",
             Engine::NativeCuda => {
                 "the native engine on CUDA (experimental: estimated from its code, never measured)"
@@ -188,6 +193,9 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let tokens = (req.seq_len * req.micro_batch) as f64;
     let (linear_bytes, other_bytes, overhead) = match req.engine {
         Engine::HfCuda => (hf_linear_bytes(req.quant), 2.0, 1.0 * GIB),
+        // f32 where no bitsandbytes quantization applies; the process is
+        // Python with torch, transformers, peft and bitsandbytes imported.
+        Engine::HfCpu => (hf_cpu_linear_bytes(req.quant), 4.0, HF_CPU_RUNTIME),
         Engine::TunelineCpu => (gguf_linear_bytes(req.quant), 4.0, 0.15 * GIB),
         Engine::NativeCuda => (gguf_linear_bytes(req.quant), 4.0, 1.0 * GIB),
     };
@@ -198,7 +206,9 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let layer = layer_bytes_per_token(req);
     let activations = match (req.engine, req.gradient_checkpointing) {
         // Each layer's input is kept; one layer's activations are rebuilt at a time.
-        (Engine::HfCuda, true) => tokens * (m.layers as f64 * m.hidden as f64 * 2.0 + layer),
+        (Engine::HfCuda | Engine::HfCpu, true) => {
+            tokens * (m.layers as f64 * m.hidden as f64 * activation_bytes(req.engine) + layer)
+        }
         // Every layer's f32 activations, and one layer's attention scores,
         // probabilities and their gradient (batch x heads x seq x seq, f32)
         // alive at once in backward.
@@ -229,6 +239,27 @@ fn hf_linear_bytes(quant: Quant) -> f64 {
     }
 }
 
+/// What the torch engine's process holds on a CPU before any model: Python
+/// with torch, transformers, peft and bitsandbytes imported (876 MiB
+/// measured by `bench/memory_estimate.sh`'s baseline on the 2-core machine).
+const HF_CPU_RUNTIME: f64 = 876.0 * 1024.0 * 1024.0;
+
+/// Bytes per linear weight of the torch engine on a CPU: f32, or bitsandbytes' 4- or 8-bit.
+fn hf_cpu_linear_bytes(quant: Quant) -> f64 {
+    match quant {
+        Quant::Bits16 => 4.0,
+        quant => hf_linear_bytes(quant),
+    }
+}
+
+/// Bytes per activation element: bf16 on a GPU, f32 on a CPU.
+fn activation_bytes(engine: Engine) -> f64 {
+    match engine {
+        Engine::HfCuda => 2.0,
+        Engine::HfCpu | Engine::TunelineCpu | Engine::NativeCuda => 4.0,
+    }
+}
+
 /// Bytes per linear weight in tuneline's CPU trainer: dense f32, or GGUF blocks.
 fn gguf_linear_bytes(quant: Quant) -> f64 {
     match quant {
@@ -245,7 +276,7 @@ fn gguf_linear_bytes(quant: Quant) -> f64 {
 fn logit_bytes(engine: Engine) -> f64 {
     match engine {
         Engine::HfCuda => 2.0 + 4.0 + 4.0,
-        Engine::TunelineCpu | Engine::NativeCuda => 3.0 * 4.0,
+        Engine::HfCpu | Engine::TunelineCpu | Engine::NativeCuda => 3.0 * 4.0,
     }
 }
 
@@ -263,13 +294,15 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
     let r = req.lora_r as f64;
     let dropout = if req.lora_dropout { 1.0 } else { 0.0 };
     match req.engine {
-        Engine::HfCuda => {
-            // bf16: the norms' f32 inputs (2 x 4h), norm outputs (2 x 2h),
-            // q, k, v and their rotated q, k, the attention output, and the
-            // MLP's gate, up, activation and product (4 x 2i). PEFT adds the
-            // dropped-out input (bf16 plus a byte of mask) and A's output.
-            let base = 8.0 * h + 4.0 * h + 2.0 * (h + kv + kv) + 2.0 * (h + kv) + 2.0 * h + 8.0 * i;
-            base + lora.iter().map(|(input, _)| dropout * 3.0 * input + 2.0 * r).sum::<f64>()
+        Engine::HfCuda | Engine::HfCpu => {
+            // In the activations' dtype (`a` bytes): the norms' f32 inputs
+            // (2 x 4h), norm outputs (2 x h), q, k, v and their rotated q, k,
+            // the attention output, and the MLP's gate, up, activation and
+            // product (4 x i). PEFT adds the dropped-out input (plus a byte of
+            // mask) and A's output.
+            let a = activation_bytes(req.engine);
+            let base = 8.0 * h + a * (2.0 * h + (h + kv + kv) + (h + kv) + h + 4.0 * i);
+            base + lora.iter().map(|(input, _)| dropout * (a + 1.0) * input + a * r).sum::<f64>()
         }
         Engine::TunelineCpu | Engine::NativeCuda => {
             // f32, what tuneline's forward keeps for its backward written out
