@@ -270,13 +270,16 @@ fn gguf_linear_bytes(quant: Quant) -> f64 {
 }
 
 /// Bytes per logit: HF keeps the bf16 logits, their f32 upcast and the f32
-/// softmax gradient. tuneline's f32 loss holds the logits and their gradient;
-/// at the measured peak (bench/memory_estimate.sh) the allocator still holds
-/// about one more logit-sized buffer from the pass before.
+/// softmax gradient; in f32 on a CPU, the logits, the saved log-softmax,
+/// and in backward its gradient and the logits'. tuneline's f32 loss holds
+/// the logits and their gradient; at the measured peak
+/// (bench/memory_estimate.sh) the allocator still holds about one more
+/// logit-sized buffer from the pass before.
 fn logit_bytes(engine: Engine) -> f64 {
     match engine {
         Engine::HfCuda => 2.0 + 4.0 + 4.0,
-        Engine::HfCpu | Engine::TunelineCpu | Engine::NativeCuda => 3.0 * 4.0,
+        Engine::HfCpu => 4.0 * 4.0,
+        Engine::TunelineCpu | Engine::NativeCuda => 3.0 * 4.0,
     }
 }
 
@@ -301,7 +304,13 @@ fn layer_bytes_per_token(req: &MemoryRequest) -> f64 {
             // product (4 x i). PEFT adds the dropped-out input (plus a byte of
             // mask) and A's output.
             let a = activation_bytes(req.engine);
-            let base = 8.0 * h + a * (2.0 * h + (h + kv + kv) + (h + kv) + h + 4.0 * i);
+            // On a CPU, SDPA with packing's block-diagonal mask runs the math
+            // kernel, which keeps each head's attention probabilities.
+            let scores = match req.engine {
+                Engine::HfCpu => a * (m.heads * req.seq_len) as f64,
+                _ => 0.0,
+            };
+            let base = 8.0 * h + a * (2.0 * h + (h + kv + kv) + (h + kv) + h + 4.0 * i) + scores;
             base + lora.iter().map(|(input, _)| dropout * (a + 1.0) * input + a * r).sum::<f64>()
         }
         Engine::TunelineCpu | Engine::NativeCuda => {
