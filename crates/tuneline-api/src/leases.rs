@@ -99,15 +99,17 @@ impl std::fmt::Display for Outcome {
     }
 }
 
+/// A stored text that is no [`Outcome`] (the text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an attempt's outcome")]
+pub struct UnknownOutcome(pub String);
+
 impl std::str::FromStr for Outcome {
-    type Err = String;
+    type Err = UnknownOutcome;
 
     /// The outcome [`Outcome::as_str`] names, as the state database stores it.
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| format!("`{s}` is not an attempt's outcome"))
+    fn from_str(s: &str) -> Result<Self, UnknownOutcome> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| UnknownOutcome(s.to_string()))
     }
 }
 

@@ -31,7 +31,7 @@ pub use jobs::{
     CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec,
     WireSubmit,
 };
-pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start};
+pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start, UnknownOutcome};
 pub use ledger::{LogLine, Segment, Series, SeriesPoint};
 pub use trust::{Fingerprint, JoinToken, Trust};
 pub use tuneline_core::clock::now;

@@ -60,13 +60,22 @@ pub struct JoinToken {
 /// The version prefix of a join token's text.
 const JOIN_PREFIX: &str = "tlj1";
 
+/// Text that is no join token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadJoinToken {
+    /// Not `tlj1.<secret>[.<fingerprint>]`.
+    #[error("not a join token: expected tlj1.<secret>[.<fingerprint>], as `tuneline server join-token` prints it")]
+    Form,
+    /// A fingerprint part that is not 64 hex digits.
+    #[error("join token: its fingerprint is not 64 hex digits")]
+    Fingerprint,
+}
+
 impl JoinToken {
     /// Parses `tlj1.<secret>[.<fingerprint hex>]`, as [`fmt::Display`] writes it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, BadJoinToken> {
         let mut parts = text.trim().split('.');
-        let bad = || {
-            "not a join token: expected tlj1.<secret>[.<fingerprint>], as `tuneline server join-token` prints it".to_string()
-        };
+        let bad = || BadJoinToken::Form;
         if parts.next() != Some(JOIN_PREFIX) {
             return Err(bad());
         }
@@ -75,13 +84,10 @@ impl JoinToken {
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
             .ok_or_else(bad)?
             .to_string();
-        let fingerprint =
-            match parts.next() {
-                None => None,
-                Some(hex) => Some(Fingerprint::parse(hex).ok_or_else(|| {
-                    "join token: its fingerprint is not 64 hex digits".to_string()
-                })?),
-            };
+        let fingerprint = match parts.next() {
+            None => None,
+            Some(hex) => Some(Fingerprint::parse(hex).ok_or(BadJoinToken::Fingerprint)?),
+        };
         if parts.next().is_some() {
             return Err(bad());
         }
@@ -115,9 +121,14 @@ pub enum Trust {
     Pinned(Fingerprint),
 }
 
+/// A plain-HTTP URL past loopback, which would send tokens in clear (the URL).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: plain HTTP past loopback sends tokens in clear; use https:// (the server serves it by default) or pass --insecure-http")]
+pub struct ClearText(pub String);
+
 /// Refuses a plain-HTTP `url` past loopback unless `insecure_http`: the bearer
 /// token would cross the network in clear.
-pub fn check_transport(url: &str, insecure_http: bool) -> Result<(), String> {
+pub fn check_transport(url: &str, insecure_http: bool) -> Result<(), ClearText> {
     let Some(rest) = url.strip_prefix("http://") else { return Ok(()) };
     let authority = rest.split('/').next().unwrap_or_default();
     let host = authority
@@ -130,7 +141,7 @@ pub fn check_transport(url: &str, insecure_http: bool) -> Result<(), String> {
     if loopback || insecure_http {
         Ok(())
     } else {
-        Err(format!("{url}: plain HTTP past loopback sends tokens in clear; use https:// (the server serves it by default) or pass --insecure-http"))
+        Err(ClearText(url.to_string()))
     }
 }
 
@@ -223,7 +234,7 @@ mod tests {
         assert_eq!(JoinToken::parse(&text).unwrap(), token);
         assert!(!format!("{token:?}").contains("ab12"));
         assert_eq!(JoinToken::parse("tlj1.ab12").unwrap().fingerprint, None);
-        assert!(JoinToken::parse("tlj1.ab12.zz").unwrap_err().contains("fingerprint"));
+        assert!(JoinToken::parse("tlj1.ab12.zz").unwrap_err().to_string().contains("fingerprint"));
         assert!(JoinToken::parse("ab12").is_err());
     }
 
@@ -235,6 +246,7 @@ mod tests {
         assert!(check_transport("https://10.0.0.1:8470", false).is_ok());
         assert!(check_transport("http://10.0.0.1:8470", false)
             .unwrap_err()
+            .to_string()
             .contains("--insecure-http"));
         assert!(check_transport("http://10.0.0.1:8470", true).is_ok());
     }

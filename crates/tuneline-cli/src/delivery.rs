@@ -12,7 +12,7 @@ use tuneline_core::config::Config;
 use tuneline_core::layout;
 use tuneline_deliver::card::Bill;
 use tuneline_deliver::pipeline::{Delivery, EvalSplit, Ledger, Runs};
-use tuneline_deliver::DeliverError;
+use tuneline_deliver::{DeliverError, Refusal};
 use tuneline_model::llama::Llama;
 use tuneline_store::ArtifactStore;
 use tuneline_train::setup::{self, SetupError};
@@ -75,9 +75,8 @@ impl<'a> Parts<'a> {
 /// A setup error as delivery reports it, keeping its exit code.
 fn setup(e: SetupError) -> DeliverError {
     match e {
-        SetupError::Input(message) => DeliverError::Input(message),
         SetupError::Store(e) => DeliverError::Store(e),
-        SetupError::Download(message) => DeliverError::Failed(message),
+        e => DeliverError::Runs { input: matches!(e, SetupError::Input(_)), source: e.into() },
     }
 }
 
@@ -101,20 +100,20 @@ impl Runs for Trained<'_> {
             None => match store.latest_numbered(&layout::checkpoints(&run)).await? {
                 Some((_, step)) => step,
                 None => {
-                    return Err(DeliverError::Input(format!(
-                        "run {run} has no committed checkpoint in {}; train it first (`tuneline run` or `tuneline train`)",
-                        store.url()
-                    )))
+                    return Err(Refusal::NoCheckpoint { run, store: store.url().to_string() }.into())
                 }
             },
         };
         let prefix = layout::checkpoint(&run, step);
         if !store.is_committed(&prefix).await? {
-            return Err(DeliverError::Input(format!(
-                "run {run} has no committed checkpoint at step {step} in {}; `tuneline store ls {}` lists them",
-                store.url(),
-                layout::checkpoints(&run)
-            )));
+            let listing = layout::checkpoints(&run);
+            return Err(Refusal::NoCheckpointAt {
+                run,
+                step,
+                store: store.url().to_string(),
+                listing,
+            }
+            .into());
         }
         Ok((run, step, prefix))
     }
@@ -165,7 +164,7 @@ fn card_bill(jobs: Vec<tuneline_api::Job>, prices: Prices) -> Option<Bill> {
 #[async_trait::async_trait]
 impl Ledger for LocalLedger {
     async fn bill(&self, run: &str) -> Result<Option<Bill>, DeliverError> {
-        let failed = |e: tuneline_control::db::DbError| DeliverError::Failed(e.to_string());
+        let failed = |e: tuneline_control::db::DbError| DeliverError::Ledger(e.into());
         let Some(ledger) = StateLedger::open(&self.state_dir).map_err(failed)? else {
             return Ok(None);
         };
@@ -176,8 +175,7 @@ impl Ledger for LocalLedger {
 #[async_trait::async_trait]
 impl Ledger for ServerLedger {
     async fn bill(&self, run: &str) -> Result<Option<Bill>, DeliverError> {
-        let jobs =
-            self.client.run_jobs(run).await.map_err(|e| DeliverError::Failed(e.to_string()))?;
+        let jobs = self.client.run_jobs(run).await.map_err(|e| DeliverError::Ledger(e.into()))?;
         Ok(card_bill(jobs, self.prices))
     }
 }

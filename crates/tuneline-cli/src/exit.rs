@@ -22,8 +22,8 @@ impl Failure {
     }
 
     /// Bad usage or bad input.
-    pub fn input(message: impl Into<String>) -> Self {
-        Self { code: exit::BAD_INPUT, message: message.into() }
+    pub fn input(message: impl std::fmt::Display) -> Self {
+        Self { code: exit::BAD_INPUT, message: message.to_string() }
     }
 
     /// Training stopped on SIGTERM with its checkpoint committed.
@@ -104,9 +104,9 @@ impl From<tuneline_train::run::RunError> for Failure {
 impl From<tuneline_deliver::DeliverError> for Failure {
     fn from(e: tuneline_deliver::DeliverError) -> Self {
         match e {
-            tuneline_deliver::DeliverError::Input(message) => Self::input(message),
-            tuneline_deliver::DeliverError::Failed(message) => Self::failed(message),
             tuneline_deliver::DeliverError::Store(e) => e.into(),
+            e if e.is_input() => Self::input(e),
+            e => Self::failed(e),
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tuneline_control::plane::{Assembly, ControlPlane, PlaneError};
+use tuneline_control::plane::{Assembly, ControlPlane};
 use tuneline_control::serve::Endpoint;
 use tuneline_core::config::Config;
 use tuneline_cost::config_job::{self, Overrides};
@@ -35,9 +35,9 @@ pub async fn start(
         planner: Some(Arc::new(planner)),
         binary,
     };
-    ControlPlane::start(assembly).await.map_err(|e| match e {
-        PlaneError::Config(why) => Failure::input(why),
-        other => Failure::failed(other),
+    ControlPlane::start(assembly).await.map_err(|e| match e.is_config() {
+        true => Failure::input(e),
+        false => Failure::failed(e),
     })
 }
 

@@ -42,8 +42,9 @@ struct Planned {
 #[async_trait::async_trait]
 impl Planner for ServerPlanner {
     async fn plan(&self, text: &str) -> Result<serde_json::Value, Failure> {
-        let unfit =
-            |message: String| Failure::unprocessable("config", format!("config: {message}"));
+        let unfit = |message: &dyn std::fmt::Display| {
+            Failure::unprocessable("config", format!("config: {message}"))
+        };
         let (mut config, store) = self.stores.config_and_store(text, "config")?;
         if layout::store_ref(&config.model.path).is_some() {
             // On a blocking thread of its own: the pull's future is not provably `Send`, as the trait's must be.
@@ -59,13 +60,14 @@ impl Planner for ServerPlanner {
                     .map(|()| config)
             })
             .await
-            .map_err(|e| unfit(e.to_string()))?
-            .map_err(|e| unfit(e.to_string()))?;
+            .map_err(|e| unfit(&e))?
+            .map_err(|e| unfit(&e))?;
         }
-        let catalog = config_job::catalog(&config).map_err(unfit)?;
-        let shape = model_shape(&config.model.path).map_err(|e| unfit(e.to_string()))?;
-        let job = config_job::job(&config, shape.clone(), &Overrides::default()).map_err(unfit)?;
-        let report = report(&config, &catalog, job, None).map_err(|e| unfit(e.to_string()))?;
+        let catalog = config_job::catalog(&config).map_err(|e| unfit(&e))?;
+        let shape = model_shape(&config.model.path).map_err(|e| unfit(&e))?;
+        let job = config_job::job(&config, shape.clone(), &Overrides::default())
+            .map_err(|e| unfit(&e))?;
+        let report = report(&config, &catalog, job, None).map_err(|e| unfit(&e))?;
         let (save_steps, save_steps_why) = match config.training.save_steps {
             SaveSteps::Steps(n) => (Some(n), "[training] save_steps".to_string()),
             SaveSteps::Auto => match config_job::auto_save_steps(&config, shape) {

@@ -45,12 +45,7 @@ pub fn join_command_of(state_dir: &Path) -> Result<Option<String>, ServeError> {
             return Err(ServeError::Io { what: format!("reading {}", path.display()), source })
         }
     };
-    let unreadable = |why: String| {
-        ServeError::Endpoint(format!(
-            "{}: {why}; start `tuneline server` again to rewrite it",
-            path.display()
-        ))
-    };
+    let unreadable = |why: String| ServeError::Reached { path: path.clone(), why };
     let reached: Reached = serde_json::from_str(&text).map_err(|e| unreadable(e.to_string()))?;
     let fingerprint = match &reached.fingerprint {
         Some(text) => Some(

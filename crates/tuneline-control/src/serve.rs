@@ -104,8 +104,7 @@ pub fn join_token(state_dir: &Path, endpoint: &Endpoint) -> Result<JoinToken, Se
         .tls
         .as_ref()
         .map(|source| identity(source, state_dir).map(|i| i.fingerprint))
-        .transpose()
-        .map_err(ServeError::Endpoint)?;
+        .transpose()?;
     Ok(JoinToken { secret, fingerprint })
 }
 
@@ -153,9 +152,20 @@ pub enum ServeError {
     /// The state database failed.
     #[error(transparent)]
     Db(#[from] DbError),
-    /// The endpoint is unsafe or its certificate unusable.
-    #[error("{0}")]
-    Endpoint(String),
+    /// The endpoint would send tokens in clear.
+    #[error(transparent)]
+    ClearText(#[from] tuneline_api::trust::ClearText),
+    /// The endpoint's certificate is unusable.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The record of where the server was reached cannot be read.
+    #[error("{}: {why}; start `tuneline server` again to rewrite it", path.display())]
+    Reached {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The token file or the listening socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -209,8 +219,7 @@ impl Server {
     ) -> Result<Self, ServeError> {
         let listen = endpoint.listen.as_str();
         if endpoint.tls.is_none() {
-            check_transport(&format!("http://{listen}"), endpoint.insecure_http)
-                .map_err(ServeError::Endpoint)?;
+            check_transport(&format!("http://{listen}"), endpoint.insecure_http)?;
         }
         let io = |what: String| move |source| ServeError::Io { what, source };
         let db_path: PathBuf = state_dir.join(STATE_DB);
@@ -227,12 +236,8 @@ impl Server {
             .map_or_else(|| crate::token::load_or_create(&token_path), Ok)
             .map_err(io(format!("token file {}", token_path.display())))?;
         let join = join_secret(state_dir)?;
-        let identity = endpoint
-            .tls
-            .as_ref()
-            .map(|source| identity(source, state_dir))
-            .transpose()
-            .map_err(ServeError::Endpoint)?;
+        let identity =
+            endpoint.tls.as_ref().map(|source| identity(source, state_dir)).transpose()?;
         let fingerprint = identity.as_ref().map(|i| i.fingerprint);
         let shared = Shared::new(
             Db::open(&db_path)?,

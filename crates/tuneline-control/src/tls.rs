@@ -42,37 +42,74 @@ pub struct Identity {
     pub fingerprint: Fingerprint,
 }
 
+/// Why the server's TLS identity cannot be loaded or made; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate file is not a PEM chain.
+    #[error("{}: not a PEM certificate chain: {source}", path.display())]
+    Chain {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{}: holds no certificate", .0.display())]
+    Empty(PathBuf),
+    /// The key file is not a PEM private key.
+    #[error("{}: not a PEM private key: {source}", path.display())]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate and key do not make a server config (they do not match, say).
+    #[error("{} with {}: {source}", cert.display(), key.display())]
+    Pair {
+        /// The certificate.
+        cert: PathBuf,
+        /// The key.
+        key: PathBuf,
+        /// What rustls said.
+        source: rustls::Error,
+    },
+    /// The self-signed pair could not be made or written (why).
+    #[error("{0}")]
+    SelfSigned(String),
+}
+
 /// Loads the identity `source` names; a self-signed one is made in `state_dir` if missing.
-pub fn identity(source: &TlsSource, state_dir: &Path) -> Result<Identity, String> {
+pub fn identity(source: &TlsSource, state_dir: &Path) -> Result<Identity, TlsError> {
     let (cert, key) = match source {
         TlsSource::Files { cert, key } => (cert.clone(), key.clone()),
         TlsSource::SelfSigned { names } => {
             let (cert, key) = (state_dir.join(CERT_FILE), state_dir.join(KEY_FILE));
             if !cert.exists() || !key.exists() {
-                make_self_signed(names, &cert, &key)?;
+                make_self_signed(names, &cert, &key).map_err(TlsError::SelfSigned)?;
             }
             (cert, key)
         }
     };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
-        .map_err(|e| format!("{}: not a PEM certificate chain: {e}", cert.display()))?;
-    let leaf = chain.first().ok_or_else(|| format!("{}: holds no certificate", cert.display()))?;
+        .map_err(|source| TlsError::Chain { path: cert.clone(), source })?;
+    let leaf = chain.first().ok_or_else(|| TlsError::Empty(cert.clone()))?;
     let fingerprint = Fingerprint::of(leaf);
     let private = PrivateKeyDer::from_pem_file(&key)
-        .map_err(|e| format!("{}: not a PEM private key: {e}", key.display()))?;
+        .map_err(|source| TlsError::Key { path: key.clone(), source })?;
     let mut config = rustls::ServerConfig::builder_with_provider(crypto())
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(chain, private))
-        .map_err(|e| format!("{} with {}: {e}", cert.display(), key.display()))?;
+        .map_err(|source| TlsError::Pair { cert: cert.clone(), key: key.clone(), source })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Identity { config: Arc::new(config), fingerprint })
 }
 
 /// The fingerprint of the leaf certificate in the PEM file `cert`.
-pub fn fingerprint_of(cert: &Path) -> Result<Fingerprint, String> {
+pub fn fingerprint_of(cert: &Path) -> Result<Fingerprint, TlsError> {
     let leaf = CertificateDer::from_pem_file(cert)
-        .map_err(|e| format!("{}: not a PEM certificate: {e}", cert.display()))?;
+        .map_err(|source| TlsError::Chain { path: cert.to_path_buf(), source })?;
     Ok(Fingerprint::of(&leaf))
 }
 
@@ -125,6 +162,7 @@ mod tests {
         assert!(identity(&bad, dir.path())
             .err()
             .unwrap()
+            .to_string()
             .contains("bad.pem: holds no certificate"));
     }
 }

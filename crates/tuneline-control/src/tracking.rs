@@ -19,8 +19,21 @@ use tuneline_core::config::Config;
 use tuneline_core::layout;
 
 use crate::api::Shared;
-use crate::db::{Mirrored, Page};
+use crate::db::{DbError, Mirrored, Page};
 
+/// Why a pass of the mirror stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TrackingError {
+    /// The plane's database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// MLflow could not be reached (its address).
+    #[error("MLflow at {0}: {1}")]
+    Unreachable(String, #[source] reqwest::Error),
+    /// MLflow answered with an error, or without what was asked (the call, what it said).
+    #[error("MLflow {0}: {1}")]
+    Answered(String, String),
+}
 /// MLflow takes at most this many metrics in one `log-batch`.
 const BATCH: usize = 1000;
 
@@ -55,7 +68,7 @@ impl Mlflow {
         path: &str,
         body: Option<&Value>,
         query: &[(&str, &str)],
-    ) -> Result<Value, String> {
+    ) -> Result<Value, TrackingError> {
         let url = format!("{}/api/2.0/mlflow/{path}", self.base);
         let request = match body {
             Some(body) => self.http.post(&url).json(body),
@@ -65,19 +78,23 @@ impl Mlflow {
             Some(token) => request.bearer_auth(token),
             None => request,
         };
-        let response = request.send().await.map_err(|e| format!("MLflow at {}: {e}", self.base))?;
+        let unreachable = |e| TrackingError::Unreachable(self.base.clone(), e);
+        let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
-        let text = response.text().await.map_err(|e| format!("MLflow {path}: {e}"))?;
+        let text = response.text().await.map_err(unreachable)?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status.is_success() {
             Ok(value)
         } else {
-            Err(format!("MLflow {path} answered HTTP {}: {value}", status.as_u16()))
+            Err(TrackingError::Answered(
+                path.to_string(),
+                format!("answered HTTP {}: {value}", status.as_u16()),
+            ))
         }
     }
 
     /// The experiment's id, made on first use.
-    async fn experiment_id(&self) -> Result<&str, String> {
+    async fn experiment_id(&self) -> Result<&str, TrackingError> {
         self.experiment_id
             .get_or_try_init(|| async {
                 match self
@@ -88,7 +105,7 @@ impl Mlflow {
                         .as_str()
                         .unwrap_or_default()
                         .to_string()),
-                    Err(e) if e.contains("RESOURCE_DOES_NOT_EXIST") => {
+                    Err(e) if e.to_string().contains("RESOURCE_DOES_NOT_EXIST") => {
                         let made = self
                             .call(
                                 "experiments/create",
@@ -106,15 +123,17 @@ impl Mlflow {
     }
 
     /// A new MLflow run named `name`; returns its id.
-    async fn create_run(&self, name: &str, start_ms: i64) -> Result<String, String> {
+    async fn create_run(&self, name: &str, start_ms: i64) -> Result<String, TrackingError> {
         let experiment_id = self.experiment_id().await?.to_string();
         let tags = [json!({ "key": "mlflow.source.name", "value": "tuneline" })];
         let body = json!({ "experiment_id": experiment_id, "run_name": name, "start_time": start_ms, "tags": tags });
         let made = self.call("runs/create", Some(&body), &[]).await?;
-        made["run"]["info"]["run_id"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("MLflow runs/create answered without a run id: {made}"))
+        made["run"]["info"]["run_id"].as_str().map(str::to_string).ok_or_else(|| {
+            TrackingError::Answered(
+                "runs/create".into(),
+                format!("answered without a run id: {made}"),
+            )
+        })
     }
 
     /// Logs `metrics`, `params` and `tags` to run `run_id`, in batches MLflow takes.
@@ -124,7 +143,7 @@ impl Mlflow {
         metrics: &[Value],
         params: &[Value],
         tags: &[Value],
-    ) -> Result<(), String> {
+    ) -> Result<(), TrackingError> {
         let mut chunks: Vec<&[Value]> = metrics.chunks(BATCH).collect();
         if chunks.is_empty() {
             chunks.push(&[]);
@@ -173,17 +192,17 @@ impl Mirror {
     }
 
     /// Mirrors what is new: runs not yet made, metric lines not yet sent, jobs that ended.
-    pub async fn pass(&self) -> Result<(), String> {
-        let jobs = self.shared.db().to_mirror().map_err(|e| e.to_string())?;
+    pub async fn pass(&self) -> Result<(), TrackingError> {
+        let jobs = self.shared.db().to_mirror()?;
         for (job, mirrored) in jobs {
             self.mirror(&job, mirrored).await?;
         }
         Ok(())
     }
 
-    async fn mirror(&self, job: &Job, mut mirrored: Mirrored) -> Result<(), String> {
+    async fn mirror(&self, job: &Job, mut mirrored: Mirrored) -> Result<(), TrackingError> {
         let run = job.spec.run().to_string();
-        let known = self.shared.db().tracker_run(&run).map_err(|e| e.to_string())?;
+        let known = self.shared.db().tracker_run(&run)?;
         let run_id = match known {
             Some(id) => id,
             None => {
@@ -192,15 +211,11 @@ impl Mirror {
                 // Params are written once per MLflow run, by the first job of the run seen, and
                 // before the run is recorded: a failed write makes a new run next time, never one without them.
                 self.mlflow.log(&id, &[], &params(&job.spec), &[]).await?;
-                self.shared.db().set_tracker_run(&run, &id).map_err(|e| e.to_string())?;
+                self.shared.db().set_tracker_run(&run, &id)?;
                 id
             }
         };
-        let lines = self
-            .shared
-            .db()
-            .logs(job.id, mirrored.seq, u32::MAX, usize::MAX)
-            .map_err(|e| e.to_string())?;
+        let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX, usize::MAX)?;
         let ended = job.state.is_final();
         let tags = if ended { self.end_tags(job) } else { Vec::new() };
         self.mlflow.log(&run_id, &metrics(&lines), &[], &tags).await?;
@@ -215,7 +230,7 @@ impl Mirror {
         }
         mirrored.seq = lines.last().map_or(mirrored.seq, |l| l.seq);
         mirrored.ended = ended;
-        self.shared.db().mirrored(job.id, mirrored).map_err(|e| e.to_string())
+        Ok(self.shared.db().mirrored(job.id, mirrored)?)
     }
 
     /// At a job's end: its state, and the store paths of what it left.

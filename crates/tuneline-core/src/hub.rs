@@ -13,12 +13,15 @@ pub struct HubRepo {
     pub revision: String,
 }
 
+/// A target that is not `hf://USER/REPO[@REVISION]` (the target as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a Hub model repository; write hf://USER/REPO or hf://USER/REPO@BRANCH")]
+pub struct NotAHubRepo(pub String);
+
 impl HubRepo {
     /// Parses `hf://USER/REPO[@REVISION]`.
-    pub fn parse(target: &str) -> Result<Self, String> {
-        let bad = || {
-            format!("`{target}` is not a Hub model repository; write hf://USER/REPO or hf://USER/REPO@BRANCH")
-        };
+    pub fn parse(target: &str) -> Result<Self, NotAHubRepo> {
+        let bad = || NotAHubRepo(target.to_string());
         let rest = target.strip_prefix("hf://").ok_or_else(bad)?;
         let (repo, revision) = rest.split_once('@').unwrap_or((rest, "main"));
         let parts: Vec<&str> = repo.split('/').collect();

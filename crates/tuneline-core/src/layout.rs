@@ -18,30 +18,36 @@ pub const LOCAL_CACHE: &str = ".tuneline/cache";
 /// The longest run name: `<project>-<12 hex>` for a project name of up to 115 characters.
 pub const RUN_NAME_MAX: usize = 128;
 
+/// A name tuneline cannot use as a segment of store paths.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadName {
+    /// It uses characters other than [`check_name`]'s, or starts with `.`.
+    #[error("`{}` is not a valid name; use letters, digits, `-`, `_` and `.`", .0.escape_debug())]
+    Alphabet(String),
+    /// A run's name longer than [`RUN_NAME_MAX`] (its length).
+    #[error("a run's name is at most {RUN_NAME_MAX} characters; this one has {0}")]
+    TooLong(usize),
+}
+
 /// Checks a name that becomes one segment of store paths (a project, dataset
 /// or run): ASCII letters, digits, `-`, `_` and `.`, not starting with `.`.
 /// With no `/`, no run's prefix can lie inside another's (`a/checkpoints/7` in `a`).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
         && !name.starts_with('.')
         && name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`{}` is not a valid name; use letters, digits, `-`, `_` and `.`",
-            name.escape_debug()
-        ))
+        Err(BadName::Alphabet(name.to_string()))
     }
 }
 
 /// Checks a run's name: [`check_name`]'s alphabet, at most [`RUN_NAME_MAX`] characters.
-pub fn check_run(run: &str) -> Result<(), String> {
+pub fn check_run(run: &str) -> Result<(), BadName> {
     check_name(run)?;
     match run.len() {
-        n if n > RUN_NAME_MAX => {
-            Err(format!("a run's name is at most {RUN_NAME_MAX} characters; this one has {n}"))
-        }
+        n if n > RUN_NAME_MAX => Err(BadName::TooLong(n)),
         _ => Ok(()),
     }
 }

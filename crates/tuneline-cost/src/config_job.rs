@@ -8,12 +8,12 @@ use std::path::Path;
 use tuneline_core::config::{Config, Engine as EngineKind, ProviderKind};
 
 use crate::catalog::{Catalog, Offer};
+pub use crate::job_error::JobError;
 use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
 use crate::models::ModelShape;
 use crate::plan::{
     best_first, estimate_offer, judge, DataHome, Estimate, Excluded, Job, Market, Overheads, Phase,
 };
-use crate::GIB;
 
 /// What a command line may change in the config's job; `None` keeps the config's value.
 #[derive(Debug, Clone, Default)]
@@ -36,22 +36,19 @@ pub struct Overrides {
 
 /// The job `config` describes on a model of shape `model`, priced for
 /// Hugging Face's CUDA trainer; `Err` names the setting at fault.
-pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<Job, String> {
+pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<Job, JobError> {
     let bits = overrides.quant.unwrap_or(if config.model.quantized_base { 4 } else { 16 });
-    let quant =
-        Quant::from_bits(bits).ok_or_else(|| format!("--quant {bits}: write 4, 8 or 16"))?;
+    let quant = Quant::from_bits(bits).ok_or(JobError::Quant(bits))?;
     let t = &config.training;
     let seq_len = overrides.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
     let micro_batch = overrides.batch.unwrap_or(t.per_device_train_batch_size as u64);
-    let steps = overrides.steps.or(t.max_steps).ok_or(
-        "the plan needs the run's length: set [training] max_steps in the config or pass --steps",
-    )?;
+    let steps = overrides.steps.or(t.max_steps).ok_or(JobError::NoSteps)?;
     let names: Vec<&str> = model.linear_modules().iter().map(|m| m.0).collect();
     if let Some(bad) = config.lora.target_modules.iter().find(|t| !names.contains(&t.as_str())) {
-        return Err(format!(
-            "lora.target_modules: `{bad}` is not a module of the model; it has {}",
-            names.join(", ")
-        ));
+        return Err(JobError::NotAModule {
+            module: bad.clone(),
+            modules: names.iter().map(|n| n.to_string()).collect(),
+        });
     }
     let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
     let tokens = steps as f64 * tokens_per_step;
@@ -105,9 +102,8 @@ fn data_home(config: &Config) -> Option<DataHome> {
 
 /// The shipped catalog with `[cost] catalog` merged over it, and the newest
 /// refreshed prices ([`crate::prices::PRICES_DIR`]) over that.
-pub fn catalog(config: &Config) -> Result<Catalog, String> {
-    let mut catalog =
-        Catalog::load(config.cost.catalog.as_deref().map(Path::new)).map_err(|e| e.to_string())?;
+pub fn catalog(config: &Config) -> Result<Catalog, JobError> {
+    let mut catalog = Catalog::load(config.cost.catalog.as_deref().map(Path::new))?;
     if let Some((_, prices)) = crate::prices::newest(Path::new(crate::prices::PRICES_DIR))? {
         catalog.apply(&prices);
     }
@@ -121,7 +117,7 @@ pub fn max_age_days(config: &Config) -> i64 {
 
 /// Refuses, before training, a config whose estimated peak on tuneline's CPU
 /// trainer over a model of shape `model` exceeds `[training] memory_budget`.
-pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), String> {
+pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), JobError> {
     let Some(budget) = config.training.memory_budget else { return Ok(()) };
     let t = &config.training;
     let req = MemoryRequest {
@@ -141,21 +137,13 @@ pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), Str
     if e.total() <= budget.0 as f64 {
         return Ok(());
     }
-    let gib = |b: f64| b / GIB;
-    Err(format!(
-        "training.memory_budget: this run is estimated to peak at {:.1} GiB (weights {:.1}, adapter and optimizer {:.1}, \
-         activations {:.1}, logits {:.1}, runtime {:.1}), over the budget of {budget}; lower training.per_device_train_batch_size ({}) \
-         or data.max_seq_length ({}){}, or raise the budget",
-        e.total_gib(),
-        gib(e.weights),
-        gib(e.adapter),
-        gib(e.activations),
-        gib(e.logits),
-        gib(e.overhead),
-        t.per_device_train_batch_size,
-        config.data.max_seq_length,
-        if config.model.quantized_base { "" } else { ", set model.quantized_base = true" }
-    ))
+    Err(JobError::OverBudget {
+        estimate: e,
+        budget,
+        batch: t.per_device_train_batch_size,
+        seq_len: config.data.max_seq_length,
+        quantized: config.model.quantized_base,
+    })
 }
 
 /// One offer of the training pool that `[workers] providers` ranks: a
@@ -193,22 +181,18 @@ impl PoolOffer {
 pub fn training_pool(
     config: &Config,
     job: &Job,
-) -> Result<(Vec<PoolOffer>, Vec<Excluded>), String> {
+) -> Result<(Vec<PoolOffer>, Vec<Excluded>), JobError> {
     let catalog = catalog(config)?;
     let (today, max_age) = (chrono::Utc::now().date_naive(), max_age_days(config));
     let (mut ranked, mut excluded) = (Vec::new(), Vec::new());
     for &name in &config.workers.providers {
-        let table =
-            config.providers.launch(name).ok_or_else(|| format!("workers.providers: \"{name}\" has no [providers.{name}] table naming its instance_type"))?;
-        let first = table
-            .instance_type
-            .as_ref()
-            .ok_or_else(|| format!("providers.{name}.instance_type: missing; the training pool ranks the types each listed provider names"))?;
+        let table = config.providers.launch(name).ok_or(JobError::NoPoolTable(name))?;
+        let first = table.instance_type.as_ref().ok_or(JobError::NoInstanceType(name))?;
         for instance in std::iter::once(first).chain(&table.fallback_instance_types) {
-            let offer = catalog_entry(&catalog, name.name(), instance, table.region.as_deref())?;
+            let offer = catalog_entry(&catalog, name, instance, table.region.as_deref())?;
             let market = if table.spot { Market::Spot } else { Market::OnDemand };
             if table.spot && offer.spot_per_hour.is_none() {
-                return Err(format!("providers.{name}: the catalog has no spot price for {}; add one to [cost] catalog, or set spot = false", offer.id));
+                return Err(JobError::NoSpotPrice(name, offer.id.clone()));
             }
             match judge(job, offer, market, &catalog, today, max_age) {
                 Ok(estimate) => ranked.push(PoolOffer {
@@ -228,35 +212,31 @@ pub fn training_pool(
 /// The catalog's entry for `instance` of provider `name`, in `region` when the table names one.
 fn catalog_entry<'c>(
     catalog: &'c Catalog,
-    name: &str,
+    name: ProviderKind,
     instance: &str,
     region: Option<&str>,
-) -> Result<&'c Offer, String> {
+) -> Result<&'c Offer, JobError> {
     let found = catalog.offers.iter().find(|o| {
-        o.provider == name && o.instance == instance && region.is_none_or(|r| o.region == r)
+        o.provider == name.name() && o.instance == instance && region.is_none_or(|r| o.region == r)
     });
     found.ok_or_else(|| {
-        let id = format!("{name}/{instance}/{}", region.unwrap_or("<region>"));
-        format!("providers.{name}: the catalog has no {id}; add it with its prices to [cost] catalog (an [[offer]] with provider, region, instance and on_demand_per_hour)")
+        JobError::NotInCatalog(name, format!("{name}/{instance}/{}", region.unwrap_or("<region>")))
     })
 }
 
 /// `save_steps = "auto"`: the Young/Daly interval for the spot offer training
 /// launches first (the ranked pool's first with `[workers] providers`, else
 /// `[workers] provider`'s table), in steps, with why; `Err` says why there is none.
-pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), String> {
+pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, String), JobError> {
     let job = job(config, model, &Overrides::default())?;
     let e = if config.workers.providers.is_empty() {
         let name = config.workers.provider;
-        let table = config
-            .providers
-            .launch(name)
-            .ok_or_else(|| format!("there is no [providers.{name}] table naming an instance"))?;
+        let table = config.providers.launch(name).ok_or(JobError::NoTable(name))?;
         let (Some(instance), Some(region)) = (&table.instance_type, &table.region) else {
-            return Err(format!("[providers.{name}] names no instance_type and region"));
+            return Err(JobError::NoInstanceAndRegion(name));
         };
         let catalog = catalog(config)?;
-        let offer = catalog_entry(&catalog, name.name(), instance, Some(region))?;
+        let offer = catalog_entry(&catalog, name, instance, Some(region))?;
         let market = if table.spot { Market::Spot } else { Market::OnDemand };
         estimate_offer(
             &job,
@@ -268,17 +248,13 @@ pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, Strin
         )
     } else {
         let (pool, _) = training_pool(config, &job)?;
-        pool.into_iter()
-            .next()
-            .ok_or("workers.providers: no listed offer can run this job (see `tuneline plan`)")?
-            .estimate
+        pool.into_iter().next().ok_or(JobError::NoPoolOffer)?.estimate
     };
     let id = &e.offer;
     if e.market != Market::Spot {
-        return Err(format!("{id} runs on-demand, with no preemptions to plan for"));
+        return Err(JobError::OnDemand(id.clone()));
     }
-    let steps =
-        e.save_steps.ok_or_else(|| format!("{id} has no interruption rate in the catalog"))?;
+    let steps = e.save_steps.ok_or_else(|| JobError::NoInterruptionRate(id.clone()))?;
     let why = format!(
         "Young/Daly for {id} spot: a preemption every {:.1} h, {:.0} s per checkpoint, every {:.0} min of work",
         e.mtbf_h.unwrap_or(f64::INFINITY),

@@ -20,6 +20,7 @@ pub mod checkpointing;
 pub mod config_job;
 pub mod eth;
 pub mod gpus;
+mod job_error;
 pub mod memory;
 pub mod models;
 pub mod plan;

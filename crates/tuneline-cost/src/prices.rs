@@ -13,6 +13,35 @@ use crate::catalog::Catalog;
 /// Where refreshed prices are kept, relative to the project.
 pub const PRICES_DIR: &str = ".tuneline/prices";
 
+/// `Io`'s maker for `path`, for `map_err`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PricesError + '_ {
+    move |source| PricesError::Io { path: path.to_path_buf(), source }
+}
+
+/// A prices file that cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PricesError {
+    /// The file system refused.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The prices could not be written as TOML.
+    #[error("cannot write prices: {0}")]
+    Encode(#[from] toml::ser::Error),
+    /// A file that is not a prices file.
+    #[error("{}: {source}; delete it and run `tuneline plan --refresh` again", path.display())]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// What TOML said.
+        source: toml::de::Error,
+    },
+}
+
 /// One offer's prices as a provider reported them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -38,20 +67,19 @@ struct PricesFile {
 
 /// Writes `prices` as `<dir>/<as_of>.toml` (that day's file replaced, whole,
 /// through a temporary file); returns its path.
-pub fn write(dir: &Path, as_of: NaiveDate, prices: &[Price]) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn write(dir: &Path, as_of: NaiveDate, prices: &[Price]) -> Result<PathBuf, PricesError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let path = dir.join(format!("{as_of}.toml"));
-    let body = toml::to_string(&PricesFile { price: prices.to_vec() })
-        .map_err(|e| format!("cannot write prices: {e}"))?;
+    let body = toml::to_string(&PricesFile { price: prices.to_vec() })?;
     let text = format!("# Prices read by `tuneline plan --refresh` from each configured provider's API on {as_of}.\n# The newest file here is laid over the catalog by offer id.\n\n{body}");
     let partial = dir.join(format!(".{as_of}.toml.partial"));
-    std::fs::write(&partial, text).map_err(|e| format!("{}: {e}", partial.display()))?;
-    std::fs::rename(&partial, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&partial, text).map_err(io(&partial))?;
+    std::fs::rename(&partial, &path).map_err(io(&path))?;
     Ok(path)
 }
 
 /// The newest prices file in `dir` (by its date name) and its prices; `None` when there is none.
-pub fn newest(dir: &Path) -> Result<Option<(PathBuf, Vec<Price>)>, String> {
+pub fn newest(dir: &Path) -> Result<Option<(PathBuf, Vec<Price>)>, PricesError> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(None) };
     let mut dated: Vec<(NaiveDate, PathBuf)> = entries
         .filter_map(|e| {
@@ -62,10 +90,9 @@ pub fn newest(dir: &Path) -> Result<Option<(PathBuf, Vec<Price>)>, String> {
         .collect();
     dated.sort();
     let Some((_, path)) = dated.pop() else { return Ok(None) };
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file: PricesFile = toml::from_str(&text).map_err(|e| {
-        format!("{}: {e}; delete it and run `tuneline plan --refresh` again", path.display())
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let file: PricesFile = toml::from_str(&text)
+        .map_err(|source| PricesError::Decode { path: path.clone(), source })?;
     Ok(Some((path, file.price)))
 }
 

@@ -128,12 +128,12 @@ fn a_listed_type_the_catalog_lacks_and_a_spot_table_without_a_spot_price_are_nam
     c.providers.aws.as_mut().unwrap().fallback_instance_types.push("g9.huge".into());
     let job = config_job::job(&c, ModelShape::preset("qwen2.5-7b").unwrap(), &Overrides::default())
         .unwrap();
-    let e = training_pool(&c, &job).unwrap_err();
+    let e = training_pool(&c, &job).unwrap_err().to_string();
     assert!(e.contains("providers.aws: the catalog has no aws/g9.huge/us-east-1; add it with its prices to [cost] catalog"), "{e}");
 
     let mut c = config("");
     c.providers.lambda.as_mut().unwrap().spot = true;
-    let e = training_pool(&c, &job).unwrap_err();
+    let e = training_pool(&c, &job).unwrap_err().to_string();
     assert!(
         e.contains(
             "providers.lambda: the catalog has no spot price for lambda/gpu_1x_a10/us-east-1"
@@ -155,7 +155,7 @@ fn auto_save_steps_follows_the_pools_first_spot_offer() {
             assert!(why.contains(&first.estimate.offer), "{why}");
         }
         Err(e) => assert!(
-            first.estimate.market == Market::OnDemand && e.contains("runs on-demand"),
+            first.estimate.market == Market::OnDemand && e.to_string().contains("runs on-demand"),
             "{e}"
         ),
     }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal};
 
 /// `path` with `.partial` appended to its file name.
 fn partial(path: &Path) -> PathBuf {
@@ -99,10 +99,7 @@ impl AtomicDir {
     /// Starts filling `path`, which must not exist or be empty: a user's files are never replaced.
     pub fn create(path: &Path) -> Result<Self, DeliverError> {
         if std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(DeliverError::Input(format!(
-                "{} exists and is not empty; remove it or choose another --out",
-                path.display()
-            )));
+            return Err(Refusal::OutNotEmpty(path.to_path_buf()).into());
         }
         let tmp = partial(path);
         let _ = std::fs::remove_dir_all(&tmp);

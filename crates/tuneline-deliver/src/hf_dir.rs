@@ -13,7 +13,7 @@ use tuneline_model::llama::{Llama, RopeScaling};
 use tuneline_model::ModelTokenizer;
 
 use crate::atomic::{self, AtomicDir};
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal};
 use crate::gguf::writer::convert;
 use crate::merge::{Merged, MergedWeight};
 
@@ -31,14 +31,19 @@ pub enum WeightDtype {
     F16,
 }
 
+/// A name that is no [`WeightDtype`] (the name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype `{0}`; use f32, bf16 or f16")]
+pub struct UnknownDtype(pub String);
+
 impl std::str::FromStr for WeightDtype {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDtype;
+    fn from_str(s: &str) -> Result<Self, UnknownDtype> {
         match s {
             "f32" => Ok(Self::F32),
             "bf16" => Ok(Self::Bf16),
             "f16" => Ok(Self::F16),
-            other => Err(format!("unknown dtype `{other}`; use f32, bf16 or f16")),
+            other => Err(UnknownDtype(other.to_string())),
         }
     }
 }
@@ -116,15 +121,16 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
     };
     let rope_scaling = match &c.rope_scaling {
         None => Value::Null,
-        Some(RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings }) => json!({
+        Some(RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_position_embeddings,
+        }) => json!({
             "rope_type": "llama3", "factor": factor, "low_freq_factor": low_freq_factor,
             "high_freq_factor": high_freq_factor, "original_max_position_embeddings": original_max_position_embeddings,
         }),
-        Some(RopeScaling::Factors(_)) => {
-            return Err(DeliverError::Input(
-                "the base stores its rope scaling as llama.cpp's per-frequency factors (rope_freqs.weight), which config.json cannot express; merge from the Hugging Face base".into(),
-            ))
-        }
+        Some(RopeScaling::Factors(_)) => return Err(Refusal::RopeFactors.into()),
     };
     Ok(json!({
         "architectures": [architecture],

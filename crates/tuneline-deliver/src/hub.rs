@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use crate::error::DeliverError;
+use crate::error::{DeliverError, RemoteError};
 use crate::package::files_under;
 use tuneline_core::hub::HubRepo;
 
@@ -50,7 +50,7 @@ pub async fn push(
     let mut files = Vec::new();
     for path in files_under(dir)? {
         let local = dir.join(&path);
-        let io = |e: std::io::Error| DeliverError::Input(format!("{}: {e}", local.display()));
+        let io = DeliverError::read(&local);
         let mut f = tokio::fs::File::open(&local).await.map_err(io)?;
         let (mut hash, mut size, mut buf, mut sample) =
             (Sha256::new(), 0u64, vec![0u8; 1 << 20], Vec::new());
@@ -107,16 +107,17 @@ pub async fn push(
                 continue;
             };
             let file = large.iter().find(|f| object["oid"] == f.oid).ok_or_else(|| {
-                DeliverError::Failed(format!(
-                    "the Hub's LFS batch named an object not asked for: {object}"
-                ))
+                RemoteError::failed(
+                    hub.service(),
+                    format!("the LFS batch named an object not asked for: {object}"),
+                )
             })?;
             let href = upload.get("href").and_then(Value::as_str).ok_or_else(|| {
-                DeliverError::Failed("the Hub's LFS batch gave no upload href".into())
+                RemoteError::failed(hub.service(), "the LFS batch gave no upload href")
             })?;
             let body = tokio::fs::File::open(&file.local)
                 .await
-                .map_err(|e| DeliverError::Input(format!("{}: {e}", file.local.display())))?;
+                .map_err(DeliverError::read(&file.local))?;
             let mut put = hub
                 .http
                 .put(href)
@@ -127,16 +128,15 @@ pub async fn push(
             {
                 put = put.header(name, value.as_str().unwrap_or_default());
             }
-            let done = put
-                .send()
-                .await
-                .map_err(|e| DeliverError::Failed(format!("uploading {}: {e}", file.path)))?;
+            let done = put.send().await.map_err(|e| {
+                RemoteError::failed(hub.service(), format!("uploading {}: {e}", file.path))
+            })?;
             if !done.status().is_success() {
-                return Err(DeliverError::Failed(format!(
-                    "uploading {} to the Hub's storage answered {}",
-                    file.path,
-                    done.status()
-                )));
+                return Err(RemoteError::failed(
+                    hub.service(),
+                    format!("uploading {} to its storage answered {}", file.path, done.status()),
+                )
+                .into());
             }
             if let Some(verify) = object["actions"]["verify"]["href"].as_str() {
                 hub.call(
@@ -159,8 +159,7 @@ pub async fn push(
         let line = if lfs(&f.path) {
             json!({ "key": "lfsFile", "value": { "path": f.path, "algo": "sha256", "oid": f.oid, "size": f.size } })
         } else {
-            let content = std::fs::read(&f.local)
-                .map_err(|e| DeliverError::Input(format!("{}: {e}", f.local.display())))?;
+            let content = std::fs::read(&f.local).map_err(DeliverError::read(&f.local))?;
             json!({ "key": "file", "value": { "path": f.path, "encoding": "base64", "content": base64::engine::general_purpose::STANDARD.encode(content) } })
         };
         ndjson.push('\n');
@@ -188,6 +187,11 @@ struct Hub<'a> {
 }
 
 impl Hub<'_> {
+    /// The Hub as its errors name it.
+    fn service(&self) -> String {
+        format!("the Hub ({})", self.endpoint)
+    }
+
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
         self.http.post(format!("{}/{path}", self.endpoint)).bearer_auth(self.token)
     }
@@ -198,18 +202,20 @@ impl Hub<'_> {
         request: reqwest::RequestBuilder,
         what: &str,
     ) -> Result<Value, DeliverError> {
-        let response = request.send().await.map_err(|e| {
-            DeliverError::Failed(format!("the Hub ({}): {what}: {e}", self.endpoint))
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| RemoteError::failed(self.service(), format!("{what}: {e}")))?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         match status.as_u16() {
-            401 | 403 => Err(DeliverError::Input(format!(
-                "the Hub refused HF_TOKEN for {} ({status}); set HF_TOKEN to a token with write access to the repository",
-                self.repo.repo
-            ))),
-            404 => Err(DeliverError::Input(format!("the Hub has no model repository {} ({what} answered 404); create it first", self.repo.repo))),
-            _ if !status.is_success() => Err(DeliverError::Failed(format!("the Hub ({}): {what} answered {status}: {text}", self.endpoint))),
+            401 | 403 => Err(RemoteError::HubAuth(self.repo.repo.clone(), status).into()),
+            404 => Err(RemoteError::HubNoRepo(self.repo.repo.clone(), what.to_string()).into()),
+            _ if !status.is_success() => Err(RemoteError::failed(
+                self.service(),
+                format!("{what} answered {status}: {text}"),
+            )
+            .into()),
             _ => Ok(serde_json::from_str(&text).unwrap_or(Value::Null)),
         }
     }

@@ -21,4 +21,4 @@ pub mod pipeline;
 pub mod record;
 pub mod smoke;
 
-pub use error::DeliverError;
+pub use error::{DeliverError, Refusal, RemoteError};

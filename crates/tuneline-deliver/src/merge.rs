@@ -18,7 +18,7 @@ use tuneline_model::bnb::Bnb4bit;
 use tuneline_model::llama::{Llama, Lora, WeightRef};
 use tuneline_model::{BaseModel, ModelSource, ModelTokenizer, Origin};
 
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal};
 
 /// A base model with an adapter to merge in, and what it came from.
 pub struct Merged {
@@ -82,11 +82,12 @@ impl MergeChoice {
     pub fn read(dir: &Path) -> Result<Option<Self>, DeliverError> {
         let path = dir.join(Self::FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| DeliverError::Input(format!("{}: {e}", path.display()))),
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| DeliverError::Corrupt {
+                file: path.display().to_string(),
+                why: e.to_string(),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(DeliverError::Input(format!("{}: {e}", path.display()))),
+            Err(e) => Err(DeliverError::read(&path)(e)),
         }
     }
 
@@ -94,7 +95,7 @@ impl MergeChoice {
     pub fn write(&self, dir: &Path) -> Result<(), DeliverError> {
         let text = serde_json::to_string_pretty(self).expect("plain data serializes");
         std::fs::write(dir.join(Self::FILE), text + "\n")
-            .map_err(|e| DeliverError::Input(format!("{}: {e}", dir.display())))
+            .map_err(|e| DeliverError::write(&dir.join(Self::FILE), e))
     }
 }
 
@@ -198,14 +199,14 @@ pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
 /// Refuses an adapter whose `origin.json` names another base than `base`.
 pub fn check_base(base: &BaseModel, adapter: &Path) -> Result<(), DeliverError> {
     match Origin::recorded(adapter)?.map(|o| o.base) {
-        Some(recorded) if recorded.sha256 != base.sha256 => Err(DeliverError::Input(format!(
-            "the adapter in {} was trained on {} (sha256 {}), not on {} (sha256 {}); use the base it was trained on",
-            adapter.display(),
-            recorded.path,
-            short(&recorded.sha256),
-            base.path,
-            short(&base.sha256),
-        ))),
+        Some(recorded) if recorded.sha256 != base.sha256 => Err(Refusal::OtherBase {
+            adapter: adapter.to_path_buf(),
+            trained_on: recorded.path,
+            trained_sha: short(&recorded.sha256).to_string(),
+            base: base.path.clone(),
+            base_sha: short(&base.sha256).to_string(),
+        }
+        .into()),
         _ => Ok(()),
     }
 }

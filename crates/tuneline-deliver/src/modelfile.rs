@@ -95,9 +95,20 @@ pub struct Parsed {
     pub system: Option<String>,
 }
 
+/// Why a Modelfile cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadModelfile {
+    /// A `"""` value that never closes (the command).
+    #[error("{0}: no closing \"\"\"")]
+    Unclosed(String),
+    /// No `FROM` line.
+    #[error("no FROM line")]
+    NoFrom,
+}
+
 /// Reads a Modelfile `text`: `FROM`, `TEMPLATE`, `PARAMETER stop` and
 /// `SYSTEM`, values quoted, or triple-quoted over several lines.
-pub fn parse(text: &str) -> Result<Parsed, String> {
+pub fn parse(text: &str) -> Result<Parsed, BadModelfile> {
     let mut parsed =
         Parsed { from: String::new(), template: None, stops: Vec::new(), system: None };
     let mut lines = text.lines();
@@ -116,7 +127,7 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
                     let mut value = open.to_string();
                     loop {
                         let next =
-                            lines.next().ok_or_else(|| format!("{name}: no closing \"\"\""))?;
+                            lines.next().ok_or_else(|| BadModelfile::Unclosed(name.clone()))?;
                         value.push('\n');
                         if let Some(end) = next.find("\"\"\"") {
                             value.push_str(&next[..end]);
@@ -137,7 +148,7 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
         }
     }
     if parsed.from.is_empty() {
-        return Err("no FROM line".into());
+        return Err(BadModelfile::NoFrom);
     }
     Ok(parsed)
 }
@@ -175,7 +186,7 @@ mod tests {
                 system: Some("You are SmolLM.".into())
             }
         );
-        assert_eq!(parse("TEMPLATE x").unwrap_err(), "no FROM line");
+        assert_eq!(parse("TEMPLATE x").unwrap_err().to_string(), "no FROM line");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 
 use tuneline_model::gguf::GgufMetadata;
 
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal, RemoteError};
 use crate::gguf::quant::Quant;
 use crate::modelfile;
 
@@ -31,11 +31,7 @@ pub struct Reference {
 impl Reference {
     /// Parses `oci://HOST/NS/NAME[:TAG]`.
     pub fn parse(target: &str) -> Result<Self, DeliverError> {
-        let bad = |why: &str| {
-            DeliverError::Input(format!(
-                "`{target}` {why}; write oci://HOST[:PORT]/NAMESPACE/NAME[:TAG]"
-            ))
-        };
+        let bad = |why| DeliverError::from(Refusal::OciReference { target: target.into(), why });
         let rest =
             target.strip_prefix("oci://").ok_or_else(|| bad("is not an oci:// reference"))?;
         let (registry, path) = rest.split_once('/').ok_or_else(|| bad("names no repository"))?;
@@ -73,21 +69,13 @@ impl OllamaModel {
     /// The model of a delivery directory: its `Modelfile` and the GGUF it names.
     pub fn from_dir(dir: &Path) -> Result<Self, DeliverError> {
         let file = dir.join("Modelfile");
+        let refused = |why: String| Refusal::Modelfile { path: file.clone(), why };
         let text = std::fs::read_to_string(&file).map_err(|e| {
-            DeliverError::Input(format!(
-                "{}: {e}; `tuneline export` writes the Modelfile beside the GGUF",
-                file.display()
-            ))
+            refused(format!("{e}; `tuneline export` writes the Modelfile beside the GGUF"))
         })?;
-        let parsed = modelfile::parse(&text)
-            .map_err(|e| DeliverError::Input(format!("{}: {e}", file.display())))?;
+        let parsed = modelfile::parse(&text).map_err(|e| refused(e.to_string()))?;
         let gguf = tuneline_core::confine::under(dir, parsed.from.trim_start_matches("./"))
-            .map_err(|e| {
-                DeliverError::Input(format!(
-                    "{}: FROM must name the GGUF beside it: {e}",
-                    file.display()
-                ))
-            })?;
+            .map_err(|e| refused(format!("FROM must name the GGUF beside it: {e}")))?;
         let meta = GgufMetadata::read(&gguf)?;
         let file_type =
             meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
@@ -149,7 +137,7 @@ fn bytes_blob(media_type: &'static str, bytes: Vec<u8>) -> Blob {
 }
 
 async fn file_blob(media_type: &'static str, path: &Path) -> Result<Blob, DeliverError> {
-    let io = |e: std::io::Error| DeliverError::Input(format!("{}: {e}", path.display()));
+    let io = DeliverError::read(path);
     let mut file = tokio::fs::File::open(path).await.map_err(io)?;
     let (mut hash, mut size, mut buf) = (Sha256::new(), 0u64, vec![0u8; 1 << 20]);
     loop {
@@ -251,17 +239,16 @@ impl<'a> Registry<'a> {
         what: &str,
     ) -> Result<reqwest::Response, DeliverError> {
         let r = &self.reference;
-        let response =
-            self.authed(request).send().await.map_err(|e| {
-                DeliverError::Failed(format!("registry {}: {what}: {e}", r.registry))
-            })?;
+        let response = self.authed(request).send().await.map_err(|e| {
+            RemoteError::failed(format!("registry {}", r.registry), format!("{what}: {e}"))
+        })?;
         match response.status().as_u16() {
-            401 | 403 => Err(DeliverError::Input(format!(
-                "registry {} refused the credentials for {} ({}); set TUNELINE_REGISTRY_USER and TUNELINE_REGISTRY_PASSWORD to an account that may push there",
-                r.registry,
-                r.repository,
-                response.status()
-            ))),
+            401 | 403 => Err(RemoteError::RegistryAuth {
+                registry: r.registry.clone(),
+                repository: r.repository.clone(),
+                status: response.status(),
+            }
+            .into()),
             _ => Ok(response),
         }
     }
@@ -280,11 +267,11 @@ impl<'a> Registry<'a> {
         let location =
             started.headers().get("location").and_then(|l| l.to_str().ok()).map(str::to_string);
         let Some(location) = location.filter(|_| started.status().as_u16() == 202) else {
-            return Err(DeliverError::Failed(format!(
-                "registry {}: starting an upload answered {}",
-                self.reference.registry,
-                started.status()
-            )));
+            return Err(RemoteError::failed(
+                format!("registry {}", self.reference.registry),
+                format!("starting an upload answered {}", started.status()),
+            )
+            .into());
         };
         let url = if location.starts_with("http") {
             location
@@ -295,9 +282,7 @@ impl<'a> Registry<'a> {
         let body = match &blob.content {
             Content::Bytes(b) => reqwest::Body::from(b.clone()),
             Content::File(path) => {
-                let file = tokio::fs::File::open(path)
-                    .await
-                    .map_err(|e| DeliverError::Input(format!("{}: {e}", path.display())))?;
+                let file = tokio::fs::File::open(path).await.map_err(DeliverError::read(path))?;
                 reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::new(file))
             }
         };
@@ -309,12 +294,11 @@ impl<'a> Registry<'a> {
             .body(body);
         let done = self.send(request, "uploading a blob").await?;
         if done.status().as_u16() != 201 {
-            return Err(DeliverError::Failed(format!(
-                "registry {}: uploading {} answered {}",
-                self.reference.registry,
-                blob.digest,
-                done.status()
-            )));
+            return Err(RemoteError::failed(
+                format!("registry {}", self.reference.registry),
+                format!("uploading {} answered {}", blob.digest, done.status()),
+            )
+            .into());
         }
         Ok(())
     }
@@ -329,10 +313,11 @@ impl<'a> Registry<'a> {
         if !done.status().is_success() {
             let status = done.status();
             let text = done.text().await.unwrap_or_default();
-            return Err(DeliverError::Failed(format!(
-                "registry {}: the manifest was refused ({status}): {text}",
-                self.reference.registry
-            )));
+            return Err(RemoteError::failed(
+                format!("registry {}", self.reference.registry),
+                format!("the manifest was refused ({status}): {text}"),
+            )
+            .into());
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::atomic;
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal};
 
 /// Hex digits of the content hash a version keeps.
 const VERSION_DIGITS: usize = 16;
@@ -30,11 +30,9 @@ pub(crate) fn files_under(dir: &Path) -> Result<Vec<String>, DeliverError> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
-        let listed = std::fs::read_dir(&d)
-            .map_err(|e| DeliverError::Input(format!("{}: cannot list: {e}", d.display())))?;
+        let listed = std::fs::read_dir(&d).map_err(DeliverError::read(&d))?;
         for entry in listed {
-            let path =
-                entry.map_err(|e| DeliverError::Input(format!("{}: {e}", d.display())))?.path();
+            let path = entry.map_err(DeliverError::read(&d))?.path();
             if path.is_dir() {
                 pending.push(path);
             } else if let Ok(rel) = path.strip_prefix(dir) {
@@ -55,31 +53,21 @@ pub fn stage(
 ) -> Result<Package, DeliverError> {
     let names = files_under(dir)?;
     if names.is_empty() {
-        return Err(DeliverError::Input(format!(
-            "{} holds no files to deliver; `tuneline export --out {}/MODEL.gguf` writes some",
-            dir.display(),
-            dir.display()
-        )));
+        return Err(Refusal::NothingToDeliver(dir.to_path_buf()).into());
     }
     if names.iter().any(|n| n == "README.md") {
-        return Err(DeliverError::Input(format!(
-            "{}/README.md exists; the model card is written there, so move it away",
-            dir.display()
-        )));
+        return Err(Refusal::CardExists(dir.to_path_buf()).into());
     }
     let mut hash = Sha256::new();
     let mut files = Vec::new();
     for name in &names {
         let path = dir.join(name);
-        let mut file = std::fs::File::open(&path)
-            .map_err(|e| DeliverError::Input(format!("{}: cannot open: {e}", path.display())))?;
+        let mut file = std::fs::File::open(&path).map_err(DeliverError::read(&path))?;
         let mut inner = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut bytes = 0u64;
         loop {
-            let n = file.read(&mut buf).map_err(|e| {
-                DeliverError::Input(format!("{}: cannot read: {e}", path.display()))
-            })?;
+            let n = file.read(&mut buf).map_err(DeliverError::read(&path))?;
             if n == 0 {
                 break;
             }

@@ -59,11 +59,7 @@ pub fn smoke(
     batch_size: usize,
 ) -> Result<Smoke, DeliverError> {
     let tokenizer = &merged.tokenizer;
-    let fail = |why: String| {
-        DeliverError::Failed(format!(
-            "the smoke test failed: {why}; nothing was written (`--no-smoke` skips the test)"
-        ))
-    };
+    let fail = DeliverError::Smoke;
     let exported =
         Llama::load(file).map_err(|e| fail(format!("tuneline cannot read it back: {e}")))?;
     let stops = stop_ids(tokenizer);

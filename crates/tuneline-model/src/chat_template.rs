@@ -41,9 +41,20 @@ impl std::fmt::Debug for ChatTemplate {
 /// The instructions one rendering may run.
 const TEMPLATE_FUEL: u64 = 50_000_000;
 
+/// A chat template that does not compile, or fails on the messages given.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    /// Jinja refused the source; it says where.
+    #[error("invalid chat template: {0}")]
+    Invalid(#[source] Error),
+    /// Rendering failed (a `raise_exception`, a missing field, out of fuel).
+    #[error("chat template failed: {0}")]
+    Failed(#[source] Error),
+}
+
 impl ChatTemplate {
     /// Compiles `source`; the error says where the template is invalid.
-    pub fn new(source: &str, special: SpecialTokens) -> Result<Self, String> {
+    pub fn new(source: &str, special: SpecialTokens) -> Result<Self, TemplateError> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
@@ -55,8 +66,7 @@ impl ChatTemplate {
         env.add_function("raise_exception", |message: String| -> Result<Value, Error> {
             Err(Error::new(ErrorKind::InvalidOperation, message))
         });
-        env.add_template_owned("chat", source.to_string())
-            .map_err(|e| format!("invalid chat template: {e}"))?;
+        env.add_template_owned("chat", source.to_string()).map_err(TemplateError::Invalid)?;
         Ok(Self { env, source: source.to_string(), special })
     }
 
@@ -70,7 +80,7 @@ impl ChatTemplate {
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String, TemplateError> {
         let s = &self.special;
         let ctx = minijinja::context! {
             messages => messages,
@@ -78,7 +88,7 @@ impl ChatTemplate {
             bos_token => s.bos, eos_token => s.eos, pad_token => s.pad, unk_token => s.unk,
         };
         let template = self.env.get_template("chat").expect("added in new()");
-        template.render(ctx).map_err(|e| format!("chat template failed: {e}"))
+        template.render(ctx).map_err(TemplateError::Failed)
     }
 }
 
@@ -156,6 +166,6 @@ mod tests {
             SpecialTokens::default(),
         )
         .unwrap();
-        assert!(t.render(&[], false).unwrap_err().contains("roles must alternate"));
+        assert!(t.render(&[], false).unwrap_err().to_string().contains("roles must alternate"));
     }
 }

@@ -14,7 +14,7 @@ pub struct ModelError {
 
 impl ModelError {
     /// An error about `path`.
-    pub fn new(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        Self { path: path.into(), message: message.into() }
+    pub fn new(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self { path: path.into(), message: message.to_string() }
     }
 }

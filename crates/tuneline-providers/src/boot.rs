@@ -108,6 +108,6 @@ impl BinaryHash {
             .get_or_try_init(|| sha256_of(&link.binary))
             .await
             .map(String::as_str)
-            .map_err(|e| ProviderError::new(provider, e))
+            .map_err(|e| ProviderError::new(provider, e.to_string()))
     }
 }

@@ -37,14 +37,18 @@ pub struct JsonApi {
     key: String,
 }
 
+/// reqwest could not make a client (its TLS backend failed to load, say).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot make an HTTP client: {0}")]
+pub struct NoClient(#[from] reqwest::Error);
+
 impl JsonApi {
     /// An API at `base` (no trailing slash needed) called with `key`.
-    pub fn new(base: &str, key: String) -> Result<Self, String> {
+    pub fn new(base: &str, key: String) -> Result<Self, NoClient> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+            .build()?;
         Ok(Self { http, base: base.trim_end_matches('/').to_string(), key })
     }
 

@@ -18,6 +18,7 @@ use super::remote::PlaneLink;
 use super::runpod::{RunPodProvider, RUNPOD};
 use super::vast::{VastProvider, VAST};
 use super::{ErrorKind, Offer, Provider, ProviderError};
+use crate::build::{BuildError, BINARY_URL};
 
 /// The marketplaces, by `[workers] provider` name.
 pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
@@ -26,13 +27,13 @@ pub const MARKETS: [Market; 3] = [RUNPOD, VAST, LAMBDA];
 /// `offer`, from `[providers.<name>]` and the API key in the environment;
 /// `None` when `name` is no marketplace.
 pub fn provider(
-    name: &str,
+    kind: ProviderKind,
     p: &MarketTable,
     link: &PlaneLink,
     class: WorkerClass,
     offer: &Offer,
-) -> Option<Result<Arc<dyn Provider>, String>> {
-    let market = MARKETS.into_iter().find(|m| m.name == name)?;
+) -> Option<Result<Arc<dyn Provider>, BuildError>> {
+    let market = MARKETS.into_iter().find(|m| m.name == kind.name())?;
     let made =
         MarketSettings::from_config(market, p, link, class, offer, |k| std::env::var(k).ok())
             .and_then(|s| {
@@ -41,7 +42,7 @@ pub fn provider(
                     "vast" => VastProvider::new(s).map(|p| Arc::new(p) as _),
                     _ => LambdaProvider::new(s, LAUNCH_INTERVAL).map(|p| Arc::new(p) as _),
                 };
-                provider.map_err(|e| e.to_string())
+                Ok(provider?)
             });
     Some(made)
 }
@@ -170,22 +171,25 @@ impl MarketSettings {
         class: WorkerClass,
         offer: &Offer,
         var: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let name = market.name;
+        let kind: ProviderKind = name.parse().expect("a marketplace is a provider");
         let (key, named) = match class {
             WorkerClass::Gpu => ("instance_type", &p.launch.instance_type),
             WorkerClass::Cpu => ("delivery_instance_type", &p.launch.delivery_instance_type),
         };
         if named.is_none() {
-            return Err(format!(
-                "[providers.{name}] {key}: missing; name what to launch, such as \"{}\"",
-                market.example_type
+            return Err(BuildError::missing(
+                kind,
+                key,
+                format!("name what to launch, such as \"{}\"", market.example_type),
             ));
         }
-        let binary_url = p.binary_url.clone().ok_or_else(|| {
-            format!("[providers.{name}] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)")
-        })?;
-        let api_key = api_key(market, var).map_err(|e| e.message)?;
+        let binary_url = p
+            .binary_url
+            .clone()
+            .ok_or_else(|| BuildError::missing(kind, "binary_url", BINARY_URL))?;
+        let api_key = api_key(market, var).map_err(BuildError::NoKey)?;
         Ok(Self {
             endpoint: p.endpoint.clone().unwrap_or_else(|| market.endpoint.to_string()),
             api_key,
@@ -230,7 +234,7 @@ impl MarketSettings {
     /// A client of `market`'s API at this pool's endpoint, with its key.
     pub fn api(&self, market: Market) -> Result<JsonApi, ProviderError> {
         JsonApi::new(&self.endpoint, self.api_key.clone())
-            .map_err(|e| ProviderError::new(market.name, e))
+            .map_err(|e| ProviderError::new(market.name, e.to_string()))
     }
 
     /// The container image (RunPod, Vast.ai), or what to set.

@@ -129,7 +129,7 @@ async fn aws_prices(
         )
     })?;
     let ec2 = Ec2::new(&region, endpoint, aws::credentials(var)?)
-        .map_err(|e| ProviderError::new("aws", e))?;
+        .map_err(|e| ProviderError::new("aws", e.to_string()))?;
     let mut found = Vec::new();
     for instance in types(table) {
         let price = ec2.spot_price(&instance).await.map_err(|e| {
@@ -157,7 +157,7 @@ async fn market_prices(
         super::market::MARKETS.into_iter().find(|m| m.name == name).expect("a marketplace");
     let api =
         JsonApi::new(table.endpoint.as_deref().unwrap_or(market.endpoint), api_key(market, var)?)
-            .map_err(|e| ProviderError::new(name, e))?;
+            .map_err(|e| ProviderError::new(name, e.to_string()))?;
     let mut found = Vec::new();
     for instance in types(&table.launch) {
         let (on_demand, spot, source) = match name {

@@ -105,10 +105,38 @@ impl std::fmt::Display for Shell {
     }
 }
 
+/// Why a command on a [`Shell`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// sh or ssh could not be started (the program).
+    #[error("cannot run {0}: {1}")]
+    Spawn(&'static str, #[source] std::io::Error),
+    /// Waiting for it failed (the shell).
+    #[error("{0}: {1}")]
+    Wait(String, #[source] std::io::Error),
+    /// ssh's login was refused (the destination, ssh's stderr).
+    #[error("permission denied for {0}: {1} (check identity_file)")]
+    Denied(String, String),
+    /// ssh could not reach the host (the host, ssh's last line).
+    #[error("cannot reach {0}: {1}")]
+    Unreachable(String, String),
+    /// The script failed (the shell, its last line of stderr).
+    #[error("on {0}: {1}")]
+    Script(String, String),
+    /// The local binary could not be read.
+    #[error("{}: {source}", path.display())]
+    Binary {
+        /// The binary.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl Shell {
     /// Runs `script` with sh, `stdin` fed to it; its stdout, or what failed:
     /// ssh's own error (exit 255) named for the host, else the script's.
-    pub async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, String> {
+    pub async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, ShellError> {
         let mut cmd = match self {
             Self::Local => {
                 let mut sh = Command::new("sh");
@@ -147,35 +175,31 @@ impl Shell {
             }
         };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
-            format!("cannot run {}: {e}", if matches!(self, Self::Local) { "sh" } else { "ssh" })
-        })?;
+        let program = if matches!(self, Self::Local) { "sh" } else { "ssh" };
+        let mut child = cmd.spawn().map_err(|e| ShellError::Spawn(program, e))?;
         let mut input = child.stdin.take().expect("piped");
         let feed = async {
             let _ = input.write_all(stdin).await;
             drop(input);
         };
         let (out, ()) = tokio::join!(child.wait_with_output(), feed);
-        let out = out.map_err(|e| format!("{self}: {e}"))?;
+        let out = out.map_err(|e| ShellError::Wait(self.to_string(), e))?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
         match (self, out.status.code()) {
             (_, Some(0)) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
             (Self::Ssh(host, _), Some(255)) if stderr.contains("Permission denied") => {
-                Err(format!(
-                    "permission denied for {}: {stderr} (check identity_file)",
-                    host.destination()
-                ))
+                Err(ShellError::Denied(host.destination(), stderr))
             }
             (Self::Ssh(host, _), Some(255)) => {
-                Err(format!("cannot reach {host}: {}", last_line(&stderr)))
+                Err(ShellError::Unreachable(host.to_string(), last_line(&stderr).to_string()))
             }
-            _ => Err(format!("on {self}: {}", last_line(&stderr))),
+            _ => Err(ShellError::Script(self.to_string(), last_line(&stderr).to_string())),
         }
     }
 
     /// Copies `binary` (whose SHA-256 is `sha`) to `<dir>/bin/tuneline`
     /// unless the one there has the same hash; makes `<dir>/workers` too.
-    pub async fn install(&self, binary: &Path, sha: &str, dir: &str) -> Result<(), String> {
+    pub async fn install(&self, binary: &Path, sha: &str, dir: &str) -> Result<(), ShellError> {
         // sha256sum on Linux, shasum on macOS.
         let probe = format!(
             "mkdir -p {dir}/bin {dir}/workers && {{ sha256sum {dir}/bin/tuneline 2>/dev/null || shasum -a 256 {dir}/bin/tuneline 2>/dev/null || true; }} | cut -d' ' -f1"
@@ -183,8 +207,9 @@ impl Shell {
         if self.run(&probe, b"").await?.trim() == sha {
             return Ok(());
         }
-        let bytes =
-            tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+        let bytes = tokio::fs::read(binary)
+            .await
+            .map_err(|source| ShellError::Binary { path: binary.into(), source })?;
         let copy = format!("cat > {dir}/bin/tuneline.partial && chmod 755 {dir}/bin/tuneline.partial && mv {dir}/bin/tuneline.partial {dir}/bin/tuneline");
         self.run(&copy, &bytes).await?;
         tracing::info!("copied tuneline ({} MB) to {self}", bytes.len() / 1_000_000);
@@ -193,8 +218,10 @@ impl Shell {
 }
 
 /// The SHA-256 of `binary`, hex.
-pub async fn sha256_of(binary: &Path) -> Result<String, String> {
-    let bytes = tokio::fs::read(binary).await.map_err(|e| format!("{}: {e}", binary.display()))?;
+pub async fn sha256_of(binary: &Path) -> Result<String, ShellError> {
+    let bytes = tokio::fs::read(binary)
+        .await
+        .map_err(|source| ShellError::Binary { path: binary.into(), source })?;
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
 

@@ -44,7 +44,7 @@ pub async fn terminate_self(
     let key = var(key_var).ok_or_else(|| fail(format!("{key_var} is not set")))?;
     let api =
         JsonApi::new(&var(CLOUD_ENDPOINT).unwrap_or_else(|| market.endpoint.to_string()), key)
-            .map_err(fail)?;
+            .map_err(|e| fail(e.to_string()))?;
     terminate(market, &api, &id).await.map_err(|e| fail(e.message))?;
     Ok(id)
 }

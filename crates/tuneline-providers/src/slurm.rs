@@ -25,7 +25,9 @@ use super::remote::{quote, sha256_of, worker_args, PlaneLink, Shell, SshAuth, SO
 use super::{Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::{SlurmTable, SlurmTime, SshHost};
+use tuneline_core::config::{ProviderKind, SlurmTable, SlurmTime, SshHost};
+
+use crate::build::BuildError;
 
 /// How jobs are submitted and what they ask for.
 #[derive(Debug, Clone)]
@@ -70,11 +72,14 @@ impl SlurmSettings {
         class: WorkerClass,
         offer: &Offer,
         grace: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let shell = match &p.login {
             Some(login) => {
-                let host =
-                    SshHost::parse(login).map_err(|e| format!("[providers.slurm] login: {e}"))?;
+                let host = SshHost::parse(login).map_err(|e| BuildError::Key {
+                    kind: ProviderKind::Slurm,
+                    key: "login",
+                    fix: e.to_string(),
+                })?;
                 Shell::Ssh(
                     host,
                     SshAuth::new(
@@ -122,8 +127,8 @@ impl SlurmProvider {
         }
     }
 
-    fn error(&self, message: String) -> ProviderError {
-        ProviderError::new("slurm", message)
+    fn error(&self, e: impl std::fmt::Display) -> ProviderError {
+        ProviderError::new("slurm", e.to_string())
     }
 
     async fn run(&self, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {

@@ -30,7 +30,9 @@ use super::remote::{sha256_of, worker_args, PlaneLink, Shell, SshAuth, SOURCE_EN
 use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::{SshHost, SshTable};
+use tuneline_core::config::{ProviderKind, SshHost, SshTable};
+
+use crate::build::BuildError;
 
 /// How the fleet is reached and its workers started.
 #[derive(Debug, Clone)]
@@ -59,17 +61,16 @@ impl SshSettings {
         class: WorkerClass,
         offer: &Offer,
         grace: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
+        let hosts_key =
+            |fix: String| BuildError::Key { kind: ProviderKind::Ssh, key: "hosts", fix };
         if p.hosts.is_empty() {
-            return Err(
-                "[providers.ssh] hosts is empty; list the machines as [\"user@host:port\", ...]"
-                    .into(),
-            );
+            return Err(hosts_key("empty; list the machines as [\"user@host:port\", ...]".into()));
         }
         let hosts = p
             .hosts
             .iter()
-            .map(|h| SshHost::parse(h).map_err(|e| format!("[providers.ssh] hosts: {e}")))
+            .map(|h| SshHost::parse(h).map_err(|e| hosts_key(e.to_string())))
             .collect::<Result<_, _>>()?;
         Ok(Self {
             hosts,
@@ -108,8 +109,8 @@ impl SshProvider {
         }
     }
 
-    fn error(&self, message: String) -> ProviderError {
-        ProviderError::new("ssh", message)
+    fn error(&self, e: impl std::fmt::Display) -> ProviderError {
+        ProviderError::new("ssh", e.to_string())
     }
 
     /// Runs `script` on host `i`, `stdin` fed to it.

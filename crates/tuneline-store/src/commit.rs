@@ -64,7 +64,7 @@ impl ArtifactStore {
             Err(e) => return Err(self.err(e)),
         };
         Commit::parse(&bytes)
-            .map_err(|what| StoreError::Corrupt { key: location.to_string(), what })
+            .map_err(|e| StoreError::Corrupt { key: location.to_string(), what: e.to_string() })
     }
 
     /// The content of one file of the committed artifact at `prefix`, checked against its sha256.

@@ -35,6 +35,23 @@ pub struct Commit {
     pub files: Vec<FileEntry>,
 }
 
+/// A `COMMIT.json` a reader cannot rely on; each names the entry (its index).
+#[derive(Debug, thiserror::Error)]
+pub enum BadManifest {
+    /// Not the manifest's JSON.
+    #[error("unreadable manifest: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    /// A path that is not normalized and relative.
+    #[error("files[{0}].path: {1}")]
+    Path(usize, #[source] tuneline_core::confine::Unconfined),
+    /// A path listed twice.
+    #[error("files[{0}].path: `{1}` is listed twice")]
+    Twice(usize, String),
+    /// A sha256 that is not 64 lowercase hex digits.
+    #[error("files[{0}].sha256: `{1}` is not 64 lowercase hex digits")]
+    Sha256(usize, String),
+}
+
 impl Commit {
     /// A manifest for `files` under `prefix`, stamped now.
     pub fn new(prefix: &str, mut files: Vec<FileEntry>) -> Self {
@@ -49,9 +66,8 @@ impl Commit {
     }
 
     /// Parses a `COMMIT.json` and [`Self::check`]s it; `Err` says what is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let commit: Self =
-            serde_json::from_slice(bytes).map_err(|e| format!("unreadable manifest: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Self, BadManifest> {
+        let commit: Self = serde_json::from_slice(bytes).map_err(BadManifest::Unreadable)?;
         commit.check()?;
         Ok(commit)
     }
@@ -59,21 +75,17 @@ impl Commit {
     /// Checks what a reader relies on: every path is a normalized relative
     /// path ([`tuneline_core::confine::check_relative`]) listed once, and
     /// every sha256 is 64 lowercase hex digits. Says which entry breaks which rule.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadManifest> {
         let mut seen = std::collections::HashSet::new();
         for (i, f) in self.files.iter().enumerate() {
-            tuneline_core::confine::check_relative(&f.path)
-                .map_err(|e| format!("files[{i}].path: {e}"))?;
+            tuneline_core::confine::check_relative(&f.path).map_err(|e| BadManifest::Path(i, e))?;
             if !seen.insert(f.path.as_str()) {
-                return Err(format!("files[{i}].path: `{}` is listed twice", f.path));
+                return Err(BadManifest::Twice(i, f.path.clone()));
             }
             if f.sha256.len() != 64
                 || !f.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
             {
-                return Err(format!(
-                    "files[{i}].sha256: `{}` is not 64 lowercase hex digits",
-                    f.sha256.escape_debug()
-                ));
+                return Err(BadManifest::Sha256(i, f.sha256.escape_debug().to_string()));
             }
         }
         Ok(())

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::setup::SetupError;
-use tuneline_core::hub::HubRepo;
+use tuneline_core::hub::{HubRepo, NotAHubRepo};
 use tuneline_core::progress::{Progress, Unit};
 
 /// Attempts per file before a dropped connection is an error.
@@ -53,7 +53,7 @@ pub struct HubModel {
 
 impl HubModel {
     /// Parses `hf://ORG/NAME[/FILE.gguf][@REVISION]`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, NotAHubRepo> {
         let rest = text.strip_prefix("hf://").unwrap_or(text);
         let (path, revision) = rest.split_once('@').map_or((rest, None), |(p, r)| (p, Some(r)));
         let mut parts = path.splitn(3, '/');
@@ -62,7 +62,8 @@ impl HubModel {
         let repo = HubRepo::parse(&format!(
             "hf://{org}/{name}{}",
             revision.map(|r| format!("@{r}")).unwrap_or_default()
-        ))?;
+        ))
+        .map_err(|_| NotAHubRepo(text.to_string()))?;
         Ok(Self { repo, file: file.map(String::from) })
     }
 }

@@ -134,8 +134,7 @@ pub fn check_memory_budget(config: &Config) -> Result<(), SetupError> {
     if config.training.memory_budget.is_none() {
         return Ok(());
     }
-    config_job::check_memory_budget(config, model_shape(&config.model.path)?)
-        .map_err(SetupError::Input)
+    config_job::check_memory_budget(config, model_shape(&config.model.path)?).map_err(input)
 }
 
 /// The trainer's settings from `[training]`, for a dataset of `train_rows` rows.
@@ -189,7 +188,7 @@ pub fn save_steps(config: &Config, max_steps: u64) -> (u64, Option<String>) {
         SaveSteps::Steps(n) => (n, None),
         SaveSteps::Auto => match model_shape(&config.model.path)
             .map_err(|e| e.to_string())
-            .and_then(|shape| config_job::auto_save_steps(config, shape))
+            .and_then(|shape| config_job::auto_save_steps(config, shape).map_err(|e| e.to_string()))
         {
             Ok((steps, why)) => {
                 (steps, Some(format!("save_steps = \"auto\": every {steps} steps ({why})")))

@@ -75,8 +75,8 @@ impl Setup {
                     .config;
                 // `auto` resolves on this worker, and an engine that cannot run here is refused before any download.
                 let gpus = u32::from(options.register.gpu.is_some());
-                let engine =
-                    engine_for(&config, None, &Host::this(gpus)).map_err(SetupError::User)?;
+                let engine = engine_for(&config, None, &Host::this(gpus))
+                    .map_err(|e| SetupError::User(e.to_string()))?;
                 let store = ArtifactStore::open(&config.store.url, &config.store)
                     .map_err(|e| SetupError::User(e.to_string()))?;
                 let file = jobs.join("tuneline.toml");

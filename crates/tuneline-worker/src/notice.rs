@@ -24,14 +24,19 @@ pub enum NoticeSource {
     Gcp,
 }
 
-impl std::str::FromStr for NoticeSource {
-    type Err = String;
+/// A name that is no [`NoticeSource`] (the name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown spot notice source `{0}`: use aws or gcp")]
+pub struct UnknownSource(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for NoticeSource {
+    type Err = UnknownSource;
+
+    fn from_str(s: &str) -> Result<Self, UnknownSource> {
         match s {
             "aws" => Ok(Self::Aws),
             "gcp" => Ok(Self::Gcp),
-            other => Err(format!("unknown spot notice source `{other}`: use aws or gcp")),
+            other => Err(UnknownSource(other.to_string())),
         }
     }
 }
@@ -87,7 +92,8 @@ fn endpoint(var: &str, default: &str) -> String {
 async fn aws_notice(imds: &Imds) -> Result<Option<String>, String> {
     Ok(imds
         .get("spot/instance-action")
-        .await?
+        .await
+        .map_err(|e| e.to_string())?
         .map(|action| format!("AWS spot instance-action {action}")))
 }
 

@@ -21,7 +21,7 @@ pub async fn export(global: &Global, args: &ExportArgs) -> CliResult {
         .quant
         .split(',')
         .map(|q| q.trim().parse())
-        .collect::<Result<_, String>>()
+        .collect::<Result<_, _>>()
         .map_err(|e| Failure::input(format!("--quant: {e}")))?;
     let mut config = load_config(global, args.model.is_some())?.config;
     let store = open_store(global, &config)?;

@@ -17,8 +17,12 @@ fn outcome(row: &Row, i: usize) -> rusqlite::Result<Option<Outcome>> {
     let stored: Option<String> = row.get(i)?;
     stored
         .map(|s| {
-            s.parse().map_err(|e: String| {
-                rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+            s.parse().map_err(|e: tuneline_api::UnknownOutcome| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    i,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
             })
         })
         .transpose()

@@ -28,12 +28,25 @@ const SCALE_EVERY: Duration = Duration::from_millis(500);
 /// How often runs are mirrored to the tracking server.
 const MIRROR_EVERY: Duration = Duration::from_secs(2);
 
+impl PlaneError {
+    /// Whether the config is at fault (what to fix is in the message), not the machine.
+    pub fn is_config(&self) -> bool {
+        matches!(self, Self::Config(_) | Self::Pool(_) | Self::Provider(_))
+    }
+}
+
 /// Why a plane did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaneError {
     /// The config asks for pools that cannot be built; the message names the key and what to do.
     #[error("{0}")]
     Config(String),
+    /// The training pool of `[workers] providers` cannot be ranked.
+    #[error(transparent)]
+    Pool(#[from] tuneline_cost::config_job::JobError),
+    /// A provider's table cannot build it.
+    #[error(transparent)]
+    Provider(#[from] tuneline_providers::build::BuildError),
     /// The server could not start.
     #[error(transparent)]
     Serve(#[from] ServeError),

@@ -105,7 +105,7 @@ impl Plane<'_> {
                 return Ok(self.local_process(class, offer) as Arc<dyn Provider>);
             }
             build::remote(kind, &config.providers, &self.link(kind)?, class, offer, self.grace)
-                .map_err(PlaneError::Config)
+                .map_err(PlaneError::from)
         };
         // Simulated spot preempts local workers; a real fleet's machines are what they are.
         let local =
@@ -150,7 +150,7 @@ impl Plane<'_> {
     fn ranked(&self, job: &Job) -> Built<(Vec<Choice>, Vec<Choice>)> {
         let config = self.config;
         let (ranked, excluded) =
-            config_job::training_pool(config, job).map_err(PlaneError::Config)?;
+            config_job::training_pool(config, job).map_err(PlaneError::from)?;
         let left_out: Vec<String> = excluded
             .iter()
             .map(|e| format!("{} ({}): {}", e.offer, e.market.label(), e.reason))
@@ -190,7 +190,7 @@ impl Plane<'_> {
                     &offer(first),
                     self.grace,
                 )
-                .map_err(PlaneError::Config)?;
+                .map_err(PlaneError::from)?;
                 training.extend(offers.iter().map(|(rank, r)| {
                     (
                         *rank,
@@ -213,7 +213,7 @@ impl Plane<'_> {
                     &offer,
                     self.grace,
                 )
-                .map_err(PlaneError::Config)?;
+                .map_err(PlaneError::from)?;
                 delivery.push(Choice { provider, offer, rank: None });
             }
         }

@@ -56,12 +56,35 @@ impl fmt::Display for Engine {
 }
 
 impl std::str::FromStr for Engine {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Engine::ALL.into_iter().find(|e| e.as_str() == s).ok_or_else(|| {
-            format!("unknown engine `{s}`; use \"auto\", \"native\", \"torch\" or \"mlx\"")
-        })
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, EngineError> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| EngineError::Unknown(s.to_string()))
     }
+}
+
+/// Why an engine cannot train a job on a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// A name that is no engine.
+    #[error("unknown engine `{0}`; use \"auto\", \"native\", \"torch\" or \"mlx\"")]
+    Unknown(String),
+    /// `mlx` named on a worker with CUDA GPUs (their count).
+    #[error("[training] engine = \"mlx\" on a worker with {0} CUDA GPU(s), which mlx cannot use: use engine = \"torch\" (or \"auto\") on CUDA workers")]
+    MlxOnCuda(u32),
+    /// `mlx` named on an Intel Mac (its architecture).
+    #[error("[training] engine = \"mlx\" on a {0} Mac, for which mlx ships no build: use engine = \"native\" (or \"auto\")")]
+    MlxOnIntelMac(String),
+    /// A setting the engine cannot honour, and what to do.
+    #[error("`{field}` {message}")]
+    Unsupported {
+        /// The setting, as `[section] key`.
+        field: String,
+        /// Why, and what to use instead.
+        message: String,
+    },
 }
 
 /// What `auto` looks at on a host: its CUDA GPUs, OS and architecture.
@@ -115,17 +138,21 @@ pub enum QuantType {
 /// The engine that trains `config` on `host`: `named` (`--engine`) or
 /// `[training] engine`, `auto` resolved; refused, with what to do, when it
 /// cannot run there or cannot honour a setting.
-pub fn engine_for(config: &Config, named: Option<Engine>, host: &Host) -> Result<Engine, String> {
+pub fn engine_for(
+    config: &Config,
+    named: Option<Engine>,
+    host: &Host,
+) -> Result<Engine, EngineError> {
     let engine = named.unwrap_or(config.training.engine).resolve(host);
     let gpus = host.cuda_gpus;
     if engine == Engine::Mlx && gpus > 0 {
-        return Err(format!("[training] engine = \"mlx\" on a worker with {gpus} CUDA GPU(s), which mlx cannot use: use engine = \"torch\" (or \"auto\") on CUDA workers"));
+        return Err(EngineError::MlxOnCuda(gpus));
     }
     if engine == Engine::Mlx && host.os == "macos" && host.arch != "aarch64" {
-        return Err(format!("[training] engine = \"mlx\" on a {} Mac, for which mlx ships no build: use engine = \"native\" (or \"auto\")", host.arch));
+        return Err(EngineError::MlxOnIntelMac(host.arch.clone()));
     }
     match unsupported(engine, config).into_iter().next() {
-        Some((field, message)) => Err(format!("`{field}` {message}")),
+        Some((field, message)) => Err(EngineError::Unsupported { field, message }),
         None => Ok(engine),
     }
 }

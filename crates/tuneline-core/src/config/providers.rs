@@ -72,31 +72,38 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// A name that is no backend, with the closest one when it is close.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{name}` is not a provider; {}the providers are {}", .closest.map(|k| format!("did you mean `{k}`? ")).unwrap_or_default(), ProviderKind::ALL.map(|k| k.name()).join(", "))]
+pub struct UnknownProvider {
+    /// The name as written.
+    pub name: String,
+    /// The backend whose name is closest, if any is close.
+    pub closest: Option<ProviderKind>,
+}
+
 impl FromStr for ProviderKind {
-    type Err = String;
+    type Err = UnknownProvider;
 
     /// A backend by name; an unknown name gets the closest one as a suggestion.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownProvider> {
         if let Some(kind) = Self::ALL.into_iter().find(|k| k.name() == s) {
             return Ok(kind);
         }
-        let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
         let closest = Self::ALL
             .into_iter()
             .map(|k| (strsim::normalized_damerau_levenshtein(s, k.name()), k))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        let hint = closest
+            .max_by(|a, b| a.0.total_cmp(&b.0))
             .filter(|(score, _)| *score >= 0.5)
-            .map(|(_, k)| format!("did you mean `{k}`? "))
-            .unwrap_or_default();
-        Err(format!("`{s}` is not a provider; {hint}the providers are {}", names.join(", ")))
+            .map(|(_, k)| k);
+        Err(UnknownProvider { name: s.to_string(), closest })
     }
 }
 
 impl TryFrom<String> for ProviderKind {
-    type Error = String;
+    type Error = UnknownProvider;
 
-    fn try_from(s: String) -> Result<Self, String> {
+    fn try_from(s: String) -> Result<Self, UnknownProvider> {
         s.parse()
     }
 }
@@ -467,7 +474,7 @@ mod tests {
     #[test]
     fn a_misspelt_provider_gets_the_closest_name() {
         assert_eq!("aws".parse::<ProviderKind>(), Ok(ProviderKind::Aws));
-        let e = "awz".parse::<ProviderKind>().unwrap_err();
+        let e = "awz".parse::<ProviderKind>().unwrap_err().to_string();
         assert!(e.contains("did you mean `aws`?") && e.contains("local, manual, ssh"), "{e}");
     }
 }

@@ -15,18 +15,34 @@ pub struct SshHost {
 
 super::values::written_as!(SshHost, "SshHost", "\"[user@]host[:port]\"");
 
+/// Why a host is not `[user@]host[:port]`; each holds the host as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSshHost {
+    /// `@host`.
+    #[error("`{0}`: the user before @ is empty")]
+    EmptyUser(String),
+    /// `[::1` without its `]`.
+    #[error("`{0}`: an unclosed [ in the address")]
+    Unclosed(String),
+    /// No host, or one with spaces.
+    #[error("`{0}`: expected user@host:port, with a host")]
+    NoHost(String),
+    /// A port that is no number from 1 to 65535 (the host, the port).
+    #[error("`{0}`: the port `{1}` is not a number from 1 to 65535")]
+    Port(String, String),
+}
+
 impl SshHost {
     /// Parses `[user@]host[:port]`; an IPv6 address goes in brackets (`[::1]:22`).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, BadSshHost> {
         let (user, rest) = match text.rsplit_once('@') {
             Some((user, rest)) if !user.is_empty() => (Some(user.to_string()), rest),
-            Some(_) => return Err(format!("`{text}`: the user before @ is empty")),
+            Some(_) => return Err(BadSshHost::EmptyUser(text.into())),
             None => (None, text),
         };
         let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
-            let (host, after) = inner
-                .split_once(']')
-                .ok_or_else(|| format!("`{text}`: an unclosed [ in the address"))?;
+            let (host, after) =
+                inner.split_once(']').ok_or_else(|| BadSshHost::Unclosed(text.into()))?;
             (host, after.strip_prefix(':'))
         } else {
             match rest.rsplit_once(':') {
@@ -35,14 +51,10 @@ impl SshHost {
             }
         };
         if host.is_empty() || host.contains(char::is_whitespace) {
-            return Err(format!("`{text}`: expected user@host:port, with a host"));
+            return Err(BadSshHost::NoHost(text.into()));
         }
         let port = port
-            .map(|p| {
-                p.parse::<u16>().map_err(|_| {
-                    format!("`{text}`: the port `{p}` is not a number from 1 to 65535")
-                })
-            })
+            .map(|p| p.parse::<u16>().map_err(|_| BadSshHost::Port(text.into(), p.into())))
             .transpose()?;
         Ok(Self { user, host: host.to_string(), port })
     }
@@ -80,7 +92,7 @@ mod tests {
         assert_eq!(h.to_string(), "ubuntu@gpu-box:2222");
         assert_eq!(SshHost::parse("mac-mini").unwrap().destination(), "mac-mini");
         assert_eq!(SshHost::parse("root@[::1]:22").unwrap().host, "::1");
-        assert!(SshHost::parse("me@box:ssh").unwrap_err().contains("not a number"));
+        assert!(SshHost::parse("me@box:ssh").unwrap_err().to_string().contains("not a number"));
         assert!(SshHost::parse("@box").is_err());
     }
 }

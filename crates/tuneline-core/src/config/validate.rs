@@ -305,14 +305,14 @@ fn providers(c: &Config, v: &mut Checks) {
     if let Some(ssh) = &p.ssh {
         for (i, host) in ssh.hosts.iter().enumerate() {
             if let Err(e) = super::SshHost::parse(host) {
-                v.fail(&format!("providers.ssh.hosts[{i}]"), &e);
+                v.fail(&format!("providers.ssh.hosts[{i}]"), &e.to_string());
             }
         }
     }
     if let Some(Err(e)) =
         p.slurm.as_ref().and_then(|t| t.login.as_deref()).map(super::SshHost::parse)
     {
-        v.fail("providers.slurm.login", &e);
+        v.fail("providers.slurm.login", &e.to_string());
     }
     if let Some(local) = &p.local {
         let speedup = local.spot_trace_speedup;
@@ -344,7 +344,7 @@ impl Checks {
     /// Names become store path segments, so they are kept to a safe alphabet.
     fn name(&mut self, field: &str, value: &str) {
         if let Err(e) = crate::layout::check_name(value) {
-            self.fail(field, &e);
+            self.fail(field, &e.to_string());
         }
     }
 }

@@ -178,15 +178,18 @@ impl Serialize for MemorySize {
     }
 }
 
-impl std::str::FromStr for MemorySize {
-    type Err = String;
+/// Text that is no amount of memory: the text, and what bytesize said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an amount of memory ({1}); write it like \"8 GiB\" or \"16GB\"")]
+pub struct NotMemory(pub String, pub String);
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        text.parse::<bytesize::ByteSize>().map(|b| MemorySize(b.as_u64())).map_err(|e| {
-            format!(
-                "`{text}` is not an amount of memory ({e}); write it like \"8 GiB\" or \"16GB\""
-            )
-        })
+impl std::str::FromStr for MemorySize {
+    type Err = NotMemory;
+
+    fn from_str(text: &str) -> Result<Self, NotMemory> {
+        text.parse::<bytesize::ByteSize>()
+            .map(|b| MemorySize(b.as_u64()))
+            .map_err(|e| NotMemory(text.to_string(), e.to_string()))
     }
 }
 

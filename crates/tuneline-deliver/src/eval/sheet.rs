@@ -87,7 +87,7 @@ pub fn write(
         .get_template("spot_check.html")
         .expect("added")
         .render(minijinja::context! { title, report, shown, metrics, seed })
-        .map_err(|e| DeliverError::Failed(format!("spot_check.html: {e}")))?;
+        .map_err(|e| DeliverError::write(Path::new(layout::SPOT_CHECK_SHEET), e))?;
     atomic::write(&dir.join(layout::SPOT_CHECK_SHEET), html.as_bytes())?;
     Ok(())
 }

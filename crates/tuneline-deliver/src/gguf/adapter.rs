@@ -78,7 +78,7 @@ pub fn export_adapter(
     writer::write(file.writer(), &metadata, &entries, |i| {
         Ok(writer::convert(&tensors[i].1, GgmlDType::F32)?)
     })
-    .map_err(|e| DeliverError::write(out, e))?;
+    .map_err(|e| e.at(out))?;
     let path = file.commit()?;
     let bytes = std::fs::metadata(&path).map_err(|e| DeliverError::write(&path, e))?.len();
     Ok(Exported {

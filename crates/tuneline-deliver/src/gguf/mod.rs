@@ -175,10 +175,7 @@ pub fn export_all(
     // A writer's failure (a full disk) names its own file.
     let at = |path: &Path| {
         let path = path.to_path_buf();
-        move |e: DeliverError| match e {
-            DeliverError::Failed(m) => DeliverError::write(&path, m),
-            other => other,
-        }
+        move |e: DeliverError| e.at(&path)
     };
     let mut writers = files
         .iter_mut()
@@ -198,7 +195,7 @@ pub fn export_all(
         planned[j]
             .source
             .convert(&types)
-            .map_err(|e| DeliverError::Failed(format!("tensor `{}`: {e}", planned[j].name)))
+            .map_err(|e| DeliverError::Layout(format!("tensor `{}`: {e}", planned[j].name)))
     };
     ordered(planned.len(), AHEAD, convert, |j, converted| {
         let mut copy = None;
@@ -354,7 +351,7 @@ impl BaseTensors {
     /// The stored bytes of tensor `name`.
     fn bytes(&mut self, name: &str) -> Result<Vec<u8>, DeliverError> {
         let fail = |e: candle_core::Error| {
-            DeliverError::Failed(format!("{}: tensor `{name}`: {e}", self.path.display()))
+            DeliverError::Layout(format!("{}: tensor `{name}`: {e}", self.path.display()))
         };
         Ok(self
             .content
@@ -391,13 +388,13 @@ mod tests {
             |j| j,
             |j, _| {
                 if j == 5 {
-                    return Err(DeliverError::Failed("disk full".into()));
+                    return Err(DeliverError::Layout("disk full".into()));
                 }
                 taken += 1;
                 Ok(())
             },
         );
-        assert!(matches!(e, Err(DeliverError::Failed(m)) if m == "disk full") && taken == 5);
+        assert!(matches!(e, Err(DeliverError::Layout(m)) if m == "disk full") && taken == 5);
     }
 
     #[test]

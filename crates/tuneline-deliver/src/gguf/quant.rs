@@ -32,9 +32,14 @@ pub enum Quant {
     Q6K,
 }
 
+/// A name that is no [`Quant`] (the name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown quant type `{0}`; use one of {NAMES}")]
+pub struct UnknownQuant(pub String);
+
 impl std::str::FromStr for Quant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownQuant;
+    fn from_str(s: &str) -> Result<Self, UnknownQuant> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "f32" => Self::F32,
             "f16" => Self::F16,
@@ -45,7 +50,7 @@ impl std::str::FromStr for Quant {
             "q4_k_m" => Self::Q4KM,
             "q5_k_m" => Self::Q5KM,
             "q6_k" => Self::Q6K,
-            other => return Err(format!("unknown quant type `{other}`; use one of {NAMES}")),
+            other => return Err(UnknownQuant(other.to_string())),
         })
     }
 }
@@ -239,7 +244,7 @@ mod tests {
         assert_eq!(Quant::Q5KM.tensor_type(at(Role::Weight, 3, 576, true)), GgmlDType::Q5_1);
         assert_eq!(Quant::Q6K.tensor_type(at(Role::Weight, 3, 100, true)), GgmlDType::F16);
         assert_eq!(
-            "Q9".parse::<Quant>().unwrap_err(),
+            "Q9".parse::<Quant>().unwrap_err().to_string(),
             format!("unknown quant type `q9`; use one of {NAMES}")
         );
     }

@@ -63,10 +63,6 @@ pub struct GgufWriter<'a, W: Write + Seek> {
     next: usize,
 }
 
-fn io(e: std::io::Error) -> DeliverError {
-    DeliverError::Failed(e.to_string())
-}
-
 impl<'a, W: Write + Seek> GgufWriter<'a, W> {
     /// Writes the header to `w`: `metadata` in order, then the table of `tensors`.
     pub fn start(
@@ -74,27 +70,27 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
         metadata: &[(String, Value)],
         tensors: &'a [TensorEntry],
     ) -> Result<Self, DeliverError> {
-        w.write_all(b"GGUF").map_err(io)?;
-        w.write_all(&3u32.to_le_bytes()).map_err(io)?;
-        w.write_all(&(tensors.len() as u64).to_le_bytes()).map_err(io)?;
-        w.write_all(&(metadata.len() as u64).to_le_bytes()).map_err(io)?;
+        w.write_all(b"GGUF")?;
+        w.write_all(&3u32.to_le_bytes())?;
+        w.write_all(&(tensors.len() as u64).to_le_bytes())?;
+        w.write_all(&(metadata.len() as u64).to_le_bytes())?;
         for (key, value) in metadata {
-            write_string(w, key).map_err(io)?;
-            w.write_all(&value_type(value).to_le_bytes()).map_err(io)?;
-            write_value(w, value).map_err(io)?;
+            write_string(w, key)?;
+            w.write_all(&value_type(value).to_le_bytes())?;
+            write_value(w, value)?;
         }
         let mut offset = 0u64;
         for t in tensors {
-            write_string(w, &t.name).map_err(io)?;
-            w.write_all(&(t.shape.len() as u32).to_le_bytes()).map_err(io)?;
+            write_string(w, &t.name)?;
+            w.write_all(&(t.shape.len() as u32).to_le_bytes())?;
             for &dim in t.shape.iter().rev() {
-                w.write_all(&(dim as u64).to_le_bytes()).map_err(io)?;
+                w.write_all(&(dim as u64).to_le_bytes())?;
             }
-            w.write_all(&type_id(t.dtype).to_le_bytes()).map_err(io)?;
-            w.write_all(&offset.to_le_bytes()).map_err(io)?;
+            w.write_all(&type_id(t.dtype).to_le_bytes())?;
+            w.write_all(&offset.to_le_bytes())?;
             offset += t.bytes().div_ceil(ALIGNMENT) * ALIGNMENT;
         }
-        pad(w).map_err(io)?;
+        pad(w)?;
         Ok(Self { w, tensors, next: 0 })
     }
 
@@ -103,9 +99,9 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
         let t = self
             .tensors
             .get(self.next)
-            .ok_or_else(|| DeliverError::Failed("more tensors written than laid out".into()))?;
+            .ok_or_else(|| DeliverError::Layout("more tensors written than laid out".into()))?;
         if bytes.len() as u64 != t.bytes() {
-            return Err(DeliverError::Failed(format!(
+            return Err(DeliverError::Layout(format!(
                 "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
                 t.name,
                 bytes.len(),
@@ -114,8 +110,8 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
                 t.shape
             )));
         }
-        self.w.write_all(bytes).map_err(io)?;
-        pad(self.w).map_err(io)?;
+        self.w.write_all(bytes)?;
+        pad(self.w)?;
         self.next += 1;
         Ok(())
     }
@@ -124,7 +120,7 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
     pub fn finish(self) -> Result<(), DeliverError> {
         match self.next == self.tensors.len() {
             true => Ok(()),
-            false => Err(DeliverError::Failed(format!(
+            false => Err(DeliverError::Layout(format!(
                 "{} of {} tensors written",
                 self.next,
                 self.tensors.len()

@@ -29,7 +29,7 @@ use crate::merge::{merge, MergeChoice, Merged};
 use crate::modelfile;
 use crate::record::ExportRecord;
 use crate::smoke::{smoke, Smoke};
-use crate::DeliverError;
+use crate::{DeliverError, Refusal};
 
 pub use push::Pushed;
 pub use run::{describe, summary};
@@ -188,16 +188,16 @@ impl Delivery<'_> {
         if self.store.is_committed(&prefix).await? {
             self.store.pull(&prefix, &dir, &NoProgress).await?;
             let file = dir.join(layout::EVAL_METRICS);
-            let unreadable = |e: &dyn std::fmt::Display| {
-                DeliverError::Failed(format!("{}: {e}", file.display()))
-            };
-            let text = std::fs::read(&file).map_err(|e| unreadable(&e))?;
-            let report = serde_json::from_slice(&text).map_err(|e| unreadable(&e))?;
+            let text = std::fs::read(&file).map_err(DeliverError::read(&file))?;
+            let report = serde_json::from_slice(&text).map_err(|e| DeliverError::Corrupt {
+                file: file.display().to_string(),
+                why: e.to_string(),
+            })?;
             return Ok((report, dir.join(layout::SPOT_CHECK_SHEET)));
         }
         let split = self.eval_rows(checkpoint).await?;
         if split.rows.is_empty() {
-            return Err(DeliverError::Input(format!("{} has no eval rows; raise [data] eval_fraction or eval_count and prepare it again", split.dataset)));
+            return Err(Refusal::NoEvalRows(split.dataset).into());
         }
         let config = self.config;
         let model = tokio::task::block_in_place(|| self.runs.load_base())?;
@@ -244,10 +244,8 @@ impl Delivery<'_> {
             self.stages.note("the adapter trained on a 4-bit base, and no eval split is there to measure which merge is better: merged into the full-precision weights");
             return Ok(None);
         };
-        let choice =
-            tokio::task::block_in_place(|| merged.choose_base(rows, batch)).map_err(|e| {
-                DeliverError::Input(format!("measuring the merge of a 4-bit base: {e}"))
-            })?;
+        let choice = tokio::task::block_in_place(|| merged.choose_base(rows, batch))
+            .map_err(|e| Refusal::FourBitMerge(e.to_string()))?;
         if let Some(choice) = &choice {
             self.stages.note(&choice.describe());
         }

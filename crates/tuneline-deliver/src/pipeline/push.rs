@@ -73,9 +73,13 @@ impl Delivery<'_> {
     ) -> Result<Pushed, DeliverError> {
         let store = self.store;
         let (run, step, prefix) = self.runs.resolve(run, step).await?;
-        let origin: Origin =
-            serde_json::from_slice(&store.read_committed(&prefix, ORIGIN_FILE).await?)
-                .map_err(|e| DeliverError::Input(format!("{prefix}/{ORIGIN_FILE}: {e}")))?;
+        let origin: Origin = serde_json::from_slice(
+            &store.read_committed(&prefix, ORIGIN_FILE).await?,
+        )
+        .map_err(|e| DeliverError::Corrupt {
+            file: format!("{prefix}/{ORIGIN_FILE}"),
+            why: e.to_string(),
+        })?;
         let eval_prefix = layout::eval(&run, step);
         let eval: Option<EvalReport> = match store.is_committed(&eval_prefix).await? {
             true => serde_json::from_slice(

@@ -69,8 +69,9 @@ impl Delivery<'_> {
         let checkpoint = self.checkpoint(Some(run), None).await?;
         let prefix = layout::delivery(run, checkpoint.step);
         let record = self.store.read_committed(&prefix, RECORD_FILE).await?;
-        let delivered: Delivered = serde_json::from_slice(&record)
-            .map_err(|e| DeliverError::Failed(format!("{prefix}/{RECORD_FILE}: {e}")))?;
+        let delivered: Delivered = serde_json::from_slice(&record).map_err(|e| {
+            DeliverError::Corrupt { file: format!("{prefix}/{RECORD_FILE}"), why: e.to_string() }
+        })?;
         {
             let shown = self.stages.stage(&format!("pull {}", delivered.model));
             self.store.pull(&delivered.model, out, shown.as_ref()).await?;

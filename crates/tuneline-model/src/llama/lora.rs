@@ -36,12 +36,25 @@ pub struct LoraSettings {
     pub use_rslora: bool,
 }
 
+/// LoRA settings this model cannot train.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLora {
+    /// A target module the decoder does not have.
+    #[error(
+        "target module `{0}` is not a linear layer of a Llama decoder; use some of {MODULES:?}"
+    )]
+    NoSuchModule(String),
+    /// `r = 0`.
+    #[error("the LoRA rank r must be at least 1")]
+    ZeroRank,
+}
+
 impl LoraSettings {
     /// Names a target module this model does not have.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    pub fn check(&self) -> std::result::Result<(), BadLora> {
         match self.target_modules.iter().find(|t| !MODULES.contains(&t.as_str())) {
-            Some(t) => Err(format!("target module `{t}` is not a linear layer of a Llama decoder; use some of {MODULES:?}")),
-            None if self.r == 0 => Err("the LoRA rank r must be at least 1".into()),
+            Some(t) => Err(BadLora::NoSuchModule(t.clone())),
+            None if self.r == 0 => Err(BadLora::ZeroRank),
             None => Ok(()),
         }
     }
@@ -73,7 +86,7 @@ impl Lora {
         dtype: DType,
         device: &Device,
     ) -> Result<Self> {
-        settings.check().map_err(candle_core::Error::Msg)?;
+        settings.check().map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut pairs = BTreeMap::new();
         for layer in 0..config.num_hidden_layers {

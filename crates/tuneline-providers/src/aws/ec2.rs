@@ -208,7 +208,7 @@ impl Ec2 {
         region: &str,
         endpoint: Option<&str>,
         credentials: Credentials,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::json_api::NoClient> {
         let endpoint = endpoint.map_or_else(
             || format!("https://ec2.{region}.amazonaws.com/"),
             |e| format!("{}/", e.trim_end_matches('/')),
@@ -216,8 +216,7 @@ impl Ec2 {
         let http = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_secs(10))
             .timeout(std::time::Duration::from_secs(60))
-            .build()
-            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+            .build()?;
         Ok(Self { http, endpoint, region: region.to_string(), credentials })
     }
 

@@ -37,6 +37,29 @@ impl Default for Imds {
     }
 }
 
+/// Why the instance metadata service gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ImdsError {
+    /// No IMDSv2 session token (the service's address).
+    #[error("IMDSv2 token at {0}: {1}")]
+    Token(String, #[source] reqwest::Error),
+    /// A request failed (`IMDS <path> at <address>`).
+    #[error("{0}: {1}")]
+    Request(String, #[source] reqwest::Error),
+    /// A request answered an HTTP error (`IMDS <path> at <address>`, the status).
+    #[error("{0} answered HTTP {1}")]
+    Status(String, u16),
+    /// A value every EC2 instance has is missing (the address, the path).
+    #[error("IMDS at {0} has no {1}: is this an EC2 instance?")]
+    Missing(String, String),
+    /// The instance has no instance profile (the address).
+    #[error("IMDS at {0}: this instance has no instance profile; launch it with [providers.aws] instance_profile")]
+    NoProfile(String),
+    /// The role's credentials do not parse (the address, the role).
+    #[error("IMDS at {0}: the credentials of role {1} are malformed: {2}")]
+    Malformed(String, String, #[source] serde_json::Error),
+}
+
 impl Imds {
     /// The metadata service at [`tuneline_core::host::imds_endpoint`].
     pub fn new() -> Self {
@@ -49,7 +72,7 @@ impl Imds {
     }
 
     /// The value at `path` under `/latest/meta-data/`, or `None` where IMDS answers 404.
-    pub async fn get(&self, path: &str) -> Result<Option<String>, String> {
+    pub async fn get(&self, path: &str) -> Result<Option<String>, ImdsError> {
         let base = &self.base;
         let token = self
             .http
@@ -58,58 +81,54 @@ impl Imds {
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| format!("IMDSv2 token at {base}: {e}"))?
+            .map_err(|e| ImdsError::Token(base.clone(), e))?
             .text()
             .await
-            .map_err(|e| format!("IMDSv2 token at {base}: {e}"))?;
+            .map_err(|e| ImdsError::Token(base.clone(), e))?;
         let answer = self
             .http
             .get(format!("{base}/latest/meta-data/{path}"))
             .header("X-aws-ec2-metadata-token", token.trim())
             .send()
             .await
-            .map_err(|e| format!("IMDS {path} at {base}: {e}"))?;
+            .map_err(|e| ImdsError::Request(format!("IMDS {path} at {base}"), e))?;
         match answer.status().as_u16() {
             404 => Ok(None),
             200 => Ok(Some(
                 answer
                     .text()
                     .await
-                    .map_err(|e| format!("IMDS {path} at {base}: {e}"))?
+                    .map_err(|e| ImdsError::Request(format!("IMDS {path} at {base}"), e))?
                     .trim()
                     .to_string(),
             )),
-            code => Err(format!("IMDS {path} at {base} answered HTTP {code}")),
+            code => Err(ImdsError::Status(format!("IMDS {path} at {base}"), code)),
         }
     }
 
     /// The value at `path`, which every instance has.
-    async fn must(&self, path: &str) -> Result<String, String> {
-        self.get(path)
-            .await?
-            .ok_or_else(|| format!("IMDS at {} has no {path}: is this an EC2 instance?", self.base))
+    async fn must(&self, path: &str) -> Result<String, ImdsError> {
+        self.get(path).await?.ok_or_else(|| ImdsError::Missing(self.base.clone(), path.into()))
     }
 
     /// This instance's id, `i-...`.
-    pub async fn instance_id(&self) -> Result<String, String> {
+    pub async fn instance_id(&self) -> Result<String, ImdsError> {
         self.must("instance-id").await
     }
 
     /// This instance's region.
-    pub async fn region(&self) -> Result<String, String> {
+    pub async fn region(&self) -> Result<String, ImdsError> {
         self.must("placement/region").await
     }
 
     /// The credentials of the role of this instance's profile.
-    pub async fn role_credentials(&self) -> Result<Credentials, String> {
+    pub async fn role_credentials(&self) -> Result<Credentials, ImdsError> {
         let role = self.get("iam/security-credentials/").await?.filter(|r| !r.is_empty());
-        let role =
-            role.ok_or_else(|| format!("IMDS at {}: this instance has no instance profile; launch it with [providers.aws] instance_profile", self.base))?;
+        let role = role.ok_or_else(|| ImdsError::NoProfile(self.base.clone()))?;
         let role = role.lines().next().unwrap_or_default().to_string();
         let text = self.must(&format!("iam/security-credentials/{role}")).await?;
-        let c: RoleCredentials = serde_json::from_str(&text).map_err(|e| {
-            format!("IMDS at {}: the credentials of role {role} are malformed: {e}", self.base)
-        })?;
+        let c: RoleCredentials = serde_json::from_str(&text)
+            .map_err(|e| ImdsError::Malformed(self.base.clone(), role.clone(), e))?;
         Ok(Credentials::new(
             c.access_key_id,
             c.secret_access_key,

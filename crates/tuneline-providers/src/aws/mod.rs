@@ -24,7 +24,9 @@ use aws_credential_types::Credentials;
 use ec2::{Ec2, Ec2Instance, RunRequest};
 use tuneline_api::WorkerClass;
 use tuneline_core::clock::now;
-use tuneline_core::config::AwsTable;
+use tuneline_core::config::{AwsTable, ProviderKind};
+
+use crate::build::{BuildError, BINARY_URL};
 
 use super::boot::{BinaryHash, Boot};
 use super::remote::PlaneLink;
@@ -68,7 +70,7 @@ impl AwsSettings {
         link: &PlaneLink,
         class: WorkerClass,
         offer: &Offer,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let (key, kind) = match class {
             WorkerClass::Gpu => ("instance_type", "a GPU type for training, such as \"g5.xlarge\""),
             WorkerClass::Cpu => (
@@ -81,16 +83,16 @@ impl AwsSettings {
             WorkerClass::Cpu => &p.delivery_instance_type,
         };
         if named.is_none() {
-            return Err(format!("[providers.aws] {key}: missing; name {kind}"));
+            return Err(BuildError::missing(ProviderKind::Aws, key, format!("name {kind}")));
         }
-        let region = p.region.clone().ok_or(
-            "[providers.aws] region: missing; name the region to launch in, such as \"us-east-1\"",
-        )?;
-        let image = p.image.clone().ok_or("[providers.aws] image: missing; name the AMI to launch, such as a Deep Learning AMI's \"ami-...\"")?;
-        let binary_url = p
-            .binary_url
-            .clone()
-            .ok_or("[providers.aws] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)")?;
+        let missing = |key, then| BuildError::missing(ProviderKind::Aws, key, then);
+        let region = p.region.clone().ok_or_else(|| {
+            missing("region", "name the region to launch in, such as \"us-east-1\"")
+        })?;
+        let image = p.image.clone().ok_or_else(|| {
+            missing("image", "name the AMI to launch, such as a Deep Learning AMI's \"ami-...\"")
+        })?;
+        let binary_url = p.binary_url.clone().ok_or_else(|| missing("binary_url", BINARY_URL))?;
         Ok(Self {
             region,
             endpoint: p.endpoint.clone(),
@@ -133,7 +135,7 @@ impl AwsProvider {
     /// A provider signing with `credentials`.
     pub fn new(settings: AwsSettings, credentials: Credentials) -> Result<Self, ProviderError> {
         let ec2 = Ec2::new(&settings.region, settings.endpoint.as_deref(), credentials)
-            .map_err(|e| ProviderError::new("aws", e))?;
+            .map_err(|e| ProviderError::new("aws", e.to_string()))?;
         Ok(Self { settings, ec2, binary_sha: BinaryHash::default() })
     }
 

@@ -16,26 +16,27 @@ use crate::ProviderError;
 
 /// Terminates the EC2 instance this runs on; returns its id.
 pub async fn terminate_self() -> Result<String, ProviderError> {
-    let fail =
-        |e: String| ProviderError::new("aws", format!("cannot terminate this instance: {e}"));
+    let fail = |e: &dyn std::fmt::Display| {
+        ProviderError::new("aws", format!("cannot terminate this instance: {e}"))
+    };
     let imds = Imds::new();
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let id = imds.instance_id().await.map_err(fail)?;
+    let id = imds.instance_id().await.map_err(|e| fail(&e))?;
     let region = match var("AWS_REGION") {
         Some(region) => region,
-        None => imds.region().await.map_err(fail)?,
+        None => imds.region().await.map_err(|e| fail(&e))?,
     };
     let credentials = match credentials(|k| std::env::var(k).ok()) {
         Ok(c) => c,
-        Err(_) => imds.role_credentials().await.map_err(fail)?,
+        Err(_) => imds.role_credentials().await.map_err(|e| fail(&e))?,
     };
-    let ec2 =
-        Ec2::new(&region, var("AWS_ENDPOINT_URL_EC2").as_deref(), credentials).map_err(fail)?;
+    let ec2 = Ec2::new(&region, var("AWS_ENDPOINT_URL_EC2").as_deref(), credentials)
+        .map_err(|e| fail(&e))?;
     let states = ec2.terminate(std::slice::from_ref(&id)).await.map_err(|e| {
-        fail(format!("TerminateInstances {id} in {region} at {}: {e}; it needs ec2:TerminateInstances on itself (see the README)", ec2.endpoint()))
+        fail(&format!("TerminateInstances {id} in {region} at {}: {e}; it needs ec2:TerminateInstances on itself (see the README)", ec2.endpoint()))
     })?;
     match not_ending(&states) {
-        Some((_, state)) => Err(fail(format!("{id} is {state} after TerminateInstances"))),
+        Some((_, state)) => Err(fail(&format!("{id} is {state} after TerminateInstances"))),
         None => Ok(id),
     }
 }
