@@ -236,6 +236,10 @@ impl Provider for LambdaProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        // Instances carry no tags: another plane's name is never ours to end.
+        if !self.settings.owns(id) {
+            return Ok(());
+        }
         let ids: Vec<String> = self
             .instances()
             .await?

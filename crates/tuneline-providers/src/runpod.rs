@@ -286,6 +286,10 @@ impl Provider for RunPodProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        // Instances carry no tags: another plane's name is never ours to end.
+        if !self.settings.owns(id) {
+            return Ok(());
+        }
         for pod in self
             .pods()
             .await?

@@ -283,6 +283,10 @@ impl Provider for VastProvider {
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
+        // Instances carry no tags: another plane's name is never ours to end.
+        if !self.settings.owns(id) {
+            return Ok(());
+        }
         for instance in
             self.instances().await?.into_iter().filter(|i| i.label.as_deref() == Some(id))
         {

@@ -11,7 +11,8 @@ use tuneline_providers::Provider;
 mod common;
 mod market;
 mod remote;
-use market::{contract, is_boot_script_of, settings};
+use market::{contract, is_boot_script_of, of_another_plane, settings};
+use tuneline_providers::market::MarketSettings;
 
 /// Launches are spaced by this in the tests (Lambda's own limit is 10 s).
 const PACE: Duration = Duration::from_millis(700);
@@ -22,10 +23,29 @@ fn provider(
     instance_type: &str,
     region: Option<&str>,
 ) -> LambdaProvider {
+    LambdaProvider::new(lambda_settings(dir, url, instance_type, region), PACE).unwrap()
+}
+
+fn lambda_settings(
+    dir: &std::path::Path,
+    url: &str,
+    instance_type: &str,
+    region: Option<&str>,
+) -> MarketSettings {
     let mut s = settings(dir, url, "lambda-test-key", instance_type, false);
     s.ssh_key_name = Some("tuneline".into());
     s.region = region.map(str::to_string);
-    LambdaProvider::new(s, PACE).unwrap()
+    s
+}
+
+#[tokio::test]
+async fn lambda_never_lists_or_terminates_another_planes_instance_on_its_recorded_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = contract("lambda-planes-apart");
+    let other = of_another_plane(lambda_settings(dir.path(), api.url(), "gpu_1x_a10", None));
+    let other = LambdaProvider::new(other, PACE).unwrap();
+    common::planes_apart(&provider(dir.path(), api.url(), "gpu_1x_a10", None), &other).await;
+    api.finish();
 }
 
 #[tokio::test]

@@ -10,7 +10,8 @@ use tuneline_providers::Provider;
 mod common;
 mod market;
 mod remote;
-use market::{contract, is_boot_script_of, settings};
+use market::{contract, is_boot_script_of, of_another_plane, settings};
+use tuneline_providers::market::MarketSettings;
 
 const GPU: &str = "NVIDIA GeForce RTX 4090";
 const IMAGE: &str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04";
@@ -23,10 +24,32 @@ fn provider(
     spot: bool,
     bid: Option<f64>,
 ) -> RunPodProvider {
+    RunPodProvider::new(runpod_settings(dir, url, key, gpu, spot, bid)).unwrap()
+}
+
+fn runpod_settings(
+    dir: &std::path::Path,
+    url: &str,
+    key: &str,
+    gpu: &str,
+    spot: bool,
+    bid: Option<f64>,
+) -> MarketSettings {
     let mut s = settings(dir, &format!("{url}/graphql"), key, gpu, spot);
     s.image = Some(IMAGE.into());
     s.bid_per_hour = bid;
-    RunPodProvider::new(s).unwrap()
+    s
+}
+
+#[tokio::test]
+async fn runpod_never_lists_or_terminates_another_planes_pod_on_its_recorded_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = contract("runpod-planes-apart");
+    let other = runpod_settings(dir.path(), api.url(), "rp-test-key", GPU, false, None);
+    let other = RunPodProvider::new(of_another_plane(other)).unwrap();
+    let ours = provider(dir.path(), api.url(), "rp-test-key", GPU, false, None);
+    common::planes_apart(&ours, &other).await;
+    api.finish();
 }
 
 #[tokio::test]

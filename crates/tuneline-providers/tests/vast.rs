@@ -11,7 +11,8 @@ use tuneline_providers::Provider;
 mod common;
 mod market;
 mod remote;
-use market::{contract, is_boot_script_of, settings};
+use market::{contract, is_boot_script_of, of_another_plane, settings};
+use tuneline_providers::market::MarketSettings;
 
 fn provider(
     dir: &std::path::Path,
@@ -20,10 +21,30 @@ fn provider(
     spot: bool,
     bid: Option<f64>,
 ) -> VastProvider {
+    VastProvider::new(vast_settings(dir, url, gpu, spot, bid)).unwrap()
+}
+
+fn vast_settings(
+    dir: &std::path::Path,
+    url: &str,
+    gpu: &str,
+    spot: bool,
+    bid: Option<f64>,
+) -> MarketSettings {
     let mut s = settings(dir, url, "vast-test-key", gpu, spot);
     s.image = Some("pytorch/pytorch:2.4.0-cuda12.4-cudnn9-devel".into());
     s.bid_per_hour = bid;
-    VastProvider::new(s).unwrap()
+    s
+}
+
+#[tokio::test]
+async fn vast_never_lists_or_terminates_another_planes_instance_on_its_recorded_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = contract("vast-planes-apart");
+    let other = of_another_plane(vast_settings(dir.path(), api.url(), "RTX 4090", false, None));
+    let other = VastProvider::new(other).unwrap();
+    common::planes_apart(&provider(dir.path(), api.url(), "RTX 4090", false, None), &other).await;
+    api.finish();
 }
 
 #[tokio::test]

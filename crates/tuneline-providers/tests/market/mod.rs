@@ -48,6 +48,12 @@ pub fn settings(
     }
 }
 
+/// `s` as a pool of another plane on the same account: its own tag, so its own name prefix.
+pub fn of_another_plane(mut s: MarketSettings) -> MarketSettings {
+    s.link.tag = "tlother".into();
+    s
+}
+
 /// Asserts that `script` (perhaps quoted once more, as a start command) is the boot script of worker `name` of `provider`.
 pub fn is_boot_script_of(script: &str, provider: &str, name: &str) {
     let unquoted = script.replace(['\'', '\\'], "");
