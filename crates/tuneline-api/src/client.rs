@@ -23,7 +23,7 @@ pub enum ClientError {
     /// The server could not be reached or did not answer in time.
     #[error("control plane at {url} did not answer ({}); check that `tuneline server` runs there and that --server names it", causes(source))]
     Unreachable {
-        /// The server.
+        /// The server's URL.
         url: String,
         /// What failed.
         source: reqwest::Error,
@@ -32,7 +32,7 @@ pub enum ClientError {
     /// vouches for it): retrying cannot help.
     #[error("control plane at {url}: TLS: {reason}")]
     Untrusted {
-        /// The server.
+        /// The server's URL.
         url: String,
         /// Why the certificate was refused.
         reason: String,
@@ -40,9 +40,9 @@ pub enum ClientError {
     /// The server refused the call.
     #[error("control plane: {status}: {}", body.error)]
     Refused {
-        /// The status.
+        /// The HTTP status.
         status: StatusCode,
-        /// Its explanation.
+        /// The server's JSON error: code, message and what to do.
         body: ApiError,
     },
 }

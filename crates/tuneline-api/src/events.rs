@@ -47,7 +47,7 @@ pub enum TrainerEvent {
     Step(StepLog),
     /// A checkpoint was saved and its upload started.
     Saved {
-        /// Its step.
+        /// The step it happened at.
         step: u64,
         /// Its size in bytes.
         bytes: u64,

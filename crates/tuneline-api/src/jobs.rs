@@ -152,7 +152,7 @@ impl JobKind {
 }
 
 impl JobSpec {
-    /// Its kind.
+    /// Whether it trains, delivers or runs a command.
     pub fn kind(&self) -> JobKind {
         match self {
             Self::Train(_) => JobKind::Train,
@@ -316,7 +316,7 @@ pub enum State {
     Leased,
     /// Its worker is running it.
     Running,
-    /// Done.
+    /// Finished with success.
     Succeeded,
     /// Given up: a user error, or out of attempts.
     Failed,
@@ -383,7 +383,7 @@ impl RetryPolicy {
 /// One job, as the server keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Job {
-    /// Its id.
+    /// The job's id.
     pub id: i64,
     /// What it runs: `kind` and `spec`, as submitted.
     #[serde(flatten)]

@@ -41,7 +41,7 @@ pub struct Orders {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Start {
-    /// The worker.
+    /// The worker's id.
     pub worker: i64,
     /// The committed step it resumes from (0: from scratch).
     pub resumed_from: u64,
@@ -117,7 +117,7 @@ impl std::str::FromStr for Outcome {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Release {
-    /// The worker.
+    /// The worker's id.
     pub worker: i64,
     /// How the attempt ended.
     pub outcome: Outcome,

@@ -9,11 +9,11 @@ use crate::workers::WorkerClass;
 /// One worker's attempt at one job, as the ledger bills it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Segment {
-    /// The job.
+    /// The job's id.
     pub job: i64,
-    /// The worker.
+    /// The worker's id.
     pub worker: i64,
-    /// Its provider.
+    /// The worker's provider, which billed it.
     pub provider: String,
     /// Its class: training (`gpu`) or delivery (`cpu`).
     pub class: WorkerClass,
@@ -102,7 +102,7 @@ pub struct LogLine {
     pub at: f64,
     /// `log` (a trainer's output line) or `metric` (a step's record, JSON).
     pub kind: String,
-    /// The line.
+    /// The log line's text.
     pub text: String,
 }
 
@@ -124,10 +124,10 @@ pub struct Series {
 /// One point of a [`Series`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SeriesPoint {
-    /// The step.
+    /// The optimizer step.
     pub step: u64,
     /// When the server received it (seconds since the epoch).
     pub at: f64,
-    /// The value.
+    /// The metric's value at that step.
     pub value: f64,
 }

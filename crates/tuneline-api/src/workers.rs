@@ -95,7 +95,7 @@ impl WorkerClass {
 /// A registered worker.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Worker {
-    /// Its id.
+    /// The worker's id, as registered.
     pub id: i64,
     /// What it registered with.
     pub info: WorkerRegister,

@@ -19,7 +19,7 @@ pub enum Shown {
     Bar { bar: ProgressBar, prefix: String },
     /// Plain lines.
     Lines { prefix: String, state: Mutex<LineState>, done: AtomicU64 },
-    /// Nothing.
+    /// Nothing shown (`--quiet`).
     Hidden,
 }
 

@@ -13,7 +13,7 @@ use tuneline_api::{Segment, Worker, WorkerState};
 pub struct Machine {
     /// The worker that ran there.
     pub worker: i64,
-    /// Its provider.
+    /// The provider that launched it.
     pub provider: String,
     /// The provider's instance id.
     pub instance: Option<String>,

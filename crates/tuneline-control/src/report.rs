@@ -44,7 +44,7 @@ impl Prices {
 /// dashboard shows it: its jobs, the cost report, and each machine.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Bill {
-    /// The run.
+    /// The run the report bills.
     pub run: String,
     /// Its jobs billed.
     pub jobs: Vec<BilledJob>,
@@ -59,11 +59,11 @@ pub struct Bill {
 /// A job of a [`Bill`].
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct BilledJob {
-    /// Its id.
+    /// The job's id.
     pub id: i64,
     /// `train`, `command` or `deliver`.
     pub kind: String,
-    /// Its state.
+    /// Its state when the report was made.
     pub state: String,
 }
 

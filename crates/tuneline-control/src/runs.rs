@@ -15,7 +15,7 @@ use tuneline_store::{ArtifactStore, StoreError};
 /// A run's checkpoints and evaluations in its store.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct RunArtifacts {
-    /// The run.
+    /// The run's name.
     pub run: String,
     /// Its store's URL.
     pub store: String,
@@ -28,7 +28,7 @@ pub struct RunArtifacts {
 /// One checkpoint directory of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Checkpoint {
-    /// Its step.
+    /// The optimizer step of the checkpoint.
     pub step: u64,
     /// Whether its `COMMIT.json` is written and every file it names is
     /// there: only a committed checkpoint is resumed from or delivered.

@@ -161,7 +161,7 @@ pub enum ServeError {
     /// The record of where the server was reached cannot be read.
     #[error("{}: {why}; start `tuneline server` again to rewrite it", path.display())]
     Reached {
-        /// The file.
+        /// The record file in the state directory.
         path: std::path::PathBuf,
         /// What is wrong with it.
         why: String,

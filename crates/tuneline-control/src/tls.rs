@@ -48,7 +48,7 @@ pub enum TlsError {
     /// The certificate file is not a PEM chain.
     #[error("{}: not a PEM certificate chain: {source}", path.display())]
     Chain {
-        /// The file.
+        /// The PEM file.
         path: PathBuf,
         /// What the PEM reader said.
         source: rustls::pki_types::pem::Error,
@@ -59,7 +59,7 @@ pub enum TlsError {
     /// The key file is not a PEM private key.
     #[error("{}: not a PEM private key: {source}", path.display())]
     Key {
-        /// The file.
+        /// The PEM file.
         path: PathBuf,
         /// What the PEM reader said.
         source: rustls::pki_types::pem::Error,
@@ -67,9 +67,9 @@ pub enum TlsError {
     /// The certificate and key do not make a server config (they do not match, say).
     #[error("{} with {}: {source}", cert.display(), key.display())]
     Pair {
-        /// The certificate.
+        /// The certificate's file.
         cert: PathBuf,
-        /// The key.
+        /// The key's file.
         key: PathBuf,
         /// What rustls said.
         source: rustls::Error,

@@ -23,7 +23,7 @@ pub struct BuyInputs {
     pub rent_per_hour: f64,
 }
 
-/// The comparison.
+/// Buying a GPU against renting one for the same work: totals and the break-even.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BuyVsRent {
     /// Owning, $ per year at `annual_hours`.

@@ -156,7 +156,7 @@ pub struct Problem {
     pub line: Option<usize>,
     /// The entry's id (or `offer #N`).
     pub entry: String,
-    /// The field.
+    /// The offer's field at fault (`spot_per_hour`, say); empty for the entry as a whole.
     pub field: String,
     /// What is wrong and what to write.
     pub message: String,

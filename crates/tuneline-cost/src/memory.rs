@@ -103,7 +103,7 @@ impl Engine {
 /// One job's memory-relevant settings.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryRequest {
-    /// The model.
+    /// The model's shape: layers, widths and vocabulary.
     pub model: ModelShape,
     /// Base weight storage.
     pub quant: Quant,
@@ -119,9 +119,9 @@ pub struct MemoryRequest {
     pub micro_batch: u64,
     /// Recompute each layer in backward instead of saving its activations (HF engine only).
     pub gradient_checkpointing: bool,
-    /// Optimizer.
+    /// The optimizer, whose moments take memory per trainable weight.
     pub optimizer: Optimizer,
-    /// Trainer.
+    /// The engine that trains, whose activations and runtime differ.
     pub engine: Engine,
     /// Liger's fused linear cross-entropy (torch on CUDA): the logits are
     /// computed and dropped a chunk at a time, never held whole.

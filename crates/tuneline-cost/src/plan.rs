@@ -120,7 +120,7 @@ pub struct Estimate {
     pub offer: String,
     /// GPU (or `CPU`) and count, as shown.
     pub hardware: String,
-    /// Market.
+    /// Spot or on-demand, as priced.
     pub market: Market,
     /// $/h.
     pub price_per_hour: f64,
@@ -169,7 +169,7 @@ pub struct Estimate {
 pub struct Excluded {
     /// Catalog id.
     pub offer: String,
-    /// Market.
+    /// Spot or on-demand, as judged.
     pub market: Market,
     /// Why: the phase, the memory, or the deadline.
     pub reason: String,
@@ -182,7 +182,7 @@ pub struct Excluded {
 pub struct Plan {
     /// Offers that fit, that the phase allows and that meet the deadline, by expected total cost.
     pub ranked: Vec<Estimate>,
-    /// The rest.
+    /// The offers left out, each with why.
     pub excluded: Vec<Excluded>,
 }
 

@@ -26,7 +26,7 @@ pub enum PricesError {
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         source: std::io::Error,
     },
     /// The prices could not be written as TOML.
@@ -35,7 +35,7 @@ pub enum PricesError {
     /// A file that is not a prices file.
     #[error("{}: {source}; delete it and run `tuneline plan --refresh` again", path.display())]
     Decode {
-        /// The file.
+        /// The prices file.
         path: PathBuf,
         /// What TOML said.
         source: toml::de::Error,

@@ -56,7 +56,7 @@ pub fn report(
 /// Buying the `[cost.buy]` card against renting the cheapest catalog one.
 #[derive(Serialize)]
 pub struct BuySection {
-    /// The card.
+    /// The GPU bought, as the catalog names it.
     pub gpu: String,
     /// The catalog offer that rents it cheapest, per card.
     pub rent_offer: String,

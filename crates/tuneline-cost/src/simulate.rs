@@ -213,7 +213,7 @@ pub fn replay(
 /// Means over many seeds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    /// The strategy.
+    /// The checkpoint strategy, as the table names it.
     pub strategy: String,
     /// Hours of work between checkpoints, if any.
     pub interval_h: Option<f64>,

@@ -23,7 +23,7 @@ pub struct Trace {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{file}: {field}{}{message}", if field.is_empty() { "" } else { ": " })]
 pub struct TraceError {
-    /// The file.
+    /// The trace file, as the user named it.
     pub file: String,
     /// The field at fault (`metadata.gap_seconds`, `data[17]`), if any.
     pub field: String,

@@ -35,9 +35,9 @@ pub enum DataError {
         "{origin}: {detail} (set data.on_error = \"skip\" to quarantine such records instead)"
     )]
     Rejected {
-        /// Where.
+        /// The file and line of the row.
         origin: Origin,
-        /// Why.
+        /// What is wrong with it.
         detail: String,
     },
 }

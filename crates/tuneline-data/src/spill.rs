@@ -53,7 +53,7 @@ impl SpillReader {
 pub struct SampleRef {
     /// Offset of its ids, then its labels (4 bytes each, little-endian).
     pub offset: u64,
-    /// Tokens.
+    /// Its length in tokens.
     pub tokens: u32,
     /// Tokens the loss counts.
     pub trained: u32,

@@ -29,15 +29,15 @@ pub struct TokenizeCounts {
 /// Token-length distribution of the samples, before packing.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Lengths {
-    /// Median.
+    /// The median length.
     pub p50: u64,
     /// 90th percentile.
     pub p90: u64,
     /// 99th percentile.
     pub p99: u64,
-    /// Longest.
+    /// The longest length.
     pub max: u64,
-    /// Mean.
+    /// The mean length.
     pub mean: f64,
 }
 
@@ -64,11 +64,11 @@ impl Lengths {
 /// One split of the dataset.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SplitStats {
-    /// Samples.
+    /// Samples in the split.
     pub samples: u64,
     /// Packed rows.
     pub rows: u64,
-    /// Tokens.
+    /// Tokens in the split.
     pub tokens: u64,
     /// Tokens the loss counts.
     pub trained_tokens: u64,
@@ -83,9 +83,9 @@ pub struct SplitStats {
 pub struct Stats {
     /// Reading and normalizing.
     pub input: ReadCounts,
-    /// Cleaning.
+    /// What cleaning dropped, by reason.
     pub clean: CleanCounts,
-    /// Deduplication.
+    /// What deduplication dropped, exact and near.
     pub dedup: DedupCounts,
     /// Templating and tokenizing.
     pub tokenize: TokenizeCounts,

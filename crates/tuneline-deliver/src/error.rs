@@ -11,7 +11,7 @@ pub enum DeliverError {
     Read {
         /// The file or directory.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         source: std::io::Error,
     },
     /// Writing failed; a full disk is named as such.
@@ -79,7 +79,7 @@ pub enum Refusal {
     /// The run has no committed checkpoint in the store.
     #[error("run {run} has no committed checkpoint in {store}; train it first (`tuneline run` or `tuneline train`)")]
     NoCheckpoint {
-        /// The run.
+        /// The run, by name.
         run: String,
         /// The store's URL.
         store: String,
@@ -87,7 +87,7 @@ pub enum Refusal {
     /// The run has no committed checkpoint at the step asked for.
     #[error("run {run} has no committed checkpoint at step {step} in {store}; `tuneline store ls {listing}` lists them")]
     NoCheckpointAt {
-        /// The run.
+        /// The run, by name.
         run: String,
         /// The step asked for.
         step: u64,
@@ -133,7 +133,7 @@ pub enum Refusal {
     /// An Ollama directory's Modelfile is missing or unusable.
     #[error("{}: {why}", path.display())]
     Modelfile {
-        /// The Modelfile.
+        /// The Modelfile's path.
         path: PathBuf,
         /// What is wrong, and what to do.
         why: String,

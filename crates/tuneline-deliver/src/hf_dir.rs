@@ -25,7 +25,7 @@ pub const SHARD_BYTES: u64 = 5_000_000_000;
 pub enum WeightDtype {
     /// 32-bit floats (exact).
     F32,
-    /// bfloat16.
+    /// bfloat16: f32's range in 16 bits, as most bases ship.
     Bf16,
     /// IEEE half.
     F16,

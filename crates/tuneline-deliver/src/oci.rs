@@ -118,9 +118,9 @@ pub struct Pushed {
 /// Credentials for the registry's basic authentication.
 #[derive(Debug, Clone)]
 pub struct Credentials {
-    /// The user.
+    /// The registry account (`TUNELINE_REGISTRY_USER`).
     pub user: String,
-    /// The password.
+    /// Its password or token (`TUNELINE_REGISTRY_PASSWORD`).
     pub password: String,
 }
 

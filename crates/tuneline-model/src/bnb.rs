@@ -36,7 +36,7 @@ pub struct Bnb4bit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Bnb4bitType {
-    /// NormalFloat4.
+    /// NormalFloat4, QLoRA's type: quantiles of a normal distribution.
     Nf4,
     /// 4-bit float.
     Fp4,
@@ -48,9 +48,9 @@ pub enum Bnb4bitType {
 pub enum LoadDtype {
     /// 32-bit float.
     F32,
-    /// bfloat16.
+    /// bfloat16: f32's range in 16 bits.
     Bf16,
-    /// float16.
+    /// IEEE half precision.
     F16,
 }
 

@@ -19,7 +19,7 @@ pub struct Message {
 }
 
 impl Message {
-    /// A turn.
+    /// A turn in which `role` says `content`.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
         Self { role: role.into(), content: content.into() }
     }

@@ -8,8 +8,8 @@ pub struct SpecialTokens {
     pub bos: Option<String>,
     /// End of sequence (for chat models, usually the end-of-turn token).
     pub eos: Option<String>,
-    /// Padding.
+    /// The padding token, if the tokenizer has one.
     pub pad: Option<String>,
-    /// Unknown.
+    /// The token for what the vocabulary lacks, if any.
     pub unk: Option<String>,
 }

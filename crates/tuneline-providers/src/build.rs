@@ -34,7 +34,7 @@ pub enum BuildError {
     Key {
         /// The table's backend.
         kind: ProviderKind,
-        /// The key.
+        /// The key at fault.
         key: &'static str,
         /// What is wrong, and what to write.
         fix: String,

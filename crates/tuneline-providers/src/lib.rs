@@ -46,7 +46,7 @@ pub struct Offer {
     pub instance_type: String,
     /// Dollars per hour.
     pub price_per_hour: f64,
-    /// Preemptible.
+    /// Whether the instance can be reclaimed (spot, interruptible).
     pub spot: bool,
     /// When that price was current, for one from a catalog (its `as_of`
     /// date) or a price history (the price's time); `None` for a price the
@@ -69,7 +69,7 @@ pub struct Instance {
 #[derive(Debug, thiserror::Error)]
 #[error("provider {provider}: {message}")]
 pub struct ProviderError {
-    /// The provider.
+    /// The provider's name (`aws`, `runpod`).
     pub provider: String,
     /// What failed.
     pub message: String,

@@ -126,9 +126,9 @@ pub enum ShellError {
     /// The local binary could not be read.
     #[error("{}: {source}", path.display())]
     Binary {
-        /// The binary.
+        /// The tuneline binary's path.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         source: std::io::Error,
     },
 }

@@ -37,7 +37,7 @@ use crate::build::BuildError;
 /// How the fleet is reached and its workers started.
 #[derive(Debug, Clone)]
 pub struct SshSettings {
-    /// The machines.
+    /// The fleet's machines, filled in this order.
     pub hosts: Vec<SshHost>,
     /// How ssh logs in to them.
     pub auth: SshAuth,

@@ -40,7 +40,7 @@ pub enum StoreError {
     /// Nothing is committed at this prefix.
     #[error("no committed artifact at `{prefix}` (uploads that never committed are invisible); see `tuneline store ls`")]
     NotCommitted {
-        /// The prefix.
+        /// The prefix asked for.
         prefix: String,
     },
     /// No object is at or under this key (raw inputs, which have no commit).
@@ -48,19 +48,19 @@ pub enum StoreError {
     NoObject {
         /// The store, as its URL.
         store: String,
-        /// The key.
+        /// The key asked for.
         key: String,
     },
     /// The prefix is already committed; artifacts are immutable.
     #[error("`{prefix}` is already committed; artifacts are immutable, so push to a new prefix")]
     AlreadyCommitted {
-        /// The prefix.
+        /// The committed prefix.
         prefix: String,
     },
     /// What the store holds is not what was written or committed.
     #[error("`{key}`: {what}")]
     Corrupt {
-        /// The object.
+        /// The object's key.
         key: String,
         /// Which check failed, with expected and actual values.
         what: String,
@@ -68,7 +68,7 @@ pub enum StoreError {
     /// Another writer claimed an exclusive create and did not finish it.
     #[error("`{key}`: another writer claimed this commit but never wrote it; try again")]
     Contended {
-        /// The object.
+        /// The object's key.
         key: String,
     },
     /// A local file or directory could not be read or written.
@@ -76,7 +76,7 @@ pub enum StoreError {
     Local {
         /// The local path.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         source: std::io::Error,
     },
     /// A name from the store (a `COMMIT.json` entry, an object's key) would

@@ -33,7 +33,7 @@ pub struct GcOptions {
 pub struct Removal {
     /// An object key, or an artifact prefix for a rotated checkpoint.
     pub key: String,
-    /// Why.
+    /// Why it is kept or collected.
     pub reason: String,
     /// Bytes freed.
     pub bytes: u64,

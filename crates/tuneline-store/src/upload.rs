@@ -141,7 +141,7 @@ impl ArtifactStore {
 enum Links {
     /// Only to what lies under the directory itself.
     Inside,
-    /// Anywhere.
+    /// Anywhere, even outside the directory (`tuneline store push --follow`).
     Anywhere,
 }
 

@@ -47,7 +47,7 @@ pub struct CloudInstance {
     pub state: String,
     /// Its type, such as `g5.xlarge`.
     pub instance_type: String,
-    /// Its tags.
+    /// Its tags, as RunInstances set them.
     pub tags: Vec<(String, String)>,
 }
 

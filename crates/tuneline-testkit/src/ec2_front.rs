@@ -35,7 +35,7 @@ impl Ec2Front {
         Self { url, out_of }
     }
 
-    /// Its URL.
+    /// The URL EC2 clients are pointed at (`AWS_ENDPOINT_URL_EC2`).
     pub fn url(&self) -> &str {
         &self.url
     }

@@ -41,7 +41,7 @@ pub struct Host {
 
 /// Hosts on a bridge, with a Garage on this side of their links.
 pub struct Fleet {
-    /// The hosts.
+    /// The hosts, each in a network namespace of its own.
     pub hosts: Vec<Host>,
     /// This side's address on the bridge: the server and Garage listen here.
     pub gateway: String,

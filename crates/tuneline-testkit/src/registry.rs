@@ -14,7 +14,7 @@ pub struct Registry {
     pub addr: String,
     /// The account's user.
     pub user: String,
-    /// Its password.
+    /// The password of the registry's one account, as its htpasswd holds it.
     pub password: String,
 }
 

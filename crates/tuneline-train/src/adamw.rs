@@ -28,7 +28,7 @@ impl Default for AdamWParams {
 
 /// AdamW over named parameters.
 pub struct AdamW {
-    /// Hyperparameters.
+    /// Learning rate, betas, epsilon and weight decay.
     pub params: AdamWParams,
     /// Steps taken.
     pub step: u64,

@@ -20,7 +20,7 @@ use crate::setup::SetupError;
 pub struct Added {
     /// What `[model] path` names it by: `store:models/base/<name>/<sha256>`.
     pub reference: String,
-    /// Its files.
+    /// How many files the base model has.
     pub files: usize,
     /// Their bytes.
     pub bytes: u64,

@@ -63,7 +63,7 @@ impl Program {
 
 /// Where the run's engine starts from.
 pub struct ProgramStart<'a> {
-    /// The engine.
+    /// The engine's embedded program: its source and pinned requirements.
     pub program: &'static Program,
     /// The environment's Python.
     pub python: &'a Path,

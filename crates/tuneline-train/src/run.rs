@@ -63,7 +63,7 @@ impl StopRequest {
 
 /// How a run is kept in the store.
 pub struct RunSpec<'a> {
-    /// The store.
+    /// The store the run's checkpoints and metrics go to.
     pub store: &'a ArtifactStore,
     /// The run id: `runs/<run>/`.
     pub run: String,
@@ -139,9 +139,9 @@ pub enum RunEvent<'a> {
     Step(&'a StepLog),
     /// A checkpoint was saved and its upload started.
     Saved {
-        /// Its step.
+        /// The optimizer step it was taken at.
         step: u64,
-        /// Its size.
+        /// Its bytes, as uploaded.
         bytes: u64,
     },
 }

@@ -7,7 +7,7 @@ use tuneline_core::config::LrSchedulerType;
 /// A schedule over a fixed number of optimizer steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
-    /// The kind.
+    /// Which schedule follows the warmup: linear, cosine or constant.
     pub kind: LrSchedulerType,
     /// Peak rate.
     pub learning_rate: f64,

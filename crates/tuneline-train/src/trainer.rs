@@ -83,7 +83,7 @@ impl<'m> Trainer<'m> {
         }
     }
 
-    /// The settings.
+    /// What this trainer was built with: steps, batch and learning rate.
     pub fn settings(&self) -> &TrainSettings {
         &self.settings
     }

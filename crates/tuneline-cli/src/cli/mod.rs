@@ -54,7 +54,7 @@ pub struct Global {
     pub quiet: bool,
 }
 
-/// The commands.
+/// tuneline's subcommands, one per task.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a commented tuneline.toml (every section, Hugging Face / PEFT names) and an example dataset

@@ -13,9 +13,9 @@ use tuneline_api::ApiError;
 /// An error response.
 #[derive(Debug)]
 pub struct Failure {
-    /// The status.
+    /// The HTTP status it answers with.
     pub status: StatusCode,
-    /// The body.
+    /// The JSON body: code, message and what to do.
     pub body: ApiError,
 }
 

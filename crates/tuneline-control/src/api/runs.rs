@@ -24,7 +24,7 @@ use tuneline_store::{ArtifactStore, StoreError};
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RunQuery {
-    /// The run.
+    /// The run, by name, from the path.
     run: String,
 }
 
@@ -57,7 +57,7 @@ pub async fn artifacts(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SheetQuery {
-    /// The run.
+    /// The run, by name, from the path.
     run: String,
     /// The evaluated checkpoint's step.
     step: u64,

@@ -38,17 +38,17 @@ pub enum DbError {
     /// The worker does not hold the job.
     #[error("worker {worker} does not hold job {job}")]
     NotHolder {
-        /// The worker.
+        /// The worker's id.
         worker: i64,
-        /// The job.
+        /// The job's id.
         job: i64,
     },
     /// The event cannot happen in the job's state.
     #[error("job {job} is {} and cannot take `{event}`", from.as_str())]
     Transition {
-        /// The job.
+        /// The job's id.
         job: i64,
-        /// Its state.
+        /// The state it was in.
         from: State,
         /// The refused event.
         event: String,

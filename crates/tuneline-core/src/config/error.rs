@@ -20,9 +20,9 @@ pub enum ConfigError {
     /// The file could not be read at all.
     #[error("cannot read config {}: {source} (run `tuneline init` to write one, or pass -c FILE)", path.display())]
     Read {
-        /// The file.
+        /// The config file.
         path: PathBuf,
-        /// Why.
+        /// What the system said.
         source: std::io::Error,
     },
     /// The file was read but is not a valid config; every problem is listed.

@@ -79,7 +79,7 @@ pub enum ComputeDevice {
     /// A GPU when there is one, else the CPU.
     #[default]
     Auto,
-    /// The CPU.
+    /// The CPU: the native engine's device unless CUDA is named.
     Cpu,
     /// CUDA device `n` (`"cuda"` is `"cuda:0"`).
     Cuda(usize),

@@ -68,7 +68,7 @@ pub struct Dedup {
     pub cluster_of: Vec<usize>,
     /// Indices of the samples kept, in input order.
     pub kept: Vec<usize>,
-    /// Counts.
+    /// How many rows were kept and dropped, by kind.
     pub counts: DedupCounts,
 }
 

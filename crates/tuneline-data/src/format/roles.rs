@@ -5,9 +5,9 @@
 pub enum Role {
     /// Instructions that frame the conversation.
     System,
-    /// The human.
+    /// The person asking (`user`, `human`).
     User,
-    /// The model.
+    /// The model answering (`assistant`, `gpt`).
     Assistant,
 }
 

@@ -39,7 +39,7 @@ pub const QUARANTINE: &str = "quarantine.jsonl";
 pub struct InputFile {
     /// As resolved from `data.inputs`.
     pub path: String,
-    /// Bytes.
+    /// Its size in bytes.
     pub size: u64,
     /// sha256 (hex).
     pub sha256: String,

@@ -57,7 +57,7 @@ pub struct Unreadable {
 /// The input ended before it should have: every complete record before this point was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Truncation {
-    /// The file.
+    /// The input file the row came from.
     pub file: PathBuf,
     /// Byte offset (in the decompressed stream) where the input broke.
     pub byte: u64,

@@ -29,7 +29,7 @@ const AHEAD: usize = 8;
 /// What an export wrote.
 #[derive(Debug, Clone)]
 pub struct Exported {
-    /// The file.
+    /// The GGUF file written.
     pub path: PathBuf,
     /// Its size in bytes.
     pub bytes: u64,

@@ -93,7 +93,7 @@ impl EvalSplit {
 
 /// A committed checkpoint, pulled.
 pub struct Checkpoint {
-    /// Its run.
+    /// The run whose checkpoint it is.
     pub run: String,
     /// The optimizer step it was committed at.
     pub step: u64,
@@ -110,7 +110,7 @@ impl Checkpoint {
 
 /// What an export wrote.
 pub struct Export {
-    /// The GGUF.
+    /// The GGUF file exported, with its tensors and size.
     pub exported: Exported,
     /// The smoke test's result, unless it was skipped.
     pub smoke: Option<Smoke>,

@@ -23,7 +23,7 @@ pub const MODULES: [&str; 7] =
 /// PEFT's `LoraConfig`, the fields tuneline uses.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoraSettings {
-    /// Rank.
+    /// The rank of A and B: the adapter's width.
     pub r: usize,
     /// Scaling numerator.
     pub lora_alpha: f64,
@@ -71,7 +71,7 @@ impl LoraSettings {
 
 /// A LoRA adapter over a Llama model: trainable `A` and `B` per targeted layer.
 pub struct Lora {
-    /// Its settings.
+    /// The settings it was made with.
     pub settings: LoraSettings,
     /// `(layer, module)` to `(A, B)`.
     pairs: BTreeMap<(usize, &'static str), (Var, Var)>,
@@ -196,7 +196,7 @@ impl Lora {
 /// An adapter as one forward pass applies it.
 #[derive(Clone, Copy)]
 pub struct LoraPass<'a> {
-    /// The adapter.
+    /// The adapter whose A and B are applied.
     pub lora: &'a Lora,
     /// Seed of the pass's dropout masks; `None` applies no dropout.
     pub dropout_seed: Option<u64>,

@@ -65,7 +65,7 @@ pub struct Layer {
 
 /// A Llama-family model with its weights in memory as f32.
 pub struct Llama {
-    /// Its shape.
+    /// Its architecture: layers, widths, heads and vocabulary.
     pub config: LlamaConfig,
     embed_tokens: Tensor,
     layers: Vec<Layer>,

@@ -16,7 +16,7 @@ pub enum Weight {
     /// In memory as GGUF blocks. `heads` is set for query and key weights,
     /// whose rows llama.cpp permuted: outputs are permuted back after the product.
     Quantized {
-        /// The blocks.
+        /// The quantized blocks, as the GGUF stores them.
         blocks: Arc<QTensor>,
         /// Heads of a permuted query or key weight.
         heads: Option<usize>,
@@ -52,9 +52,9 @@ pub enum WeightRef<'a> {
     Tensor(&'a Tensor),
     /// A linear layer's weight, which an adapter may target: `module` (`q_proj`, ...) of `layer`.
     Linear {
-        /// The weight.
+        /// The base weight projected through.
         weight: &'a Weight,
-        /// Its layer.
+        /// The decoder layer it belongs to.
         layer: usize,
         /// Its module, as PEFT names it.
         module: &'static str,

@@ -62,15 +62,15 @@ pub struct Ec2 {
 pub struct Ec2Instance {
     /// EC2's id, `i-...`.
     pub instance_id: String,
-    /// Its type.
+    /// Its instance type (`g5.xlarge`).
     #[serde(default)]
     pub instance_type: String,
-    /// Its state.
+    /// Its state: pending, running, stopping, terminated.
     pub instance_state: State,
     /// When it was launched, RFC 3339.
     #[serde(default)]
     pub launch_time: String,
-    /// Its tags.
+    /// Its tags: the plane's and the worker's.
     #[serde(default)]
     pub tag_set: Items<Tag>,
     /// `spot` for a spot instance, absent for on-demand.
@@ -98,12 +98,12 @@ pub struct State {
     pub name: String,
 }
 
-/// A tag.
+/// One EC2 tag, as DescribeInstances lists it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Tag {
-    /// Its key.
+    /// The tag's name (`tuneline-plane`).
     pub key: String,
-    /// Its value.
+    /// The tag's value.
     #[serde(default)]
     pub value: String,
 }
@@ -111,7 +111,7 @@ pub struct Tag {
 /// An EC2 `<...Set>` of `<item>`s.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Items<T> {
-    /// The items.
+    /// The `<item>` elements of an EC2 XML list.
     #[serde(default = "Vec::new")]
     pub item: Vec<T>,
 }
@@ -188,7 +188,7 @@ struct ErrorEntry {
 
 /// What RunInstances launches.
 pub struct RunRequest<'a> {
-    /// The AMI.
+    /// The AMI launched (`ami-...`).
     pub image: &'a str,
     /// The instance type.
     pub instance_type: &'a str,

@@ -45,7 +45,7 @@ const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 /// An EC2 pool's settings.
 #[derive(Debug, Clone)]
 pub struct AwsSettings {
-    /// The region.
+    /// The region launched in (`us-east-1`).
     pub region: String,
     /// An EC2-compatible endpoint instead of AWS's (moto in the tests).
     pub endpoint: Option<String>,

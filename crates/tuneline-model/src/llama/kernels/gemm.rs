@@ -24,12 +24,12 @@ impl<'a, T> Mat<'a, T> {
         Self { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
     }
 
-    /// Its rows.
+    /// Rows of the matrix: its output features.
     pub fn rows(&self) -> usize {
         self.rows
     }
 
-    /// Its columns.
+    /// Columns of the matrix: its input features.
     pub fn cols(&self) -> usize {
         self.cols
     }

@@ -264,7 +264,7 @@ fn backward_in<T: Real>(
 
 /// One projection's values in a backward pass.
 struct PartValues<'v, T> {
-    /// The weight.
+    /// The weight matrix, row-major.
     w: &'v [T],
     /// A and B, when adapted.
     ab: Option<(&'v [T], &'v [T])>,
