@@ -141,7 +141,7 @@ impl ArtifactStore {
 enum Links {
     /// Only to what lies under the directory itself.
     Inside,
-    /// Anywhere, even outside the directory (`tuneline store push --follow`).
+    /// Anywhere, even outside the directory, as `tuneline store push` follows them.
     Anywhere,
 }
 
