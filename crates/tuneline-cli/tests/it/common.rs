@@ -124,7 +124,9 @@ pub fn server_on(ctx: &TestContext, listen: &str, env: &[(&str, &str)]) -> (Kill
     let started = std::time::Instant::now();
     loop {
         let log = std::fs::read_to_string(ctx.path("server.log")).unwrap_or_default();
-        if let Some(line) = log.lines().find(|l| l.starts_with("tuneline server: ")) {
+        // Only whole lines: stderr is unbuffered, so a line may be read half written.
+        let whole = log.rsplit_once('\n').map_or("", |(whole, _)| whole);
+        if let Some(line) = whole.lines().find(|l| l.starts_with("tuneline server: ")) {
             let url =
                 line.trim_start_matches("tuneline server: ").split(' ').next().unwrap().to_string();
             return (server, url);
