@@ -155,15 +155,21 @@ pub fn worker_command(ctx: &TestContext, url: &str, name: &str) -> std::process:
     cmd
 }
 
-/// Asserts `text` equals the snapshot `tests/it/snapshots/<name>.snap`, with
-/// what differs between runs and machines masked: the project's directory
-/// and other temporary paths, the test cache, loopback ports, hex hashes
-/// (run ids, dataset versions) and timestamps. `INSTA_UPDATE=always` writes
-/// a changed snapshot for review.
-pub fn snapshot(ctx: &TestContext, name: &str, text: &str) {
+/// A finished command as one snapshot, in uv's form: whether it succeeded,
+/// its exit code, then its stdout and its stderr.
+pub fn outcome(code: i32, stdout: &str, stderr: &str) -> String {
+    format!(
+        "success: {}\nexit_code: {code}\n----- stdout -----\n{stdout}\n----- stderr -----\n{stderr}",
+        code == 0
+    )
+}
+
+/// insta settings that mask what differs between runs and machines: the
+/// project's directory and other temporary paths, the test cache, loopback
+/// ports, hex hashes (run ids, dataset versions), timestamps and pids; then
+/// each `(regex, mask)` of `extra`.
+pub fn masked(ctx: &TestContext, extra: &[(&str, &str)]) -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
-    settings.set_prepend_module_to_snapshot(false);
-    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/snapshots"));
     let project = ctx.dir.path().canonicalize().unwrap();
     for dir in [project.display().to_string(), ctx.dir.path().display().to_string()] {
         settings.add_filter(&regex::escape(&dir), "[PROJECT]");
@@ -178,5 +184,28 @@ pub fn snapshot(ctx: &TestContext, name: &str, text: &str) {
     settings.add_filter(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", "[TIME]");
     settings.add_filter(r"\b\d\d:\d\d:\d\d UTC", "[CLOCK]");
     settings.add_filter(r"\blocal-\d+-(\d+)", "local-[PID]-$1");
-    settings.bind(|| insta::assert_snapshot!(name, text));
+    settings.add_filter(r"\bpid \d+", "pid [PID]");
+    for (regex, mask) in extra {
+        settings.add_filter(regex, *mask);
+    }
+    settings
 }
+
+/// Runs a command and holds its whole outcome (exit code, stdout and
+/// stderr, [`masked`]) to the inline snapshot beside it, as uv's tests do;
+/// evaluates to the unmasked `(code, stdout, stderr)` for further checks.
+/// `cli_snapshot!(ctx, ctx.run(&["init"]), [r"\d+\.\d+" => "[N]"], @"...")`;
+/// `INSTA_UPDATE=always` (or `cargo insta test`) writes a changed one for review.
+macro_rules! cli_snapshot {
+    ($ctx:expr, $run:expr, [$($regex:expr => $mask:expr),* $(,)?], @$snapshot:literal) => {{
+        let (code, stdout, stderr): (i32, String, String) = $run;
+        $crate::common::masked(&$ctx, &[$(($regex, $mask)),*]).bind(|| {
+            insta::assert_snapshot!($crate::common::outcome(code, &stdout, &stderr), @$snapshot)
+        });
+        (code, stdout, stderr)
+    }};
+    ($ctx:expr, $run:expr, @$snapshot:literal) => {
+        $crate::common::cli_snapshot!($ctx, $run, [], @$snapshot)
+    };
+}
+pub(crate) use cli_snapshot;

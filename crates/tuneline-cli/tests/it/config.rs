@@ -1,6 +1,6 @@
 //! `tuneline config check`.
 
-use crate::common::{snapshot, TestContext};
+use crate::common::{cli_snapshot, TestContext};
 
 fn with_config(text: &str) -> TestContext {
     let ctx = TestContext::new();
@@ -44,7 +44,136 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     let ctx = with_config("[store]\nurl = \"s3://bucket/p\"\naccess_key_id = \"AKIAFILEVALUE\"\n");
     let mut cmd = ctx.cmd(&["config", "check"]);
     cmd.env("AWS_SECRET_ACCESS_KEY", "env-secret-value").env("TUNELINE_TOKEN", "token-value");
-    let (code, out, err) = crate::common::output(cmd);
+    let (code, out, err) = cli_snapshot!(ctx, crate::common::output(cmd), @r#"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    # tuneline.toml: valid
+    # store.access_key_id: set from file (masked)
+    # store.secret_access_key: set from env AWS_SECRET_ACCESS_KEY (masked)
+    # server.token: set from env TUNELINE_TOKEN (masked)
+    # resolved, with defaults filled in:
+
+    [project]
+    name = "tuneline"
+
+    [store]
+    url = "s3://bucket/p"
+    allow_http = false
+    path_style = false
+    access_key_id = "********"
+    secret_access_key = "********"
+    concurrency = 8
+    retries = 4
+    connect_timeout = "5s"
+    request_timeout = "5m"
+
+    [model]
+    path = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    quantized_base = false
+    device = "auto"
+    load_in_4bit = false
+    bnb_4bit_quant_type = "nf4"
+    bnb_4bit_use_double_quant = true
+
+    [data]
+    name = "default"
+    inputs = ["data/*.jsonl"]
+    max_seq_length = 2048
+    eval_fraction = 0.05
+    format = "auto"
+    train_on_inputs = false
+    packing = true
+    overflow = "drop"
+    on_error = "skip"
+
+    [data.dedup]
+    exact = true
+    near = true
+    threshold = 0.0
+
+    [data.fields]
+
+    [data.clean]
+    strip_html = true
+    alternation = "repair"
+    min_chars = 1
+    max_chars = 200000
+    max_turns = 256
+
+    [training]
+    num_train_epochs = 1.0
+    per_device_train_batch_size = 2
+    gradient_accumulation_steps = 8
+    learning_rate = 0.0002
+    lr_scheduler_type = "cosine"
+    warmup_ratio = 0.03
+    weight_decay = 0.0
+    max_grad_norm = 1.0
+    eval_steps = 50
+    save_steps = 250
+    save_total_limit = 3
+    resume_from_checkpoint = "auto"
+    sigterm_grace = "25s"
+    seed = 42
+    engine = "auto"
+    gradient_checkpointing = false
+    bf16 = false
+    fp16 = false
+    optim = "adamw_torch"
+    use_liger_kernel = true
+
+    [lora]
+    lora_r = 64
+    lora_alpha = 128.0
+    lora_dropout = 0.05
+    target_modules = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    use_rslora = false
+
+    [eval]
+    max_new_tokens = 128
+    max_samples = 100
+    spot_check = 20
+    seed = 0
+    smoke_prompts = 4
+    smoke_loss_tolerance = 0.05
+
+    [workers]
+    provider = "local"
+    providers = []
+    max_workers = 2
+    idle_timeout = "30m"
+    lease_timeout = "30s"
+    orphan_timeout = "30m"
+    phase = "experiment"
+    max_price_per_hour = 100.0
+
+    [providers]
+
+    [server]
+    listen = "127.0.0.1:[PORT]"
+    token = "********"
+    tls = "auto"
+
+    [cost]
+    max_catalog_age = "180d"
+    utilization = 0.9
+    deadline = "3d"
+    storage_price_per_gb_month = 0.023
+    egress_price_per_gb = 0.0
+
+    [tracking]
+
+    ----- stderr -----
+    "#);
     assert_eq!(code, 0, "{err}");
     for secret in ["AKIAFILEVALUE", "env-secret-value", "token-value"] {
         assert!(!out.contains(secret) && !err.contains(secret), "{secret} leaked:\n{out}{err}");
@@ -55,7 +184,6 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     );
     assert!(out.contains("store.access_key_id: set from file (masked)"), "{out}");
     assert!(out.contains("server.token: set from env TUNELINE_TOKEN (masked)"), "{out}");
-    snapshot(&ctx, "config_check_resolved", &out);
 
     let (code, json, _) = ctx.run(&["--json", "config", "check"]);
     assert_eq!(code, 0);

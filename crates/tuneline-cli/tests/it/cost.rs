@@ -1,16 +1,22 @@
 //! `tuneline cost report [RUN]`: ETH and every component of it, from the
 //! ledger of a real server's state database after a real worker ran a job.
 
-use crate::common::{server, snapshot, worker, TestContext};
+use crate::common::{cli_snapshot, server, worker, TestContext};
 use crate::jobs::{finished, jobs};
 
 #[test]
 fn the_report_bills_each_attempt_and_names_a_missing_run() {
     let ctx = TestContext::new();
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
-    let (code, _, err) = ctx.run(&["cost", "report"]);
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&["cost", "report"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no state database at .tuneline/control/state.db; `tuneline run` or `tuneline server` makes one (or pass --state-dir)
+    ");
     assert_eq!(code, 2, "no state database yet");
-    snapshot(&ctx, "cost_no_state", &err);
 
     let (server, url) = server(&ctx);
     let (code, _, err) = jobs(
@@ -49,11 +55,34 @@ fn the_report_bills_each_attempt_and_names_a_missing_run() {
         "nothing delivered: {cost}"
     );
 
-    let (code, out, err) = ctx.run(&["cost", "report", "billed"]);
+    let (code, _, err) = cli_snapshot!(ctx, ctx.run(&["cost", "report", "billed"]), [r"\d+\.\d+" => "[N]"], @"
+        success: true
+        exit_code: 0
+        ----- stdout -----
+        cost report for run billed (job 1 command succeeded)
+          segments            1 (0 preempted or lost)
+          wall hours          [N] h billed training (GPU pool)
+          effective hours     [N] h computing kept steps
+          utilization         [N]%
+          steps               0 computed, 0 kept, 0 lost (at most 0 per preemption)
+          compute             $[N] = kept $[N] + lost $[N] + boot and prefetch $[N] + idle $[N]
+          delivery            $[N] ([N] h on the CPU pool: eval, merge, export; not in ETH)
+          storage             $[N] (0 B up)
+          egress              $[N] (0 B down)
+          total               $[N]
+          ETH                 n/a (no step kept yet)
+          = (price x wall + storage + egress) / (effective hours x utilization)
+
+        ----- stderr -----
+        ");
     assert_eq!(code, 0, "{err}");
-    let figures = regex::Regex::new(r"\d+\.\d+").unwrap();
-    snapshot(&ctx, "cost_report", &figures.replace_all(&out, "[N]"));
-    let (code, _, err) = ctx.run(&["cost", "report", "unbilled"]);
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&["cost", "report", "unbilled"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no job or run `unbilled`; recent jobs: 1 (billed)
+    ");
     assert_eq!(code, 2);
-    snapshot(&ctx, "cost_unknown_run", &err);
 }

@@ -1,6 +1,6 @@
 //! `tuneline data prepare | show | ls` on a small chat set with the real SmolLM2 model.
 
-use crate::common::{snapshot, TestContext};
+use crate::common::{cli_snapshot, TestContext};
 
 /// Links the real SmolLM2 model where the default config looks for it.
 pub fn link_model(ctx: &TestContext) {
@@ -74,9 +74,25 @@ fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     assert_eq!(m["stats"]["input"]["read"], 24);
     assert_eq!(m["stats"]["splits"]["eval"]["samples"], 2);
     let version = m["version"].as_str().unwrap();
-    let (code, out, _) = ctx.run(&["data", "show", &format!("support@{version}")]);
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&["data", "show", &format!("support@{version}")]), @"
+        success: true
+        exit_code: 0
+        ----- stdout -----
+        inputs       1 file(s), 5.12 KiB
+        read                24
+        rejected             0
+        removed              0
+        dedup                0  (0 exact, 0 near; 0 clusters, largest 0)
+        dropped              0
+        edited       (samples changed, kept)
+        kept                24
+        tokens/sample p50 64, p90 65, p99 67, max 67, mean 64
+        eval                 2 samples, 1 rows, 129 tokens (38 trained), packing efficiency 25.2%
+        train               22 samples, 3 rows, 1406 tokens (416 trained), packing efficiency 91.5%
+
+        ----- stderr -----
+        ");
     assert_eq!(code, 0);
-    snapshot(&ctx, "data_show", &out);
 
     // Changed data is a new version; the old one stays.
     ctx.write(

@@ -1,13 +1,21 @@
 //! `tuneline init`.
 
-use crate::common::{snapshot, TestContext};
+use crate::common::{cli_snapshot, TestContext};
 
 #[test]
 fn writes_a_valid_commented_config_and_an_example() {
     let ctx = TestContext::new();
-    let (code, out, err) = ctx.run(&["init", "support-bot"]);
+    let (code, _, err) = cli_snapshot!(ctx, ctx.run(&["init", "support-bot"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    wrote support-bot/tuneline.toml
+    wrote support-bot/data/example.jsonl
+    next: edit support-bot/tuneline.toml, then `tuneline config check`
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0, "{err}");
-    snapshot(&ctx, "init", &out);
     let text = std::fs::read_to_string(ctx.path("support-bot/tuneline.toml")).unwrap();
     assert!(text.contains("name = \"support-bot\""), "the project is named after its directory");
     for key in [

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{server, snapshot, worker, TestContext};
+use crate::common::{cli_snapshot, server, worker, TestContext};
 
 /// Runs `tuneline jobs --server URL ARGS`.
 pub fn jobs(ctx: &TestContext, url: &str, args: &[&str]) -> (i32, String, String) {
@@ -31,10 +31,16 @@ fn a_submitted_command_is_listed_run_logged_and_a_queued_one_cancelled() {
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = server(&ctx);
     let say = ["--", "python3", "-c", "print('training step 1'); print('training step 2')"];
-    let (code, out, err) =
-        jobs(&ctx, &url, &[&["submit", "--run", "hello", "--store", "store"][..], &say].concat());
+    let submit = [&["submit", "--run", "hello", "--store", "store"][..], &say].concat();
+    let (code, _, err) = cli_snapshot!(ctx, jobs(&ctx, &url, &submit), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    job 1 queued (queued)
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0, "{err}");
-    snapshot(&ctx, "jobs_submit", &out);
     let (code, out, err) = jobs(
         &ctx,
         &url,
@@ -42,20 +48,41 @@ fn a_submitted_command_is_listed_run_logged_and_a_queued_one_cancelled() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "job 2 queued (queued)");
-    let (code, out, _) = jobs(&ctx, &url, &["cancel", "2"]);
+    let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["cancel", "2"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    job 2 cancel requested (cancelled)
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0);
-    snapshot(&ctx, "jobs_cancel", &out);
 
     let _worker = worker(&ctx, &url, "cache");
     let done = finished(&ctx, &url, 1);
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["attempts"][0]["outcome"], "succeeded", "{done}");
-    let (code, out, _) = jobs(&ctx, &url, &["ls"]);
+    let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["ls"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+       ID KIND     STATE      ATTEMPTS   USED   STEP ENGINE  RUN
+        1 command  succeeded         1    0/5      - -       hello
+        2 command  cancelled         0    0/5      - -       later
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0);
-    snapshot(&ctx, "jobs_ls", &out);
-    let (code, out, _) = jobs(&ctx, &url, &["logs", "1"]);
+    let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["logs", "1"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    training step 1
+    training step 2
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0);
-    snapshot(&ctx, "jobs_logs", &out);
 }
 
 #[test]
@@ -63,24 +90,27 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     let ctx = TestContext::new();
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = server(&ctx);
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &[
-            "submit",
-            "--run",
-            "r",
-            "--store",
-            "store",
-            "--dataset",
-            "datasets/chat/v9",
-            "--",
-            "python3",
-            "train.py",
-        ],
-    );
+    let missing = [
+        "submit",
+        "--run",
+        "r",
+        "--store",
+        "store",
+        "--dataset",
+        "datasets/chat/v9",
+        "--",
+        "python3",
+        "train.py",
+    ];
+    let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &missing), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 422 Unprocessable Entity: spec.dataset: no committed dataset version `datasets/chat/v9` in store; `tuneline data ls` lists them
+    ");
     assert_eq!(code, 2);
-    snapshot(&ctx, "jobs_submit_missing_dataset", &err);
     let (code, _, err) = jobs(
         &ctx,
         &url,
@@ -111,10 +141,23 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
             && err.contains("spec.run: a run's name is at most 128 characters; this one has 129"),
         "{err}"
     );
-    let (code, _, err) = jobs(&ctx, &url, &["cancel", "7"]);
+    let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["cancel", "7"]), @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 404 Not Found: no job 7
+    ");
     assert_eq!(code, 1);
-    snapshot(&ctx, "jobs_cancel_unknown", &err);
-    let (code, _, err) = ctx.run(&["jobs", "--server", "http://127.0.0.1:9", "--token", "t", "ls"]);
+    let unreachable = ["jobs", "--server", "http://127.0.0.1:9", "--token", "t", "ls"];
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&unreachable), @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane at http://127.0.0.1:[PORT] did not answer (error sending request for url (http://127.0.0.1:[PORT]/v1/jobs?limit=1000): client error (Connect): tcp connect error: Connection refused (os error 111)); check that `tuneline server` runs there and that --server names it
+    ");
     assert_eq!(code, 1);
-    snapshot(&ctx, "jobs_unreachable", &err);
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::common::{snapshot, TestContext};
+use crate::common::{cli_snapshot, TestContext};
 
 const GUIDE: [&str; 8] =
     ["plan", "--model", "qwen2.5-7b", "--quant", "4", "--max-seq-length", "4096", "--steps=500"];
@@ -17,9 +17,38 @@ fn plan_json(ctx: &TestContext, extra: &[&str]) -> Value {
 #[test]
 fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
     let ctx = TestContext::new();
-    let (code, out, err) = ctx.run(&GUIDE);
+    let (code, out, err) = cli_snapshot!(ctx, ctx.run(&GUIDE), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    job: qwen2.5-7b (7.62B parameters), QLoRA 4-bit, r=64 on 7 modules, 2 x 4096 tokens per micro-batch, gradient checkpointing
+         32.8M tokens (65536 per step), phase experiment
+    GPU memory on the torch engine with Liger's fused cross-entropy: 12.9 GiB peak = weights 5.2 + adapter, grads and optimizer 2.4 + activations 4.1 + logits 0.2 + CUDA runtime 1.0
+
+    rank offer                                hardware     market       $/h fit            GiB   tok/s  work h  MTBF h save_steps  wall h   total $   ETH $  $/M tok
+    1    aws/g6e.xlarge/us-east-1*            1x L40S      spot       0.780 fit        12.9/45    2217     4.1  9363.6        500     4.2      3.25    0.88    0.099
+    2    runpod/rtx4090/eu-ro-1*              1x RTX4090   spot       0.350 fit        12.9/22    1011     9.0    10.0         16     9.4      3.29    0.41    0.100
+    3    lambda/gpu_1x_h100_pcie/us-east-1*   1x H100      on-demand  2.490 fit        12.9/75    6057     1.5       -          -     1.6      3.90    2.89    0.119
+    4    runpod/a100-80gb/eu-ro-1*            1x A100-80GB spot       0.820 fit        12.9/75    1911     4.8    10.0         30     5.0      4.10    0.96    0.125
+    5    gcp/g2-standard-8/us-central1*       1x L4        spot       0.340 fit        12.9/22     741    12.3    20.0         16    12.6      4.30    0.39    0.131
+    6    aws/g6.xlarge/us-east-1*             1x L4        spot       0.350 fit        12.9/22     741    12.3 28833.5        500    12.3      4.32    0.39    0.132
+    7    aws/g4dn.xlarge/us-east-1*           1x T4        spot       0.210 tight      12.9/15     398    22.9  5466.9        146    23.0      4.82    0.23    0.147
+    8    gcp/a2-highgpu-1g/us-central1*       1x A100-40GB spot       1.150 fit        12.9/37    1911     4.8    20.0         42     4.9      5.68    1.32    0.173
+    9    lambda/gpu_1x_a100_sxm4/us-east-1*   1x A100-40GB on-demand  1.290 fit        12.9/37    1911     4.8       -          -     4.8      6.24    1.45    0.190
+    10   runpod/rtx4090/eu-ro-1*              1x RTX4090   on-demand  0.690 fit        12.9/22    1011     9.0       -          -     9.1      6.26    0.77    0.191
+    11   aws/g6e.xlarge/us-east-1*            1x L40S      on-demand  1.861 fit        12.9/45    2217     4.1       -          -     4.2      7.76    2.10    0.237
+    12   runpod/a100-80gb/eu-ro-1*            1x A100-80GB on-demand  1.640 fit        12.9/75    1911     4.8       -          -     4.8      7.92    1.85    0.242
+    ... 13 more (--top N, or --json)
+
+    cheapest job: aws/g6e.xlarge/us-east-1 spot ($3.25, 4.2 h wall)
+    fastest job: lambda/gpu_1x_h100_pcie/us-east-1 on-demand ($3.90, 1.6 h wall)
+    lowest ETH: aws/g4dn.xlarge/us-east-1 spot ($4.82, 23.0 h wall)
+    left out: 4 offer(s) without the memory (--json lists them)
+    * 25 offer(s) with prices older than 180 days: check them with the provider, or override them in [cost] catalog
+
+    ----- stderr -----
+    ");
     assert_eq!(code, 0, "{err}");
-    snapshot(&ctx, "plan_guide_qlora", &out);
     for shown in [
         "qwen2.5-7b (7.62B parameters), QLoRA 4-bit",
         "save_steps",

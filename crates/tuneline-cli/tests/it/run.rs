@@ -9,7 +9,7 @@
 use tuneline_api::WorkerClass;
 use tuneline_control::db::Db;
 
-use crate::common::snapshot;
+use crate::common::cli_snapshot;
 
 #[test]
 fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
@@ -21,7 +21,67 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
             + "[workers]\nprovider = \"local\"\nmax_workers = 1\n[providers.local]\nprice_per_hour = 0.5\ndelivery_price_per_hour = 0.1\n\
                [eval]\nmax_new_tokens = 8\n",
     );
-    let (code, out, err) = ctx.run(&["run"]);
+    // A job's passing states and steps are shown as the half-second polls
+    // happen to see them; the rest of the output is the same every run.
+    let passing = r"(?m)^job \d+: (queued|leased|running|train:) .*\n";
+    let (code, out, err) = cli_snapshot!(ctx, ctx.run(&["run"]), [r"[+-]?\d+\.\d+" => "[N]", passing => ""], @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    dataset support@[HASH] committed (datasets/support/[HASH])
+    inputs       1 file(s), [N] KiB
+    read                24
+    rejected             0
+    removed              0
+    dedup                0  (0 exact, 0 near; 0 clusters, largest 0)
+    dropped              0
+    edited       (samples changed, kept)
+    kept                24
+    tokens/sample p50 64, p90 65, p99 67, max 67, mean 64
+    eval                 2 samples, 2 rows, 129 tokens (38 trained), packing efficiency [N]%
+    train               22 samples, 12 rows, 1406 tokens (416 trained), packing efficiency [N]%
+    cost report for run support-[HASH] (job 1 train succeeded, job 2 deliver succeeded)
+      segments            2 (0 preempted or lost)
+      engine              native
+      wall hours          [N] h billed training (GPU pool)
+      effective hours     [N] h computing kept steps
+      utilization         [N]%
+      steps               2 computed, 2 kept, 0 lost (at most 0 per preemption)
+      compute             $[N] = kept $[N] + lost $[N] + boot and prefetch $[N] + idle $[N]
+      delivery            $[N] ([N] h on the CPU pool: eval, merge, export; not in ETH)
+      storage             $[N] ([N] MiB up)
+      egress              $[N] ([N] MiB down)
+      total               $[N]
+      ETH                 $[N] per effective training hour
+      = (price x wall + storage + egress) / (effective hours x utilization)
+      machine local-[PID]-1 (local worker 1, $[N]/h): from [CLOCK], [N] h, $[N]; stopped billing at [CLOCK] (its worker gone)
+      machine local-[PID]-2 (local worker 2, $[N]/h): from [CLOCK], [N] h, $[N]; stopped billing at [CLOCK] (its worker gone)
+    eval of run support-[HASH] step 2 on 2 held-out samples:
+    metric               base      tuned
+    loss               [N]     [N]
+    perplexity         [N]     [N]
+    exact match %         [N]        [N]
+    ROUGE-L F1            [N]        [N]
+    BLEU                  [N]        [N]
+    spot-check sheet: .tuneline/cache/runs/support-[HASH]/eval/2/spot_check.html
+    exported the merged model as q8_0 -> out/support-[HASH]/support.q8_0.gguf ([N] MB, 272 tensors, 62 copied from the base)
+    smoke test passed: 2 eval prompts answered; eval loss [N] against the merge's [N] ([N]%, tolerance [N]%)
+    Modelfile: out/support-[HASH]/Modelfile (ollama create support -f out/support-[HASH]/Modelfile)
+    delivered support version [HASH] (2 files and README.md) -> file://./.tuneline/store/models/support/[HASH]/
+
+    ----- stderr -----
+    add models/SmolLM2-135M-Instruct.Q4_1.gguf: upload ([N] MiB)
+    prepare support: read, clean and tokenize ([N] KiB)
+    prepare support: pack and write (2)
+    commit datasets/support/[HASH]: upload ([N] KiB)
+    fetch datasets/support/[HASH]: download ([N] KiB)
+    job 1: train (2)
+    job 1: succeeded (0 of 20 attempts used)
+    job 2: deliver
+    job 2: succeeded (0 of 20 attempts used)
+    fetch runs/support-[HASH]/checkpoints/2: download ([N] MiB)
+    pull models/support/[HASH]: download ([N] MiB)
+    ");
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("on 2 held-out samples:"), "{out}");
     let loss = out.lines().find(|l| l.starts_with("loss ")).unwrap_or_else(|| panic!("{out}"));
@@ -47,8 +107,6 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
             && ctx.path(gguf).is_file(),
         "{out}"
     );
-    let figures = regex::Regex::new(r"[+-]?\d+\.\d+").unwrap();
-    snapshot(&ctx, "run", &figures.replace_all(&out, "[N]"));
 
     // Training billed on the GPU pool; delivery on a CPU worker that started after the GPU worker was gone.
     let db = Db::open(&ctx.path(".tuneline/control/state.db")).unwrap();
@@ -110,6 +168,7 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
             && again.lines().next().unwrap().contains("is up to date; nothing to do"),
         "{again}"
     );
+    let figures = regex::Regex::new(r"[+-]?\d+\.\d+").unwrap();
     let report = |text: &str| {
         figures.replace_all(text, "[N]").lines().skip(1).collect::<Vec<_>>().join("\n")
     };

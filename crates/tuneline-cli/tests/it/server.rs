@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{output, server, server_with, snapshot, TestContext};
+use crate::common::{cli_snapshot, output, server, server_with, TestContext};
 use crate::jobs::jobs;
 
 #[test]
@@ -50,10 +50,15 @@ fn a_second_server_on_the_same_state_is_refused_with_the_first_ones_pid() {
     let ctx = TestContext::new();
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, _) = server(&ctx);
-    let (code, _, err) = ctx.run(&["server", "--listen", "127.0.0.1:0"]);
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&["server", "--listen", "127.0.0.1:0"]), @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    error: another tuneline server (pid [PID]) is using the state database .tuneline/control/state.db; stop it first, or give this one its own state directory
+    ");
     assert_eq!(code, 1);
-    let pid = regex::Regex::new(r"pid \d+").unwrap();
-    snapshot(&ctx, "server_second", &pid.replace(&err, "pid [PID]"));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `tuneline store` on the embedded default (a local directory store).
 
-use crate::common::{files_under, snapshot, TestContext};
+use crate::common::{cli_snapshot, files_under, TestContext};
 
 fn project() -> TestContext {
     let ctx = TestContext::new();
@@ -21,8 +21,15 @@ fn push_ls_pull_verify_round_trip() {
         "the default store is ./.tuneline/store"
     );
 
-    let (_, out, _) = ctx.run(&["store", "ls"]);
-    snapshot(&ctx, "store_ls", &out);
+    let (_, _, _) = cli_snapshot!(ctx, ctx.run(&["store", "ls"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    PREFIX                   FILES        SIZE  COMMITTED
+    runs/r1/checkpoints/10       2  292.99 KiB  [TIME]
+
+    ----- stderr -----
+    ");
     let (_, json, _) = ctx.run(&["--json", "store", "ls", "runs"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["prefix"], "runs/r1/checkpoints/10");
@@ -42,9 +49,16 @@ fn push_ls_pull_verify_round_trip() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["report"]["bytes_transferred"], 0, "a second pull transfers nothing: {v}");
 
-    let (code, out, _) = ctx.run(&["store", "verify"]);
+    let (code, _, _) = cli_snapshot!(ctx, ctx.run(&["store", "verify"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    ok       runs/r1/checkpoints/10 (2 files)
+
+    ----- stderr -----
+    verify : verify runs/r1/checkpoints/10 (292.99 KiB)
+    ");
     assert_eq!(code, 0);
-    snapshot(&ctx, "store_verify", &out);
 }
 
 #[test]

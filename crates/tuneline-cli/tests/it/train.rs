@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use crate::common::{snapshot, TestContext};
+use crate::common::{cli_snapshot, TestContext};
 
 fn project(max_steps: u32, save_steps: u32) -> TestContext {
     project_with(max_steps, save_steps, "gradient_accumulation_steps = 1\n")
@@ -99,9 +99,16 @@ fn a_dataset_tokenized_for_another_model_is_refused() {
         .unwrap();
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", format!("[model]\npath = \"other-model\"\n{config}"));
-    let (code, _, err) = ctx.run(&["train"]);
+    let (code, _, err) = cli_snapshot!(ctx, ctx.run(&["train"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    fetch datasets/support/[HASH]: download (7.92 KiB)
+    error: datasets/support/[HASH] was tokenized with the tokenizer of `models/SmolLM2-135M-Instruct.Q4_1.gguf` (fingerprint [HASH]), not with that of [model] path `other-model` ([HASH]); run `tuneline data prepare` with this model
+    ");
     assert_eq!(code, 2, "{err}");
-    snapshot(&ctx, "train_other_tokenizer", &err);
 }
 
 #[test]
