@@ -90,24 +90,37 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Failure> {
         // serde would take an array as a struct's fields in order.
         return Err(Failure::bad("body", "body: expected a JSON object"));
     }
-    integers(&mut value, &mut String::new())?;
-    serde_path_to_error::deserialize(value).map_err(|e| field_error(e, "body"))
+    let mut oversized = Vec::new();
+    integers(&mut value, &mut String::new(), &mut oversized);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        match oversized.iter().find(|(at, _)| *at == path) {
+            Some((field, n)) => Failure::bad(
+                field.clone(),
+                format!("{field}: {n} is past the largest integer the API takes (2^63 - 1)"),
+            ),
+            None => field_error(e, "body"),
+        }
+    })
 }
 
 /// 2^63: the first float past `int64`.
 const INT64_END: f64 = 9_223_372_036_854_775_808.0;
 
-/// Rewrites integral floats in `value` as integers, and refuses integers past
-/// `int64`, naming the field at `path`.
-fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Failure> {
+/// Rewrites integral floats in `value` as integers, and integers past `int64`
+/// as floats, which no integer field takes; those are listed in `oversized`
+/// with their path, so that the field that refuses one can say why. A free-form
+/// field (a metric's extra keys) takes them as it takes any number.
+fn integers(
+    value: &mut serde_json::Value,
+    path: &mut String,
+    oversized: &mut Vec<(String, String)>,
+) {
     use serde_json::Value;
     match value {
         Value::Number(n) if n.as_u64().is_some_and(|u| u > i64::MAX as u64) => {
-            let field = if path.is_empty() { "body".to_string() } else { path.clone() };
-            Err(Failure::bad(
-                field.clone(),
-                format!("{field}: {n} is past the largest integer the API takes (2^63 - 1)"),
-            ))
+            oversized.push((path.clone(), n.to_string()));
+            *value = n.as_f64().map(Value::from).unwrap_or(Value::Null);
         }
         Value::Number(n) => {
             // Every float from 2^53 up is integral, and exact: those below 2^63 fit int64 as they are.
@@ -116,16 +129,14 @@ fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Fail
             {
                 *value = Value::from(f as i64);
             }
-            Ok(())
         }
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                integers(item, path)?;
+                integers(item, path, oversized);
                 path.truncate(len);
             }
-            Ok(())
         }
         Value::Object(fields) => {
             for (key, item) in fields.iter_mut() {
@@ -134,12 +145,11 @@ fn integers(value: &mut serde_json::Value, path: &mut String) -> Result<(), Fail
                     path.push('.');
                 }
                 path.push_str(key);
-                integers(item, path)?;
+                integers(item, path, oversized);
                 path.truncate(len);
             }
-            Ok(())
         }
-        _ => Ok(()),
+        _ => {}
     }
 }
 
@@ -199,5 +209,27 @@ mod tests {
         assert_eq!((c.a, c.b), (1 << 53, -100_000_000_000_000_000));
         assert!(decode::<Counts>(br#"{"a": 1.5, "b": 0}"#).is_err());
         assert!(decode::<Counts>(br#"{"a": 1e19, "b": 0}"#).is_err());
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Metric {
+        step: u64,
+    }
+
+    #[test]
+    fn an_integer_past_int64_is_refused_by_the_field_that_counts_but_not_by_a_free_form_one() {
+        #[derive(serde::Deserialize)]
+        struct Beat {
+            metrics: Vec<Metric>,
+        }
+        let e = decode::<Beat>(br#"{"metrics": [{"step": 10015313342956576768}]}"#).err().unwrap();
+        assert_eq!(e.body.field.as_deref(), Some("metrics[0].step"));
+        assert!(
+            e.body.error.contains("10015313342956576768 is past the largest integer"),
+            "{}",
+            e.body.error
+        );
+        let ok = decode::<Beat>(br#"{"metrics": [{"step": 3, "x": [10015313342956576768]}]}"#);
+        assert_eq!(ok.ok().unwrap().metrics[0].step, 3);
     }
 }
