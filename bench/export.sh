@@ -4,12 +4,15 @@
 # and q4_k_m GGUFs (one `tuneline export --quant f16,q8_0,q4_k_m --no-smoke`).
 # llama.cpp converts the same merged directory with convert_hf_to_gguf.py
 # (f16) and quantizes that with llama-quantize (q8_0, q4_k_m). Wall time and
-# peak RSS of each side.
+# peak RSS of each side. Then the same for a ~0.6B model in Qwen3-0.6B's shape
+# (random bf16 weights, bench/family_shaped.py), exported as it is
+# (`tuneline export --model`) against convert_hf_to_gguf.py on the same directory.
 # Needs: scripts/setup-test-deps.sh (llama.cpp 0.3.36, built); the
 # converter's Python (torch 2.15.0, transformers 5.24.0, ...) is installed
 # by bench/common.sh's torch_python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench="$PWD/bench"
 source bench/common.sh
 python=$(torch_python)
 llama="$cache/llama.cpp/bin"
@@ -31,12 +34,28 @@ timed() {
 }
 timed tuneline "$tuneline" -q export bench --quant f16,q8_0,q4_k_m --no-smoke --out tl
 timed llama "$python" "$convert" merged --outtype f16 --outfile ref.f16.gguf
-timed llama "$llama/llama-quantize" ref.f16.gguf ref.q8_0.gguf Q8_0
-timed llama "$llama/llama-quantize" ref.f16.gguf ref.q4_k_m.gguf Q4_K_M
+quantize() {
+  timed "$1" "$llama/llama-quantize" "$2" "${2%.f16.gguf}.q8_0.gguf" Q8_0
+  timed "$1" "$llama/llama-quantize" "$2" "${2%.f16.gguf}.q4_k_m.gguf" Q4_K_M
+}
+quantize llama ref.f16.gguf
+"$python" "$bench/family_shaped.py" qwen3-0.6b qwen3-shaped merged > /dev/null
+timed tuneline-qwen3 "$tuneline" -q export --model qwen3-shaped --quant f16,q8_0,q4_k_m --no-smoke --out tl3
+timed llama-qwen3 "$python" "$convert" qwen3-shaped --outtype f16 --outfile ref3.f16.gguf
+quantize llama-qwen3 ref3.f16.gguf
 torch=$("$python" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")')
-echo "SmolLM2-135M, a LoRA on 7 projections merged, then f16 + q8_0 + q4_k_m GGUFs, $(nproc) cores"
+row() { printf '%-62s %8.2f %9d\n' "$1" "${wall[$2]}" "${peak[$2]}"; }
+ratio() {
+  python3 -c "print(f'$1: tuneline is {${wall[$3]} / ${wall[$2]}:.2f}x faster at {${peak[$2]} / ${peak[$3]}:.2f}x the peak memory')"
+}
+echo "f16 + q8_0 + q4_k_m GGUFs, $(nproc) cores"
 printf '%-62s %8s %9s\n' tool "wall s" "peak MiB"
-printf '%-62s %8.2f %9d\n' "tuneline export (one merge; f16, q8_0, q4_k_m)" "${wall[tuneline]}" "${peak[tuneline]}"
-printf '%-62s %8.2f %9d\n' "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" "${wall[llama]}" "${peak[llama]}"
-echo "($torch; sizes: tuneline $(du -m tl/*.gguf | awk '{s+=$1} END {print s}') MB, llama.cpp $(du -m ref.*.gguf | awk '{s+=$1} END {print s}') MB)"
-python3 -c "print(f'tuneline is {${wall[llama]} / ${wall[tuneline]}:.2f}x faster at {${peak[tuneline]} / ${peak[llama]}:.2f}x the peak memory')"
+echo "SmolLM2-135M, a LoRA on 7 projections merged:"
+row "tuneline export (one merge; f16, q8_0, q4_k_m)" tuneline
+row "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" llama
+echo "Qwen3-0.6B's shape (596M parameters, random bf16), as it is:"
+row "tuneline export --model (f16, q8_0, q4_k_m)" tuneline-qwen3
+row "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" llama-qwen3
+echo "($torch; sizes: tuneline $(du -mc tl/*.gguf tl3/*.gguf | tail -1 | cut -f1) MB, llama.cpp $(du -mc ref*.gguf | tail -1 | cut -f1) MB)"
+ratio SmolLM2 tuneline llama
+ratio Qwen3-shaped tuneline-qwen3 llama-qwen3

@@ -2,7 +2,7 @@
 # The planner's memory estimate against the peak RSS of `tuneline train`
 # itself, on the CPU, for the native engine and the torch engine:
 # SmolLM2-135M (quantized GGUF Q4_1 and dense bases for the native engine)
-# and a ~0.5B model (Qwen2.5-0.5B's shape, random weights, bench/qwen_shaped.py),
+# and a ~0.5B model (Qwen2.5-0.5B's shape, random weights, bench/family_shaped.py),
 # one sequence per step of 163 (the init example), 256 and 512 tokens, LoRA
 # r=8 on every projection. Needs: scripts/setup-test-deps.sh (which makes
 # the torch engine's environment).
@@ -51,7 +51,7 @@ py=$("$tuneline" -q engines setup --engine torch)
 echo "torch engine's Python with torch, transformers, peft and bitsandbytes imported: $(( $(cat time) / 1024 )) MiB"
 # A ~0.5B model, SmolLM2's tokenizer (from a merge, which writes it) in Qwen2.5-0.5B's shape.
 "$tuneline" -q merge native-smollm2-135m-dense-512 --out smol-hf >/dev/null
-"$py" "$repo/bench/qwen_shaped.py" qwen-shaped smol-hf >/dev/null
+"$py" "$repo/bench/family_shaped.py" qwen2.5-0.5b qwen-shaped smol-hf >/dev/null
 set_keys path='"qwen-shaped"'
 for tokens in 256 512; do
   set_keys max_seq_length="$tokens"

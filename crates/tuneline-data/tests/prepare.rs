@@ -179,6 +179,25 @@ print(json.dumps({k: d[k].to_dict() for k in d}))
 }
 
 #[test]
+fn a_base_of_a_family_tuneline_does_not_know_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write_inputs(dir.path());
+    let model = dir.path().join("pythia");
+    ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap().save_hf(&model).unwrap();
+    std::fs::write(model.join("config.json"), r#"{"model_type": "gpt_neox", "vocab_size": 49152}"#)
+        .unwrap();
+    let mut config = config(dir.path());
+    config.model.path = model.display().to_string();
+    let Err(err) = plan(&config, Path::new("."), &[]) else { panic!("gpt_neox was planned") };
+    let err = err.to_string();
+    assert!(
+        err.contains("model_type `gpt_neox` is not supported")
+            && err.contains(r#"["llama", "mistral", "qwen2", "qwen3"]"#),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_input_emptied_by_cleaning_names_the_stage() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -93,7 +93,7 @@ pub fn write(
     for (key, id) in [("bos_token_id", "bos"), ("eos_token_id", "eos"), ("pad_token_id", "pad")] {
         config[key] = ids[id].clone();
     }
-    atomic::write(&dir.dir().join("config.json"), &json(&config))?;
+    atomic::write(&dir.dir().join(tuneline_model::hf_files::CONFIG), &json(&config))?;
     atomic::write(&dir.dir().join("generation_config.json"), &json(&generation))?;
     write_weights(merged, dtype, shard_bytes, dir.dir())?;
     tokenizer.save_hf(dir.dir())?;
@@ -115,6 +115,7 @@ fn special_ids(tokenizer: &ModelTokenizer) -> HashMap<&'static str, Value> {
 fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError> {
     let c = &model.config;
     let architecture = match c.model_type() {
+        "qwen3" => "Qwen3ForCausalLM",
         "qwen2" => "Qwen2ForCausalLM",
         "mistral" => "MistralForCausalLM",
         _ => "LlamaForCausalLM",
@@ -211,7 +212,7 @@ fn write_weights(
     if count > 1 {
         let index = json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
         atomic::write(
-            &dir.join("model.safetensors.index.json"),
+            &dir.join(tuneline_model::hf_files::INDEX),
             &serde_json::to_vec_pretty(&index).expect("serializable"),
         )?;
     }

@@ -1,7 +1,7 @@
 //! An Ollama `Modelfile` beside a GGUF: `FROM` the file, the chat template
-//! as the Go template Ollama runs (ChatML, which Qwen2 uses too, and Llama
-//! 3), a `PARAMETER stop` per end-of-turn token, and the template's default
-//! system prompt as `SYSTEM`.
+//! as the Go template Ollama runs (ChatML, which Qwen2 and Qwen3 use too,
+//! Llama 3, Gemma, Phi-3 and Phi-4), a `PARAMETER stop` per end-of-turn
+//! token, and the template's default system prompt as `SYSTEM`.
 
 use std::path::{Path, PathBuf};
 
@@ -17,22 +17,36 @@ pub enum Family {
     ChatMl,
     /// `<|start_header_id|>role<|end_header_id|> ... <|eot_id|>` (Llama 3).
     Llama3,
+    /// `<start_of_turn>user|model ... <end_of_turn>` (Gemma 2 and 3); a
+    /// system prompt is a user turn, as Ollama's Gemma templates have it.
+    Gemma,
+    /// `<|role|> ... <|end|>` (Phi-3, Phi-3.5).
+    Phi3,
+    /// `<|im_start|>role<|im_sep|> ... <|im_end|>` (Phi-4).
+    Phi4,
 }
 
 const CHATML: &str = "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
 const LLAMA3: &str = "{{- range .Messages }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n";
+const GEMMA: &str = "{{- range .Messages }}<start_of_turn>{{ if eq .Role \"assistant\" }}model{{ else }}user{{ end }}\n{{ .Content }}<end_of_turn>\n{{ end }}<start_of_turn>model\n";
+const PHI3: &str =
+    "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|end|>\n{{ end }}<|assistant|>\n";
+const PHI4: &str = "{{- range .Messages }}<|im_start|>{{ .Role }}<|im_sep|>{{ .Content }}<|im_end|>{{ end }}<|im_start|>assistant<|im_sep|>";
 
 impl Family {
     /// The family of a Jinja chat template, if it is one Ollama's Go form is written for.
     pub fn of(template: &ChatTemplate) -> Option<Self> {
         let source = template.source();
-        if source.contains("<|im_start|>") {
-            Some(Self::ChatMl)
-        } else if source.contains("<|start_header_id|>") {
-            Some(Self::Llama3)
-        } else {
-            None
-        }
+        // Phi-4's markers include ChatML's: its separator is asked first.
+        [
+            ("<|im_sep|>", Self::Phi4),
+            ("<|im_start|>", Self::ChatMl),
+            ("<|start_header_id|>", Self::Llama3),
+            ("<start_of_turn>", Self::Gemma),
+            ("<|assistant|>", Self::Phi3),
+        ]
+        .into_iter()
+        .find_map(|(marker, family)| source.contains(marker).then_some(family))
     }
 
     /// The Go template.
@@ -40,14 +54,19 @@ impl Family {
         match self {
             Self::ChatMl => CHATML,
             Self::Llama3 => LLAMA3,
+            Self::Gemma => GEMMA,
+            Self::Phi3 => PHI3,
+            Self::Phi4 => PHI4,
         }
     }
 
     /// The tokens that end a turn.
     pub fn stops(self) -> &'static [&'static str] {
         match self {
-            Self::ChatMl => &["<|im_end|>"],
+            Self::ChatMl | Self::Phi4 => &["<|im_end|>"],
             Self::Llama3 => &["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"],
+            Self::Gemma => &["<end_of_turn>"],
+            Self::Phi3 => &["<|end|>", "<|user|>", "<|assistant|>"],
         }
     }
 
@@ -57,7 +76,11 @@ impl Family {
         let text = template.render(&[Message::new("user", "\u{1}")], false).ok()?;
         let (start, end) = match self {
             Self::ChatMl => ("<|im_start|>system\n", "<|im_end|>"),
+            Self::Phi4 => ("<|im_start|>system<|im_sep|>", "<|im_end|>"),
             Self::Llama3 => ("<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>"),
+            Self::Phi3 => ("<|system|>\n", "<|end|>"),
+            // Gemma has no system turn of its own.
+            Self::Gemma => return None,
         };
         let after = &text[text.find(start)? + start.len()..];
         let system = &after[..after.find(end)?];

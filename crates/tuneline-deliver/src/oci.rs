@@ -63,6 +63,8 @@ pub struct OllamaModel {
     pub system: Option<String>,
     /// `general.file_type` as Ollama names it (`Q8_0`).
     pub file_type: String,
+    /// `general.architecture` (`llama`, `qwen3`): Ollama's `model_family`.
+    pub family: String,
 }
 
 impl OllamaModel {
@@ -81,12 +83,14 @@ impl OllamaModel {
             meta.uint("general.file_type").ok().and_then(|t| Quant::of_file_type(t as u32));
         let file_type =
             file_type.map_or_else(|| "unknown".to_string(), |q| q.name().to_ascii_uppercase());
+        let family = meta.string("general.architecture")?.to_string();
         Ok(Self {
             gguf,
             template: parsed.template,
             stops: parsed.stops,
             system: parsed.system,
             file_type,
+            family,
         })
     }
 }
@@ -180,7 +184,7 @@ pub async fn push(
         layers.push(bytes_blob("application/vnd.ollama.image.system", system.clone().into_bytes()));
     }
     let config = json!({
-        "model_format": "gguf", "model_family": "llama", "model_families": ["llama"], "file_type": model.file_type,
+        "model_format": "gguf", "model_family": model.family, "model_families": [model.family], "file_type": model.file_type,
         "architecture": "amd64", "os": "linux",
         "rootfs": { "type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>() },
     });

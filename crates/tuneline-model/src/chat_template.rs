@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::special_tokens::SpecialTokens;
 
-/// One chat turn.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One chat turn, as a conversation's JSON writes it (`{"role": ..., "content": ...}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Message {
     /// `system`, `user` or `assistant`.
     pub role: String,
@@ -41,15 +41,25 @@ impl std::fmt::Debug for ChatTemplate {
 /// The instructions one rendering may run.
 const TEMPLATE_FUEL: u64 = 50_000_000;
 
-/// A chat template that does not compile, or fails on the messages given.
+/// A chat template that does not compile, or fails on the messages given;
+/// each names the template's line and what Jinja said.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    /// Jinja refused the source; it says where.
-    #[error("invalid chat template: {0}")]
+    /// Jinja refused the source.
+    #[error("invalid chat template, {}", at(.0))]
     Invalid(#[source] Error),
     /// Rendering failed (a `raise_exception`, a missing field, out of fuel).
-    #[error("chat template failed: {0}")]
+    #[error("chat template failed, {}", at(.0))]
     Failed(#[source] Error),
+}
+
+/// "line N: what went wrong", from a Jinja error.
+fn at(e: &Error) -> String {
+    let line = e.line().map_or_else(|| "at an unknown line".to_string(), |l| format!("line {l}"));
+    match e.detail() {
+        Some(detail) => format!("{line}: {}: {detail}", e.kind()),
+        None => format!("{line}: {}", e.kind()),
+    }
 }
 
 impl ChatTemplate {

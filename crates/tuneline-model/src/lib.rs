@@ -6,6 +6,7 @@ pub mod bnb;
 mod chat_template;
 mod error;
 pub mod gguf;
+pub mod hf_files;
 pub mod llama;
 mod origin;
 mod source;

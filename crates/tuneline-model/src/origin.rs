@@ -14,9 +14,6 @@ use crate::source::ModelSource;
 /// The file a checkpoint records its origin in.
 pub const ORIGIN_FILE: &str = "origin.json";
 
-/// Files of a Hugging Face directory that decide what the model computes.
-const HF_FILES: [&str; 3] = ["config.json", "tokenizer.json", "tokenizer_config.json"];
-
 /// A base model and its content hash.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BaseModel {
@@ -38,7 +35,10 @@ impl BaseModel {
                     .map_err(|e| ModelError::new(&dir, format!("cannot list: {e}")))?;
                 let mut names: Vec<String> = listed
                     .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .filter(|n| n.ends_with(".safetensors") || HF_FILES.contains(&n.as_str()))
+                    .filter(|n| {
+                        n.ends_with(".safetensors")
+                            || crate::hf_files::DEFINING.contains(&n.as_str())
+                    })
                     .collect();
                 names.sort();
                 names.into_iter().map(|n| dir.join(n)).collect()

@@ -9,7 +9,8 @@ use crate::error::ModelError;
 pub enum ModelSource {
     /// A single `.gguf` file: weights, tokenizer and chat template in its metadata.
     Gguf(PathBuf),
-    /// A Hugging Face directory: `config.json`, safetensors, `tokenizer.json`, `tokenizer_config.json`.
+    /// A Hugging Face directory: `config.json`, safetensors, `tokenizer.json`,
+    /// and the special tokens and chat template beside it ([`crate::hf_files`]).
     HfDir(PathBuf),
 }
 
@@ -24,7 +25,7 @@ impl ModelSource {
             )
         })?;
         if meta.is_dir() {
-            if !path.join("tokenizer.json").is_file() {
+            if !path.join(crate::hf_files::TOKENIZER).is_file() {
                 return Err(ModelError::new(path, "is a directory without tokenizer.json; expected a Hugging Face model directory"));
             }
             crate::verify::hf_dir(path)?;

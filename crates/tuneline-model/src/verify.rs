@@ -109,13 +109,10 @@ pub(crate) fn safetensors(path: &Path) -> Result<(), ModelError> {
     Ok(())
 }
 
-/// The index of a sharded Hugging Face model.
-const INDEX: &str = "model.safetensors.index.json";
-
 /// The safetensors files of the Hugging Face directory `dir`: the shards its
 /// index names (each a plain name inside `dir`, and present), or `model.safetensors`.
 pub(crate) fn shards(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
-    let index_path = dir.join(INDEX);
+    let index_path = dir.join(crate::hf_files::INDEX);
     if !index_path.exists() {
         return Ok(vec![dir.join("model.safetensors")]);
     }

@@ -181,6 +181,7 @@ fn model(w: &[Tensor], embed: &Tensor, norm: &Tensor, qkv_bias: Option<[Tensor; 
         up_proj: w[5].clone().into(),
         down_proj: w[6].clone().into(),
         qkv_bias,
+        qk_norm: None,
     };
     Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap()
 }
@@ -231,5 +232,5 @@ fn an_unsupported_architecture_is_refused_with_the_supported_list() {
     .unwrap();
     let e = Llama::load(&path).err().unwrap().to_string();
     assert!(e.contains("phi3.gguf") && e.contains("architecture `phi3` is not supported"), "{e}");
-    assert!(e.contains("llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)"), "{e}");
+    assert!(e.contains("llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5) and qwen3"), "{e}");
 }

@@ -35,12 +35,7 @@ fn gguf_chat_template_renders_byte_for_byte() {
     let cases = reference()["chat_template_cases"].as_array().unwrap().clone();
     assert_eq!(cases.len(), 6);
     for case in cases {
-        let messages: Vec<Message> = case["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
+        let messages: Vec<Message> = serde_json::from_value(case["messages"].clone()).unwrap();
         let add = case["add_generation_prompt"].as_bool().unwrap();
         let rendered = template.render(&messages, add).unwrap();
         assert_eq!(

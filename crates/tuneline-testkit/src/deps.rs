@@ -52,6 +52,19 @@ pub fn llama_cpp_vocab(name: &str) -> PathBuf {
     gguf
 }
 
+/// A file of the llama.cpp source vendored in the llama-cpp-python source
+/// package (`convert_hf_to_gguf.py`). Panics, saying how to get it, when absent.
+pub fn llama_cpp_source(rel: &str) -> PathBuf {
+    package_file(&format!("llama_cpp/{rel}"), "llama.cpp source")
+}
+
+/// A family's real chat template as llama.cpp keeps it
+/// (`Qwen-Qwen3-0.6B`, `google-gemma-2-2b-it`, ...), from the
+/// llama-cpp-python source package. Panics, saying how to get it, when absent.
+pub fn llama_cpp_template(name: &str) -> PathBuf {
+    package_file(&format!("llama_cpp_templates/{name}.jinja"), "llama.cpp chat template")
+}
+
 /// A file unpacked from a test package, or a panic that says how to get it.
 fn package_file(rel: &str, what: &str) -> PathBuf {
     let path = cache_dir().join("packages").join(rel);
@@ -69,6 +82,19 @@ pub fn test_python() -> PathBuf {
     assert!(
         path.is_file(),
         "the test Python (datasets, gguf, numpy) not found at {}: {SETUP}",
+        path.display()
+    );
+    path
+}
+
+/// The Python of the torch engine's pinned environment (transformers,
+/// PEFT, torch), the reference the model families are held to: `<cache>/reference-python`,
+/// which the setup script writes. Panics, saying how to get it, when absent.
+pub fn reference_python() -> PathBuf {
+    let path = cache_dir().join("reference-python");
+    assert!(
+        path.is_file(),
+        "the reference Python (the torch engine's transformers) not found at {}: {SETUP}",
         path.display()
     );
     path

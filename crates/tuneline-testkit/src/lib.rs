@@ -10,6 +10,7 @@ mod cloud;
 mod contract;
 mod deps;
 mod ec2_front;
+mod families;
 pub use ec2_front::Ec2Front;
 mod garage;
 mod hosts;
@@ -21,9 +22,11 @@ mod registry;
 pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
 pub use deps::{
-    cache_dir, chromium, docker_registry, fixture, garage_bin, llama_cpp_tool, llama_cpp_vocab,
-    playwright, schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python, workflow_parser,
+    cache_dir, chromium, docker_registry, fixture, garage_bin, llama_cpp_source,
+    llama_cpp_template, llama_cpp_tool, llama_cpp_vocab, playwright, reference_python,
+    schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python, workflow_parser,
 };
+pub use families::{family_model, FAMILIES};
 pub use garage::{garage, Garage};
 pub use hosts::{Fleet, Host};
 pub use mlflow::{mlflow, mlflow_get};

@@ -19,7 +19,7 @@ pub fn hf_base(path: &Path, base: &BaseModel, engines: &Path) -> Result<PathBuf,
         ModelSource::HfDir(dir) => Ok(dir),
         ModelSource::Gguf(file) => {
             let out = engines.join("bases").join(&base.sha256[..16]);
-            if out.join("config.json").exists() {
+            if out.join(tuneline_model::hf_files::CONFIG).exists() {
                 return Ok(out);
             }
             tracing::info!(

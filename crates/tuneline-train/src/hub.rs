@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use crate::setup::SetupError;
 use tuneline_core::hub::{HubRepo, NotAHubRepo};
 use tuneline_core::progress::{Progress, Unit};
+use tuneline_model::hf_files;
 
 /// Attempts per file before a dropped connection is an error.
 const ATTEMPTS: usize = 5;
@@ -163,19 +164,14 @@ fn choose(
         return Ok((vec![(*file).clone()], confined(model, dir, wanted)?));
     }
     let ggufs: Vec<&&TreeEntry> = files.iter().filter(|f| f.path.ends_with(".gguf")).collect();
-    let hf_dir = files.iter().any(|f| f.path == "config.json")
+    let hf_dir = files.iter().any(|f| f.path == hf_files::CONFIG)
         && files.iter().any(|f| f.path.ends_with(".safetensors"));
     if hf_dir {
-        const KEEP: [&str; 6] = [
-            "config.json",
-            "generation_config.json",
-            "tokenizer.json",
-            "tokenizer_config.json",
-            "special_tokens_map.json",
-            "model.safetensors.index.json",
-        ];
+        const ALSO: [&str; 3] =
+            ["generation_config.json", hf_files::SPECIAL_TOKENS_MAP, hf_files::INDEX];
         let keep = files.iter().filter(|f| {
-            KEEP.contains(&f.path.as_str())
+            hf_files::DEFINING.contains(&f.path.as_str())
+                || ALSO.contains(&f.path.as_str())
                 || (f.path.ends_with(".safetensors") && !f.path.contains('/'))
         });
         return Ok((keep.map(|f| (*f).clone()).collect(), dir.to_path_buf()));

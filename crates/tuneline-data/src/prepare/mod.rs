@@ -11,7 +11,8 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tuneline_core::config::Config;
 use tuneline_core::progress::{Progress, Unit};
-use tuneline_model::ModelTokenizer;
+use tuneline_model::llama::Llama;
+use tuneline_model::{ModelError, ModelTokenizer};
 
 use crate::dedup::{dedup, similarity, Fingerprint, BANDS, ROWS};
 use crate::ingest::{resolve_inputs, DataError, Ingested};
@@ -120,8 +121,12 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
         })
         .collect::<Result<_, DataError>>()?;
     let model_path = base.join(&config.model.path);
-    let tokenizer = ModelTokenizer::load(&model_path)
-        .map_err(|e| DataError::Input { path: config.model.path.clone(), reason: e.to_string() })?;
+    let model_input =
+        |e: ModelError| DataError::Input { path: config.model.path.clone(), reason: e.to_string() };
+    let tokenizer = ModelTokenizer::load(&model_path).map_err(model_input)?;
+    // A dataset for a base tuneline cannot train, evaluate or export would
+    // only fail later: its architecture is refused here, by name.
+    Llama::read_config(&model_path).map_err(model_input)?;
     let d = &config.data;
     let pipeline = serde_json::json!({
         "format": d.format, "fields": d.fields, "clean": d.clean, "dedup": d.dedup,

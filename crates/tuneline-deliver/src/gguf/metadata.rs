@@ -1,5 +1,6 @@
-//! The metadata llama.cpp reads from a model GGUF, as its converter writes
-//! it: `general.*`, `<arch>.*` hyperparameters and `tokenizer.ggml.*`.
+//! The metadata llama.cpp reads from a model GGUF, as its converter
+//! (`convert_hf_to_gguf.py` of llama.cpp 0.3.36's vendored tree) writes it:
+//! `general.*`, `<arch>.*` hyperparameters and `tokenizer.ggml.*`.
 
 use candle_core::quantized::gguf_file::Value;
 use tuneline_model::llama::Llama;
@@ -10,13 +11,15 @@ use super::quant::Quant;
 /// `general.quantization_version`: the k-quant block layout llama.cpp reads.
 const QUANTIZATION_VERSION: u32 = 2;
 
-/// Every key of a model GGUF for `model`, in the converter's order.
+/// Every key of a model GGUF for `model` of `params` parameters (every
+/// tensor's elements), in the converter's order.
 pub fn model_metadata(
     model: &Llama,
     vocab: &GgufVocab,
     chat_template: Option<&str>,
     name: &str,
     quant: Quant,
+    params: usize,
 ) -> Vec<(String, Value)> {
     let c = &model.config;
     let arch = c.gguf_architecture();
@@ -25,6 +28,7 @@ pub fn model_metadata(
         ("general.architecture".into(), Value::String(arch.into())),
         ("general.type".into(), Value::String("model".into())),
         ("general.name".into(), Value::String(name.into())),
+        ("general.size_label".into(), Value::String(size_label(params))),
     ];
     let mut hyper = |key: &str, v: Value| m.push((format!("{arch}.{key}"), v));
     hyper("block_count", u32v(c.num_hidden_layers));
@@ -35,16 +39,34 @@ pub fn model_metadata(
     hyper("attention.head_count_kv", u32v(c.num_key_value_heads));
     hyper("rope.freq_base", Value::F32(c.rope_theta as f32));
     hyper("attention.layer_norm_rms_epsilon", Value::F32(c.rms_norm_eps as f32));
-    if c.head_dim.is_some_and(|d| d * c.num_attention_heads != c.hidden_size) {
+    // The converter writes these when config.json states head_dim.
+    if c.head_dim.is_some() {
         hyper("attention.key_length", u32v(c.head_dim()));
         hyper("attention.value_length", u32v(c.head_dim()));
     }
-    hyper("vocab_size", u32v(vocab.tokens.len()));
-    hyper("rope.dimension_count", u32v(c.head_dim()));
+    // Its Llama class alone adds these two.
+    if arch == "llama" {
+        hyper("vocab_size", u32v(vocab.tokens.len()));
+        hyper("rope.dimension_count", u32v(c.head_dim()));
+    }
     m.push(("general.file_type".into(), Value::U32(quant.file_type())));
     m.extend(tokenizer_metadata(vocab, chat_template));
     m.push(("general.quantization_version".into(), Value::U32(QUANTIZATION_VERSION)));
     m
+}
+
+/// `general.size_label`: `params` rounded to two significant digits or more
+/// and scaled (`135M`, `7.6B`), as gguf-py's `model_weight_count_rounded_notation`.
+fn size_label(params: usize) -> String {
+    let p = params as f64;
+    let (scaled, suffix) = [(1e12, "T"), (1e9, "B"), (1e6, "M")]
+        .into_iter()
+        .find(|&(scale, _)| p > scale)
+        .map_or((p * 1e-3, "K"), |(scale, suffix)| (p / scale, suffix));
+    // Python's round() halves to even; its digits, without leading zeros.
+    let whole = scaled.round_ties_even();
+    let digits = if whole == 0.0 { 0 } else { format!("{whole}").len() };
+    format!("{scaled:.*}{suffix}", 2usize.saturating_sub(digits))
 }
 
 /// `tokenizer.ggml.*` and `tokenizer.chat_template`.
@@ -52,8 +74,9 @@ fn tokenizer_metadata(vocab: &GgufVocab, chat_template: Option<&str>) -> Vec<(St
     let strings =
         |items: &[String]| Value::Array(items.iter().map(|s| Value::String(s.clone())).collect());
     let mut m: Vec<(String, Value)> = vec![
-        ("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(vocab.add_bos)),
+        // tuneline's tokenizers never append one.
+        ("tokenizer.ggml.add_eos_token".into(), Value::Bool(false)),
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
         ("tokenizer.ggml.pre".into(), Value::String(vocab.pre.clone())),
         ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
@@ -74,4 +97,19 @@ fn tokenizer_metadata(vocab: &GgufVocab, chat_template: Option<&str>) -> Vec<(St
         m.push(("tokenizer.chat_template".into(), Value::String(template.into())));
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_label;
+
+    #[test]
+    fn size_labels_read_as_gguf_py_writes_them() {
+        assert_eq!(size_label(134_515_008), "135M");
+        assert_eq!(size_label(3_300_000), "3.3M");
+        assert_eq!(size_label(7_615_616_512), "7.6B");
+        assert_eq!(size_label(70_553_706_496), "71B");
+        assert_eq!(size_label(512), "0.5K");
+        assert_eq!(size_label(400), "0.40K");
+    }
 }

@@ -166,9 +166,10 @@ pub fn export_all(
                 .unzip()
         })
         .collect();
+    let params = planned.iter().map(|p| p.shape.iter().product::<usize>()).sum();
     let metadata: Vec<_> = targets
         .iter()
-        .map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant))
+        .map(|(quant, _)| metadata::model_metadata(model, &vocab, template, name, *quant, params))
         .collect();
     let mut files =
         targets.iter().map(|(_, out)| AtomicFile::create(out)).collect::<Result<Vec<_>, _>>()?;

@@ -47,6 +47,8 @@ pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
         "model.embed_tokens.weight" => return top("token_embd.weight", Role::TokenEmbedding),
         "model.norm.weight" => return top("output_norm.weight", Role::Vector),
         "lm_head.weight" => return top("output.weight", Role::Output),
+        // Llama 3's rotary scaling, which has no Hugging Face tensor: named as llama.cpp names it.
+        "rope_freqs.weight" => return top("rope_freqs.weight", Role::Vector),
         _ => {}
     }
     let rest = hf.strip_prefix("model.layers.")?;
@@ -60,6 +62,12 @@ pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
         }
         "post_attention_layernorm.weight" => {
             return at(format!("blk.{layer}.ffn_norm.weight"), Role::Vector, None, None)
+        }
+        "self_attn.q_norm.weight" => {
+            return at(format!("blk.{layer}.attn_q_norm.weight"), Role::Vector, None, None)
+        }
+        "self_attn.k_norm.weight" => {
+            return at(format!("blk.{layer}.attn_k_norm.weight"), Role::Vector, None, None)
         }
         _ => {}
     }
@@ -115,7 +123,12 @@ mod tests {
             gguf_name("model.layers.0.post_attention_layernorm.weight", None).unwrap().name,
             "blk.0.ffn_norm.weight"
         );
+        assert_eq!(
+            gguf_name("model.layers.2.self_attn.k_norm.weight", None).unwrap().name,
+            "blk.2.attn_k_norm.weight"
+        );
         assert_eq!(gguf_name("lm_head.weight", None).unwrap().name, "output.weight");
+        assert_eq!(gguf_name("rope_freqs.weight", None).unwrap().name, "rope_freqs.weight");
         assert_eq!(gguf_name("model.rotary.inv_freq", None), None);
     }
 }

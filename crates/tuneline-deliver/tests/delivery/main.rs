@@ -2,6 +2,7 @@
 //! and exported by tuneline, read back by gguf-py and run by the real
 //! llama.cpp (built by `scripts/setup-test-deps.sh`).
 
+mod families;
 mod fixture;
 mod gguf_py;
 mod hub;

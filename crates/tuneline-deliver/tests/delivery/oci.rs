@@ -114,8 +114,12 @@ fn an_ollama_model_round_trips_through_a_real_registry() {
         .await
         .unwrap();
         assert_eq!(
-            (config["model_format"].as_str(), config["file_type"].as_str()),
-            (Some("gguf"), Some("Q8_0"))
+            (
+                config["model_format"].as_str(),
+                config["file_type"].as_str(),
+                config["model_family"].as_str()
+            ),
+            (Some("gguf"), Some("Q8_0"), Some("llama"))
         );
 
         let second = push(&model, &reference, true, Some(&credentials())).await.unwrap();

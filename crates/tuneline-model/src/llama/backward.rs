@@ -52,6 +52,12 @@ impl Llama {
         )?;
         let dq = self.rope.backward(b, &dq, pass.positions)?;
         let dk = self.rope.backward(b, &dk, pass.positions)?;
+        let (dq, dk) = match (&w.qk_norm, &saved.unnormed) {
+            (Some([qn, kn]), Some([q, k])) => {
+                (self.head_norm_backward(q, qn, &dq)?, self.head_norm_backward(k, kn, &dk)?)
+            }
+            _ => (dq, dk),
+        };
         let dv = self.merge(pass, &dv)?;
         let h = b.rms_norm(&saved.x, &w.input_layernorm, eps)?;
         let parts = [

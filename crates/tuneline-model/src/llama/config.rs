@@ -77,6 +77,9 @@ pub struct LlamaConfig {
     pub head_dim: Option<usize>,
     /// Whether the query, key and value projections have biases (Qwen2).
     pub attention_bias: bool,
+    /// Whether each query and key head is RMS-normed before the rotary
+    /// embedding, with a weight of `head_dim` shared by the heads (Qwen3).
+    pub qk_norm: bool,
     /// Long-context rescaling of the rotary frequencies.
     pub rope_scaling: Option<RopeScaling>,
     /// Mistral's sliding window: a token attends to at most this many
@@ -90,26 +93,27 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
-    /// The Hugging Face `model_type`: `qwen2` (biases on q, k and v),
-    /// `mistral` (a sliding window) or `llama`.
+    /// The Hugging Face `model_type`: `qwen3` (norms on the query and key
+    /// heads), `qwen2` (biases on q, k and v), `mistral` (a sliding window)
+    /// or `llama`.
     pub fn model_type(&self) -> &'static str {
-        match (self.attention_bias, self.sliding_window) {
-            (true, _) => "qwen2",
-            (false, Some(_)) => "mistral",
-            (false, None) => "llama",
+        match (self.qk_norm, self.attention_bias, self.sliding_window) {
+            (true, _, _) => "qwen3",
+            (false, true, _) => "qwen2",
+            (false, false, Some(_)) => "mistral",
+            (false, false, None) => "llama",
         }
     }
 
     /// llama.cpp's `general.architecture`: Mistral is `llama` there.
     pub fn gguf_architecture(&self) -> &'static str {
-        if self.attention_bias {
-            "qwen2"
-        } else {
-            "llama"
+        match self.model_type() {
+            "mistral" => "llama",
+            family => family,
         }
     }
 
-    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama` or `qwen2`).
+    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama`, `qwen2` or `qwen3`).
     pub fn from_gguf(
         meta: &GgufMetadata,
         vocab_size: usize,
@@ -130,6 +134,7 @@ impl LlamaConfig {
             tie_word_embeddings: tied,
             head_dim: int("attention.key_length").ok(),
             attention_bias: arch == "qwen2",
+            qk_norm: arch == "qwen3",
             rope_scaling: None,
             sliding_window: int("attention.sliding_window").ok().filter(|&w| w > 0),
         })
@@ -137,12 +142,12 @@ impl LlamaConfig {
 }
 
 /// A GGUF file's `general.architecture`, when tuneline reads that architecture:
-/// `llama` (Llama, SmolLM, Mistral) or `qwen2` (Qwen2 and 2.5).
+/// `llama` (Llama, SmolLM, Mistral), `qwen2` (Qwen2 and 2.5) or `qwen3` (dense Qwen3).
 pub fn gguf_architecture(meta: &GgufMetadata) -> Result<&str, ModelError> {
     match meta.string("general.architecture")? {
-        arch @ ("llama" | "qwen2") => Ok(arch),
+        arch @ ("llama" | "qwen2" | "qwen3") => Ok(arch),
         arch => {
-            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral) and qwen2 (Qwen2, Qwen2.5)")))
+            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5) and qwen3 (Qwen3, dense)")))
         }
     }
 }

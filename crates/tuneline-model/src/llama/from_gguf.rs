@@ -46,6 +46,12 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             ]),
             false => None,
         };
+        let qk_norm = match config.qk_norm {
+            true => {
+                Some([reader.dense(&name("attn_q_norm"))?, reader.dense(&name("attn_k_norm"))?])
+            }
+            false => None,
+        };
         let mut weight =
             |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
         layers.push(Layer {
@@ -59,6 +65,7 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             input_layernorm: reader.dense(&name("attn_norm"))?,
             post_attention_layernorm: reader.dense(&name("ffn_norm"))?,
             qkv_bias,
+            qk_norm,
         });
     }
     let norm = reader.dense("output_norm.weight")?;

@@ -1,7 +1,7 @@
 //! Loading a Llama-family model from a Hugging Face directory: `config.json`
 //! and `model.safetensors`, or shards listed in `model.safetensors.index.json`;
-//! weights in f32, f16 or bf16, converted to f32. Llama, Mistral, SmolLM and
-//! Qwen2 (biases on q, k and v) are read.
+//! weights in f32, f16 or bf16, converted to f32. Llama, Mistral, SmolLM,
+//! Qwen2 (biases on q, k and v) and Qwen3 (norms on the q and k heads) are read.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use super::{Layer, Llama, LlamaConfig, RopeScaling};
 use crate::error::ModelError;
 
 /// Architectures this loader reads, by `model_type`.
-const MODEL_TYPES: [&str; 3] = ["llama", "mistral", "qwen2"];
+const MODEL_TYPES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
 
 /// The configuration in `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
@@ -22,7 +22,7 @@ pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
 
 /// `config.json`, parsed and as JSON.
 fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
-    let config_path = dir.join("config.json");
+    let config_path = dir.join(crate::hf_files::CONFIG);
     let text = std::fs::read_to_string(&config_path)
         .map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
     let json: Value = serde_json::from_str(&text)
@@ -34,6 +34,12 @@ fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
 pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let (config, json) = config_json(dir)?;
     let mut weights = Weights::open(dir, device)?;
+    let embed_tokens = weights.take(EMBED)?;
+    if config.num_hidden_layers > 0 {
+        let q_proj = weights.take(FIRST_Q)?;
+        contradiction(&config, embed_tokens.dims(), q_proj.dims())
+            .map_or(Ok(()), |e| Err(ModelError::new(dir.join(crate::hf_files::CONFIG), e)))?;
+    }
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
     for i in 0..config.num_hidden_layers {
         let mut get = |name: &str| weights.take(&format!("model.layers.{i}.{name}"));
@@ -46,6 +52,10 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
         } else {
             None
         };
+        let qk_norm = match config.qk_norm {
+            true => Some([get("self_attn.q_norm.weight")?, get("self_attn.k_norm.weight")?]),
+            false => None,
+        };
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
             q_proj: get("self_attn.q_proj.weight")?.into(),
@@ -57,9 +67,9 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
             up_proj: get("mlp.up_proj.weight")?.into(),
             down_proj: get("mlp.down_proj.weight")?.into(),
             qkv_bias,
+            qk_norm,
         });
     }
-    let embed_tokens = weights.take("model.embed_tokens.weight")?;
     let norm = weights.take("model.norm.weight")?;
     let lm_head = if config.tie_word_embeddings {
         embed_tokens.clone()
@@ -69,6 +79,45 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let max_positions = json["max_position_embeddings"].as_u64().unwrap_or(4096) as usize;
     Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions)
         .map_err(|e| ModelError::new(dir, e.to_string()))
+}
+
+/// The token embedding, which is vocabulary x hidden size.
+const EMBED: &str = "model.embed_tokens.weight";
+/// The first query projection, which is heads x head_dim rows.
+const FIRST_Q: &str = "model.layers.0.self_attn.q_proj.weight";
+
+/// What in `config` the weights contradict (the embedding's `embed` and the
+/// first query projection's `q_proj` dimensions): the field, both values
+/// and what to set, or `None` when they agree.
+fn contradiction(config: &LlamaConfig, embed: &[usize], q_proj: &[usize]) -> Option<String> {
+    let c = config;
+    let (rows, width) = (embed[0], embed.get(1).copied().unwrap_or(0));
+    if rows != c.vocab_size {
+        return Some(format!("`vocab_size` is {} but `{EMBED}` has {rows} rows (one per token); set vocab_size to {rows}", c.vocab_size));
+    }
+    if width != c.hidden_size {
+        return Some(format!(
+            "`hidden_size` is {} but `{EMBED}` is {width} wide; set hidden_size to {width}",
+            c.hidden_size
+        ));
+    }
+    let wide = c.num_attention_heads * c.head_dim();
+    if q_proj[0] == wide {
+        return None;
+    }
+    let stated = match c.head_dim {
+        Some(d) => format!("`head_dim` is {d}"),
+        None => format!(
+            "`head_dim` is not set, so it is hidden_size / num_attention_heads = {}",
+            c.head_dim()
+        ),
+    };
+    Some(format!(
+        "{stated}, which makes {} heads {wide} rows, but `{FIRST_Q}` has {}; set head_dim to {} (or num_attention_heads to match)",
+        c.num_attention_heads,
+        q_proj[0],
+        q_proj[0] / c.num_attention_heads.max(1)
+    ))
 }
 
 /// The decoder's shape from `config.json`.
@@ -86,18 +135,25 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
             .ok_or_else(|| format!("`{key}` is missing or not a number"))
     };
     let heads = int("num_attention_heads")?;
-    let rope_scaling = match &json["rope_scaling"] {
-        Value::Null => None,
-        v if v["rope_type"] == "llama3" || v["type"] == "llama3" => {
-            let mut v = v.clone();
-            v["rope_type"] = "llama3".into();
-            Some(
-                serde_json::from_value::<RopeScaling>(v)
-                    .map_err(|e| format!("rope_scaling: {e}"))?,
-            )
-        }
-        v => return Err(format!("rope_scaling {v} is not supported (only llama3)")),
+    // transformers 5 writes `rope_parameters` (the base and the scaling in
+    // one table); 4.x wrote `rope_theta` and `rope_scaling`.
+    let rope = match &json["rope_parameters"] {
+        Value::Null => &json["rope_scaling"],
+        v => v,
     };
+    let rope_type = rope["rope_type"].as_str().or(rope["type"].as_str());
+    let rope_scaling = match rope_type {
+        None | Some("default") => None,
+        Some("llama3") => {
+            let mut v = rope.clone();
+            v["rope_type"] = "llama3".into();
+            Some(serde_json::from_value::<RopeScaling>(v).map_err(|e| format!("rope: {e}"))?)
+        }
+        Some(other) => {
+            return Err(format!("rope type `{other}` is not supported (only default and llama3)"))
+        }
+    };
+    let rope_theta = rope["rope_theta"].as_f64().or(json["rope_theta"].as_f64());
     Ok(LlamaConfig {
         vocab_size: int("vocab_size")?,
         hidden_size: int("hidden_size")?,
@@ -106,10 +162,11 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
         num_attention_heads: heads,
         num_key_value_heads: int("num_key_value_heads").unwrap_or(heads),
         rms_norm_eps: json["rms_norm_eps"].as_f64().unwrap_or(1e-6),
-        rope_theta: json["rope_theta"].as_f64().unwrap_or(10_000.0),
+        rope_theta: rope_theta.unwrap_or(10_000.0),
         tie_word_embeddings: json["tie_word_embeddings"].as_bool().unwrap_or(false),
         head_dim: json["head_dim"].as_u64().map(|v| v as usize),
         attention_bias: model_type == "qwen2" || json["attention_bias"].as_bool().unwrap_or(false),
+        qk_norm: model_type == "qwen3",
         rope_scaling,
         sliding_window: sliding_window(json)?,
     })
@@ -123,7 +180,7 @@ fn sliding_window(json: &Value) -> Result<Option<usize>, String> {
     if json["use_sliding_window"].as_bool() == Some(true) {
         return Err("use_sliding_window = true (sliding attention in some layers) is not supported; set it to false to attend to the whole context".into());
     }
-    if json["model_type"] == "qwen2" {
+    if json["model_type"] == "qwen2" || json["model_type"] == "qwen3" {
         return Ok(None);
     }
     match &json["sliding_window"] {
@@ -203,11 +260,57 @@ mod tests {
     }
 
     #[test]
+    fn a_config_its_weights_contradict_names_the_field_and_both_values() {
+        let c = config(&json("llama", serde_json::json!({}))).unwrap();
+        assert_eq!(contradiction(&c, &[32, 8], &[8, 8]), None);
+        let err = contradiction(&c, &[40, 8], &[8, 8]).unwrap();
+        assert!(
+            err.starts_with("`vocab_size` is 32 but `model.embed_tokens.weight` has 40 rows"),
+            "{err}"
+        );
+        let err = contradiction(&c, &[32, 8], &[16, 8]).unwrap();
+        assert!(
+            err.starts_with("`head_dim` is not set, so it is hidden_size / num_attention_heads = 4, which makes 2 heads 8 rows, but `model.layers.0.self_attn.q_proj.weight` has 16")
+                && err.contains("set head_dim to 8"),
+            "{err}"
+        );
+        let wide = config(&json("llama", serde_json::json!({"head_dim": 8}))).unwrap();
+        assert_eq!(contradiction(&wide, &[32, 8], &[16, 8]), None, "heads wider than hidden");
+        let err = contradiction(&wide, &[32, 8], &[8, 8]).unwrap();
+        assert!(err.starts_with("`head_dim` is 8, which makes 2 heads 16 rows"), "{err}");
+    }
+
+    #[test]
+    fn the_rotary_base_and_scaling_are_read_as_transformers_4_and_5_write_them() {
+        let llama3 = serde_json::json!({"factor": 32.0, "high_freq_factor": 4.0,
+            "low_freq_factor": 1.0, "original_max_position_embeddings": 8192});
+        let mut v5 = llama3.clone();
+        v5["rope_theta"] = 500000.0.into();
+        v5["rope_type"] = "llama3".into();
+        let mut v4 = llama3;
+        v4["type"] = "llama3".into();
+        let five = config(&json("llama", serde_json::json!({"rope_parameters": v5}))).unwrap();
+        let four =
+            config(&json("llama", serde_json::json!({"rope_theta": 500000.0, "rope_scaling": v4})))
+                .unwrap();
+        assert_eq!(five.rope_theta, 500000.0);
+        assert!(matches!(five.rope_scaling, Some(RopeScaling::Llama3 { factor: 32.0, .. })));
+        assert_eq!(five, four);
+        let plain =
+            serde_json::json!({"rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}});
+        let plain = config(&json("qwen3", plain)).unwrap();
+        assert_eq!((plain.rope_theta, plain.rope_scaling), (1e6, None));
+        let yarn = serde_json::json!({"rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn"}});
+        let err = config(&json("qwen3", yarn)).unwrap_err();
+        assert!(err.contains("rope type `yarn` is not supported"), "{err}");
+    }
+
+    #[test]
     fn an_unsupported_model_type_is_refused_with_the_supported_list() {
         let err = config(&json("gpt2", serde_json::json!({}))).unwrap_err();
         assert!(
             err.contains("model_type `gpt2` is not supported")
-                && err.contains(r#"["llama", "mistral", "qwen2"]"#),
+                && err.contains(r#"["llama", "mistral", "qwen2", "qwen3"]"#),
             "{err}"
         );
     }

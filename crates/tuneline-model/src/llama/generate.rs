@@ -7,7 +7,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 use super::kernels::attention::Attention;
-use super::{Llama, LoraPass, Pass};
+use super::{Llama, LoraPass, Pass, QueryKeyValue};
 
 /// Each layer's keys and values so far, `(1, kv_heads, positions, head_dim)`.
 struct KvCache {
@@ -61,20 +61,7 @@ impl Llama {
         for (i, w) in self.layers.iter().enumerate() {
             let proj = |module, weight| Self::projection(&pass, i, module, weight);
             let h = b.rms_norm(&x, &w.input_layernorm, c.rms_norm_eps)?;
-            let q = self.rope.apply(
-                b,
-                &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?,
-                &positions,
-                c.num_attention_heads,
-            )?;
-            let k = self.rope.apply(
-                b,
-                &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?,
-                &positions,
-                c.num_key_value_heads,
-            )?;
-            let v =
-                self.heads(&pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+            let QueryKeyValue { q, k, v, .. } = self.query_key_value(i, &h, &pass)?;
             let (k, v) = match cache.layers[i].take() {
                 Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
                 None => (k, v),

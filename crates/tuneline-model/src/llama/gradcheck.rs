@@ -244,9 +244,15 @@ pub(super) struct Tiny {
     pub labels: Tensor,
 }
 
-/// The tiny Llama: two layers, grouped heads, q/k/v biases in the second
-/// (as Qwen2's), dropout, B moved off zero, and two samples packed per row.
+/// The tiny Llama: two layers, grouped heads, per-head q/k norms in the
+/// first (as Qwen3's), q/k/v biases in the second (as Qwen2's), dropout, B moved off zero, and two samples packed per row.
 pub(super) fn tiny() -> Tiny {
+    tiny_with(2)
+}
+
+/// [`tiny`] with heads `head_dim` wide: its 4 query heads span 4 x
+/// `head_dim`, the hidden size (8) only when `head_dim` is 2.
+fn tiny_with(head_dim: usize) -> Tiny {
     let config = LlamaConfig {
         vocab_size: 11,
         hidden_size: 8,
@@ -257,8 +263,10 @@ pub(super) fn tiny() -> Tiny {
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
+        head_dim: Some(head_dim),
         ..LlamaConfig::default()
     };
+    let (q, kv) = (4 * head_dim, 2 * head_dim);
     let mut seed = 10;
     let mut w = |shape: &[usize]| {
         seed += 1;
@@ -267,15 +275,16 @@ pub(super) fn tiny() -> Tiny {
     let layers = (0..2)
         .map(|i| Layer {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
-            q_proj: w(&[8, 8]).into(),
-            k_proj: w(&[4, 8]).into(),
-            v_proj: w(&[4, 8]).into(),
-            o_proj: w(&[8, 8]).into(),
+            q_proj: w(&[q, 8]).into(),
+            k_proj: w(&[kv, 8]).into(),
+            v_proj: w(&[kv, 8]).into(),
+            o_proj: w(&[8, q]).into(),
             post_attention_layernorm: (w(&[8]) + 1.0).unwrap(),
             gate_proj: w(&[12, 8]).into(),
             up_proj: w(&[12, 8]).into(),
             down_proj: w(&[8, 12]).into(),
-            qkv_bias: (i == 1).then(|| [w(&[8]), w(&[4]), w(&[4])]),
+            qkv_bias: (i == 1).then(|| [w(&[q]), w(&[kv]), w(&[kv])]),
+            qk_norm: (i == 0).then(|| [0, 1].map(|_| (w(&[head_dim]) + 1.0).unwrap())),
         })
         .collect();
     let embed = w(&[11, 8]);
@@ -343,6 +352,17 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
         .loss(&t.ids, &t.positions, &t.segments, &t.labels, Some(t.lora.inference()))
         .unwrap();
     assert!((eval - loss).abs() > 1e-6, "dropout changes a training pass");
+}
+
+#[test]
+fn heads_wider_than_the_hidden_size_get_adapters_of_their_shape_and_exact_gradients() {
+    let t = tiny_with(4);
+    let shapes: HashMap<String, Vec<usize>> =
+        t.lora.named().map(|(n, v)| (n, v.dims().to_vec())).collect();
+    let of = |module: &str, which: &str| &shapes[&super::lora::peft_name(0, module, which)];
+    assert_eq!((of("q_proj", "lora_A"), of("q_proj", "lora_B")), (&vec![2, 8], &vec![16, 2]));
+    assert_eq!((of("o_proj", "lora_A"), of("o_proj", "lora_B")), (&vec![2, 16], &vec![8, 2]));
+    check_training_gradients(&t, 7);
 }
 
 #[test]

@@ -250,11 +250,13 @@ fn targets(settings: &LoraSettings) -> impl Iterator<Item = &'static str> + '_ {
     MODULES.into_iter().filter(|m| settings.target_modules.iter().any(|t| t == m))
 }
 
-/// `(out_features, in_features)` of `module`.
+/// `(out_features, in_features)` of `module`. The attention's width is heads
+/// x head_dim, which is not the hidden size in every family (Qwen3, Gemma).
 fn shape(c: &LlamaConfig, module: &str) -> (usize, usize) {
-    let kv = c.num_key_value_heads * c.head_dim();
+    let (q, kv) = (c.num_attention_heads * c.head_dim(), c.num_key_value_heads * c.head_dim());
     match module {
-        "q_proj" | "o_proj" => (c.hidden_size, c.hidden_size),
+        "q_proj" => (q, c.hidden_size),
+        "o_proj" => (c.hidden_size, q),
         "k_proj" | "v_proj" => (kv, c.hidden_size),
         "gate_proj" | "up_proj" => (c.intermediate_size, c.hidden_size),
         _ => (c.hidden_size, c.intermediate_size),

@@ -1,4 +1,4 @@
-//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2) for LoRA training.
+//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2, Qwen3) for LoRA training.
 //! The forward pass is candle ops on plain tensors; the backward pass is
 //! written out (`backward.rs`), op by op, each checked by finite differences
 //! (`gradcheck.rs`). candle's autograd is not used: it would keep every
@@ -61,6 +61,9 @@ pub struct Layer {
     pub down_proj: Weight,
     /// Query, key and value biases (Qwen2).
     pub qkv_bias: Option<[Tensor; 3]>,
+    /// The RMSNorm weights `(head_dim,)` of each query head and each key
+    /// head, applied before the rotary embedding (Qwen3).
+    pub qk_norm: Option<[Tensor; 2]>,
 }
 
 /// A Llama-family model with its weights in memory as f32.
@@ -169,6 +172,7 @@ impl Llama {
                     up_proj: map(&l.up_proj)?,
                     down_proj: map(&l.down_proj)?,
                     qkv_bias: l.qkv_bias.clone(),
+                    qk_norm: l.qk_norm.clone(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -215,6 +219,10 @@ impl Llama {
                 for (module, b) in [("q_proj", q), ("k_proj", k), ("v_proj", v)] {
                     out.push((name(&format!("self_attn.{module}.bias")), WeightRef::Tensor(b)));
                 }
+            }
+            if let Some([q, k]) = &l.qk_norm {
+                out.push((name("self_attn.q_norm.weight"), WeightRef::Tensor(q)));
+                out.push((name("self_attn.k_norm.weight"), WeightRef::Tensor(k)));
             }
         }
         out.push(("model.norm.weight".to_string(), WeightRef::Tensor(&self.norm)));
@@ -312,28 +320,49 @@ impl Llama {
         let proj = |module, weight| Self::projection(pass, i, module, weight);
         let b = self.backend;
         let h = b.rms_norm(x, &w.input_layernorm, eps)?;
-        let c = &self.config;
-        let q = self.rope.apply(
-            b,
-            &self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), &h)?)?,
-            pass.positions,
-            c.num_attention_heads,
-        )?;
-        let k = self.rope.apply(
-            b,
-            &self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), &h)?)?,
-            pass.positions,
-            c.num_key_value_heads,
-        )?;
-        let v =
-            self.heads(pass, &self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), &h)?)?)?;
+        let QueryKeyValue { q, k, v, unnormed } = self.query_key_value(i, &h, pass)?;
         let attended = self.merge(pass, &b.attention(&pass.attention, &q, &k, &v)?)?;
         let x_mid = (x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
         let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
         let gate = b.project(&proj("gate_proj", &w.gate_proj), &h)?;
         let up = b.project(&proj("up_proj", &w.up_proj), &h)?;
         let y = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &b.swiglu(&gate, &up)?)?)?;
-        Ok((y, Saved { x: x.clone(), q, k, v, attended, x_mid, gate, up }))
+        Ok((y, Saved { x: x.clone(), q, k, v, unnormed, attended, x_mid, gate, up }))
+    }
+
+    /// Layer `i`'s attention inputs from its normed input `h` `(batch x seq, hidden)`.
+    fn query_key_value(&self, i: usize, h: &Tensor, pass: &Pass) -> Result<QueryKeyValue> {
+        let w = &self.layers[i];
+        let (b, c) = (self.backend, &self.config);
+        let proj = |module, weight| Self::projection(pass, i, module, weight);
+        let q = self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), h)?)?;
+        let k = self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), h)?)?;
+        let v = self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), h)?)?;
+        let (normed, unnormed) = match &w.qk_norm {
+            Some([qn, kn]) => ([self.head_norm(&q, qn)?, self.head_norm(&k, kn)?], Some([q, k])),
+            None => ([q, k], None),
+        };
+        let [q, k] = normed;
+        Ok(QueryKeyValue {
+            q: self.rope.apply(b, &q, pass.positions, c.num_attention_heads)?,
+            k: self.rope.apply(b, &k, pass.positions, c.num_key_value_heads)?,
+            v: self.heads(pass, &v)?,
+            unnormed,
+        })
+    }
+
+    /// RMSNorm of each head of `t` `(rows, heads x head_dim)` with `weight` `(head_dim,)`.
+    fn head_norm(&self, t: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        let by_head = t.reshape(((), self.config.head_dim()))?;
+        self.backend.rms_norm(&by_head, weight, self.config.rms_norm_eps)?.reshape(t.shape())
+    }
+
+    /// The gradient of `t` for the gradient `grad` of [`Self::head_norm`]'s output.
+    fn head_norm_backward(&self, t: &Tensor, weight: &Tensor, grad: &Tensor) -> Result<Tensor> {
+        let by_head = |t: &Tensor| t.reshape(((), self.config.head_dim()));
+        self.backend
+            .rms_norm_backward(&by_head(t)?, weight, self.config.rms_norm_eps, &by_head(grad)?)?
+            .reshape(t.shape())
     }
 
     /// `t` plus the layer's query (0), key (1) or value (2) bias, if it has one.
@@ -366,6 +395,16 @@ struct Pass<'a> {
     lora: Option<LoraPass<'a>>,
 }
 
+/// A layer's queries and keys `(batch, heads, seq, head_dim)`, rotated, and
+/// values; with per-head norms, the queries and keys before them
+/// `(batch x seq, heads x head_dim)`.
+struct QueryKeyValue {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    unnormed: Option<[Tensor; 2]>,
+}
+
 /// What a layer's forward keeps for its backward: its input, the attention's
 /// inputs and output, the residual stream between its halves and the MLP's
 /// two projections. The norms and SwiGLU are recomputed from these.
@@ -374,6 +413,8 @@ struct Saved {
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    /// The queries and keys before their per-head norms (Qwen3).
+    unnormed: Option<[Tensor; 2]>,
     attended: Tensor,
     x_mid: Tensor,
     gate: Tensor,

@@ -1,7 +1,9 @@
-//! Loading the tokenizer of a Hugging Face directory: `tokenizer.json`, and
-//! the chat template and special tokens of `tokenizer_config.json`.
+//! Loading the tokenizer of a Hugging Face directory: `tokenizer.json`, the
+//! special tokens of `tokenizer_config.json`, and the chat template from
+//! wherever transformers saved it (`chat_template.jinja` in transformers 5,
+//! `chat_template.json`, or `tokenizer_config.json` before).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -10,19 +12,18 @@ use tokenizers::Tokenizer;
 use super::ModelTokenizer;
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
+use crate::hf_files::{
+    CHAT_TEMPLATES, CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, TOKENIZER, TOKENIZER_CONFIG,
+};
 use crate::special_tokens::SpecialTokens;
 
-/// Loads `dir/tokenizer.json` and `dir/tokenizer_config.json`.
+/// Loads the tokenizer and chat template of the directory `dir`.
 pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
-    let file = dir.join("tokenizer.json");
+    let file = dir.join(TOKENIZER);
     let tokenizer = Tokenizer::from_file(&file)
         .map_err(|e| ModelError::new(&file, format!("cannot load: {e}")))?;
-    let config_path = dir.join("tokenizer_config.json");
-    let config: Value = match std::fs::read_to_string(&config_path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|e| ModelError::new(&config_path, format!("invalid JSON: {e}")))?,
-        Err(_) => Value::Null,
-    };
+    let config_path = dir.join(TOKENIZER_CONFIG);
+    let config = json_or_null(&config_path)?;
     // A token is either a string or an AddedToken object with `content`.
     let token = |key: &str| match &config[key] {
         Value::String(s) => Some(s.clone()),
@@ -35,8 +36,68 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
         pad: token("pad_token"),
         unk: token("unk_token"),
     };
-    // The template is a string, or a list of named templates of which `default` is used.
-    let source = match &config["chat_template"] {
+    let chat_template = match template_source(dir, &config)? {
+        Some((path, source)) => Some(
+            ChatTemplate::new(&source, special.clone()).map_err(|e| ModelError::new(&path, e))?,
+        ),
+        None => None,
+    };
+    // The template files count only where they exist, so that a directory
+    // without them keeps the fingerprint its datasets were tokenized with.
+    let mut hash = Sha256::new();
+    for path in [&file, &config_path] {
+        hash.update(std::fs::read(path).unwrap_or_default());
+        hash.update([0]);
+    }
+    for name in [CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            hash.update(name.as_bytes());
+            hash.update([0]);
+            hash.update(bytes);
+            hash.update([0]);
+        }
+    }
+    let fingerprint = hex::encode(hash.finalize());
+    let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
+    loaded.add_bos = config["add_bos_token"].as_bool().unwrap_or(false);
+    Ok(loaded)
+}
+
+/// The JSON in `path`, or null when there is no such file.
+fn json_or_null(path: &Path) -> Result<Value, ModelError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|e| ModelError::new(path, format!("invalid JSON: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Null),
+        Err(e) => Err(ModelError::new(path, format!("cannot read: {e}"))),
+    }
+}
+
+/// The chat template of `dir` and the file it is in: the first of
+/// [`CHAT_TEMPLATES`] that holds one, as transformers 5 looks for it.
+fn template_source(dir: &Path, config: &Value) -> Result<Option<(PathBuf, String)>, ModelError> {
+    for name in CHAT_TEMPLATES {
+        let path = dir.join(name);
+        let found = match name {
+            CHAT_TEMPLATE_JINJA => match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(ModelError::new(&path, format!("cannot read: {e}"))),
+            },
+            CHAT_TEMPLATE_JSON => from_json(&json_or_null(&path)?),
+            _ => from_json(config),
+        };
+        if let Some(source) = found {
+            return Ok(Some((path, source)));
+        }
+    }
+    Ok(None)
+}
+
+/// The `chat_template` of a JSON file: a string, or a list of named
+/// templates of which `default` is used.
+fn from_json(json: &Value) -> Option<String> {
+    match &json["chat_template"] {
         Value::String(s) => Some(s.clone()),
         Value::Array(named) => named
             .iter()
@@ -44,19 +105,5 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
             .and_then(|t| t["template"].as_str())
             .map(str::to_string),
         _ => None,
-    };
-    let chat_template = source
-        .map(|s| {
-            ChatTemplate::new(&s, special.clone()).map_err(|e| ModelError::new(&config_path, e))
-        })
-        .transpose()?;
-    let mut hash = Sha256::new();
-    for path in [&file, &config_path] {
-        hash.update(std::fs::read(path).unwrap_or_default());
-        hash.update([0]);
     }
-    let fingerprint = hex::encode(hash.finalize());
-    let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
-    loaded.add_bos = config["add_bos_token"].as_bool().unwrap_or(false);
-    Ok(loaded)
 }

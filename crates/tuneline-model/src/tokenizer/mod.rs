@@ -100,10 +100,23 @@ impl ModelTokenizer {
 
     /// Writes `tokenizer.json`, `tokenizer_config.json` (chat template and
     /// special tokens) and `special_tokens_map.json` into `dir`, the files
-    /// Hugging Face tools load.
+    /// Hugging Face tools load; a chat template file of transformers 5 left
+    /// there is removed, since it would be read before this template.
     pub fn save_hf(&self, dir: &Path) -> Result<(), ModelError> {
+        use crate::hf_files::{
+            CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, SPECIAL_TOKENS_MAP, TOKENIZER,
+            TOKENIZER_CONFIG,
+        };
         std::fs::create_dir_all(dir).map_err(|e| ModelError::new(dir, e.to_string()))?;
-        let file = dir.join("tokenizer.json");
+        for stale in [CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON] {
+            match std::fs::remove_file(dir.join(stale)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ModelError::new(dir.join(stale), format!("cannot remove: {e}")))
+                }
+                _ => {}
+            }
+        }
+        let file = dir.join(TOKENIZER);
         self.tokenizer
             .save(&file, false)
             .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
@@ -125,10 +138,9 @@ impl ModelTokenizer {
             .as_object_mut()
             .expect("an object")
             .extend(roles.as_object().expect("an object").clone());
-        for (name, value) in [
-            ("tokenizer_config.json", config),
-            ("special_tokens_map.json", serde_json::Value::Object(present)),
-        ] {
+        for (name, value) in
+            [(TOKENIZER_CONFIG, config), (SPECIAL_TOKENS_MAP, serde_json::Value::Object(present))]
+        {
             let file = dir.join(name);
             std::fs::write(&file, serde_json::to_string_pretty(&value).expect("serializable"))
                 .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;

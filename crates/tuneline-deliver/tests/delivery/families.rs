@@ -1,0 +1,210 @@
+//! Each family beyond SmolLM2's through delivery: a random model that the
+//! pinned transformers builds in the family's layout
+//! (`tuneline_testkit::family_model`), with a random adapter, merged;
+//! written as a Hugging Face directory that loads to the logits of the
+//! base with its adapter; exported to GGUFs that llama.cpp loads with no
+//! warning and continues greedily as tuneline does on the same file. The f32
+//! base with the LoRA GGUF answers as the merged f32 file does, and the
+//! base's f32 GGUF holds, key by key and tensor by tensor, what llama.cpp's
+//! own converter writes from the same directory. Each family's real chat
+//! template gets a Modelfile that prompts as it does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use candle_core::quantized::gguf_file::Content;
+use candle_core::{Device, D};
+use tuneline_deliver::gguf::adapter::export_checkpoint_adapter;
+use tuneline_deliver::gguf::quant::Quant;
+use tuneline_deliver::{gguf, hf_dir, merge, modelfile};
+use tuneline_model::llama::{Llama, Lora};
+use tuneline_model::{ChatTemplate, Message, ModelTokenizer, SpecialTokens};
+
+use crate::fixture::{random_adapter, NAME};
+use crate::llama_cpp::{llama_cpp, prompts, tuneline, warnings};
+
+/// Delivers `family` in `dir` and holds each file to its reader.
+fn delivers(family: &str, dir: &Path) {
+    let (tokenizer_dir, base, adapter) =
+        (dir.join("tokenizer"), dir.join("base"), dir.join("checkpoint"));
+    let tokenizer = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    tokenizer.save_hf(&tokenizer_dir).unwrap();
+    tuneline_testkit::family_model(family, &tokenizer_dir, &base);
+    random_adapter(&base, &adapter);
+    let merged = merge::merge(&base, &adapter).unwrap();
+
+    let hf = dir.join("merged");
+    hf_dir::write(&merged, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &hf).unwrap();
+    let ids = [1u32, 9690, 198, 2683, 359, 253, 5356, 30];
+    let adapted = merged.model.logits(&ids, merged.lora.as_ref().map(Lora::inference)).unwrap();
+    let got = Llama::load(&hf).unwrap().logits(&ids, None).unwrap();
+    let diff = (&got - &adapted).unwrap().abs().unwrap().flatten_all().unwrap();
+    let diff = diff.max(D::Minus1).unwrap().to_scalar::<f32>().unwrap();
+    assert!(
+        diff < 1e-4,
+        "{family}: the merged directory's logits differ by {diff} from the base with its adapter"
+    );
+
+    let export = |quant: &str| {
+        let out = dir.join(format!("model.{quant}.gguf"));
+        gguf::export(&merged, quant.parse::<Quant>().unwrap(), NAME, &out).unwrap();
+        out
+    };
+    let (f32_file, prompts) = (export("f32"), prompts(&tokenizer));
+    for quant in ["f16", "q8_0"] {
+        let (_, stderr) = llama_cpp(&export(quant), None, &prompts[0]);
+        assert!(warnings(&stderr).is_empty(), "{family} {quant}: {:?}", warnings(&stderr));
+    }
+    let model = Llama::load(&f32_file).unwrap();
+    let base_f32 = dir.join("base.f32.gguf");
+    gguf::export(&merge::open(&base).unwrap(), Quant::F32, NAME, &base_f32).unwrap();
+    let converted = dir.join("converted.f32.gguf");
+    converted_by_llama_cpp(&base, &converted);
+    same_gguf(family, &base_f32, &converted);
+    let lora = dir.join("adapter.gguf");
+    export_checkpoint_adapter(&base, &adapter, NAME, &lora).unwrap();
+    for prompt in &prompts {
+        let (theirs, stderr) = llama_cpp(&f32_file, None, prompt);
+        assert!(warnings(&stderr).is_empty(), "{family}: {:?}", warnings(&stderr));
+        assert_eq!(theirs, tuneline(&model, &tokenizer, prompt).trim_end(), "{family}: {prompt:?}");
+        let (adapted, _) = llama_cpp(&base_f32, Some(&lora), prompt);
+        assert_eq!(adapted, theirs, "{family}: base + LoRA GGUF on {prompt:?}");
+    }
+}
+
+/// llama.cpp's own converter (the vendored `convert_hf_to_gguf.py`) on `dir`, as f32, into `out`.
+fn converted_by_llama_cpp(dir: &Path, out: &Path) {
+    let run = Command::new(tuneline_testkit::reference_python())
+        .arg(tuneline_testkit::llama_cpp_source("convert_hf_to_gguf.py"))
+        .arg(dir)
+        .args(["--outtype", "f32", "--outfile"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "convert_hf_to_gguf.py failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// A GGUF file's keys (values as text) and tensors.
+fn read_gguf(path: &Path) -> (BTreeMap<String, String>, Content, std::fs::File) {
+    let mut file = std::fs::File::open(path).unwrap();
+    let content = Content::read(&mut file).unwrap();
+    let keys = content.metadata.iter().map(|(k, v)| (k.clone(), format!("{v:?}"))).collect();
+    (keys, content, file)
+}
+
+/// Asserts that tuneline's GGUF `ours` holds what llama.cpp's converter
+/// wrote to `theirs`, key by key, and tensor by tensor: type, shape, values.
+fn same_gguf(family: &str, ours: &Path, theirs: &Path) {
+    let (our_keys, our_content, mut our_file) = read_gguf(ours);
+    let (their_keys, their_content, mut their_file) = read_gguf(theirs);
+    let mut differ = Vec::new();
+    for key in their_keys.keys().chain(our_keys.keys()).collect::<BTreeSet<_>>() {
+        // The user names the model; the converter names it after its directory.
+        if key == "general.name" {
+            continue;
+        }
+        if our_keys.get(key) != their_keys.get(key) {
+            differ.push(format!(
+                "{key}: tuneline {:?}, llama.cpp {:?}",
+                our_keys.get(key),
+                their_keys.get(key)
+            ));
+        }
+    }
+    let names: BTreeSet<&String> =
+        our_content.tensor_infos.keys().chain(their_content.tensor_infos.keys()).collect();
+    for name in names {
+        let (a, b) =
+            match (our_content.tensor_infos.get(name), their_content.tensor_infos.get(name)) {
+                (Some(a), Some(b)) => (a, b),
+                (a, _) => {
+                    let only = if a.is_some() { "tuneline's" } else { "llama.cpp's" };
+                    differ.push(format!("tensor {name}: only in {only}"));
+                    continue;
+                }
+            };
+        if (a.ggml_dtype, a.shape.dims()) != (b.ggml_dtype, b.shape.dims()) {
+            differ.push(format!(
+                "tensor {name}: {:?} {:?} vs {:?} {:?}",
+                a.ggml_dtype, a.shape, b.ggml_dtype, b.shape
+            ));
+            continue;
+        }
+        let read = |c: &Content, f: &mut std::fs::File| {
+            c.tensor(f, name, &Device::Cpu).unwrap().dequantize(&Device::Cpu).unwrap()
+        };
+        let largest = |t: &candle_core::Tensor| {
+            t.abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(D::Minus1)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        };
+        let theirs = read(&their_content, &mut their_file);
+        let diff = largest(&(read(&our_content, &mut our_file) - &theirs).unwrap());
+        // Weights are copied, so equal; a tensor both compute (Llama 3's
+        // rope_freqs.weight) may differ by f32 rounding: the converter works in f32.
+        if diff > f32::EPSILON * largest(&theirs) {
+            differ.push(format!("tensor {name}: values differ by {diff}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{family}: the GGUF differs from llama.cpp's converter's:\n{}",
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn a_qwen3_model_is_delivered_to_files_tuneline_and_llama_cpp_read_alike() {
+    delivers("qwen3", tempfile::tempdir().unwrap().path());
+}
+
+#[test]
+fn a_llama3_model_is_delivered_to_files_tuneline_and_llama_cpp_read_alike() {
+    delivers("llama3", tempfile::tempdir().unwrap().path());
+}
+
+/// What the Go template `go` of a Modelfile gives for one user turn saying
+/// `content`: its one `range` over the messages, then the assistant's cue.
+fn go_for_one_user_turn(go: &str, content: &str) -> String {
+    let body = go.strip_prefix("{{- range .Messages }}").expect("one range over the messages");
+    let (turn, cue) = body.rsplit_once("{{ end }}").expect("the range ends");
+    let turn = turn
+        .replace(r#"{{ if eq .Role "assistant" }}model{{ else }}user{{ end }}"#, "user")
+        .replace("{{ .Role }}", "user")
+        .replace("{{ .Content }}", content);
+    turn + cue
+}
+
+#[test]
+fn each_family_s_modelfile_prompts_as_its_chat_template_and_stops_at_its_turn_end() {
+    for (name, stop) in [
+        ("Qwen-Qwen3-0.6B", "<|im_end|>"),
+        ("meta-llama-Llama-3.1-8B-Instruct", "<|eot_id|>"),
+        ("meta-llama-Llama-3.2-3B-Instruct", "<|eot_id|>"),
+        ("microsoft-Phi-3.5-mini-instruct", "<|end|>"),
+        ("google-gemma-2-2b-it", "<end_of_turn>"),
+    ] {
+        let source = std::fs::read_to_string(tuneline_testkit::llama_cpp_template(name)).unwrap();
+        let template = ChatTemplate::new(&source, SpecialTokens::default()).unwrap();
+        let parsed =
+            modelfile::parse(&modelfile::modelfile(Path::new("m.gguf"), Some(&template))).unwrap();
+        let go = parsed.template.unwrap_or_else(|| panic!("{name}: no TEMPLATE"));
+        let jinja = template.render(&[Message::new("user", "Where is my invoice?")], true).unwrap();
+        let ollama = go_for_one_user_turn(&go, "Where is my invoice?");
+        assert!(
+            jinja.ends_with(&ollama),
+            "{name}: Ollama prompts {ollama:?}, the template {jinja:?}"
+        );
+        assert_eq!(parsed.stops.first().map(String::as_str), Some(stop), "{name}");
+    }
+}

@@ -1,0 +1,90 @@
+"""Builds a small random model of FAMILY with the pinned transformers, in the
+layout of the family's real configuration (head_dim, norms, RoPE, tying)
+shrunk to two layers, and saves it with the tokenizer in TOKENIZER into OUT.
+Then writes what transformers and PEFT compute with it: OUT/reference.json
+(greedy ids, the LoRA loss, versions) and OUT/reference.safetensors (logits
+and the LoRA gradients, by PEFT name), with the adapter in OUT/adapter."""
+
+import json
+import sys
+
+import peft
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+SMALL = dict(
+    hidden_size=64,
+    intermediate_size=160,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    initializer_range=0.1,
+)
+FAMILIES = {
+    # Qwen3-0.6B: heads wider than hidden / heads (head_dim 128 of hidden
+    # 1024 with 16 heads), q/k norms, base 1e6, tied embeddings.
+    "qwen3": dict(
+        model_type="qwen3", head_dim=32, rms_norm_eps=1e-6, rope_theta=1e6,
+        tie_word_embeddings=True, max_position_embeddings=40960,
+    ),
+    # Llama 3.2-1B: the llama3 rotary scaling (factor 32, original context
+    # 8192), base 5e5. Untied here, as Llama 3.1-8B is.
+    "llama3": dict(
+        model_type="llama", head_dim=16, rms_norm_eps=1e-5, tie_word_embeddings=False,
+        max_position_embeddings=131072,
+        rope_parameters=dict(
+            rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
+            high_freq_factor=4.0, original_max_position_embeddings=8192,
+        ),
+    ),
+}
+LOGIT_CASES = [[1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520], [42, 7, 3000, 12, 9, 48000]]
+LORA_IDS = [1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520, 9531, 198, 57, 1107]
+LORA_LABELS = [-100] * 10 + LORA_IDS[10:]
+MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+family, tokenizer_dir, out = sys.argv[1:4]
+torch.manual_seed(0)
+tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+shape = dict(FAMILIES[family])
+config = AutoConfig.for_model(shape.pop("model_type"), vocab_size=len(tokenizer), **SMALL, **shape)
+model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+with torch.no_grad():
+    # Norm weights start at one; move them so that a norm read wrongly shows.
+    for name, p in model.named_parameters():
+        if "norm" in name:
+            p.add_(torch.randn_like(p) * 0.2)
+model.save_pretrained(out)
+tokenizer.save_pretrained(out)
+
+tensors, report = {}, {"transformers": transformers.__version__, "peft": peft.__version__}
+with torch.no_grad():
+    for i, ids in enumerate(LOGIT_CASES):
+        tensors[f"logits.{i}"] = model(torch.tensor([ids])).logits[0].contiguous()
+    prompt = torch.tensor([LOGIT_CASES[0]])
+    generated = model.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, do_sample=False,
+        eos_token_id=None, pad_token_id=0,
+    )
+    report["greedy"] = generated[0, prompt.shape[1]:].tolist()
+
+lora = peft.get_peft_model(
+    model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES)
+)
+with torch.no_grad():
+    # B starts at zero, where the gradient of A vanishes: move B away first.
+    for name, p in lora.named_parameters():
+        if "lora_B" in name:
+            p.copy_(torch.randn_like(p) * 0.1)
+lora.save_pretrained(f"{out}/adapter")
+loss = lora(input_ids=torch.tensor([LORA_IDS]), labels=torch.tensor([LORA_LABELS])).loss
+loss.backward()
+report["lora"] = {"ids": LORA_IDS, "labels": LORA_LABELS, "loss": loss.item()}
+for name, p in lora.named_parameters():
+    if p.requires_grad:
+        # PEFT's names within one adapter, as adapter_model.safetensors has them.
+        tensors[f"grad.{name.replace('.default', '')}"] = p.grad.contiguous()
+save_file(tensors, f"{out}/reference.safetensors")
+json.dump(report, open(f"{out}/reference.json", "w"))

@@ -1,0 +1,29 @@
+//! Small random models of the families tuneline reads, each in its family's
+//! real layout (head_dim, norms, RoPE, tying) shrunk to two layers, built
+//! and saved by the pinned transformers (`reference/family.py`) with no
+//! download: what the model and delivery tests hold tuneline to.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The families `reference/family.py` builds: `qwen3` and `llama3`.
+pub const FAMILIES: [&str; 2] = ["qwen3", "llama3"];
+
+/// Saves into `out` a random `family` model with the Hugging Face tokenizer
+/// in `tokenizer`, its PEFT adapter in `out/adapter`, and what transformers
+/// and PEFT compute with them in `out/reference.json` (greedy ids, the
+/// LoRA loss) and `out/reference.safetensors` (logits `logits.<case>`, the
+/// LoRA gradients `grad.<PEFT name>`). Panics with Python's stderr on failure.
+pub fn family_model(family: &str, tokenizer: &Path, out: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference/family.py");
+    let run = Command::new(crate::reference_python())
+        .arg(script)
+        .args([Path::new(family), tokenizer, out])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "transformers could not build the {family} model:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
