@@ -7,7 +7,7 @@
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use tuneline_model::llama::{Layer, Llama, LlamaConfig};
+use tuneline_model::llama::{Layer, Llama, LlamaConfig, Stacked};
 
 const HIDDEN: usize = 256;
 const FFN: usize = 512;
@@ -172,13 +172,10 @@ fn model(w: &[Tensor], embed: &Tensor, norm: &Tensor, qkv_bias: Option<[Tensor; 
     };
     let layer = Layer {
         input_layernorm: norm.clone(),
-        q_proj: w[0].clone().into(),
-        k_proj: w[1].clone().into(),
-        v_proj: w[2].clone().into(),
+        qkv: Stacked::Separate([w[0].clone().into(), w[1].clone().into(), w[2].clone().into()]),
         o_proj: w[3].clone().into(),
         post_attention_layernorm: norm.clone(),
-        gate_proj: w[4].clone().into(),
-        up_proj: w[5].clone().into(),
+        gate_up: Stacked::Separate([w[4].clone().into(), w[5].clone().into()]),
         down_proj: w[6].clone().into(),
         qkv_bias,
         qk_norm: None,

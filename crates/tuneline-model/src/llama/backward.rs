@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor};
 
-use super::{Llama, Pass, Saved};
+use super::{Llama, Pass, Saved, GATE_UP, QKV};
 
 impl Llama {
     /// The gradient of layer `i`'s input for the gradient `dy` of its output,
@@ -31,9 +31,12 @@ impl Llama {
             grads,
         )?;
         let (d_gate, d_up) = b.swiglu_backward(&saved.gate, &saved.up, &d_gated)?;
-        let d_h = b.project_backward(
+        let d_h = self.project_stack_backward(
+            pass,
+            i,
+            (&w.gate_up, &GATE_UP),
             &h,
-            &[(&proj("gate_proj", &w.gate_proj), &d_gate), (&proj("up_proj", &w.up_proj), &d_up)],
+            [&d_gate, &d_up],
             grads,
         )?;
         let d_mid =
@@ -60,12 +63,7 @@ impl Llama {
         };
         let dv = self.merge(pass, &dv)?;
         let h = b.rms_norm(&saved.x, &w.input_layernorm, eps)?;
-        let parts = [
-            (&proj("q_proj", &w.q_proj), &dq),
-            (&proj("k_proj", &w.k_proj), &dk),
-            (&proj("v_proj", &w.v_proj), &dv),
-        ];
-        let d_h = b.project_backward(&h, &parts, grads)?;
+        let d_h = self.project_stack_backward(pass, i, (&w.qkv, &QKV), &h, [&dq, &dk, &dv], grads)?;
         d_mid + b.rms_norm_backward(&saved.x, &w.input_layernorm, eps, &d_h)?
     }
 }

@@ -85,6 +85,12 @@ pub struct LlamaConfig {
     /// Mistral's sliding window: a token attends to at most this many
     /// positions, itself included. `None` attends to the whole context.
     pub sliding_window: Option<usize>,
+    /// Whether query, key and value are one weight (`qkv_proj`), and gate
+    /// and up another (`gate_up_proj`): Phi-3's layout.
+    pub fused: bool,
+    /// The context the model was pretrained with, before any long-context
+    /// extension (Phi-3's `original_max_position_embeddings`).
+    pub original_context: Option<usize>,
 }
 
 impl LlamaConfig {
@@ -93,11 +99,12 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
-    /// The Hugging Face `model_type`: `qwen3` (norms on the query and key
-    /// heads), `qwen2` (biases on q, k and v), `mistral` (a sliding window)
-    /// or `llama`.
+    /// The Hugging Face `model_type`: `phi3` (fused projections), `qwen3`
+    /// (norms on the query and key heads), `qwen2` (biases on q, k and v),
+    /// `mistral` (a sliding window) or `llama`.
     pub fn model_type(&self) -> &'static str {
         match (self.qk_norm, self.attention_bias, self.sliding_window) {
+            _ if self.fused => "phi3",
             (true, _, _) => "qwen3",
             (false, true, _) => "qwen2",
             (false, false, Some(_)) => "mistral",
@@ -113,7 +120,21 @@ impl LlamaConfig {
         }
     }
 
-    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama`, `qwen2` or `qwen3`).
+    /// The linear layers a LoRA adapter can target, by their PEFT names.
+    pub fn linear_modules(&self) -> Vec<&'static str> {
+        use super::stacked::{GATE_UP, QKV};
+        let stack = |names: &[&'static str], fused: &'static str| match self.fused {
+            true => vec![fused],
+            false => names.to_vec(),
+        };
+        [stack(&QKV.separate, QKV.fused), vec!["o_proj"]]
+            .into_iter()
+            .chain([stack(&GATE_UP.separate, GATE_UP.fused), vec!["down_proj"]])
+            .flatten()
+            .collect()
+    }
+
+    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama`, `qwen2`, `qwen3` or `phi3`).
     pub fn from_gguf(
         meta: &GgufMetadata,
         vocab_size: usize,
@@ -137,17 +158,20 @@ impl LlamaConfig {
             qk_norm: arch == "qwen3",
             rope_scaling: None,
             sliding_window: int("attention.sliding_window").ok().filter(|&w| w > 0),
+            fused: arch == "phi3",
+            original_context: int("rope.scaling.original_context_length").ok(),
         })
     }
 }
 
 /// A GGUF file's `general.architecture`, when tuneline reads that architecture:
-/// `llama` (Llama, SmolLM, Mistral), `qwen2` (Qwen2 and 2.5) or `qwen3` (dense Qwen3).
+/// `llama` (Llama, SmolLM, Mistral), `qwen2` (Qwen2 and 2.5), `qwen3` (dense
+/// Qwen3) or `phi3` (Phi-3, Phi-4).
 pub fn gguf_architecture(meta: &GgufMetadata) -> Result<&str, ModelError> {
     match meta.string("general.architecture")? {
-        arch @ ("llama" | "qwen2" | "qwen3") => Ok(arch),
+        arch @ ("llama" | "qwen2" | "qwen3" | "phi3") => Ok(arch),
         arch => {
-            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5) and qwen3 (Qwen3, dense)")))
+            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5), qwen3 (Qwen3, dense) and phi3 (Phi-3, Phi-4)")))
         }
     }
 }

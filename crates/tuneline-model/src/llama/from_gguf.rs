@@ -11,7 +11,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 use super::config::gguf_architecture;
-use super::{Layer, Llama, LlamaConfig, RopeScaling, Weight};
+use super::{Layer, Llama, LlamaConfig, RopeScaling, Stacked, Weight};
 use crate::error::ModelError;
 use crate::gguf::{self, GgufMetadata, GgufReader, REQUANTIZE, SUPPORTED_NAMES};
 
@@ -54,13 +54,25 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
         };
         let mut weight =
             |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
+        // Phi-3's fused layers are `attn_qkv`, and `ffn_up` with the gate's rows first.
+        let (qkv, gate_up) = match config.fused {
+            true => (
+                Stacked::Fused(weight("attn_qkv", None)?),
+                Stacked::Fused(weight("ffn_up", None)?),
+            ),
+            false => (
+                Stacked::Separate([
+                    weight("attn_q", permuted(heads))?,
+                    weight("attn_k", permuted(kv_heads))?,
+                    weight("attn_v", None)?,
+                ]),
+                Stacked::Separate([weight("ffn_gate", None)?, weight("ffn_up", None)?]),
+            ),
+        };
         layers.push(Layer {
-            q_proj: weight("attn_q", permuted(heads))?,
-            k_proj: weight("attn_k", permuted(kv_heads))?,
-            v_proj: weight("attn_v", None)?,
+            qkv,
             o_proj: weight("attn_output", None)?,
-            gate_proj: weight("ffn_gate", None)?,
-            up_proj: weight("ffn_up", None)?,
+            gate_up,
             down_proj: weight("ffn_down", None)?,
             input_layernorm: reader.dense(&name("attn_norm"))?,
             post_attention_layernorm: reader.dense(&name("ffn_norm"))?,

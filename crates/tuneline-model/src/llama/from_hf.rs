@@ -1,7 +1,8 @@
 //! Loading a Llama-family model from a Hugging Face directory: `config.json`
 //! and `model.safetensors`, or shards listed in `model.safetensors.index.json`;
 //! weights in f32, f16 or bf16, converted to f32. Llama, Mistral, SmolLM,
-//! Qwen2 (biases on q, k and v) and Qwen3 (norms on the q and k heads) are read.
+//! Qwen2 (biases on q, k and v), Qwen3 (norms on the q and k heads) and
+//! Phi-3 (fused `qkv_proj` and `gate_up_proj`) are read.
 
 use std::path::{Path, PathBuf};
 
@@ -9,11 +10,11 @@ use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
-use super::{Layer, Llama, LlamaConfig, RopeScaling};
+use super::{Layer, Llama, LlamaConfig, RopeScaling, Stacked, GATE_UP, QKV};
 use crate::error::ModelError;
 
 /// Architectures this loader reads, by `model_type`.
-const MODEL_TYPES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
+const MODEL_TYPES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
 
 /// The configuration in `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
@@ -36,8 +37,8 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
     let mut weights = Weights::open(dir, device)?;
     let embed_tokens = weights.take(EMBED)?;
     if config.num_hidden_layers > 0 {
-        let q_proj = weights.take(FIRST_Q)?;
-        contradiction(&config, embed_tokens.dims(), q_proj.dims())
+        let first = weights.take(&first_attention_input(&config).0)?;
+        contradiction(&config, embed_tokens.dims(), first.dims())
             .map_or(Ok(()), |e| Err(ModelError::new(dir.join(crate::hf_files::CONFIG), e)))?;
     }
     let mut layers = Vec::with_capacity(config.num_hidden_layers);
@@ -56,15 +57,14 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
             true => Some([get("self_attn.q_norm.weight")?, get("self_attn.k_norm.weight")?]),
             false => None,
         };
+        let qkv = stack(&mut get, &QKV, config.fused)?;
+        let gate_up = stack(&mut get, &GATE_UP, config.fused)?;
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
-            q_proj: get("self_attn.q_proj.weight")?.into(),
-            k_proj: get("self_attn.k_proj.weight")?.into(),
-            v_proj: get("self_attn.v_proj.weight")?.into(),
+            qkv,
             o_proj: get("self_attn.o_proj.weight")?.into(),
             post_attention_layernorm: get("post_attention_layernorm.weight")?,
-            gate_proj: get("mlp.gate_proj.weight")?.into(),
-            up_proj: get("mlp.up_proj.weight")?.into(),
+            gate_up,
             down_proj: get("mlp.down_proj.weight")?.into(),
             qkv_bias,
             qk_norm,
@@ -81,10 +81,35 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
         .map_err(|e| ModelError::new(dir, e.to_string()))
 }
 
+/// A layer's stack of projections under `names`, fused or separate.
+fn stack<const N: usize>(
+    get: &mut impl FnMut(&str) -> Result<Tensor, ModelError>,
+    names: &super::StackNames<N>,
+    fused: bool,
+) -> Result<Stacked<N>, ModelError> {
+    let mut weight = |module: &str| get(&format!("{}.{module}.weight", names.block));
+    if fused {
+        return Ok(Stacked::Fused(weight(names.fused)?.into()));
+    }
+    let mut weights = Vec::with_capacity(N);
+    for module in names.separate {
+        weights.push(weight(module)?.into());
+    }
+    Ok(Stacked::Separate(weights.try_into().unwrap_or_else(|_| unreachable!("N names"))))
+}
+
 /// The token embedding, which is vocabulary x hidden size.
 const EMBED: &str = "model.embed_tokens.weight";
-/// The first query projection, which is heads x head_dim rows.
-const FIRST_Q: &str = "model.layers.0.self_attn.q_proj.weight";
+
+/// The first layer's query projection (`q_proj`, or Phi-3's `qkv_proj`) and
+/// the heads its rows hold, each head_dim rows.
+fn first_attention_input(c: &LlamaConfig) -> (String, usize) {
+    let (module, heads) = match c.fused {
+        true => (QKV.fused, c.num_attention_heads + 2 * c.num_key_value_heads),
+        false => (QKV.separate[0], c.num_attention_heads),
+    };
+    (format!("model.layers.0.{}.{module}.weight", QKV.block), heads)
+}
 
 /// What in `config` the weights contradict (the embedding's `embed` and the
 /// first query projection's `q_proj` dimensions): the field, both values
@@ -101,7 +126,8 @@ fn contradiction(config: &LlamaConfig, embed: &[usize], q_proj: &[usize]) -> Opt
             c.hidden_size
         ));
     }
-    let wide = c.num_attention_heads * c.head_dim();
+    let (first, heads) = first_attention_input(c);
+    let wide = heads * c.head_dim();
     if q_proj[0] == wide {
         return None;
     }
@@ -113,10 +139,9 @@ fn contradiction(config: &LlamaConfig, embed: &[usize], q_proj: &[usize]) -> Opt
         ),
     };
     Some(format!(
-        "{stated}, which makes {} heads {wide} rows, but `{FIRST_Q}` has {}; set head_dim to {} (or num_attention_heads to match)",
-        c.num_attention_heads,
+        "{stated}, which makes {heads} heads {wide} rows, but `{first}` has {}; set head_dim to {} (or num_attention_heads to match)",
         q_proj[0],
-        q_proj[0] / c.num_attention_heads.max(1)
+        q_proj[0] / heads.max(1)
     ))
 }
 
@@ -154,6 +179,15 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
         }
     };
     let rope_theta = rope["rope_theta"].as_f64().or(json["rope_theta"].as_f64());
+    // Phi-3's partial rotary embedding (Phi-4-mini), top-level in
+    // transformers 4, among the rope parameters in 5.
+    let rotary = rope["partial_rotary_factor"].as_f64().or(json["partial_rotary_factor"].as_f64());
+    if rotary.is_some_and(|f| f != 1.0) {
+        return Err(format!("partial_rotary_factor = {} (a rotary embedding over part of each head) is not supported; tuneline rotates whole heads", rotary.unwrap_or(1.0)));
+    }
+    let original_context = rope["original_max_position_embeddings"]
+        .as_u64()
+        .or(json["original_max_position_embeddings"].as_u64());
     Ok(LlamaConfig {
         vocab_size: int("vocab_size")?,
         hidden_size: int("hidden_size")?,
@@ -169,6 +203,8 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
         qk_norm: model_type == "qwen3",
         rope_scaling,
         sliding_window: sliding_window(json)?,
+        fused: model_type == "phi3",
+        original_context: original_context.filter(|_| model_type == "phi3").map(|v| v as usize),
     })
 }
 
@@ -310,7 +346,7 @@ mod tests {
         let err = config(&json("gpt2", serde_json::json!({}))).unwrap_err();
         assert!(
             err.contains("model_type `gpt2` is not supported")
-                && err.contains(r#"["llama", "mistral", "qwen2", "qwen3"]"#),
+                && err.contains(r#"["llama", "mistral", "qwen2", "qwen3", "phi3"]"#),
             "{err}"
         );
     }

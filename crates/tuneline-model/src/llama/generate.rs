@@ -7,7 +7,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 use super::kernels::attention::Attention;
-use super::{Llama, LoraPass, Pass, QueryKeyValue};
+use super::{Llama, LoraPass, Pass, QueryKeyValue, GATE_UP};
 
 /// Each layer's keys and values so far, `(1, kv_heads, positions, head_dim)`.
 struct KvCache {
@@ -71,10 +71,8 @@ impl Llama {
             cache.layers[i] = Some((k, v));
             let x_mid = (&x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
             let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, c.rms_norm_eps)?;
-            let mlp = b.swiglu(
-                &b.project(&proj("gate_proj", &w.gate_proj), &h)?,
-                &b.project(&proj("up_proj", &w.up_proj), &h)?,
-            )?;
+            let [gate, up] = self.project_stack(&pass, i, &w.gate_up, &GATE_UP, &h)?;
+            let mlp = b.swiglu(&gate, &up)?;
             x = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &mlp)?)?;
         }
         cache.len += n;

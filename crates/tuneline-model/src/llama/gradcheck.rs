@@ -14,7 +14,7 @@ use super::kernels::projection::{backward, Adapter, Projection, MAX_ROWS};
 use super::kernels::rows::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
 use super::kernels::Backend;
 use super::ops::{attention_mask, Rope};
-use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Weight};
+use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Stacked, Weight};
 
 /// Values uniform in [-1, 1) of `shape`, in f64, from `seed`.
 pub(super) fn random(shape: &[usize], seed: u64) -> Tensor {
@@ -247,12 +247,13 @@ pub(super) struct Tiny {
 /// The tiny Llama: two layers, grouped heads, per-head q/k norms in the
 /// first (as Qwen3's), q/k/v biases in the second (as Qwen2's), dropout, B moved off zero, and two samples packed per row.
 pub(super) fn tiny() -> Tiny {
-    tiny_with(2)
+    tiny_with(2, false)
 }
 
 /// [`tiny`] with heads `head_dim` wide: its 4 query heads span 4 x
-/// `head_dim`, the hidden size (8) only when `head_dim` is 2.
-fn tiny_with(head_dim: usize) -> Tiny {
+/// `head_dim`, the hidden size (8) only when `head_dim` is 2. With `fused`,
+/// query, key and value are one weight, and gate and up another (Phi-3).
+fn tiny_with(head_dim: usize, fused: bool) -> Tiny {
     let config = LlamaConfig {
         vocab_size: 11,
         hidden_size: 8,
@@ -264,6 +265,7 @@ fn tiny_with(head_dim: usize) -> Tiny {
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
         head_dim: Some(head_dim),
+        fused,
         ..LlamaConfig::default()
     };
     let (q, kv) = (4 * head_dim, 2 * head_dim);
@@ -275,13 +277,16 @@ fn tiny_with(head_dim: usize) -> Tiny {
     let layers = (0..2)
         .map(|i| Layer {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
-            q_proj: w(&[q, 8]).into(),
-            k_proj: w(&[kv, 8]).into(),
-            v_proj: w(&[kv, 8]).into(),
+            qkv: match fused {
+                true => Stacked::Fused(w(&[q + 2 * kv, 8]).into()),
+                false => Stacked::Separate([w(&[q, 8]).into(), w(&[kv, 8]).into(), w(&[kv, 8]).into()]),
+            },
             o_proj: w(&[8, q]).into(),
             post_attention_layernorm: (w(&[8]) + 1.0).unwrap(),
-            gate_proj: w(&[12, 8]).into(),
-            up_proj: w(&[12, 8]).into(),
+            gate_up: match fused {
+                true => Stacked::Fused(w(&[24, 8]).into()),
+                false => Stacked::Separate([w(&[12, 8]).into(), w(&[12, 8]).into()]),
+            },
             down_proj: w(&[8, 12]).into(),
             qkv_bias: (i == 1).then(|| [w(&[q]), w(&[kv]), w(&[kv])]),
             qk_norm: (i == 0).then(|| [0, 1].map(|_| (w(&[head_dim]) + 1.0).unwrap())),
@@ -294,7 +299,7 @@ fn tiny_with(head_dim: usize) -> Tiny {
         r: 2,
         lora_alpha: 4.0,
         lora_dropout: 0.3,
-        target_modules: super::MODULES.iter().map(|m| m.to_string()).collect(),
+        target_modules: config.linear_modules().iter().map(|m| m.to_string()).collect(),
         use_rslora: false,
     };
     let lora = Lora::init(settings, &config, 3, DType::F64, &Device::Cpu).unwrap();
@@ -356,13 +361,24 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
 
 #[test]
 fn heads_wider_than_the_hidden_size_get_adapters_of_their_shape_and_exact_gradients() {
-    let t = tiny_with(4);
+    let t = tiny_with(4, false);
     let shapes: HashMap<String, Vec<usize>> =
         t.lora.named().map(|(n, v)| (n, v.dims().to_vec())).collect();
     let of = |module: &str, which: &str| &shapes[&super::lora::peft_name(0, module, which)];
     assert_eq!((of("q_proj", "lora_A"), of("q_proj", "lora_B")), (&vec![2, 8], &vec![16, 2]));
     assert_eq!((of("o_proj", "lora_A"), of("o_proj", "lora_B")), (&vec![2, 16], &vec![8, 2]));
     check_training_gradients(&t, 7);
+}
+
+#[test]
+fn fused_projections_train_one_adapter_each_with_exact_gradients() {
+    let t = tiny_with(2, true);
+    let shapes: HashMap<String, Vec<usize>> =
+        t.lora.named().map(|(n, v)| (n, v.dims().to_vec())).collect();
+    assert_eq!(shapes.len(), 2 * 2 * 4, "qkv, o, gate_up and down in each of two layers");
+    let of = |module: &str| &shapes[&super::lora::peft_name(1, module, "lora_B")];
+    assert_eq!((of("qkv_proj"), of("gate_up_proj")), (&vec![16, 2], &vec![24, 2]));
+    check_training_gradients(&t, 11);
 }
 
 #[test]

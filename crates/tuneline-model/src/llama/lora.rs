@@ -12,13 +12,24 @@ use rand::{Rng, SeedableRng};
 
 use super::kernels::dropout::Dropout;
 use super::kernels::projection::{Adapter, Projection};
+use super::stacked::{GATE_UP, QKV};
 use super::weight::Weight;
 use super::LlamaConfig;
 use crate::error::ModelError;
 
-/// The linear layers of a decoder layer, by their PEFT `target_modules` names.
-pub const MODULES: [&str; 7] =
-    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+/// Every linear layer of a decoder layer a supported family has, by its PEFT
+/// `target_modules` name: Llama's seven, then Phi-3's fused two.
+pub const MODULES: [&str; 9] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "qkv_proj",
+    "gate_up_proj",
+];
 
 /// PEFT's `LoraConfig`, the fields tuneline uses.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -39,24 +50,69 @@ pub struct LoraSettings {
 /// LoRA settings this model cannot train.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadLora {
-    /// A target module the decoder does not have.
-    #[error(
-        "target module `{0}` is not a linear layer of a Llama decoder; use some of {MODULES:?}"
-    )]
-    NoSuchModule(String),
+    /// A target module the model's decoder layers do not have.
+    #[error("target module `{module}` is not a linear layer of this {family} model; use some of {known:?}{hint}")]
+    NoSuchModule {
+        /// The module named.
+        module: String,
+        /// The model's `model_type`.
+        family: &'static str,
+        /// The modules it has.
+        known: Vec<&'static str>,
+        /// What to name instead, when the module is part of a fused one.
+        hint: String,
+    },
     /// `r = 0`.
     #[error("the LoRA rank r must be at least 1")]
     ZeroRank,
 }
 
 impl LoraSettings {
-    /// Names a target module this model does not have.
-    pub fn check(&self) -> std::result::Result<(), BadLora> {
-        match self.target_modules.iter().find(|t| !MODULES.contains(&t.as_str())) {
-            Some(t) => Err(BadLora::NoSuchModule(t.clone())),
-            None if self.r == 0 => Err(BadLora::ZeroRank),
-            None => Ok(()),
+    /// These settings for a model of `config`: where the model fuses layers
+    /// (Phi-3's `qkv_proj`, `gate_up_proj`), naming all of a fused layer's
+    /// parts targets the fused layer, which is what PEFT trains there.
+    /// Naming only some of them, or a module the model lacks, is refused.
+    pub fn for_model(&self, config: &LlamaConfig) -> std::result::Result<Self, BadLora> {
+        if self.r == 0 {
+            return Err(BadLora::ZeroRank);
         }
+        let known = config.linear_modules();
+        let named = |m: &str| self.target_modules.iter().any(|t| t == m);
+        let mut targets = Vec::new();
+        for t in &self.target_modules {
+            let stack = [&QKV.separate[..], &GATE_UP.separate[..]]
+                .into_iter()
+                .zip([QKV.fused, GATE_UP.fused])
+                .find(|(parts, _)| parts.contains(&t.as_str()));
+            let target = match stack {
+                Some((parts, fused)) if known.contains(&fused) => {
+                    if !parts.iter().all(|p| named(p)) {
+                        return Err(BadLora::NoSuchModule {
+                            module: t.clone(),
+                            family: config.model_type(),
+                            known,
+                            hint: format!(
+                                "; this model fuses {parts:?} into one layer: target `{fused}`"
+                            ),
+                        });
+                    }
+                    fused
+                }
+                _ if known.contains(&t.as_str()) => t.as_str(),
+                _ => {
+                    return Err(BadLora::NoSuchModule {
+                        module: t.clone(),
+                        family: config.model_type(),
+                        known,
+                        hint: String::new(),
+                    })
+                }
+            };
+            if !targets.contains(&target.to_string()) {
+                targets.push(target.to_string());
+            }
+        }
+        Ok(Self { target_modules: targets, ..self.clone() })
     }
 
     /// The factor the adapter's output is multiplied by.
@@ -86,7 +142,8 @@ impl Lora {
         dtype: DType,
         device: &Device,
     ) -> Result<Self> {
-        settings.check().map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let settings =
+            settings.for_model(config).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut pairs = BTreeMap::new();
         for layer in 0..config.num_hidden_layers {
@@ -118,7 +175,7 @@ impl Lora {
             .map_err(|e| ModelError::new(&config_path, format!("cannot read: {e}")))?;
         let settings: LoraSettings = serde_json::from_str(&text)
             .map_err(|e| ModelError::new(&config_path, format!("not a PEFT LoRA config: {e}")))?;
-        settings.check().map_err(|e| ModelError::new(&config_path, e))?;
+        let settings = settings.for_model(config).map_err(|e| ModelError::new(&config_path, e))?;
         let weights_path = dir.join("adapter_model.safetensors");
         let mut tensors = candle_core::safetensors::load(&weights_path, device)
             .map_err(|e| ModelError::new(&weights_path, format!("cannot read: {e}")))?;
@@ -238,10 +295,10 @@ impl LoraPass<'_> {
 
 /// PEFT's saved name of a LoRA tensor.
 pub fn peft_name(layer: usize, module: &str, which: &str) -> String {
-    let block = if ["q_proj", "k_proj", "v_proj", "o_proj"].contains(&module) {
-        "self_attn"
+    let block = if module == "o_proj" || module == QKV.fused || QKV.separate.contains(&module) {
+        QKV.block
     } else {
-        "mlp"
+        GATE_UP.block
     };
     format!("base_model.model.model.layers.{layer}.{block}.{module}.{which}.weight")
 }
@@ -259,6 +316,42 @@ fn shape(c: &LlamaConfig, module: &str) -> (usize, usize) {
         "o_proj" => (c.hidden_size, q),
         "k_proj" | "v_proj" => (kv, c.hidden_size),
         "gate_proj" | "up_proj" => (c.intermediate_size, c.hidden_size),
+        "qkv_proj" => (q + 2 * kv, c.hidden_size),
+        "gate_up_proj" => (2 * c.intermediate_size, c.hidden_size),
         _ => (c.hidden_size, c.intermediate_size),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(targets: &[&str]) -> LoraSettings {
+        LoraSettings {
+            r: 8,
+            lora_alpha: 16.0,
+            lora_dropout: 0.0,
+            target_modules: targets.iter().map(|t| t.to_string()).collect(),
+            use_rslora: false,
+        }
+    }
+
+    #[test]
+    fn llama_s_module_names_target_phi3_s_fused_layers_only_when_all_parts_are_named() {
+        let phi3 = LlamaConfig { fused: true, ..LlamaConfig::default() };
+        let all = settings(&MODULES[..7]);
+        assert_eq!(
+            all.for_model(&phi3).unwrap().target_modules,
+            ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+        );
+        let err = settings(&["q_proj", "v_proj"]).for_model(&phi3).unwrap_err().to_string();
+        assert!(err.starts_with("target module `q_proj` is not a linear layer of this phi3"), "{err}");
+        assert!(err.contains("target `qkv_proj`"), "{err}");
+        let llama = LlamaConfig::default();
+        assert_eq!(all.for_model(&llama).unwrap(), all);
+        let err = settings(&["qkv_proj"]).for_model(&llama).unwrap_err().to_string();
+        assert!(err.contains("`qkv_proj` is not a linear layer of this llama model"), "{err}");
+        assert_eq!(settings(&[]).for_model(&llama).map(|s| s.r), Ok(8));
+        assert_eq!(LoraSettings { r: 0, ..all }.for_model(&llama), Err(BadLora::ZeroRank));
     }
 }

@@ -1,4 +1,4 @@
-//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2, Qwen3) for LoRA training.
+//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2, Qwen3, Phi-3) for LoRA training.
 //! The forward pass is candle ops on plain tensors; the backward pass is
 //! written out (`backward.rs`), op by op, each checked by finite differences
 //! (`gradcheck.rs`). candle's autograd is not used: it would keep every
@@ -23,7 +23,10 @@ mod kernels;
 mod lora;
 mod loss;
 mod ops;
+mod stacked;
 mod weight;
+
+use std::collections::HashMap;
 
 use candle_core::{Device, Result, Tensor};
 
@@ -32,9 +35,10 @@ pub use config::{LlamaConfig, RopeScaling};
 use kernels::attention::Attention;
 use kernels::projection::Projection;
 use kernels::Backend;
-pub use lora::{peft_name, Lora, LoraPass, LoraSettings, MODULES};
+pub use lora::{peft_name, BadLora, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, Rope};
+pub use stacked::{StackNames, Stacked, GATE_UP, QKV};
 pub use weight::{Weight, WeightRef};
 
 use crate::error::ModelError;
@@ -43,20 +47,14 @@ use crate::error::ModelError;
 pub struct Layer {
     /// RMSNorm before attention.
     pub input_layernorm: Tensor,
-    /// Query projection.
-    pub q_proj: Weight,
-    /// Key projection.
-    pub k_proj: Weight,
-    /// Value projection.
-    pub v_proj: Weight,
+    /// Query, key and value projections, fused into `qkv_proj` in Phi-3.
+    pub qkv: Stacked<3>,
     /// Attention output projection.
     pub o_proj: Weight,
     /// RMSNorm before the MLP.
     pub post_attention_layernorm: Tensor,
-    /// MLP gate projection.
-    pub gate_proj: Weight,
-    /// MLP up projection.
-    pub up_proj: Weight,
+    /// MLP gate and up projections, fused into `gate_up_proj` in Phi-3.
+    pub gate_up: Stacked<2>,
     /// MLP down projection.
     pub down_proj: Weight,
     /// Query, key and value biases (Qwen2).
@@ -163,13 +161,10 @@ impl Llama {
             .map(|l| {
                 Ok(Layer {
                     input_layernorm: l.input_layernorm.clone(),
-                    q_proj: map(&l.q_proj)?,
-                    k_proj: map(&l.k_proj)?,
-                    v_proj: map(&l.v_proj)?,
+                    qkv: l.qkv.try_map(map)?,
                     o_proj: map(&l.o_proj)?,
                     post_attention_layernorm: l.post_attention_layernorm.clone(),
-                    gate_proj: map(&l.gate_proj)?,
-                    up_proj: map(&l.up_proj)?,
+                    gate_up: l.gate_up.try_map(map)?,
                     down_proj: map(&l.down_proj)?,
                     qkv_bias: l.qkv_bias.clone(),
                     qk_norm: l.qk_norm.clone(),
@@ -200,15 +195,10 @@ impl Llama {
                 name("post_attention_layernorm.weight"),
                 WeightRef::Tensor(&l.post_attention_layernorm),
             ));
-            let projections = [
-                ("self_attn", "q_proj", &l.q_proj),
-                ("self_attn", "k_proj", &l.k_proj),
-                ("self_attn", "v_proj", &l.v_proj),
-                ("self_attn", "o_proj", &l.o_proj),
-                ("mlp", "gate_proj", &l.gate_proj),
-                ("mlp", "up_proj", &l.up_proj),
-                ("mlp", "down_proj", &l.down_proj),
-            ];
+            let projections = (l.qkv.modules(&QKV).into_iter().map(|(m, w)| (QKV.block, m, w)))
+                .chain([("self_attn", "o_proj", &l.o_proj)])
+                .chain(l.gate_up.modules(&GATE_UP).into_iter().map(|(m, w)| (GATE_UP.block, m, w)))
+                .chain([("mlp", "down_proj", &l.down_proj)]);
             for (block, module, weight) in projections {
                 out.push((
                     name(&format!("{block}.{module}.weight")),
@@ -304,6 +294,75 @@ impl Llama {
         }
     }
 
+    /// The widths of a stack's parts, in row order: query, key and value, or gate and up.
+    fn part_widths<const N: usize>(&self) -> [usize; N] {
+        let c = &self.config;
+        let (q, kv) = (c.num_attention_heads * c.head_dim(), c.num_key_value_heads * c.head_dim());
+        let widths = match N {
+            3 => vec![q, kv, kv],
+            _ => vec![c.intermediate_size; N],
+        };
+        widths.try_into().unwrap_or_else(|_| unreachable!("one width per part"))
+    }
+
+    /// The `N` outputs `(rows, width)` of layer `layer`'s `stack` for its
+    /// input `h`: one product each, or one fused product split by rows.
+    fn project_stack<const N: usize>(
+        &self,
+        pass: &Pass,
+        layer: usize,
+        stack: &Stacked<N>,
+        names: &StackNames<N>,
+        h: &Tensor,
+    ) -> Result<[Tensor; N]> {
+        let b = self.backend;
+        let parts: Vec<Tensor> = match stack {
+            Stacked::Separate(weights) => (0..N)
+                .map(|j| b.project(&Self::projection(pass, layer, names.separate[j], &weights[j]), h))
+                .collect::<Result<_>>()?,
+            Stacked::Fused(weight) => {
+                let all = b.project(&Self::projection(pass, layer, names.fused, weight), h)?;
+                let mut start = 0;
+                self.part_widths::<N>()
+                    .into_iter()
+                    .map(|width| {
+                        start += width;
+                        all.narrow(1, start - width, width)?.contiguous()
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        Ok(parts.try_into().unwrap_or_else(|_| unreachable!("one output per part")))
+    }
+
+    /// The gradient of `h` for the gradients `d` of [`Self::project_stack`]'s
+    /// outputs; the adapters' gradients go into `grads`.
+    fn project_stack_backward<const N: usize>(
+        &self,
+        pass: &Pass,
+        layer: usize,
+        (stack, names): (&Stacked<N>, &StackNames<N>),
+        h: &Tensor,
+        d: [&Tensor; N],
+        grads: &mut HashMap<String, Tensor>,
+    ) -> Result<Tensor> {
+        let b = self.backend;
+        match stack {
+            Stacked::Separate(weights) => {
+                let projections: Vec<Projection> = (0..N)
+                    .map(|j| Self::projection(pass, layer, names.separate[j], &weights[j]))
+                    .collect();
+                let parts: Vec<(&Projection, &Tensor)> = projections.iter().zip(d).collect();
+                b.project_backward(h, &parts, grads)
+            }
+            Stacked::Fused(weight) => {
+                let d = Tensor::cat(&d, 1)?;
+                let fused = Self::projection(pass, layer, names.fused, weight);
+                b.project_backward(h, &[(&fused, &d)], grads)
+            }
+        }
+    }
+
     /// Logits `(seq, vocab)` of one unpacked sequence.
     pub fn logits(&self, ids: &[u32], lora: Option<LoraPass>) -> Result<Tensor> {
         let seq = ids.len();
@@ -324,8 +383,7 @@ impl Llama {
         let attended = self.merge(pass, &b.attention(&pass.attention, &q, &k, &v)?)?;
         let x_mid = (x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
         let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
-        let gate = b.project(&proj("gate_proj", &w.gate_proj), &h)?;
-        let up = b.project(&proj("up_proj", &w.up_proj), &h)?;
+        let [gate, up] = self.project_stack(pass, i, &w.gate_up, &GATE_UP, &h)?;
         let y = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &b.swiglu(&gate, &up)?)?)?;
         Ok((y, Saved { x: x.clone(), q, k, v, unnormed, attended, x_mid, gate, up }))
     }
@@ -334,10 +392,8 @@ impl Llama {
     fn query_key_value(&self, i: usize, h: &Tensor, pass: &Pass) -> Result<QueryKeyValue> {
         let w = &self.layers[i];
         let (b, c) = (self.backend, &self.config);
-        let proj = |module, weight| Self::projection(pass, i, module, weight);
-        let q = self.biased(w, 0, b.project(&proj("q_proj", &w.q_proj), h)?)?;
-        let k = self.biased(w, 1, b.project(&proj("k_proj", &w.k_proj), h)?)?;
-        let v = self.biased(w, 2, b.project(&proj("v_proj", &w.v_proj), h)?)?;
+        let [q, k, v] = self.project_stack(pass, i, &w.qkv, &QKV, h)?;
+        let (q, k, v) = (self.biased(w, 0, q)?, self.biased(w, 1, k)?, self.biased(w, 2, v)?);
         let (normed, unnormed) = match &w.qk_norm {
             Some([qn, kn]) => ([self.head_norm(&q, qn)?, self.head_norm(&k, kn)?], Some([q, k])),
             None => ([q, k], None),
