@@ -115,6 +115,7 @@ fn special_ids(tokenizer: &ModelTokenizer) -> HashMap<&'static str, Value> {
 fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError> {
     let c = &model.config;
     let architecture = match c.model_type() {
+        "phi3" => "Phi3ForCausalLM",
         "qwen3" => "Qwen3ForCausalLM",
         "qwen2" => "Qwen2ForCausalLM",
         "mistral" => "MistralForCausalLM",
@@ -133,7 +134,7 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
         }),
         Some(RopeScaling::Factors(_)) => return Err(Refusal::RopeFactors.into()),
     };
-    Ok(json!({
+    let mut config = json!({
         "architectures": [architecture],
         "model_type": c.model_type(),
         "vocab_size": c.vocab_size,
@@ -153,7 +154,11 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
         "tie_word_embeddings": c.tie_word_embeddings,
         "torch_dtype": dtype.torch_name(),
         "use_cache": true,
-    }))
+    });
+    if let Some(original) = c.original_context {
+        config["original_max_position_embeddings"] = original.into();
+    }
+    Ok(config)
 }
 
 /// The weights as one `model.safetensors`, or as shards of at most

@@ -82,7 +82,8 @@ fn holds_to_transformers(family: &str, shape: impl Fn(&LlamaConfig)) {
         assert!(diff < 1e-3, "{family}, {name}: gradient differs by {diff} relative");
         checked += 1;
     }
-    assert_eq!(checked, 2 * 7 * model.config.num_hidden_layers, "{family}: A and B of 7 modules");
+    let modules = model.config.linear_modules().len();
+    assert_eq!(checked, 2 * modules * model.config.num_hidden_layers, "{family}: A and B of each");
 }
 
 #[test]
@@ -99,5 +100,17 @@ fn llama3_with_its_rotary_scaling_equals_transformers_and_peft() {
     holds_to_transformers("llama3", |c| {
         assert!(c.rope_scaling.is_some() && !c.tie_word_embeddings);
         assert_eq!((c.model_type(), c.rope_theta), ("llama", 500000.0));
+    });
+}
+
+#[test]
+fn phi4_with_fused_projections_equals_transformers_and_peft() {
+    holds_to_transformers("phi4", |c| {
+        assert!(c.fused && !c.tie_word_embeddings && c.sliding_window.is_none());
+        assert_eq!(c.linear_modules(), ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]);
+        assert_eq!(
+            (c.model_type(), c.rope_theta, c.original_context),
+            ("phi3", 250000.0, Some(16384))
+        );
     });
 }

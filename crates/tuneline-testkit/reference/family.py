@@ -39,11 +39,22 @@ FAMILIES = {
             high_freq_factor=4.0, original_max_position_embeddings=8192,
         ),
     ),
+    # Phi-4 (14B): Phi-3's fused qkv_proj and gate_up_proj, grouped heads
+    # (40 of 10 key/value heads), base 250000, an original context equal to
+    # its 16384, no sliding window, untied.
+    "phi4": dict(
+        model_type="phi3", rms_norm_eps=1e-5, rope_theta=250000.0, tie_word_embeddings=False,
+        max_position_embeddings=16384, original_max_position_embeddings=16384,
+        sliding_window=None,
+    ),
 }
 LOGIT_CASES = [[1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520], [42, 7, 3000, 12, 9, 48000]]
 LORA_IDS = [1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520, 9531, 198, 57, 1107]
 LORA_LABELS = [-100] * 10 + LORA_IDS[10:]
-MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# Every linear layer, by the family's module names.
+MODULES = {
+    "phi4": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+}.get(sys.argv[1], ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
 
 family, tokenizer_dir, out = sys.argv[1:4]
 torch.manual_seed(0)

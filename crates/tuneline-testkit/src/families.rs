@@ -6,8 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The families `reference/family.py` builds: `qwen3` and `llama3`.
-pub const FAMILIES: [&str; 2] = ["qwen3", "llama3"];
+/// The families `reference/family.py` builds: `qwen3`, `llama3` and `phi4`
+/// (Phi-3's fused layout).
+pub const FAMILIES: [&str; 3] = ["qwen3", "llama3", "phi4"];
 
 /// Saves into `out` a random `family` model with the Hugging Face tokenizer
 /// in `tokenizer`, its PEFT adapter in `out/adapter`, and what transformers

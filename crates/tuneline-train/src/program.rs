@@ -16,7 +16,7 @@ use candle_core::{DType, Device};
 use serde_json::{json, Value};
 use tuneline_core::config::{Config, Engine as EngineKind, QuantType};
 use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
-use tuneline_model::llama::{Llama, Lora};
+use tuneline_model::llama::{Llama, Lora, LoraSettings};
 use tuneline_model::BaseModel;
 
 use crate::batches::{Batches, Cursor};
@@ -71,6 +71,8 @@ pub struct ProgramStart<'a> {
     pub base: &'a Path,
     /// The adapter to start from (tuneline's initialization).
     pub adapter: &'a Path,
+    /// Its settings, with the target modules named as this model has them.
+    pub lora: &'a LoraSettings,
     /// A directory for the program's file.
     pub work: &'a Path,
     /// The device as the program names it: `cpu`, `cuda:N` (torch), `gpu` (mlx).
@@ -210,7 +212,7 @@ fn out_of_memory(step: u64, message: &str, peak: u64, total: u64) -> String {
 
 /// The `init` request: the model, the adapter and the optimizer, from the config.
 fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Value {
-    let (t, m, l) = (&config.training, &config.model, &config.lora);
+    let (t, m, l) = (&config.training, &config.model, start.lora);
     let a = &settings.adamw;
     json!({
         "op": "init",
@@ -219,8 +221,7 @@ fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Valu
         "gradient_checkpointing": t.gradient_checkpointing, "use_liger_kernel": t.use_liger_kernel,
         "load_in_4bit": m.load_in_4bit, "bnb_4bit_quant_type": m.bnb_4bit_quant_type,
         "bnb_4bit_use_double_quant": m.bnb_4bit_use_double_quant,
-        "lora": { "r": l.lora_r, "lora_alpha": l.lora_alpha, "lora_dropout": l.lora_dropout,
-                  "target_modules": l.target_modules, "use_rslora": l.use_rslora },
+        "lora": l,
         "adamw": { "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps, "weight_decay": a.weight_decay },
     })
 }
@@ -372,17 +373,21 @@ pub fn launch(
     let base = hf_base::hf_base(path, &identity, engines)?;
     let model = Llama::read_config(path).map_err(|e| EngineError::Input(e.to_string()))?;
     let adapter = work.join("adapter-init");
-    Lora::init(
-        crate::setup::lora_settings(config),
-        &model,
-        config.training.seed,
-        DType::F32,
-        &Device::Cpu,
-    )
-    .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
-    .save(&adapter)
-    .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
-    let start =
-        ProgramStart { program, python: &python, base: &base, adapter: &adapter, work, device };
+    let lora = crate::setup::lora_settings(config)
+        .for_model(&model)
+        .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?;
+    Lora::init(lora.clone(), &model, config.training.seed, DType::F32, &Device::Cpu)
+        .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
+        .save(&adapter)
+        .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
+    let start = ProgramStart {
+        program,
+        python: &python,
+        base: &base,
+        adapter: &adapter,
+        lora: &lora,
+        work,
+        device,
+    };
     ProgramEngine::start(&start, config, settings, rows)
 }

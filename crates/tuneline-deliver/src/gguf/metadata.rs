@@ -39,8 +39,9 @@ pub fn model_metadata(
     hyper("attention.head_count_kv", u32v(c.num_key_value_heads));
     hyper("rope.freq_base", Value::F32(c.rope_theta as f32));
     hyper("attention.layer_norm_rms_epsilon", Value::F32(c.rms_norm_eps as f32));
-    // The converter writes these when config.json states head_dim.
-    if c.head_dim.is_some() {
+    // The converter writes these when config.json states head_dim, except
+    // in its Phi-3 class, which writes its own set.
+    if c.head_dim.is_some() && arch != "phi3" {
         hyper("attention.key_length", u32v(c.head_dim()));
         hyper("attention.value_length", u32v(c.head_dim()));
     }
@@ -48,6 +49,13 @@ pub fn model_metadata(
     if arch == "llama" {
         hyper("vocab_size", u32v(vocab.tokens.len()));
         hyper("rope.dimension_count", u32v(c.head_dim()));
+    }
+    // Its Phi-3 class writes these; a window of 0 is none (Phi-4).
+    if arch == "phi3" {
+        let original = c.original_context.unwrap_or(model.max_positions());
+        hyper("rope.scaling.original_context_length", u32v(original));
+        hyper("rope.dimension_count", u32v(c.head_dim()));
+        hyper("attention.sliding_window", u32v(c.sliding_window.unwrap_or(0)));
     }
     m.push(("general.file_type".into(), Value::U32(quant.file_type())));
     m.extend(tokenizer_metadata(vocab, chat_template));

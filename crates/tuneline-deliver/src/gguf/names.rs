@@ -21,8 +21,9 @@ pub struct GgufName {
     pub permute: Option<usize>,
 }
 
-/// Hugging Face's linear layers and llama.cpp's names for them.
-const LINEAR: [(&str, &str, &str); 7] = [
+/// Hugging Face's linear layers and llama.cpp's names for them. Phi-3's
+/// fused `gate_up_proj` is llama.cpp's `ffn_up`, twice as tall.
+const LINEAR: [(&str, &str, &str); 9] = [
     ("self_attn.q_proj", "q_proj", "attn_q"),
     ("self_attn.k_proj", "k_proj", "attn_k"),
     ("self_attn.v_proj", "v_proj", "attn_v"),
@@ -30,6 +31,8 @@ const LINEAR: [(&str, &str, &str); 7] = [
     ("mlp.gate_proj", "gate_proj", "ffn_gate"),
     ("mlp.up_proj", "up_proj", "ffn_up"),
     ("mlp.down_proj", "down_proj", "ffn_down"),
+    ("self_attn.qkv_proj", "qkv_proj", "attn_qkv"),
+    ("mlp.gate_up_proj", "gate_up_proj", "ffn_up"),
 ];
 
 /// llama.cpp's name for `module` (`q_proj`) of a decoder layer (`attn_q`).

@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use tuneline_deliver::gguf::adapter::export_checkpoint_adapter;
 use tuneline_deliver::gguf::quant::Quant;
 use tuneline_deliver::{gguf, hf_dir, merge};
-use tuneline_model::llama::{Llama, Lora, LoraSettings, MODULES};
+use tuneline_model::llama::{Llama, Lora, LoraSettings};
 use tuneline_model::{BaseModel, Origin};
 
 /// LoRA rank and alpha of the test adapter.
@@ -92,7 +92,7 @@ pub fn random_adapter(base: &Path, dir: &Path) {
         r: R,
         lora_alpha: ALPHA,
         lora_dropout: 0.0,
-        target_modules: MODULES.map(String::from).to_vec(),
+        target_modules: config.linear_modules().into_iter().map(String::from).collect(),
         use_rslora: false,
     };
     Lora::init(settings, &config, 7, DType::F32, &Device::Cpu).unwrap().save(dir).unwrap();

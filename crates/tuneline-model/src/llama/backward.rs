@@ -63,7 +63,8 @@ impl Llama {
         };
         let dv = self.merge(pass, &dv)?;
         let h = b.rms_norm(&saved.x, &w.input_layernorm, eps)?;
-        let d_h = self.project_stack_backward(pass, i, (&w.qkv, &QKV), &h, [&dq, &dk, &dv], grads)?;
+        let d_h =
+            self.project_stack_backward(pass, i, (&w.qkv, &QKV), &h, [&dq, &dk, &dv], grads)?;
         d_mid + b.rms_norm_backward(&saved.x, &w.input_layernorm, eps, &d_h)?
     }
 }

@@ -56,10 +56,9 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
         // Phi-3's fused layers are `attn_qkv`, and `ffn_up` with the gate's rows first.
         let (qkv, gate_up) = match config.fused {
-            true => (
-                Stacked::Fused(weight("attn_qkv", None)?),
-                Stacked::Fused(weight("ffn_up", None)?),
-            ),
+            true => {
+                (Stacked::Fused(weight("attn_qkv", None)?), Stacked::Fused(weight("ffn_up", None)?))
+            }
             false => (
                 Stacked::Separate([
                     weight("attn_q", permuted(heads))?,

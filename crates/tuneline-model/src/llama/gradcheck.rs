@@ -279,7 +279,9 @@ fn tiny_with(head_dim: usize, fused: bool) -> Tiny {
             input_layernorm: (w(&[8]) + 1.0).unwrap(),
             qkv: match fused {
                 true => Stacked::Fused(w(&[q + 2 * kv, 8]).into()),
-                false => Stacked::Separate([w(&[q, 8]).into(), w(&[kv, 8]).into(), w(&[kv, 8]).into()]),
+                false => {
+                    Stacked::Separate([w(&[q, 8]).into(), w(&[kv, 8]).into(), w(&[kv, 8]).into()])
+                }
             },
             o_proj: w(&[8, q]).into(),
             post_attention_layernorm: (w(&[8]) + 1.0).unwrap(),

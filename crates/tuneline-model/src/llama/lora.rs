@@ -345,7 +345,10 @@ mod tests {
             ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
         );
         let err = settings(&["q_proj", "v_proj"]).for_model(&phi3).unwrap_err().to_string();
-        assert!(err.starts_with("target module `q_proj` is not a linear layer of this phi3"), "{err}");
+        assert!(
+            err.starts_with("target module `q_proj` is not a linear layer of this phi3"),
+            "{err}"
+        );
         assert!(err.contains("target `qkv_proj`"), "{err}");
         let llama = LlamaConfig::default();
         assert_eq!(all.for_model(&llama).unwrap(), all);

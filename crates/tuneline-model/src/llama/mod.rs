@@ -318,7 +318,9 @@ impl Llama {
         let b = self.backend;
         let parts: Vec<Tensor> = match stack {
             Stacked::Separate(weights) => (0..N)
-                .map(|j| b.project(&Self::projection(pass, layer, names.separate[j], &weights[j]), h))
+                .map(|j| {
+                    b.project(&Self::projection(pass, layer, names.separate[j], &weights[j]), h)
+                })
                 .collect::<Result<_>>()?,
             Stacked::Fused(weight) => {
                 let all = b.project(&Self::projection(pass, layer, names.fused, weight), h)?;
