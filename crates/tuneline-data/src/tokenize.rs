@@ -1,6 +1,7 @@
 //! Rendering samples with the model's chat template and tokenizing them, with
 //! labels on assistant turns only (unless `train_on_inputs`).
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use tuneline_core::config::Overflow;
@@ -35,8 +36,9 @@ pub struct Tokenizer<'a> {
 }
 
 impl Tokenizer<'_> {
-    /// Tokenizes one sample, or says why it cannot be used.
-    pub fn tokenize(&self, sample: &Sample) -> Result<Tokenized, &'static str> {
+    /// Tokenizes one sample, or says why it cannot be used: a fixed reason,
+    /// or the chat template's failure with its line and what Jinja said.
+    pub fn tokenize(&self, sample: &Sample) -> Result<Tokenized, Cow<'static, str>> {
         let (text, spans) = match sample {
             Sample::Chat(turns) => self.render(turns)?,
             Sample::Text(text) => {
@@ -70,24 +72,23 @@ impl Tokenizer<'_> {
             })
             .collect();
         let input_ids = encoded.ids;
-        self.fit(Tokenized { input_ids, labels, truncated: false })
+        Ok(self.fit(Tokenized { input_ids, labels, truncated: false })?)
     }
 
     /// The rendered conversation and the byte spans of its assistant replies
     /// (each reply with the end-of-turn text the template puts after it).
-    fn render(&self, turns: &[Turn]) -> Result<(String, Vec<Range<usize>>), &'static str> {
+    fn render(&self, turns: &[Turn]) -> Result<(String, Vec<Range<usize>>), Cow<'static, str>> {
         let template = self.model.chat_template.as_ref().ok_or("the model has no chat template")?;
         let messages: Vec<Message> =
             turns.iter().map(|t| Message::new(t.role.as_str(), t.content.clone())).collect();
-        let full = template.render(&messages, false).map_err(|_| "chat template failed")?;
+        let failed = |e: tuneline_model::TemplateError| Cow::Owned(e.to_string());
+        let full = template.render(&messages, false).map_err(failed)?;
         let mut spans = Vec::new();
         for (i, turn) in turns.iter().enumerate().filter(|(_, t)| t.role == Role::Assistant) {
-            let before =
-                template.render(&messages[..i], true).map_err(|_| "chat template failed")?;
-            let through =
-                template.render(&messages[..=i], false).map_err(|_| "chat template failed")?;
+            let before = template.render(&messages[..i], true).map_err(failed)?;
+            let through = template.render(&messages[..=i], false).map_err(failed)?;
             if !(through.starts_with(&before) && full.starts_with(&through)) {
-                return Err("chat template does not render turn by turn");
+                return Err("chat template does not render turn by turn".into());
             }
             debug_assert!(through[before.len()..].contains(turn.content.as_str()));
             spans.push(before.len()..through.len());

@@ -4,7 +4,7 @@
 use tuneline_core::config::Overflow;
 use tuneline_data::format::{Role, Sample, Turn};
 use tuneline_data::tokenize::{Tokenizer, IGNORE};
-use tuneline_model::ModelTokenizer;
+use tuneline_model::{ChatTemplate, ModelTokenizer};
 
 fn chat(turns: &[(Role, &str)]) -> Sample {
     Sample::Chat(turns.iter().map(|(r, c)| Turn { role: *r, content: c.to_string() }).collect())
@@ -65,4 +65,24 @@ fn overlong_samples_are_dropped_or_truncated_by_policy() {
     let cut = Tokenizer { overflow: Overflow::Truncate, ..drop };
     let t = cut.tokenize(&long).unwrap();
     assert_eq!((t.input_ids.len(), t.truncated), (64, true));
+}
+
+#[test]
+fn a_chat_template_that_fails_names_its_line_and_what_it_said() {
+    let mut model = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let source = "{% for m in messages %}\n{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{{ m.content }}\n{% endfor %}";
+    model.chat_template = Some(ChatTemplate::new(source, model.special.clone()).unwrap());
+    let tok = Tokenizer {
+        model: &model,
+        train_on_inputs: false,
+        max_seq_length: 64,
+        overflow: Overflow::Drop,
+    };
+    let err = tok.tokenize(&chat(&[(Role::System, "terse"), (Role::Assistant, "4")])).unwrap_err();
+    assert!(
+        err.starts_with("chat template failed, line 2: ")
+            && err.ends_with("System role not supported"),
+        "{err}"
+    );
+    assert!(tok.tokenize(&chat(&[(Role::User, "2+2?"), (Role::Assistant, "4")])).is_ok());
 }

@@ -14,7 +14,7 @@ mod special_tokens;
 mod tokenizer;
 mod verify;
 
-pub use chat_template::{ChatTemplate, Message};
+pub use chat_template::{ChatTemplate, Message, TemplateError};
 pub use error::ModelError;
 pub use origin::{BaseModel, Origin, ORIGIN_FILE};
 pub use source::ModelSource;

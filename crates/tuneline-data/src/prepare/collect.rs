@@ -3,6 +3,7 @@
 //! next batch is read. Token ids and MinHash signatures are spilled to disk;
 //! memory holds one small [`Entry`] per sample, whatever the input size.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
@@ -21,12 +22,12 @@ use crate::tokenize::Tokenizer;
 const BATCH: usize = 512;
 
 /// What became of a cleaned sample before dedup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Tokenized and spilled.
     Tokenized(SampleRef),
     /// Tokenizing removed it, for this reason.
-    Removed(&'static str),
+    Removed(Cow<'static, str>),
     /// An exact duplicate of an earlier sample (not tokenized).
     Duplicate,
 }

@@ -224,8 +224,8 @@ pub fn build(
     // dropped as too long would leave the eval split short of eval_count, or empty.
     let mut tokenized = Vec::new();
     for &i in &deduped.kept {
-        match entries[i].outcome {
-            Outcome::Tokenized(at) => {
+        match &entries[i].outcome {
+            &Outcome::Tokenized(at) => {
                 stats.tokenize.truncated += u64::from(at.truncated);
                 tokenized.push((i, at));
             }
