@@ -69,6 +69,14 @@ with torch.no_grad():
             p.add_(torch.randn_like(p) * 0.2)
 model.save_pretrained(out)
 tokenizer.save_pretrained(out)
+if family == "phi4":
+    # Phi-4's tokenizer_config.json names GPT2Tokenizer, which is how
+    # llama.cpp's converter tells its byte-level BPE from Phi-3's SentencePiece.
+    with open(f"{out}/tokenizer_config.json") as f:
+        tokenizer_config = json.load(f)
+    tokenizer_config["tokenizer_class"] = "GPT2Tokenizer"
+    with open(f"{out}/tokenizer_config.json", "w") as f:
+        json.dump(tokenizer_config, f, indent=2)
 
 tensors, report = {}, {"transformers": transformers.__version__, "peft": peft.__version__}
 with torch.no_grad():
