@@ -78,7 +78,8 @@ pub fn gguf_name(hf: &str, heads: Option<(usize, usize)>) -> Option<GgufName> {
     let &(_, module, gguf) = LINEAR.iter().find(|(p, _, _)| *p == path)?;
     let role = match (kind, gguf) {
         ("bias", _) => Role::Vector,
-        (_, "attn_v") => Role::AttentionV,
+        // llama.cpp quantizes Phi-3's fused attn_qkv as it does attn_v.
+        (_, "attn_v" | "attn_qkv") => Role::AttentionV,
         (_, "ffn_down") => Role::FfnDown,
         _ => Role::Weight,
     };

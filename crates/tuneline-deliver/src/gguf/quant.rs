@@ -62,7 +62,7 @@ pub enum Role {
     TokenEmbedding,
     /// `output.weight`.
     Output,
-    /// `blk.N.attn_v.weight`.
+    /// `blk.N.attn_v.weight`, or Phi-3's fused `blk.N.attn_qkv.weight`.
     AttentionV,
     /// `blk.N.ffn_down.weight`.
     FfnDown,

@@ -52,7 +52,7 @@ fn delivers(family: &str, dir: &Path) {
         out
     };
     let (f32_file, prompts) = (export("f32"), prompts(&tokenizer));
-    for quant in ["f16", "q8_0"] {
+    for quant in ["f16", "q8_0", "q4_k_m"] {
         let (_, stderr) = llama_cpp(&export(quant), None, &prompts[0]);
         assert!(warnings(&stderr).is_empty(), "{family} {quant}: {:?}", warnings(&stderr));
     }
@@ -62,6 +62,7 @@ fn delivers(family: &str, dir: &Path) {
     let converted = dir.join("converted.f32.gguf");
     converted_by_llama_cpp(&base, &converted);
     same_gguf(family, &base_f32, &converted);
+    same_types(family, &export("q4_k_m"), &quantized_by_llama_cpp(&converted, "Q4_K_M"));
     let lora = dir.join("adapter.gguf");
     export_checkpoint_adapter(&base, &adapter, NAME, &lora).unwrap();
     for prompt in &prompts {
@@ -87,6 +88,42 @@ fn converted_by_llama_cpp(dir: &Path, out: &Path) {
         "convert_hf_to_gguf.py failed:\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+}
+
+/// llama-quantize's `ftype` of the GGUF `f32`, beside it.
+fn quantized_by_llama_cpp(f32: &Path, ftype: &str) -> std::path::PathBuf {
+    let out = f32.with_extension(format!("{ftype}.gguf"));
+    let run = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize"))
+        .arg(f32)
+        .arg(&out)
+        .arg(ftype)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "llama-quantize failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    out
+}
+
+/// Asserts that every tensor of `ours` has the type llama-quantize gave it in `theirs`.
+fn same_types(family: &str, ours: &Path, theirs: &Path) {
+    let types = |path: &Path| -> BTreeMap<String, String> {
+        let (_, content, _) = read_gguf(path);
+        content
+            .tensor_infos
+            .iter()
+            .map(|(n, t)| (n.clone(), format!("{:?}", t.ggml_dtype)))
+            .collect()
+    };
+    let (ours, theirs) = (types(ours), types(theirs));
+    let differ: Vec<String> = theirs
+        .iter()
+        .filter(|(name, t)| ours.get(*name) != Some(t))
+        .map(|(name, t)| format!("{name}: tuneline {:?}, llama-quantize {t}", ours.get(name)))
+        .collect();
+    assert!(differ.is_empty() && ours.len() == theirs.len(), "{family}: {differ:#?}");
 }
 
 /// A GGUF file's keys (values as text) and tensors.
