@@ -218,8 +218,8 @@ fn an_unsupported_type_is_refused_with_its_tensor_and_the_supported_list() {
 #[test]
 fn an_unsupported_architecture_is_refused_with_the_supported_list() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("phi3.gguf");
-    let arch = Value::String("phi3".into());
+    let path = dir.path().join("gemma3.gguf");
+    let arch = Value::String("gemma3".into());
     let embed = QTensor::quantize(&random((VOCAB, HIDDEN), 1), GgmlDType::F32).unwrap();
     gguf_file::write(
         &mut std::fs::File::create(&path).unwrap(),
@@ -228,6 +228,48 @@ fn an_unsupported_architecture_is_refused_with_the_supported_list() {
     )
     .unwrap();
     let e = Llama::load(&path).err().unwrap().to_string();
-    assert!(e.contains("phi3.gguf") && e.contains("architecture `phi3` is not supported"), "{e}");
-    assert!(e.contains("llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5) and qwen3"), "{e}");
+    assert!(
+        e.contains("gemma3.gguf") && e.contains("architecture `gemma3` is not supported"),
+        "{e}"
+    );
+    assert!(e.contains("qwen3 (Qwen3, dense) and phi3 (Phi-3, Phi-4)"), "{e}");
+}
+
+#[test]
+fn a_phi3_gguf_with_long_context_factors_or_a_partial_rotary_embedding_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |rotated: usize, factors: bool| {
+        let path = dir.path().join(format!("phi3-{rotated}-{factors}.gguf"));
+        let u = |v: usize| Value::U32(v as u32);
+        let metadata = [
+            ("general.architecture", Value::String("phi3".into())),
+            ("phi3.block_count", u(1)),
+            ("phi3.embedding_length", u(HIDDEN)),
+            ("phi3.feed_forward_length", u(FFN)),
+            ("phi3.attention.head_count", u(HEADS)),
+            ("phi3.rope.dimension_count", u(rotated)),
+            ("phi3.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ];
+        let embed = QTensor::quantize(&random((VOCAB, HIDDEN), 1), GgmlDType::F32).unwrap();
+        let long = QTensor::quantize(
+            &random((1, HIDDEN / HEADS / 2), 2).squeeze(0).unwrap(),
+            GgmlDType::F32,
+        )
+        .unwrap();
+        let mut tensors = vec![("token_embd.weight", &embed)];
+        if factors {
+            tensors.push(("rope_factors_long.weight", &long));
+        }
+        let meta: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &meta, &tensors).unwrap();
+        Llama::load(&path).err().unwrap().to_string()
+    };
+    let head = HIDDEN / HEADS;
+    let e = load(head / 2, false);
+    assert!(
+        e.contains(&format!("phi3.rope.dimension_count is {} of a head's {head}", head / 2)),
+        "{e}"
+    );
+    let e = load(head, true);
+    assert!(e.contains("rope_factors_long.weight") && e.contains("such as Phi-4"), "{e}");
 }

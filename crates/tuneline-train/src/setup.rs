@@ -12,7 +12,7 @@ use tuneline_core::config::{ComputeDevice, Config, Engine, Host, SaveSteps};
 use tuneline_core::{dataset, layout};
 use tuneline_cost::config_job;
 use tuneline_cost::models::ModelShape;
-use tuneline_model::llama::{Llama, LoraSettings};
+use tuneline_model::llama::{Llama, LoraSettings, MODEL_TYPES};
 use tuneline_model::ModelTokenizer;
 use tuneline_store::{ArtifactStore, StoreError};
 
@@ -86,12 +86,13 @@ pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError>
 /// Refuses, before any work, a base whose architecture `engine` cannot
 /// train, naming the architecture. Every engine starts from the adapter
 /// tuneline initializes over the model's config, which reads the Llama
-/// family's layouts (llama, mistral, qwen2); a model of another family is
+/// family's layouts ([`MODEL_TYPES`]); a model of another family is
 /// refused whichever engine was asked for.
 pub fn check_architecture(config: &Config, engine: Engine) -> Result<(), SetupError> {
     Llama::read_config(Path::new(&config.model.path)).map(|_| ()).map_err(|e| {
         SetupError::Input(format!(
-            "[model] path: engine = \"{engine}\" cannot train this base: {e}; use a base of the llama, mistral or qwen2 family"
+            "[model] path: engine = \"{engine}\" cannot train this base: {e}; use a base of a family tuneline reads: {}",
+            MODEL_TYPES.join(", ")
         ))
     })
 }

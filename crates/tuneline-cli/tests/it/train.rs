@@ -335,7 +335,10 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
 #[test]
 fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
     let ctx = project(2, 2);
-    ctx.write("phi/config.json", r#"{"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}"#);
+    ctx.write(
+        "phi/config.json",
+        r#"{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}"#,
+    );
     ctx.write(
         "phi/tokenizer.json",
         r#"{"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}"#,
@@ -355,9 +358,13 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
         let (code, _, err) = crate::common::output(submit);
         assert_eq!(code, 2, "{err}");
         assert!(
-            err.contains("model_type `phi3`") && err.contains(&format!("engine = \"{engine}\"")),
+            err.contains("model_type `gemma3_text`")
+                && err.contains(&format!("engine = \"{engine}\"")),
             "{err}"
         );
-        assert!(err.contains("[model] path") && err.contains("llama, mistral or qwen2"), "{err}");
+        assert!(
+            err.contains("[model] path") && err.contains("llama, mistral, qwen2, qwen3, phi3"),
+            "{err}"
+        );
     }
 }

@@ -143,7 +143,7 @@ impl LlamaConfig {
         let arch = gguf_architecture(meta)?;
         let int = |key: &str| meta.uint(&format!("{arch}.{key}")).map(|v| v as usize);
         let heads = int("attention.head_count")?;
-        Ok(Self {
+        let config = Self {
             vocab_size,
             hidden_size: int("embedding_length")?,
             intermediate_size: int("feed_forward_length")?,
@@ -160,7 +160,14 @@ impl LlamaConfig {
             sliding_window: int("attention.sliding_window").ok().filter(|&w| w > 0),
             fused: arch == "phi3",
             original_context: int("rope.scaling.original_context_length").ok(),
-        })
+        };
+        match int("rope.dimension_count") {
+            Ok(rotated) if rotated != config.head_dim() => Err(meta.error(format!(
+                "{arch}.rope.dimension_count is {rotated} of a head's {} (a rotary embedding over part of each head, as Phi-4-mini's), which tuneline does not read; tuneline rotates whole heads",
+                config.head_dim()
+            ))),
+            _ => Ok(config),
+        }
     }
 }
 

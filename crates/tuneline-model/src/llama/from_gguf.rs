@@ -26,6 +26,9 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
     let embed_tokens = reader.dense("token_embd.weight")?;
     let tied = !content.tensor_infos.contains_key("output.weight");
     let mut config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
+    if content.tensor_infos.contains_key("rope_factors_long.weight") {
+        return Err(ModelError::new(path, "has Phi-3's long-context rotary factors (rope_factors_long.weight, the longrope scaling of Phi-3.5-mini and Phi-4-mini), which tuneline does not read; start from a model without them, such as Phi-4"));
+    }
     if content.tensor_infos.contains_key("rope_freqs.weight") {
         // Llama 3.1's long-context scaling, as llama.cpp stores it.
         let factors = reader.dense("rope_freqs.weight")?.to_vec1::<f32>().map_err(err)?;

@@ -14,7 +14,7 @@ use super::{Layer, Llama, LlamaConfig, RopeScaling, Stacked, GATE_UP, QKV};
 use crate::error::ModelError;
 
 /// Architectures this loader reads, by `model_type`.
-const MODEL_TYPES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
+pub const MODEL_TYPES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
 
 /// The configuration in `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
@@ -339,6 +339,20 @@ mod tests {
         let yarn = serde_json::json!({"rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn"}});
         let err = config(&json("qwen3", yarn)).unwrap_err();
         assert!(err.contains("rope type `yarn` is not supported"), "{err}");
+    }
+
+    #[test]
+    fn phi3_reads_fused_with_its_original_context_and_refuses_what_tuneline_cannot_rotate() {
+        let phi4 =
+            serde_json::json!({"original_max_position_embeddings": 16384, "rope_theta": 250000.0});
+        let c = config(&json("phi3", phi4)).unwrap();
+        assert_eq!((c.fused, c.original_context, c.model_type()), (true, Some(16384), "phi3"));
+        let mini = serde_json::json!({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}});
+        let err = config(&json("phi3", mini)).unwrap_err();
+        assert!(err.starts_with("partial_rotary_factor = 0.75"), "{err}");
+        let long = serde_json::json!({"rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}});
+        let err = config(&json("phi3", long)).unwrap_err();
+        assert!(err.contains("rope type `longrope` is not supported"), "{err}");
     }
 
     #[test]

@@ -32,6 +32,7 @@ use candle_core::{Device, Result, Tensor};
 
 pub use batch::{batch, Batch};
 pub use config::{LlamaConfig, RopeScaling};
+pub use from_hf::MODEL_TYPES;
 use kernels::attention::Attention;
 use kernels::projection::Projection;
 use kernels::Backend;
