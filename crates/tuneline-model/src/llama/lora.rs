@@ -308,18 +308,22 @@ fn targets(settings: &LoraSettings) -> impl Iterator<Item = &'static str> + '_ {
 }
 
 /// `(out_features, in_features)` of `module`. The attention's width is heads
-/// x head_dim, which is not the hidden size in every family (Qwen3, Gemma).
+/// x head_dim, which is not the hidden size in every family (Qwen3, Gemma);
+/// a fused module's rows are its parts'.
 fn shape(c: &LlamaConfig, module: &str) -> (usize, usize) {
-    let (q, kv) = (c.num_attention_heads * c.head_dim(), c.num_key_value_heads * c.head_dim());
-    match module {
-        "q_proj" => (q, c.hidden_size),
-        "o_proj" => (c.hidden_size, q),
-        "k_proj" | "v_proj" => (kv, c.hidden_size),
-        "gate_proj" | "up_proj" => (c.intermediate_size, c.hidden_size),
-        "qkv_proj" => (q + 2 * kv, c.hidden_size),
-        "gate_up_proj" => (2 * c.intermediate_size, c.hidden_size),
-        _ => (c.hidden_size, c.intermediate_size),
-    }
+    let (attention, mlp) = ((QKV.widths)(c), (GATE_UP.widths)(c));
+    let rows = match module {
+        "o_proj" => return (c.hidden_size, attention[0]),
+        "down_proj" => return (c.hidden_size, c.intermediate_size),
+        "q_proj" => attention[0],
+        "k_proj" => attention[1],
+        "v_proj" => attention[2],
+        "qkv_proj" => attention.iter().sum(),
+        "gate_proj" => mlp[0],
+        "up_proj" => mlp[1],
+        _ => mlp.iter().sum(),
+    };
+    (rows, c.hidden_size)
 }
 
 #[cfg(test)]

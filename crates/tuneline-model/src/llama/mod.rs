@@ -295,17 +295,6 @@ impl Llama {
         }
     }
 
-    /// The widths of a stack's parts, in row order: query, key and value, or gate and up.
-    fn part_widths<const N: usize>(&self) -> [usize; N] {
-        let c = &self.config;
-        let (q, kv) = (c.num_attention_heads * c.head_dim(), c.num_key_value_heads * c.head_dim());
-        let widths = match N {
-            3 => vec![q, kv, kv],
-            _ => vec![c.intermediate_size; N],
-        };
-        widths.try_into().unwrap_or_else(|_| unreachable!("one width per part"))
-    }
-
     /// The `N` outputs `(rows, width)` of layer `layer`'s `stack` for its
     /// input `h`: one product each, or one fused product split by rows.
     fn project_stack<const N: usize>(
@@ -326,7 +315,7 @@ impl Llama {
             Stacked::Fused(weight) => {
                 let all = b.project(&Self::projection(pass, layer, names.fused, weight), h)?;
                 let mut start = 0;
-                self.part_widths::<N>()
+                (names.widths)(&self.config)
                     .into_iter()
                     .map(|width| {
                         start += width;

@@ -6,7 +6,7 @@
 
 use candle_core::Result;
 
-use super::Weight;
+use super::{LlamaConfig, Weight};
 
 /// The weights of `N` linear layers over one input.
 pub enum Stacked<const N: usize> {
@@ -25,15 +25,28 @@ pub struct StackNames<const N: usize> {
     pub separate: [&'static str; N],
     /// The module's name when fused.
     pub fused: &'static str,
+    /// Each part's output width (its rows) for a model of a config.
+    pub widths: fn(&LlamaConfig) -> [usize; N],
 }
 
 /// The attention's input projections: query, key and value.
-pub const QKV: StackNames<3> =
-    StackNames { block: "self_attn", separate: ["q_proj", "k_proj", "v_proj"], fused: "qkv_proj" };
+pub const QKV: StackNames<3> = StackNames {
+    block: "self_attn",
+    separate: ["q_proj", "k_proj", "v_proj"],
+    fused: "qkv_proj",
+    widths: |c| {
+        let kv = c.num_key_value_heads * c.head_dim();
+        [c.num_attention_heads * c.head_dim(), kv, kv]
+    },
+};
 
 /// The MLP's input projections: gate and up.
-pub const GATE_UP: StackNames<2> =
-    StackNames { block: "mlp", separate: ["gate_proj", "up_proj"], fused: "gate_up_proj" };
+pub const GATE_UP: StackNames<2> = StackNames {
+    block: "mlp",
+    separate: ["gate_proj", "up_proj"],
+    fused: "gate_up_proj",
+    widths: |c| [c.intermediate_size; 2],
+};
 
 impl<const N: usize> Stacked<N> {
     /// Each weight with its module name from `names`.
