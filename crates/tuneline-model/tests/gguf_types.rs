@@ -174,11 +174,12 @@ fn model(w: &[Tensor], embed: &Tensor, norm: &Tensor, qkv_bias: Option<[Tensor; 
         input_layernorm: norm.clone(),
         qkv: Stacked::Separate([w[0].clone().into(), w[1].clone().into(), w[2].clone().into()]),
         o_proj: w[3].clone().into(),
-        post_attention_layernorm: norm.clone(),
+        mlp_norm: norm.clone(),
         gate_up: Stacked::Separate([w[4].clone().into(), w[5].clone().into()]),
         down_proj: w[6].clone().into(),
         qkv_bias,
         qk_norm: None,
+        post_norms: None,
     };
     Llama::new(config, embed.clone(), vec![layer], norm.clone(), embed.clone(), 64).unwrap()
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor};
 
-use super::{Llama, Pass, Saved, GATE_UP, QKV};
+use super::{Layer, Llama, Pass, Saved, Tail, GATE_UP, QKV};
 
 impl Llama {
     /// The gradient of layer `i`'s input for the gradient `dy` of its output,
@@ -20,17 +20,17 @@ impl Llama {
         grads: &mut HashMap<String, Tensor>,
     ) -> Result<Tensor> {
         let w = &self.layers[i];
-        let eps = self.config.rms_norm_eps;
         let proj = |module, weight| Self::projection(pass, i, module, weight);
-        let b = self.backend;
+        let (b, act, tail) = (self.backend, self.config.activation, &saved.tail);
 
-        let h = b.rms_norm(&saved.x_mid, &w.post_attention_layernorm, eps)?;
+        let h = self.rms_norm(&tail.x_mid, &w.mlp_norm)?;
+        let d_down = self.post_norm_backward(w, 1, tail, dy)?;
         let d_gated = b.project_backward(
-            &b.swiglu(&saved.gate, &saved.up)?,
-            &[(&proj("down_proj", &w.down_proj), dy)],
+            &b.gated(act, &tail.gate, &tail.up)?,
+            &[(&proj("down_proj", &w.down_proj), &d_down)],
             grads,
         )?;
-        let (d_gate, d_up) = b.swiglu_backward(&saved.gate, &saved.up, &d_gated)?;
+        let (d_gate, d_up) = b.gated_backward(act, &tail.gate, &tail.up, &d_gated)?;
         let d_h = self.project_stack_backward(
             pass,
             i,
@@ -39,22 +39,23 @@ impl Llama {
             [&d_gate, &d_up],
             grads,
         )?;
-        let d_mid =
-            (dy + b.rms_norm_backward(&saved.x_mid, &w.post_attention_layernorm, eps, &d_h)?)?;
+        let d_mid = (dy + self.rms_norm_backward(&tail.x_mid, &w.mlp_norm, &d_h)?)?;
 
+        let d_o = self.post_norm_backward(w, 0, tail, &d_mid)?;
         let d_attended =
-            b.project_backward(&saved.attended, &[(&proj("o_proj", &w.o_proj), &d_mid)], grads)?;
+            b.project_backward(&saved.attended, &[(&proj("o_proj", &w.o_proj), &d_o)], grads)?;
         let out = self.heads(pass, &saved.attended)?;
         let (dq, dk, dv) = b.attention_backward(
-            &pass.attention,
+            self.attention_of(pass, i),
             &saved.q,
             &saved.k,
             &saved.v,
             &out,
             &self.heads(pass, &d_attended)?,
         )?;
-        let dq = self.rope.backward(b, &dq, pass.positions)?;
-        let dk = self.rope.backward(b, &dk, pass.positions)?;
+        let rope = self.rope_of(i);
+        let dq = rope.backward(b, &dq, pass.positions)?;
+        let dk = rope.backward(b, &dk, pass.positions)?;
         let (dq, dk) = match (&w.qk_norm, &saved.unnormed) {
             (Some([qn, kn]), Some([q, k])) => {
                 (self.head_norm_backward(q, qn, &dq)?, self.head_norm_backward(k, kn, &dk)?)
@@ -62,9 +63,26 @@ impl Llama {
             _ => (dq, dk),
         };
         let dv = self.merge(pass, &dv)?;
-        let h = b.rms_norm(&saved.x, &w.input_layernorm, eps)?;
+        let h = self.rms_norm(&saved.x, &w.input_layernorm)?;
         let d_h =
             self.project_stack_backward(pass, i, (&w.qkv, &QKV), &h, [&dq, &dk, &dv], grads)?;
-        d_mid + b.rms_norm_backward(&saved.x, &w.input_layernorm, eps, &d_h)?
+        d_mid + self.rms_norm_backward(&saved.x, &w.input_layernorm, &d_h)?
+    }
+
+    /// The gradient of the attention's (0) or the MLP's (1) output for the
+    /// gradient `grad` of [`Llama::post_norm`]'s.
+    fn post_norm_backward(
+        &self,
+        w: &Layer,
+        which: usize,
+        tail: &Tail,
+        grad: &Tensor,
+    ) -> Result<Tensor> {
+        match (&w.post_norms, &tail.outputs) {
+            (Some(norms), Some(outputs)) => {
+                self.rms_norm_backward(&outputs[which], &norms[which], grad)
+            }
+            _ => Ok(grad.clone()),
+        }
     }
 }

@@ -13,7 +13,7 @@ use super::kernels::dropout::Dropout;
 use super::kernels::projection::{Adapter, Projection, MAX_ROWS};
 use super::kernels::Backend;
 use super::ops::{attention_mask, Rope};
-use super::Weight;
+use super::{Activation, Weight};
 
 /// Runs `f` on the CPU kernels and on the composed ops, and asserts each output the same within 1e-10.
 fn same(what: &str, f: impl Fn(Backend) -> Vec<Tensor>) {
@@ -46,10 +46,12 @@ fn the_composed_row_ops_equal_the_kernels() {
         vec![b.rms_norm(&x, &w, 1e-5).unwrap(), b.rms_norm_backward(&x, &w, 1e-5, &dy).unwrap()]
     });
     let (gate, up) = (random(&[5, 6], 4), random(&[5, 6], 5));
-    same("swiglu", |b| {
-        let (d_gate, d_up) = b.swiglu_backward(&gate, &up, &dy).unwrap();
-        vec![b.swiglu(&gate, &up).unwrap(), d_gate, d_up]
-    });
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        same("gated", |b| {
+            let (d_gate, d_up) = b.gated_backward(act, &gate, &up, &dy).unwrap();
+            vec![b.gated(act, &gate, &up).unwrap(), d_gate, d_up]
+        });
+    }
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
     let (x, grad) = (random(&[6, 12], 6), random(&[2, 2, 3, 6], 7));
@@ -71,7 +73,8 @@ fn composed_attention_equals_the_kernel_with_groups_and_segments() {
     let segments: Vec<u32> =
         (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
-    let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
+    let attention =
+        Attention { mask: attention_mask(&segments, None, DType::F64).unwrap(), scale: 0.4 };
     let (q, k, v, grad) = (
         random(&[2, 4, 70, 3], 20),
         random(&[2, 2, 70, 3], 21),

@@ -18,6 +18,11 @@ pub enum RopeScaling {
         /// The context length the model was pretrained with.
         original_max_position_embeddings: f64,
     },
+    /// Every frequency divided by `factor` (Gemma 3's global layers).
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
     /// Per-frequency divisors, as llama.cpp stores them (`rope_freqs.weight`).
     #[serde(skip)]
     Factors(Vec<f32>),
@@ -27,6 +32,7 @@ impl RopeScaling {
     /// `inv_freq` rescaled, as transformers' `_compute_llama3_parameters` does.
     pub fn apply(&self, inv_freq: &mut [f64]) {
         match self {
+            RopeScaling::Linear { factor } => inv_freq.iter_mut().for_each(|x| *x /= factor),
             RopeScaling::Factors(f) => {
                 inv_freq.iter_mut().zip(f).for_each(|(x, &d)| *x /= f64::from(d))
             }
@@ -50,6 +56,32 @@ impl RopeScaling {
             }
         }
     }
+}
+
+/// The activation of the MLP's gate (`hidden_act`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU: SwiGLU (Llama, Qwen, Phi-3).
+    #[default]
+    Silu,
+    /// GELU with PyTorch's tanh approximation: GeGLU (Gemma, `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// Where Gemma 3's layer departs from Llama's. Every norm weight `w` scales
+/// by `1 + w`; the embedding is scaled by sqrt(hidden); the attention's and
+/// the MLP's outputs are normed before they join the residual stream; the
+/// query and key heads are normed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gemma {
+    /// Attention scores are scaled by `query_pre_attn_scalar^-1/2`, not by head_dim's.
+    pub query_pre_attn_scalar: f64,
+    /// Whether each layer attends through the sliding window
+    /// (`sliding_attention` in `layer_types`) or to the whole context.
+    pub sliding: Vec<bool>,
+    /// The rotary base of the sliding layers (`rope_local_base_freq`); the
+    /// global ones take `rope_theta` and `rope_scaling`.
+    pub local_rope_theta: f64,
 }
 
 /// Hyperparameters of a Llama-family decoder.
@@ -91,6 +123,10 @@ pub struct LlamaConfig {
     /// The context the model was pretrained with, before any long-context
     /// extension (Phi-3's `original_max_position_embeddings`).
     pub original_context: Option<usize>,
+    /// The MLP's gate activation.
+    pub activation: Activation,
+    /// Gemma 3's layer, when the model is one.
+    pub gemma: Option<Gemma>,
 }
 
 impl LlamaConfig {
@@ -99,11 +135,29 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
-    /// The Hugging Face `model_type`: `phi3` (fused projections), `qwen3`
+    /// The sliding window of layer `layer`: Mistral's in every layer,
+    /// Gemma's in its sliding layers only.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        match &self.gemma {
+            Some(g) if !g.sliding[layer] => None,
+            _ => self.sliding_window,
+        }
+    }
+
+    /// The factor of the attention scores: one over the square root of the
+    /// head width, or of Gemma's `query_pre_attn_scalar`.
+    pub fn attention_scale(&self) -> f64 {
+        let scalar =
+            self.gemma.as_ref().map_or(self.head_dim() as f64, |g| g.query_pre_attn_scalar);
+        1.0 / scalar.sqrt()
+    }
+
+    /// The Hugging Face `model_type`: `gemma3_text`, `phi3` (fused projections), `qwen3`
     /// (norms on the query and key heads), `qwen2` (biases on q, k and v),
     /// `mistral` (a sliding window) or `llama`.
     pub fn model_type(&self) -> &'static str {
         match (self.qk_norm, self.attention_bias, self.sliding_window) {
+            _ if self.gemma.is_some() => "gemma3_text",
             _ if self.fused => "phi3",
             (true, _, _) => "qwen3",
             (false, true, _) => "qwen2",
@@ -112,10 +166,11 @@ impl LlamaConfig {
         }
     }
 
-    /// llama.cpp's `general.architecture`: Mistral is `llama` there.
+    /// llama.cpp's `general.architecture`: Mistral is `llama` there, Gemma 3 `gemma3`.
     pub fn gguf_architecture(&self) -> &'static str {
         match self.model_type() {
             "mistral" => "llama",
+            "gemma3_text" => "gemma3",
             family => family,
         }
     }
@@ -160,6 +215,8 @@ impl LlamaConfig {
             sliding_window: int("attention.sliding_window").ok().filter(|&w| w > 0),
             fused: arch == "phi3",
             original_context: int("rope.scaling.original_context_length").ok(),
+            activation: Activation::Silu,
+            gemma: None,
         };
         match int("rope.dimension_count") {
             Ok(rotated) if rotated != config.head_dim() => Err(meta.error(format!(

@@ -77,7 +77,8 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             gate_up,
             down_proj: weight("ffn_down", None)?,
             input_layernorm: reader.dense(&name("attn_norm"))?,
-            post_attention_layernorm: reader.dense(&name("ffn_norm"))?,
+            mlp_norm: reader.dense(&name("ffn_norm"))?,
+            post_norms: None,
             qkv_bias,
             qk_norm,
         });

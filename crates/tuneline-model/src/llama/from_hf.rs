@@ -1,8 +1,8 @@
 //! Loading a Llama-family model from a Hugging Face directory: `config.json`
 //! and `model.safetensors`, or shards listed in `model.safetensors.index.json`;
 //! weights in f32, f16 or bf16, converted to f32. Llama, Mistral, SmolLM,
-//! Qwen2 (biases on q, k and v), Qwen3 (norms on the q and k heads) and
-//! Phi-3 (fused `qkv_proj` and `gate_up_proj`) are read.
+//! Qwen2 (biases on q, k and v), Qwen3 (norms on the q and k heads),
+//! Phi-3 (fused `qkv_proj` and `gate_up_proj`) and Gemma 3's text model are read.
 
 use std::path::{Path, PathBuf};
 
@@ -10,11 +10,12 @@ use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
+use super::config::Activation;
 use super::{Layer, Llama, LlamaConfig, RopeScaling, Stacked, GATE_UP, QKV};
 use crate::error::ModelError;
 
 /// Architectures this loader reads, by `model_type`.
-pub const MODEL_TYPES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
+pub const MODEL_TYPES: [&str; 6] = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"];
 
 /// The configuration in `dir/config.json`.
 pub fn read_config(dir: &Path) -> Result<LlamaConfig, ModelError> {
@@ -59,15 +60,28 @@ pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
         };
         let qkv = stack(&mut get, &QKV, config.fused)?;
         let gate_up = stack(&mut get, &GATE_UP, config.fused)?;
+        // Gemma's norm before the MLP is `pre_feedforward_layernorm`; its
+        // `post_attention_layernorm` norms the attention's output.
+        let (mlp_norm, post_norms) = match config.gemma {
+            Some(_) => (
+                get("pre_feedforward_layernorm.weight")?,
+                Some([
+                    get("post_attention_layernorm.weight")?,
+                    get("post_feedforward_layernorm.weight")?,
+                ]),
+            ),
+            None => (get("post_attention_layernorm.weight")?, None),
+        };
         layers.push(Layer {
             input_layernorm: get("input_layernorm.weight")?,
             qkv,
             o_proj: get("self_attn.o_proj.weight")?.into(),
-            post_attention_layernorm: get("post_attention_layernorm.weight")?,
+            mlp_norm,
             gate_up,
             down_proj: get("mlp.down_proj.weight")?.into(),
             qkv_bias,
             qk_norm,
+            post_norms,
         });
     }
     let norm = weights.take("model.norm.weight")?;
@@ -161,9 +175,11 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
     };
     let heads = int("num_attention_heads")?;
     // transformers 5 writes `rope_parameters` (the base and the scaling in
-    // one table); 4.x wrote `rope_theta` and `rope_scaling`.
+    // one table; Gemma 3's by layer type, the global layers' here); 4.x
+    // wrote `rope_theta` and `rope_scaling`.
     let rope = match &json["rope_parameters"] {
         Value::Null => &json["rope_scaling"],
+        v if !v["full_attention"].is_null() => &v["full_attention"],
         v => v,
     };
     let rope_type = rope["rope_type"].as_str().or(rope["type"].as_str());
@@ -174,8 +190,13 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
             v["rope_type"] = "llama3".into();
             Some(serde_json::from_value::<RopeScaling>(v).map_err(|e| format!("rope: {e}"))?)
         }
+        Some("linear") => Some(RopeScaling::Linear {
+            factor: rope["factor"].as_f64().ok_or("the linear rope scaling has no `factor`")?,
+        }),
         Some(other) => {
-            return Err(format!("rope type `{other}` is not supported (only default and llama3)"))
+            return Err(format!(
+                "rope type `{other}` is not supported (only default, linear and llama3)"
+            ))
         }
     };
     let rope_theta = rope["rope_theta"].as_f64().or(json["rope_theta"].as_f64());
@@ -188,23 +209,30 @@ fn config(json: &Value) -> Result<LlamaConfig, String> {
     let original_context = rope["original_max_position_embeddings"]
         .as_u64()
         .or(json["original_max_position_embeddings"].as_u64());
+    let layers = int("num_hidden_layers")?;
+    let gemma = match model_type {
+        "gemma3_text" => Some(super::gemma::shape(json, layers)?),
+        _ => None,
+    };
     Ok(LlamaConfig {
         vocab_size: int("vocab_size")?,
         hidden_size: int("hidden_size")?,
         intermediate_size: int("intermediate_size")?,
-        num_hidden_layers: int("num_hidden_layers")?,
+        num_hidden_layers: layers,
         num_attention_heads: heads,
         num_key_value_heads: int("num_key_value_heads").unwrap_or(heads),
         rms_norm_eps: json["rms_norm_eps"].as_f64().unwrap_or(1e-6),
         rope_theta: rope_theta.unwrap_or(10_000.0),
-        tie_word_embeddings: json["tie_word_embeddings"].as_bool().unwrap_or(false),
+        tie_word_embeddings: json["tie_word_embeddings"].as_bool().unwrap_or(gemma.is_some()),
         head_dim: json["head_dim"].as_u64().map(|v| v as usize),
         attention_bias: model_type == "qwen2" || json["attention_bias"].as_bool().unwrap_or(false),
-        qk_norm: model_type == "qwen3",
+        qk_norm: model_type == "qwen3" || gemma.is_some(),
         rope_scaling,
         sliding_window: sliding_window(json)?,
         fused: model_type == "phi3",
         original_context: original_context.filter(|_| model_type == "phi3").map(|v| v as usize),
+        activation: if gemma.is_some() { Activation::GeluTanh } else { Activation::Silu },
+        gemma,
     })
 }
 
@@ -339,6 +367,13 @@ mod tests {
         let yarn = serde_json::json!({"rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn"}});
         let err = config(&json("qwen3", yarn)).unwrap_err();
         assert!(err.contains("rope type `yarn` is not supported"), "{err}");
+        // Gemma 3's global layers, by layer type in transformers 5.
+        let gemma = serde_json::json!({"rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}});
+        let gemma = config(&json("gemma3_text", gemma)).unwrap();
+        assert_eq!(gemma.rope_scaling, Some(RopeScaling::Linear { factor: 8.0 }));
+        assert_eq!((gemma.rope_theta, gemma.gemma.unwrap().local_rope_theta), (1e6, 1e4));
     }
 
     #[test]
@@ -360,7 +395,7 @@ mod tests {
         let err = config(&json("gpt2", serde_json::json!({}))).unwrap_err();
         assert!(
             err.contains("model_type `gpt2` is not supported")
-                && err.contains(r#"["llama", "mistral", "qwen2", "qwen3", "phi3"]"#),
+                && err.contains(r#"["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"]"#),
             "{err}"
         );
     }

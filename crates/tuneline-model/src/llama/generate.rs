@@ -7,7 +7,7 @@
 use candle_core::{DType, Result, Tensor, D};
 
 use super::kernels::attention::Attention;
-use super::{Llama, LoraPass, Pass, QueryKeyValue, GATE_UP};
+use super::{Llama, LoraPass, Pass, QueryKeyValue};
 
 /// Each layer's keys and values so far, `(1, kv_heads, positions, head_dim)`.
 struct KvCache {
@@ -48,44 +48,49 @@ impl Llama {
         let ids = Tensor::from_slice(ids, n, device)?;
         let positions =
             Tensor::arange(start as u32, (start + n) as u32, device)?.reshape((1, n))?;
-        let dtype = self.embed_tokens.dtype();
+        let attention = |window| -> Result<Attention> {
+            let mask = self.cached_mask(start, n, window, self.embed_tokens.dtype())?;
+            Ok(Attention { mask, scale: self.config.attention_scale() })
+        };
+        let (global, local) = self.windows();
         let pass = Pass {
             batch: 1,
             seq: n,
             positions: &positions,
-            attention: Attention { mask: self.cached_mask(start, n, dtype)? },
+            attention: attention(global)?,
+            local: local.map(attention).transpose()?,
             lora,
         };
-        let mut x = self.embed_tokens.index_select(&ids, 0)?;
-        let (b, c) = (self.backend, &self.config);
+        let mut x = self.embed(&ids)?;
         for (i, w) in self.layers.iter().enumerate() {
-            let proj = |module, weight| Self::projection(&pass, i, module, weight);
-            let h = b.rms_norm(&x, &w.input_layernorm, c.rms_norm_eps)?;
+            let h = self.rms_norm(&x, &w.input_layernorm)?;
             let QueryKeyValue { q, k, v, .. } = self.query_key_value(i, &h, &pass)?;
             let (k, v) = match cache.layers[i].take() {
                 Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
                 None => (k, v),
             };
-            let attended =
-                self.merge(&pass, &cached_attention(&q, &k, &v, &pass.attention.mask)?)?;
+            let attention = self.attention_of(&pass, i);
+            let attended = self.merge(&pass, &cached_attention(&q, &k, &v, attention)?)?;
             cache.layers[i] = Some((k, v));
-            let x_mid = (&x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
-            let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, c.rms_norm_eps)?;
-            let [gate, up] = self.project_stack(&pass, i, &w.gate_up, &GATE_UP, &h)?;
-            let mlp = b.swiglu(&gate, &up)?;
-            x = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &mlp)?)?;
+            x = self.after_attention(i, &x, &attended, &pass)?.0;
         }
         cache.len += n;
         let last = x.narrow(0, n - 1, 1)?;
-        b.rms_norm(&last, &self.norm, c.rms_norm_eps)?.matmul(&self.lm_head.t()?)?.squeeze(0)
+        self.rms_norm(&last, &self.norm)?.matmul(&self.lm_head.t()?)?.squeeze(0)
     }
 
     /// The additive mask `(n, start + n)` of `n` new tokens after `start`
     /// cached ones: each sees the cache and the new tokens up to itself,
-    /// within the sliding window.
-    fn cached_mask(&self, start: usize, n: usize, dtype: DType) -> Result<Tensor> {
+    /// within `window`.
+    fn cached_mask(
+        &self,
+        start: usize,
+        n: usize,
+        window: Option<usize>,
+        dtype: DType,
+    ) -> Result<Tensor> {
         let total = start + n;
-        let window = self.config.sliding_window.unwrap_or(total);
+        let window = window.unwrap_or(total);
         let mask: Vec<f32> = (0..n)
             .flat_map(|i| {
                 let at = start + i;
@@ -98,16 +103,16 @@ impl Llama {
 }
 
 /// Softmax attention of q `(1, heads, n, d)` over cached k, v `(1, kv_heads,
-/// total, d)` with the additive `mask` `(n, total)`; query heads share
-/// key/value heads in groups.
-fn cached_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> Result<Tensor> {
+/// total, d)` with `attention`'s additive mask `(n, total)` and scale; query
+/// heads share key/value heads in groups.
+fn cached_attention(q: &Tensor, k: &Tensor, v: &Tensor, attention: &Attention) -> Result<Tensor> {
     let (_, heads, n, d) = q.dims4()?;
     let (kv_heads, total) = (k.dim(1)?, k.dim(2)?);
     let group = heads / kv_heads;
     let q = q.reshape((kv_heads, group * n, d))?;
     let (k, v) = (k.squeeze(0)?.contiguous()?, v.squeeze(0)?.contiguous()?);
-    let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?;
-    let mask = mask.unsqueeze(0)?.repeat((group, 1))?.reshape((1, group * n, total))?;
+    let scores = (q.matmul(&k.t()?)? * attention.scale)?;
+    let mask = attention.mask.unsqueeze(0)?.repeat((group, 1))?.reshape((1, group * n, total))?;
     let scores = scores.broadcast_add(&mask)?;
     let exp = scores.broadcast_sub(&scores.max_keepdim(D::Minus1)?)?.exp()?;
     let weights = exp.broadcast_div(&exp.sum_keepdim(D::Minus1)?)?;

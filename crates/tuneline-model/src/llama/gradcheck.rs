@@ -10,11 +10,15 @@ use rand::{Rng, SeedableRng};
 
 use super::kernels::attention::Attention;
 use super::kernels::dropout::Dropout;
+use super::kernels::gated::{gated, gated_backward};
 use super::kernels::projection::{backward, Adapter, Projection, MAX_ROWS};
-use super::kernels::rows::{cross_entropy, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::kernels::rows::{cross_entropy, rms_norm, rms_norm_backward};
 use super::kernels::Backend;
 use super::ops::{attention_mask, Rope};
-use super::{labels_tensor, Layer, Llama, LlamaConfig, Lora, LoraSettings, Stacked, Weight};
+use super::{
+    labels_tensor, Activation, Gemma, Layer, Llama, LlamaConfig, Lora, LoraSettings, Stacked,
+    Weight,
+};
 
 /// Values uniform in [-1, 1) of `shape`, in f64, from `seed`.
 pub(super) fn random(shape: &[usize], seed: u64) -> Tensor {
@@ -67,20 +71,33 @@ fn check_op(
 }
 
 #[test]
-fn rms_norm_swiglu_and_rope_carry_exact_gradients() {
+fn rms_norm_the_gated_activations_and_rope_carry_exact_gradients() {
     let w = random(&[6], 2);
     let norm = |x: &[Tensor]| rms_norm(&x[0], &w, 1e-5);
     check_op(&[random(&[5, 6], 1)], norm, |x, dy| {
         Ok(vec![rms_norm_backward(&x[0], &w, 1e-5, dy)?])
     });
-    check_op(
-        &[random(&[4, 3], 3), random(&[4, 3], 4)],
-        |x| swiglu(&x[0], &x[1]),
-        |x, dy| {
-            let (gate, up) = swiglu_backward(&x[0], &x[1], dy)?;
-            Ok(vec![gate, up])
-        },
-    );
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        check_op(
+            &[(random(&[4, 3], 3) * 4.0).unwrap(), random(&[4, 3], 4)],
+            |x| gated(act, &x[0], &x[1]),
+            |x, dy| {
+                let (gate, up) = gated_backward(act, &x[0], &x[1], dy)?;
+                Ok(vec![gate, up])
+            },
+        );
+    }
+    // GeGLU's gate against PyTorch's gelu(approximate="tanh") at -3, -0.5, 0.1 and 2.
+    let gate = Tensor::new(&[-3.0f64, -0.5, 0.1, 2.0], &Device::Cpu).unwrap();
+    let ones = gate.ones_like().unwrap();
+    let gelu = gated(Activation::GeluTanh, &gate, &ones).unwrap().to_vec1::<f64>().unwrap();
+    let torch = [
+        -3.637_392_081_772_994e-3,
+        -0.154_285_990_174_856_06,
+        0.053_982_751_045_435_165,
+        1.954_597_694_087_775,
+    ];
+    assert!(gelu.iter().zip(torch).all(|(a, b)| (a - b).abs() < 1e-12), "{gelu:?}");
     let rope = Rope::new(6, 10_000.0, None, 16, DType::F64, &Device::Cpu).unwrap();
     // Two rows of three tokens with two heads each.
     let positions = Tensor::new(&[[4u32, 0, 9], [1, 2, 3]], &Device::Cpu).unwrap();
@@ -127,7 +144,9 @@ fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
     let segments: Vec<u32> =
         (0..70u32).map(|i| 1 + u32::from(i >= 30) + u32::from(i >= 67)).chain([1; 70]).collect();
     let segments = Tensor::from_vec(segments, (2, 70), &Device::Cpu).unwrap();
-    let attention = Attention { mask: attention_mask(&segments, None, DType::F64).unwrap() };
+    // A scale other than 1 / sqrt(head_dim), as Gemma's query_pre_attn_scalar gives.
+    let attention =
+        Attention { mask: attention_mask(&segments, None, DType::F64).unwrap(), scale: 0.4 };
     let inputs =
         [random(&[2, 4, 70, 3], 20), random(&[2, 2, 70, 3], 21), random(&[2, 2, 70, 3], 22)];
     // The forward against attention written plainly: each key/value head repeated for its query heads.
@@ -139,7 +158,7 @@ fn attention_is_exact_and_carries_exact_gradients_with_groups_and_segments() {
             .reshape((2, 4, 70, 3))
             .unwrap()
     };
-    let scores = (inputs[0].matmul(&repeat(&inputs[1]).t().unwrap()).unwrap() / 3f64.sqrt())
+    let scores = (inputs[0].matmul(&repeat(&inputs[1]).t().unwrap()).unwrap() * 0.4)
         .unwrap()
         .broadcast_add(&attention.mask)
         .unwrap();
@@ -247,14 +266,15 @@ pub(super) struct Tiny {
 /// The tiny Llama: two layers, grouped heads, per-head q/k norms in the
 /// first (as Qwen3's), q/k/v biases in the second (as Qwen2's), dropout, B moved off zero, and two samples packed per row.
 pub(super) fn tiny() -> Tiny {
-    tiny_with(2, false)
+    tiny_with(|_| {})
 }
 
-/// [`tiny`] with heads `head_dim` wide: its 4 query heads span 4 x
+/// [`tiny`] with its config changed by `shape`. Its 4 query heads span 4 x
 /// `head_dim`, the hidden size (8) only when `head_dim` is 2. With `fused`,
-/// query, key and value are one weight, and gate and up another (Phi-3).
-fn tiny_with(head_dim: usize, fused: bool) -> Tiny {
-    let config = LlamaConfig {
+/// query, key and value are one weight, and gate and up another (Phi-3);
+/// with `gemma`, every layer has q/k norms and post-norms.
+fn tiny_with(shape: impl FnOnce(&mut LlamaConfig)) -> Tiny {
+    let mut config = LlamaConfig {
         vocab_size: 11,
         hidden_size: 8,
         intermediate_size: 12,
@@ -264,10 +284,11 @@ fn tiny_with(head_dim: usize, fused: bool) -> Tiny {
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
-        head_dim: Some(head_dim),
-        fused,
+        head_dim: Some(2),
         ..LlamaConfig::default()
     };
+    shape(&mut config);
+    let (head_dim, fused, gemma) = (config.head_dim(), config.fused, config.gemma.is_some());
     let (q, kv) = (4 * head_dim, 2 * head_dim);
     let mut seed = 10;
     let mut w = |shape: &[usize]| {
@@ -284,14 +305,15 @@ fn tiny_with(head_dim: usize, fused: bool) -> Tiny {
                 }
             },
             o_proj: w(&[8, q]).into(),
-            post_attention_layernorm: (w(&[8]) + 1.0).unwrap(),
+            mlp_norm: (w(&[8]) + 1.0).unwrap(),
             gate_up: match fused {
                 true => Stacked::Fused(w(&[24, 8]).into()),
                 false => Stacked::Separate([w(&[12, 8]).into(), w(&[12, 8]).into()]),
             },
             down_proj: w(&[8, 12]).into(),
             qkv_bias: (i == 1).then(|| [w(&[q]), w(&[kv]), w(&[kv])]),
-            qk_norm: (i == 0).then(|| [0, 1].map(|_| (w(&[head_dim]) + 1.0).unwrap())),
+            qk_norm: (i == 0 || gemma).then(|| [0, 1].map(|_| (w(&[head_dim]) + 1.0).unwrap())),
+            post_norms: gemma.then(|| [0, 1].map(|_| w(&[8]))),
         })
         .collect();
     let embed = w(&[11, 8]);
@@ -363,7 +385,7 @@ fn a_tiny_llama_with_lora_carries_exact_gradients_through_packed_rows() {
 
 #[test]
 fn heads_wider_than_the_hidden_size_get_adapters_of_their_shape_and_exact_gradients() {
-    let t = tiny_with(4, false);
+    let t = tiny_with(|c| c.head_dim = Some(4));
     let shapes: HashMap<String, Vec<usize>> =
         t.lora.named().map(|(n, v)| (n, v.dims().to_vec())).collect();
     let of = |module: &str, which: &str| &shapes[&super::lora::peft_name(0, module, which)];
@@ -374,7 +396,7 @@ fn heads_wider_than_the_hidden_size_get_adapters_of_their_shape_and_exact_gradie
 
 #[test]
 fn fused_projections_train_one_adapter_each_with_exact_gradients() {
-    let t = tiny_with(2, true);
+    let t = tiny_with(|c| c.fused = true);
     let shapes: HashMap<String, Vec<usize>> =
         t.lora.named().map(|(n, v)| (n, v.dims().to_vec())).collect();
     assert_eq!(shapes.len(), 2 * 2 * 4, "qkv, o, gate_up and down in each of two layers");
@@ -417,4 +439,26 @@ fn a_sliding_window_hides_the_tokens_beyond_it_and_keeps_exact_gradients() {
     assert_eq!(moved(&t), 0.0, "with a window of 1 each token sees only itself");
     t.model.config.sliding_window = Some(2);
     check_training_gradients(&t, 5);
+}
+
+#[test]
+fn gemma_layers_carry_exact_gradients_through_their_norms_windows_and_gelu() {
+    let gemma = |c: &mut LlamaConfig| {
+        c.head_dim = Some(4);
+        c.activation = Activation::GeluTanh;
+        c.sliding_window = Some(2);
+        c.gemma = Some(Gemma {
+            query_pre_attn_scalar: 3.0,
+            sliding: vec![true, false],
+            local_rope_theta: 100.0,
+        });
+    };
+    let t = tiny_with(gemma);
+    let logits = |t: &Tiny| t.model.forward(&t.ids, &t.positions, &t.segments, None).unwrap();
+    // The second layer is global: with it sliding too, the logits change.
+    let mut all_sliding = tiny_with(gemma);
+    all_sliding.model.config.gemma.as_mut().unwrap().sliding[1] = true;
+    let moved = (logits(&t) - logits(&all_sliding)).unwrap().abs().unwrap();
+    assert!(moved.max_all().unwrap().to_scalar::<f64>().unwrap() > 1e-6);
+    check_training_gradients(&t, 13);
 }

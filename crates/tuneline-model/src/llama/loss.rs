@@ -40,11 +40,7 @@ impl Llama {
         let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
         let (rows, targets) = labeled(labels)?;
         let rows = Tensor::from_vec(rows, targets.len(), x.device())?;
-        let picked = self.backend.rms_norm(
-            &x.index_select(&rows, 0)?,
-            &self.norm,
-            self.config.rms_norm_eps,
-        )?;
+        let picked = self.rms_norm(&x.index_select(&rows, 0)?, &self.norm)?;
         Ok(self.backend.cross_entropy(&picked.matmul(&self.lm_head.t()?)?, &targets, None)?.0)
     }
 
@@ -65,19 +61,14 @@ impl Llama {
         let (rows, targets) = labeled(labels)?;
         let rows = Tensor::from_vec(rows, targets.len(), x.device())?;
         let picked = x.index_select(&rows, 0)?;
-        let normed = self.backend.rms_norm(&picked, &self.norm, self.config.rms_norm_eps)?;
+        let normed = self.rms_norm(&picked, &self.norm)?;
         let (loss, d_logits) = self.backend.cross_entropy(
             &normed.matmul(&self.lm_head.t()?)?,
             &targets,
             Some(weight),
         )?;
         let d_normed = d_logits.expect("asked for").matmul(&self.lm_head)?;
-        let d_picked = self.backend.rms_norm_backward(
-            &picked,
-            &self.norm,
-            self.config.rms_norm_eps,
-            &d_normed,
-        )?;
+        let d_picked = self.rms_norm_backward(&picked, &self.norm, &d_normed)?;
         let mut dx = x.zeros_like()?.index_add(&rows, &d_picked, 0)?;
         drop(x);
         let mut grads = HashMap::new();

@@ -1,4 +1,5 @@
-//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2, Qwen3, Phi-3) for LoRA training.
+//! A Llama-family decoder (Llama, SmolLM, Mistral, Qwen2, Qwen3, Phi-3,
+//! Gemma 3) for LoRA training.
 //! The forward pass is candle ops on plain tensors; the backward pass is
 //! written out (`backward.rs`), op by op, each checked by finite differences
 //! (`gradcheck.rs`). candle's autograd is not used: it would keep every
@@ -16,6 +17,7 @@ mod composed_check;
 mod config;
 mod from_gguf;
 mod from_hf;
+mod gemma;
 mod generate;
 #[cfg(test)]
 mod gradcheck;
@@ -31,7 +33,7 @@ use std::collections::HashMap;
 use candle_core::{Device, Result, Tensor};
 
 pub use batch::{batch, Batch};
-pub use config::{LlamaConfig, RopeScaling};
+pub use config::{Activation, Gemma, LlamaConfig, RopeScaling};
 pub use from_hf::MODEL_TYPES;
 use kernels::attention::Attention;
 use kernels::projection::Projection;
@@ -52,8 +54,9 @@ pub struct Layer {
     pub qkv: Stacked<3>,
     /// Attention output projection.
     pub o_proj: Weight,
-    /// RMSNorm before the MLP.
-    pub post_attention_layernorm: Tensor,
+    /// RMSNorm before the MLP: `post_attention_layernorm` in Hugging Face's
+    /// Llama, `pre_feedforward_layernorm` in Gemma.
+    pub mlp_norm: Tensor,
     /// MLP gate and up projections, fused into `gate_up_proj` in Phi-3.
     pub gate_up: Stacked<2>,
     /// MLP down projection.
@@ -61,8 +64,12 @@ pub struct Layer {
     /// Query, key and value biases (Qwen2).
     pub qkv_bias: Option<[Tensor; 3]>,
     /// The RMSNorm weights `(head_dim,)` of each query head and each key
-    /// head, applied before the rotary embedding (Qwen3).
+    /// head, applied before the rotary embedding (Qwen3, Gemma).
     pub qk_norm: Option<[Tensor; 2]>,
+    /// The RMSNorms of the attention's output and of the MLP's, before each
+    /// joins the residual stream (Gemma's `post_attention_layernorm` and
+    /// `post_feedforward_layernorm`).
+    pub post_norms: Option<[Tensor; 2]>,
 }
 
 /// A Llama-family model with its weights in memory as f32.
@@ -74,6 +81,8 @@ pub struct Llama {
     norm: Tensor,
     lm_head: Tensor,
     rope: Rope,
+    /// The sliding layers' rotary tables, when they have their own base (Gemma).
+    local_rope: Option<Rope>,
     max_positions: usize,
     /// The ops' implementation for the device the weights are on.
     backend: Backend,
@@ -126,16 +135,33 @@ impl Llama {
         lm_head: Tensor,
         max_positions: usize,
     ) -> Result<Self> {
-        let rope = Rope::new(
-            config.head_dim(),
-            config.rope_theta,
-            config.rope_scaling.as_ref(),
-            max_positions,
-            embed_tokens.dtype(),
-            embed_tokens.device(),
-        )?;
+        let rope = |theta, scaling| {
+            Rope::new(
+                config.head_dim(),
+                theta,
+                scaling,
+                max_positions,
+                embed_tokens.dtype(),
+                embed_tokens.device(),
+            )
+        };
+        let local_rope = match &config.gemma {
+            Some(g) => Some(rope(g.local_rope_theta, None)?),
+            None => None,
+        };
+        let rope = rope(config.rope_theta, config.rope_scaling.as_ref())?;
         let backend = Backend::for_device(embed_tokens.device());
-        Ok(Self { config, embed_tokens, layers, norm, lm_head, rope, max_positions, backend })
+        Ok(Self {
+            config,
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            rope,
+            local_rope,
+            max_positions,
+            backend,
+        })
     }
 
     /// The longest context the rotary tables cover (`max_position_embeddings`).
@@ -164,11 +190,12 @@ impl Llama {
                     input_layernorm: l.input_layernorm.clone(),
                     qkv: l.qkv.try_map(map)?,
                     o_proj: map(&l.o_proj)?,
-                    post_attention_layernorm: l.post_attention_layernorm.clone(),
+                    mlp_norm: l.mlp_norm.clone(),
                     gate_up: l.gate_up.try_map(map)?,
                     down_proj: map(&l.down_proj)?,
                     qkv_bias: l.qkv_bias.clone(),
                     qk_norm: l.qk_norm.clone(),
+                    post_norms: l.post_norms.clone(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -179,6 +206,7 @@ impl Llama {
             norm: self.norm.clone(),
             lm_head: self.lm_head.clone(),
             rope: self.rope.clone(),
+            local_rope: self.local_rope.clone(),
             max_positions: self.max_positions,
             backend: self.backend,
         })
@@ -192,10 +220,23 @@ impl Llama {
         for (i, l) in self.layers.iter().enumerate() {
             let name = |n: &str| format!("model.layers.{i}.{n}");
             out.push((name("input_layernorm.weight"), WeightRef::Tensor(&l.input_layernorm)));
-            out.push((
-                name("post_attention_layernorm.weight"),
-                WeightRef::Tensor(&l.post_attention_layernorm),
-            ));
+            match &l.post_norms {
+                Some([attention, mlp]) => {
+                    out.push((
+                        name("post_attention_layernorm.weight"),
+                        WeightRef::Tensor(attention),
+                    ));
+                    out.push((
+                        name("pre_feedforward_layernorm.weight"),
+                        WeightRef::Tensor(&l.mlp_norm),
+                    ));
+                    out.push((name("post_feedforward_layernorm.weight"), WeightRef::Tensor(mlp)));
+                }
+                None => out.push((
+                    name("post_attention_layernorm.weight"),
+                    WeightRef::Tensor(&l.mlp_norm),
+                )),
+            }
             let projections = (l.qkv.modules(&QKV).into_iter().map(|(m, w)| (QKV.block, m, w)))
                 .chain([("self_attn", "o_proj", &l.o_proj)])
                 .chain(l.gate_up.modules(&GATE_UP).into_iter().map(|(m, w)| (GATE_UP.block, m, w)))
@@ -241,10 +282,7 @@ impl Llama {
     ) -> Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let x = self.hidden(ids, &self.pass(positions, segments, lora)?, None)?;
-        let logits = self
-            .backend
-            .rms_norm(&x, &self.norm, self.config.rms_norm_eps)?
-            .matmul(&self.lm_head.t()?)?;
+        let logits = self.rms_norm(&x, &self.norm)?.matmul(&self.lm_head.t()?)?;
         logits.reshape((batch, seq, ()))
     }
 
@@ -256,10 +294,68 @@ impl Llama {
         lora: Option<LoraPass<'a>>,
     ) -> Result<Pass<'a>> {
         let (batch, seq) = positions.dims2()?;
-        let attention = Attention {
-            mask: attention_mask(segments, self.config.sliding_window, self.embed_tokens.dtype())?,
+        let attention = |window| -> Result<Attention> {
+            let mask = attention_mask(segments, window, self.embed_tokens.dtype())?;
+            Ok(Attention { mask, scale: self.config.attention_scale() })
         };
-        Ok(Pass { batch, seq, positions, attention, lora })
+        let (global, local) = self.windows();
+        let (attention, local) = (attention(global)?, local.map(attention).transpose()?);
+        Ok(Pass { batch, seq, positions, attention, local, lora })
+    }
+
+    /// The embeddings `(rows, hidden)` of token ids `ids` `(rows,)`, scaled
+    /// by sqrt(hidden) in Gemma.
+    fn embed(&self, ids: &Tensor) -> Result<Tensor> {
+        let x = self.embed_tokens.index_select(ids, 0)?;
+        match self.config.gemma {
+            // As transformers: the factor rounded to the weights' dtype first.
+            Some(_) => x.affine(f64::from((self.config.hidden_size as f32).sqrt()), 0.0),
+            None => Ok(x),
+        }
+    }
+
+    /// A norm's weight as it scales: `1 + w` in Gemma, `w` elsewhere.
+    fn norm_scale(&self, weight: &Tensor) -> Result<Tensor> {
+        match self.config.gemma {
+            Some(_) => weight + 1.0,
+            None => Ok(weight.clone()),
+        }
+    }
+
+    /// RMSNorm of `x` with the norm weight `weight`.
+    fn rms_norm(&self, x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+        self.backend.rms_norm(x, &self.norm_scale(weight)?, self.config.rms_norm_eps)
+    }
+
+    /// The gradient of `x` for the gradient `grad` of [`Self::rms_norm`]'s output.
+    fn rms_norm_backward(&self, x: &Tensor, weight: &Tensor, grad: &Tensor) -> Result<Tensor> {
+        let scale = self.norm_scale(weight)?;
+        self.backend.rms_norm_backward(x, &scale, self.config.rms_norm_eps, grad)
+    }
+
+    /// Layer `layer`'s rotary tables: the sliding layers' own in Gemma.
+    fn rope_of(&self, layer: usize) -> &Rope {
+        match (&self.local_rope, &self.config.gemma) {
+            (Some(local), Some(g)) if g.sliding[layer] => local,
+            _ => &self.rope,
+        }
+    }
+
+    /// The sliding windows of a pass's two attentions: every layer's (or
+    /// Gemma's global layers'), and Gemma's sliding layers' when it has them.
+    fn windows(&self) -> (Option<usize>, Option<Option<usize>>) {
+        match self.config.gemma {
+            Some(_) => (None, Some(self.config.sliding_window)),
+            None => (self.config.sliding_window, None),
+        }
+    }
+
+    /// Layer `layer`'s attention in `pass`: Gemma's sliding layers' own.
+    fn attention_of<'p>(&self, pass: &'p Pass, layer: usize) -> &'p Attention {
+        match (&pass.local, &self.config.gemma) {
+            (Some(local), Some(g)) if g.sliding[layer] => local,
+            _ => &pass.attention,
+        }
     }
 
     /// The hidden states `(batch x seq, hidden)` of token ids `(batch, seq)`
@@ -271,7 +367,7 @@ impl Llama {
         pass: &Pass,
         mut tape: Option<&mut Vec<Saved>>,
     ) -> Result<Tensor> {
-        let mut x = self.embed_tokens.index_select(&ids.flatten_all()?, 0)?;
+        let mut x = self.embed(&ids.flatten_all()?)?;
         for i in 0..self.layers.len() {
             let (y, saved) = self.layer(i, &x, pass)?;
             if let Some(tape) = tape.as_deref_mut() {
@@ -366,18 +462,45 @@ impl Llama {
 
     /// Decoder layer `i` on `x` `(batch x seq, hidden)`: its output and what its backward needs.
     fn layer(&self, i: usize, x: &Tensor, pass: &Pass) -> Result<(Tensor, Saved)> {
+        let h = self.rms_norm(x, &self.layers[i].input_layernorm)?;
+        let QueryKeyValue { q, k, v, unnormed } = self.query_key_value(i, &h, pass)?;
+        let attention = self.attention_of(pass, i);
+        let attended = self.merge(pass, &self.backend.attention(attention, &q, &k, &v)?)?;
+        let (y, tail) = self.after_attention(i, x, &attended, pass)?;
+        Ok((y, Saved { x: x.clone(), q, k, v, unnormed, attended, tail }))
+    }
+
+    /// The rest of layer `i`, on its input `x` and its attention's output
+    /// `attended`: the output projection into the residual stream, then the
+    /// MLP. Its output and what its backward needs.
+    fn after_attention(
+        &self,
+        i: usize,
+        x: &Tensor,
+        attended: &Tensor,
+        pass: &Pass,
+    ) -> Result<(Tensor, Tail)> {
         let w = &self.layers[i];
-        let eps = self.config.rms_norm_eps;
         let proj = |module, weight| Self::projection(pass, i, module, weight);
         let b = self.backend;
-        let h = b.rms_norm(x, &w.input_layernorm, eps)?;
-        let QueryKeyValue { q, k, v, unnormed } = self.query_key_value(i, &h, pass)?;
-        let attended = self.merge(pass, &b.attention(&pass.attention, &q, &k, &v)?)?;
-        let x_mid = (x + b.project(&proj("o_proj", &w.o_proj), &attended)?)?;
-        let h = b.rms_norm(&x_mid, &w.post_attention_layernorm, eps)?;
+        let o = b.project(&proj("o_proj", &w.o_proj), attended)?;
+        let x_mid = (x + self.post_norm(w, 0, &o)?)?;
+        let h = self.rms_norm(&x_mid, &w.mlp_norm)?;
         let [gate, up] = self.project_stack(pass, i, &w.gate_up, &GATE_UP, &h)?;
-        let y = (&x_mid + b.project(&proj("down_proj", &w.down_proj), &b.swiglu(&gate, &up)?)?)?;
-        Ok((y, Saved { x: x.clone(), q, k, v, unnormed, attended, x_mid, gate, up }))
+        let gated = b.gated(self.config.activation, &gate, &up)?;
+        let down = b.project(&proj("down_proj", &w.down_proj), &gated)?;
+        let y = (&x_mid + self.post_norm(w, 1, &down)?)?;
+        let outputs = w.post_norms.as_ref().map(|_| [o, down]);
+        Ok((y, Tail { x_mid, gate, up, outputs }))
+    }
+
+    /// `t` through layer `w`'s norm of its attention's (0) or MLP's (1)
+    /// output, when it has those norms (Gemma).
+    fn post_norm(&self, w: &Layer, which: usize, t: &Tensor) -> Result<Tensor> {
+        match &w.post_norms {
+            Some(norms) => self.rms_norm(t, &norms[which]),
+            None => Ok(t.clone()),
+        }
     }
 
     /// Layer `i`'s attention inputs from its normed input `h` `(batch x seq, hidden)`.
@@ -391,9 +514,10 @@ impl Llama {
             None => ([q, k], None),
         };
         let [q, k] = normed;
+        let rope = self.rope_of(i);
         Ok(QueryKeyValue {
-            q: self.rope.apply(b, &q, pass.positions, c.num_attention_heads)?,
-            k: self.rope.apply(b, &k, pass.positions, c.num_key_value_heads)?,
+            q: rope.apply(b, &q, pass.positions, c.num_attention_heads)?,
+            k: rope.apply(b, &k, pass.positions, c.num_key_value_heads)?,
             v: self.heads(pass, &v)?,
             unnormed,
         })
@@ -402,15 +526,13 @@ impl Llama {
     /// RMSNorm of each head of `t` `(rows, heads x head_dim)` with `weight` `(head_dim,)`.
     fn head_norm(&self, t: &Tensor, weight: &Tensor) -> Result<Tensor> {
         let by_head = t.reshape(((), self.config.head_dim()))?;
-        self.backend.rms_norm(&by_head, weight, self.config.rms_norm_eps)?.reshape(t.shape())
+        self.rms_norm(&by_head, weight)?.reshape(t.shape())
     }
 
     /// The gradient of `t` for the gradient `grad` of [`Self::head_norm`]'s output.
     fn head_norm_backward(&self, t: &Tensor, weight: &Tensor, grad: &Tensor) -> Result<Tensor> {
         let by_head = |t: &Tensor| t.reshape(((), self.config.head_dim()));
-        self.backend
-            .rms_norm_backward(&by_head(t)?, weight, self.config.rms_norm_eps, &by_head(grad)?)?
-            .reshape(t.shape())
+        self.rms_norm_backward(&by_head(t)?, weight, &by_head(grad)?)?.reshape(t.shape())
     }
 
     /// `t` plus the layer's query (0), key (1) or value (2) bias, if it has one.
@@ -440,6 +562,8 @@ struct Pass<'a> {
     /// `(batch, seq)`.
     positions: &'a Tensor,
     attention: Attention,
+    /// Gemma's sliding layers' attention.
+    local: Option<Attention>,
     lora: Option<LoraPass<'a>>,
 }
 
@@ -454,17 +578,25 @@ struct QueryKeyValue {
 }
 
 /// What a layer's forward keeps for its backward: its input, the attention's
-/// inputs and output, the residual stream between its halves and the MLP's
-/// two projections. The norms and SwiGLU are recomputed from these.
+/// inputs and output, and the rest's. The norms and the gated activation
+/// are recomputed from these.
 struct Saved {
     x: Tensor,
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    /// The queries and keys before their per-head norms (Qwen3).
+    /// The queries and keys before their per-head norms (Qwen3, Gemma).
     unnormed: Option<[Tensor; 2]>,
     attended: Tensor,
+    tail: Tail,
+}
+
+/// What [`Llama::after_attention`] keeps for its backward: the residual
+/// stream between the layer's halves, the MLP's two projections, and, where
+/// the layer norms them (Gemma), the output projection's and the MLP's outputs.
+struct Tail {
     x_mid: Tensor,
     gate: Tensor,
     up: Tensor,
+    outputs: Option<[Tensor; 2]>,
 }

@@ -19,6 +19,8 @@ use super::simd::{self, vectorized};
 pub struct Attention {
     /// The additive mask `(batch, 1, seq, seq)`: 0 where a token may attend, minus infinity elsewhere.
     pub mask: Tensor,
+    /// The factor of the scores `q kᵀ`: `1 / sqrt(head_dim)`, or Gemma's own.
+    pub scale: f64,
 }
 
 /// The sizes of one attention.
@@ -29,16 +31,17 @@ struct Dims {
     kv_heads: usize,
     seq: usize,
     dim: usize,
+    scale: f64,
 }
 
 impl Dims {
-    fn of(q: &Tensor, k: &Tensor) -> Result<Self> {
+    fn of(a: &Attention, q: &Tensor, k: &Tensor) -> Result<Self> {
         let (batch, heads, seq, dim) = q.dims4()?;
         let kv_heads = k.dim(1)?;
         if !heads.is_multiple_of(kv_heads) {
             bail!("{heads} query heads cannot share {kv_heads} key/value heads");
         }
-        Ok(Self { batch, heads, kv_heads, seq, dim })
+        Ok(Self { batch, heads, kv_heads, seq, dim, scale: a.scale })
     }
 
     /// Query heads per key/value head.
@@ -99,10 +102,10 @@ fn tiles<T: Real>(mask: &[T], seq: usize) -> Vec<Tile> {
 }
 
 /// Writes the attention weights of `tile` of query head `q` `(seq, d)` over
-/// `k` into `p` `(tile rows, tile columns)`: `softmax(q kᵀ / sqrt(d) + mask)`, row by row.
+/// `k` into `p` `(tile rows, tile columns)`: `softmax(q kᵀ scale + mask)`, row by row.
 #[inline(always)]
 fn weights<T: Real>(p: &mut [T], tile: &Tile, q: &[T], k: &[T], mask: &[T], d: Dims) {
-    let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
+    let scale = <T as candle_core::WithDType>::from_f64(d.scale);
     let (q, k) = (rows_of(q, &tile.rows, d), rows_of(k, &tile.cols, d));
     gemm(p, q, k.t(), scale, false);
     for (row, i) in p.chunks_mut(tile.cols.len()).zip(tile.rows.clone()) {
@@ -121,7 +124,7 @@ fn rows_of<'a, T>(head: &'a [T], rows: &Range<usize>, d: Dims) -> Mat<'a, T> {
 }
 
 fn forward_in<T: Real>(a: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    let d = Dims::of(q, k)?;
+    let d = Dims::of(a, q, k)?;
     let (group, head) = (d.group(), d.head());
     with_all::<T, _>(&[q, k, v, &a.mask], |x| {
         let (q, k, v, mask) = (x[0], x[1], x[2], x[3]);
@@ -167,9 +170,9 @@ fn backward_in<T: Real>(
     out: &Tensor,
     grad: &Tensor,
 ) -> Result<(Tensor, Tensor, Tensor)> {
-    let d = Dims::of(q, k)?;
+    let d = Dims::of(a, q, k)?;
     let (group, head) = (d.group(), d.head());
-    let scale = <T as candle_core::WithDType>::from_f64(1.0 / (d.dim as f64).sqrt());
+    let scale = <T as candle_core::WithDType>::from_f64(d.scale);
     with_all::<T, _>(&[q, k, v, out, grad, &a.mask], |x| {
         let (q, k, v, out, grad, mask) = (x[0], x[1], x[2], x[3], x[4], x[5]);
         let tiles: Vec<Vec<Tile>> = mask.chunks(d.seq * d.seq).map(|m| tiles(m, d.seq)).collect();

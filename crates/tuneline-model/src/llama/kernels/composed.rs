@@ -10,6 +10,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Result, Tensor, D};
 
+use super::super::config::Activation;
+use super::attention::Attention;
 use super::dropout::Dropout;
 use super::projection::{Adapter, Projection};
 use super::real::{by_dtype, Real};
@@ -33,22 +35,40 @@ pub fn rms_norm_backward(x: &Tensor, weight: &Tensor, eps: f64, grad: &Tensor) -
     gw.broadcast_mul(&inv)? - x.broadcast_mul(&projection)?
 }
 
-/// `1 / (1 + e^-x)`.
-fn sigmoid(x: &Tensor) -> Result<Tensor> {
-    (x.neg()?.exp()? + 1.0)?.recip()
+/// [`super::gated::gated`].
+pub fn gated(act: Activation, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    match act {
+        Activation::Silu => gate.silu()? * up,
+        // candle's `gelu` is the tanh approximation.
+        Activation::GeluTanh => gate.gelu()? * up,
+    }
 }
 
-/// [`super::rows::swiglu`].
-pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-    gate.silu()? * up
-}
-
-/// [`super::rows::swiglu_backward`].
-pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
-    let s = sigmoid(gate)?;
-    // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
-    let d_silu = (gate.mul(&s.affine(-1.0, 1.0)?)? + 1.0)?.mul(&s)?;
-    Ok((grad.mul(up)?.mul(&d_silu)?, grad.mul(gate)?.mul(&s)?))
+/// [`super::gated::gated_backward`].
+pub fn gated_backward(
+    act: Activation,
+    gate: &Tensor,
+    up: &Tensor,
+    grad: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let (value, derivative) = match act {
+        Activation::Silu => {
+            let s = (gate.neg()?.exp()? + 1.0)?.recip()?;
+            // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
+            (gate.mul(&s)?, (gate.mul(&s.affine(-1.0, 1.0)?)? + 1.0)?.mul(&s)?)
+        }
+        Activation::GeluTanh => {
+            let (c, k) = (0.797_884_560_802_865_4, 0.044_715);
+            let cube = gate.sqr()?.mul(gate)?;
+            let tanh = ((gate + (cube * k)?)? * c)?.tanh()?;
+            let half_one_plus = ((&tanh + 1.0)? * 0.5)?;
+            // d/dg: (1 + tanh)/2 + g/2 (1 - tanh²) c (1 + 3k g²).
+            let d_inner = ((gate.sqr()? * (3.0 * k))? + 1.0)? * c;
+            let slope = (gate.mul(&tanh.sqr()?.affine(-1.0, 1.0)?)? * 0.5)?.mul(&d_inner?)?;
+            (gate.mul(&half_one_plus)?, (&half_one_plus + slope)?)
+        }
+    };
+    Ok((grad.mul(up)?.mul(&derivative)?, grad.mul(&value)?))
 }
 
 /// [`super::rows::rope`].
@@ -118,23 +138,22 @@ fn sum_groups(t: &Tensor, kv_heads: usize) -> Result<Tensor> {
     t.reshape((batch, kv_heads, heads / kv_heads, seq, dim))?.sum(2)
 }
 
-/// The attention weights `softmax(q kᵀ / sqrt(d) + mask)` and the scale.
-fn attention_weights(mask: &Tensor, q: &Tensor, k: &Tensor) -> Result<(Tensor, f64)> {
-    let scale = 1.0 / (q.dim(3)? as f64).sqrt();
+/// The attention weights `softmax(q kᵀ scale + mask)` of `attention`.
+fn attention_weights(attention: &Attention, q: &Tensor, k: &Tensor) -> Result<Tensor> {
     let k = repeat_kv(k, q.dim(1)? / k.dim(1)?)?;
-    let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
+    let scores = (q.matmul(&k.t()?)? * attention.scale)?.broadcast_add(&attention.mask)?;
     let e = scores.broadcast_sub(&scores.max_keepdim(D::Minus1)?)?.exp()?;
-    Ok((e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?, scale))
+    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
 }
 
 /// [`super::attention::Attention::forward`].
-pub fn attention(mask: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    attention_weights(mask, q, k)?.0.matmul(&repeat_kv(v, q.dim(1)? / v.dim(1)?)?)
+pub fn attention(attention: &Attention, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+    attention_weights(attention, q, k)?.matmul(&repeat_kv(v, q.dim(1)? / v.dim(1)?)?)
 }
 
 /// [`super::attention::Attention::backward`].
 pub fn attention_backward(
-    mask: &Tensor,
+    attention: &Attention,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
@@ -142,12 +161,12 @@ pub fn attention_backward(
     grad: &Tensor,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (kv_heads, group) = (k.dim(1)?, q.dim(1)? / k.dim(1)?);
-    let (p, scale) = attention_weights(mask, q, k)?;
+    let p = attention_weights(attention, q, k)?;
     let dv = sum_groups(&p.t()?.matmul(grad)?, kv_heads)?;
     let dp = grad.matmul(&repeat_kv(v, group)?.t()?)?;
     // The softmax's backward: ds = p (dp - Σ p dp), where Σ p dp = Σ grad out; scaled as the scores were.
     let dot = grad.mul(out)?.sum_keepdim(D::Minus1)?;
-    let ds = (p.mul(&dp.broadcast_sub(&dot)?)? * scale)?;
+    let ds = (p.mul(&dp.broadcast_sub(&dot)?)? * attention.scale)?;
     let dq = ds.matmul(&repeat_kv(k, group)?)?;
     let dk = sum_groups(&ds.t()?.matmul(q)?, kv_heads)?;
     Ok((dq, dk, dv))

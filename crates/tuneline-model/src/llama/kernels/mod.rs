@@ -1,7 +1,7 @@
 //! The training ops behind one device seam. A model chooses its
 //! [`Backend`] once, when it is loaded onto a device, as candle keeps its
 //! backends apart: the CPU runs kernels written as loops over slices
-//! ([`rows`], [`attention`], [`projection`], over [`gemm`], [`simd`] and the
+//! ([`rows`], [`gated`], [`attention`], [`projection`], over [`gemm`], [`simd`] and the
 //! float types of [`real`]); every other device (CUDA) runs the same ops
 //! composed from candle's tensor ops ([`composed`]), each taking and
 //! returning exactly what its kernel does. Neither side calls the other.
@@ -9,6 +9,7 @@
 pub mod attention;
 pub mod composed;
 pub mod dropout;
+pub mod gated;
 pub mod gemm;
 pub mod projection;
 pub mod real;
@@ -19,6 +20,7 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Result, Tensor};
 
+use super::config::Activation;
 use attention::Attention;
 use projection::Projection;
 
@@ -63,24 +65,25 @@ impl Backend {
         }
     }
 
-    /// `silu(gate) * up`.
-    pub fn swiglu(self, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    /// `act(gate) * up`: SwiGLU or GeGLU.
+    pub fn gated(self, act: Activation, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
         match self {
-            Self::Cpu => rows::swiglu(gate, up),
-            Self::Composed => composed::swiglu(gate, up),
+            Self::Cpu => gated::gated(act, gate, up),
+            Self::Composed => composed::gated(act, gate, up),
         }
     }
 
-    /// The gradients of `gate` and `up` for the gradient `grad` of [`Self::swiglu`]'s output.
-    pub fn swiglu_backward(
+    /// The gradients of `gate` and `up` for the gradient `grad` of [`Self::gated`]'s output.
+    pub fn gated_backward(
         self,
+        act: Activation,
         gate: &Tensor,
         up: &Tensor,
         grad: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
         match self {
-            Self::Cpu => rows::swiglu_backward(gate, up, grad),
-            Self::Composed => composed::swiglu_backward(gate, up, grad),
+            Self::Cpu => gated::gated_backward(act, gate, up, grad),
+            Self::Composed => composed::gated_backward(act, gate, up, grad),
         }
     }
 
@@ -115,7 +118,7 @@ impl Backend {
         }
     }
 
-    /// Causal attention of `q` over `k` and `v` under `attention`'s mask.
+    /// Causal attention of `q` over `k` and `v` under `attention`'s mask and scale.
     pub fn attention(
         self,
         attention: &Attention,
@@ -125,7 +128,7 @@ impl Backend {
     ) -> Result<Tensor> {
         match self {
             Self::Cpu => attention.forward(q, k, v),
-            Self::Composed => composed::attention(&attention.mask, q, k, v),
+            Self::Composed => composed::attention(attention, q, k, v),
         }
     }
 
@@ -141,7 +144,7 @@ impl Backend {
     ) -> Result<(Tensor, Tensor, Tensor)> {
         match self {
             Self::Cpu => attention.backward(q, k, v, out, grad),
-            Self::Composed => composed::attention_backward(&attention.mask, q, k, v, out, grad),
+            Self::Composed => composed::attention_backward(attention, q, k, v, out, grad),
         }
     }
 

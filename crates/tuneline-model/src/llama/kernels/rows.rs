@@ -1,7 +1,7 @@
 //! Row-wise CPU kernels written as plain loops over tensors' values, one
 //! pass each, for the elementwise steps where candle's composed ops would
-//! make a pass (and an allocation) per op: RMSNorm, SwiGLU, the rotary
-//! embedding and the cross-entropy over the vocabulary.
+//! make a pass (and an allocation) per op: RMSNorm, the rotary embedding
+//! and the cross-entropy over the vocabulary.
 //! Each runs in f32 or f64 (the finite-difference checks use f64).
 
 use std::mem::MaybeUninit;
@@ -16,7 +16,7 @@ use super::simd::{self, vectorized};
 /// A tensor of `shape` whose `rows` rows are written in parallel by
 /// `f(row index, that row of each input, output row)`, which writes the
 /// whole output row. Each input is split into `rows` equal rows.
-fn rowwise<T: Real>(
+pub(super) fn rowwise<T: Real>(
     inputs: &[&Tensor],
     rows: usize,
     shape: Shape,
@@ -98,76 +98,6 @@ fn rms_norm_in<T: Real>(
             }
         },
     )
-}
-
-/// SwiGLU: `silu(gate) * up`.
-pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-    by_dtype!(gate.dtype(), swiglu_in(gate, up))
-}
-
-fn swiglu_in<T: Real>(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-    let rows = gate.elem_count() / gate.dims().last().copied().unwrap_or(1).max(1);
-    rowwise::<T>(
-        &[gate, up],
-        rows,
-        gate.shape().clone(),
-        #[inline(always)]
-        |_, row, out| {
-            for ((o, &g), &u) in out.iter_mut().zip(row[0]).zip(row[1]) {
-                o.write(g / (T::one() + (-g).exp_fast()) * u);
-            }
-        },
-    )
-}
-
-/// The gradients of `gate` and `up` for the gradient `grad` of [`swiglu`]'s output.
-pub fn swiglu_backward(gate: &Tensor, up: &Tensor, grad: &Tensor) -> Result<(Tensor, Tensor)> {
-    by_dtype!(gate.dtype(), swiglu_backward_in(gate, up, grad))
-}
-
-fn swiglu_backward_in<T: Real>(
-    gate: &Tensor,
-    up: &Tensor,
-    grad: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    /// Values per parallel task.
-    const TASK: usize = 16 * 1024;
-    with_all::<T, _>(&[gate, up, grad], |v| {
-        let len = v[0].len();
-        // SAFETY: the chunks cover both outputs, and each value of each is written.
-        let (d_gate, d_up) = unsafe {
-            let mut d_up = Vec::new();
-            let d_gate = unzeroed(len, |d_gate| {
-                d_up = unzeroed(len, |d_up| {
-                    let inputs =
-                        v[0].par_chunks(TASK).zip(v[1].par_chunks(TASK)).zip(v[2].par_chunks(TASK));
-                    d_gate.par_chunks_mut(TASK).zip(d_up.par_chunks_mut(TASK)).zip(inputs).for_each(
-                        |((d_gate, d_up), ((g, u), dy))| {
-                            vectorized(
-                                #[inline(always)]
-                                || {
-                                    for i in 0..g.len() {
-                                        let sigmoid = T::one() / (T::one() + (-g[i]).exp_fast());
-                                        // d silu / d gate = sigmoid (1 + gate (1 - sigmoid)).
-                                        d_gate[i].write(
-                                            dy[i]
-                                                * u[i]
-                                                * sigmoid
-                                                * (T::one() + g[i] * (T::one() - sigmoid)),
-                                        );
-                                        d_up[i].write(dy[i] * g[i] * sigmoid);
-                                    }
-                                },
-                            )
-                        },
-                    )
-                })
-            });
-            (d_gate, d_up)
-        };
-        let tensor = |v: Vec<T>| Tensor::from_vec(v, gate.shape(), gate.device());
-        Ok((tensor(d_gate)?, tensor(d_up)?))
-    })
 }
 
 /// The rotary embedding in Hugging Face's half-split layout, by the angles
