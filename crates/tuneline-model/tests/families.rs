@@ -114,3 +114,17 @@ fn phi4_with_fused_projections_equals_transformers_and_peft() {
         );
     });
 }
+
+#[test]
+fn gemma3_with_its_norms_windows_and_query_scale_equals_transformers_and_peft() {
+    holds_to_transformers("gemma3", |c| {
+        let g = c.gemma.as_ref().expect("read as Gemma 3");
+        assert_eq!(
+            (g.sliding.as_slice(), g.query_pre_attn_scalar),
+            ([true, false].as_slice(), 24.0)
+        );
+        assert_eq!((c.sliding_window, c.head_dim(), c.rope_theta), (Some(4), 32, 1e6));
+        assert!(c.tie_word_embeddings && c.qk_norm);
+        assert_eq!(c.model_type(), "gemma3_text");
+    });
+}

@@ -39,6 +39,20 @@ FAMILIES = {
             high_freq_factor=4.0, original_max_position_embeddings=8192,
         ),
     ),
+    # Gemma 3 (4B and up): heads 256 wide of a smaller hidden size, a query
+    # scale of its own (27B's query_pre_attn_scalar is not its head_dim),
+    # sliding layers with base 10000 between global ones with base 1e6 and
+    # the linear scaling 8, (1+w) norms before and after attention and MLP,
+    # GeGLU, tied embeddings. The window is short so that the tests see it.
+    "gemma3": dict(
+        model_type="gemma3_text", head_dim=32, query_pre_attn_scalar=24, rms_norm_eps=1e-6,
+        sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+        tie_word_embeddings=True, max_position_embeddings=131072,
+        rope_parameters={
+            "full_attention": dict(rope_type="linear", factor=8.0, rope_theta=1e6),
+            "sliding_attention": dict(rope_type="default", rope_theta=1e4),
+        },
+    ),
     # Phi-4 (14B): Phi-3's fused qkv_proj and gate_up_proj, grouped heads
     # (40 of 10 key/value heads), base 250000, an original context equal to
     # its 16384, no sliding window, untied.

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The families `reference/family.py` builds: `qwen3`, `llama3` and `phi4`
-/// (Phi-3's fused layout).
-pub const FAMILIES: [&str; 3] = ["qwen3", "llama3", "phi4"];
+/// The families `reference/family.py` builds: `qwen3`, `llama3`, `phi4`
+/// (Phi-3's fused layout) and `gemma3` (its text model).
+pub const FAMILIES: [&str; 4] = ["qwen3", "llama3", "phi4", "gemma3"];
 
 /// Saves into `out` a random `family` model with the Hugging Face tokenizer
 /// in `tokenizer`, its PEFT adapter in `out/adapter`, and what transformers
