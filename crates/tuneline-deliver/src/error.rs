@@ -110,6 +110,14 @@ pub enum Refusal {
         /// The given base's short sha256.
         base_sha: String,
     },
+    /// A Gemma 3 whose query scale llama.cpp would not compute with.
+    #[error("the model's query_pre_attn_scalar is {ours}, but llama.cpp computes a gemma3 GGUF with {theirs} (the head width, or hidden size over heads for the 62-layer 27B) and a GGUF cannot say otherwise; deliver it as a Hugging Face directory")]
+    QueryScale {
+        /// The model's `query_pre_attn_scalar`.
+        ours: f64,
+        /// The one llama.cpp takes.
+        theirs: f64,
+    },
     /// A GGUF base with llama.cpp's rope factors, which config.json cannot hold.
     #[error("the base stores its rope scaling as llama.cpp's per-frequency factors (rope_freqs.weight), which config.json cannot express; merge from the Hugging Face base")]
     RopeFactors,

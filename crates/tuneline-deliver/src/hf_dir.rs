@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::GgmlDType;
 use candle_core::DType;
 use serde_json::{json, Value};
-use tuneline_model::llama::{Llama, RopeScaling};
+use tuneline_model::llama::{Activation, Llama, RopeScaling};
 use tuneline_model::ModelTokenizer;
 
 use crate::atomic::{self, AtomicDir};
@@ -115,6 +115,7 @@ fn special_ids(tokenizer: &ModelTokenizer) -> HashMap<&'static str, Value> {
 fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError> {
     let c = &model.config;
     let architecture = match c.model_type() {
+        "gemma3_text" => "Gemma3ForCausalLM",
         "phi3" => "Phi3ForCausalLM",
         "qwen3" => "Qwen3ForCausalLM",
         "qwen2" => "Qwen2ForCausalLM",
@@ -132,6 +133,7 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
             "rope_type": "llama3", "factor": factor, "low_freq_factor": low_freq_factor,
             "high_freq_factor": high_freq_factor, "original_max_position_embeddings": original_max_position_embeddings,
         }),
+        Some(RopeScaling::Linear { factor }) => json!({"rope_type": "linear", "factor": factor}),
         Some(RopeScaling::Factors(_)) => return Err(Refusal::RopeFactors.into()),
     };
     let mut config = json!({
@@ -144,7 +146,6 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
         "num_attention_heads": c.num_attention_heads,
         "num_key_value_heads": c.num_key_value_heads,
         "head_dim": c.head_dim(),
-        "hidden_act": "silu",
         "max_position_embeddings": model.max_positions(),
         "rms_norm_eps": c.rms_norm_eps,
         "rope_theta": c.rope_theta,
@@ -158,6 +159,32 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
     if let Some(original) = c.original_context {
         config["original_max_position_embeddings"] = original.into();
     }
+    if let Some(g) = &c.gemma {
+        // transformers reads the global layers' rotary base and scaling
+        // from `rope_theta` and `rope_scaling`, the sliding layers' from here.
+        let types: Vec<&str> = g
+            .sliding
+            .iter()
+            .map(|&s| if s { "sliding_attention" } else { "full_attention" })
+            .collect();
+        let extra = json!({
+            "query_pre_attn_scalar": g.query_pre_attn_scalar,
+            "layer_types": types,
+            "rope_local_base_freq": g.local_rope_theta,
+            "final_logit_softcapping": null,
+            "attn_logit_softcapping": null,
+        });
+        config
+            .as_object_mut()
+            .expect("an object")
+            .extend(extra.as_object().expect("an object").clone());
+    }
+    // Gemma's config names the activation `hidden_activation`.
+    let activation = match c.activation {
+        Activation::Silu => ("hidden_act", "silu"),
+        Activation::GeluTanh => ("hidden_activation", "gelu_pytorch_tanh"),
+    };
+    config[activation.0] = activation.1.into();
     Ok(config)
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor, D};
 use serde_json::Value;
-use tuneline_model::llama::{labels_tensor, Llama, LlamaConfig, Lora};
+use tuneline_model::llama::{labels_tensor, Llama, LlamaConfig, Lora, RopeScaling};
 use tuneline_model::ModelTokenizer;
 
 /// The model transformers built for `family` in `dir`, and what it computed.
@@ -116,13 +116,12 @@ fn phi4_with_fused_projections_equals_transformers_and_peft() {
 }
 
 #[test]
-fn gemma3_with_its_norms_windows_and_query_scale_equals_transformers_and_peft() {
+fn gemma3_with_its_norms_windows_and_two_rotary_bases_equals_transformers_and_peft() {
     holds_to_transformers("gemma3", |c| {
         let g = c.gemma.as_ref().expect("read as Gemma 3");
-        assert_eq!(
-            (g.sliding.as_slice(), g.query_pre_attn_scalar),
-            ([true, false].as_slice(), 24.0)
-        );
+        assert_eq!(g.sliding, [true, true, true, true, true, false]);
+        assert_eq!((g.query_pre_attn_scalar, g.local_rope_theta), (32.0, 1e4));
+        assert_eq!(c.rope_scaling, Some(RopeScaling::Linear { factor: 8.0 }));
         assert_eq!((c.sliding_window, c.head_dim(), c.rope_theta), (Some(4), 32, 1e6));
         assert!(c.tie_word_embeddings && c.qk_norm);
         assert_eq!(c.model_type(), "gemma3_text");

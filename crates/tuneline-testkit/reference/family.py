@@ -39,14 +39,15 @@ FAMILIES = {
             high_freq_factor=4.0, original_max_position_embeddings=8192,
         ),
     ),
-    # Gemma 3 (4B and up): heads 256 wide of a smaller hidden size, a query
-    # scale of its own (27B's query_pre_attn_scalar is not its head_dim),
-    # sliding layers with base 10000 between global ones with base 1e6 and
-    # the linear scaling 8, (1+w) norms before and after attention and MLP,
-    # GeGLU, tied embeddings. The window is short so that the tests see it.
+    # Gemma 3 (4B and up): heads 256 wide of a smaller hidden size, the
+    # query scaled by query_pre_attn_scalar (its head width, as llama.cpp
+    # assumes), five sliding layers with base 10000 before each global one
+    # with base 1e6 and the linear scaling 8, (1+w) norms before and after
+    # attention and MLP, GeGLU, tied embeddings. Six layers make one period;
+    # the window is short so that the tests see it.
     "gemma3": dict(
-        model_type="gemma3_text", head_dim=32, query_pre_attn_scalar=24, rms_norm_eps=1e-6,
-        sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+        model_type="gemma3_text", head_dim=32, query_pre_attn_scalar=32, rms_norm_eps=1e-6,
+        sliding_window=4, num_hidden_layers=6, layer_types=["sliding_attention"] * 5 + ["full_attention"],
         tie_word_embeddings=True, max_position_embeddings=131072,
         rope_parameters={
             "full_attention": dict(rope_type="linear", factor=8.0, rope_theta=1e6),
@@ -74,7 +75,7 @@ family, tokenizer_dir, out = sys.argv[1:4]
 torch.manual_seed(0)
 tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 shape = dict(FAMILIES[family])
-config = AutoConfig.for_model(shape.pop("model_type"), vocab_size=len(tokenizer), **SMALL, **shape)
+config = AutoConfig.for_model(shape.pop("model_type"), vocab_size=len(tokenizer), **{**SMALL, **shape})
 model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
 with torch.no_grad():
     # Norm weights start at one; move them so that a norm read wrongly shows.

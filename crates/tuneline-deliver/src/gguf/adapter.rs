@@ -50,13 +50,13 @@ pub fn export_adapter(
         ("adapter.type".to_string(), Value::String("lora".into())),
         ("adapter.lora.alpha".to_string(), Value::F32(alpha as f32)),
     ];
-    let llama = config.gguf_architecture() == "llama";
+    let permuted = super::names::Naming::of(config).heads;
     let mut tensors = Vec::new();
     for (layer, module, a, b) in lora.pairs() {
         let gguf = module_name(module).expect("adapters target linear layers");
-        let heads = match module {
-            "q_proj" if llama => Some(config.num_attention_heads),
-            "k_proj" if llama => Some(config.num_key_value_heads),
+        let heads = match (module, permuted) {
+            ("q_proj", Some((q, _))) => Some(q),
+            ("k_proj", Some((_, k))) => Some(k),
             _ => None,
         };
         let b = match heads {

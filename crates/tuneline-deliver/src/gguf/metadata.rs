@@ -3,7 +3,7 @@
 //! `general.*`, `<arch>.*` hyperparameters and `tokenizer.ggml.*`.
 
 use candle_core::quantized::gguf_file::Value;
-use tuneline_model::llama::Llama;
+use tuneline_model::llama::{Gemma, Llama, RopeScaling};
 use tuneline_model::GgufVocab;
 
 use super::quant::Quant;
@@ -56,6 +56,22 @@ pub fn model_metadata(
         hyper("rope.scaling.original_context_length", u32v(original));
         hyper("rope.dimension_count", u32v(c.head_dim()));
         hyper("attention.sliding_window", u32v(c.sliding_window.unwrap_or(0)));
+    }
+    // Its Gemma 3 class writes the window, and its base class the sliding
+    // layers' base and a linear scaling of the global ones'.
+    if let Some(g) = &c.gemma {
+        hyper("rope.freq_base_swa", Value::F32(g.local_rope_theta as f32));
+        hyper("attention.sliding_window", u32v(c.sliding_window.unwrap_or(0)));
+        // llama.cpp takes every sixth layer as global unless told otherwise;
+        // the converter never tells it, so a model of another pattern says.
+        if g.sliding != Gemma::periodic(c.num_hidden_layers, Gemma::PERIOD) {
+            let pattern = g.sliding.iter().map(|&s| Value::Bool(s)).collect();
+            hyper("attention.sliding_window_pattern", Value::Array(pattern));
+        }
+    }
+    if let Some(RopeScaling::Linear { factor }) = c.rope_scaling {
+        hyper("rope.scaling.type", Value::String("linear".into()));
+        hyper("rope.scaling.factor", Value::F32(factor as f32));
     }
     m.push(("general.file_type".into(), Value::U32(quant.file_type())));
     m.extend(tokenizer_metadata(vocab, chat_template));

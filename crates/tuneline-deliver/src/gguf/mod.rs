@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::{Device, Tensor};
-use tuneline_model::llama::{Llama, RopeScaling};
+use tuneline_model::llama::{Gemma, Llama, RopeScaling};
 
 use crate::atomic::AtomicFile;
-use crate::error::DeliverError;
+use crate::error::{DeliverError, Refusal};
 use crate::merge::{Merged, MergedWeight};
-use names::{gguf_name, permute};
+use names::{gguf_name, permute, Naming};
 use quant::{Placement, Quant, Role};
 use writer::{GgufWriter, TensorEntry};
 
@@ -121,20 +121,25 @@ pub fn export_all(
 ) -> Result<Vec<Exported>, DeliverError> {
     let model = &merged.model;
     let c = &model.config;
+    if let Some(g) = &c.gemma {
+        let theirs = Gemma::llama_cpp_query_scalar(c);
+        if g.query_pre_attn_scalar != theirs {
+            return Err(Refusal::QueryScale { ours: g.query_pre_attn_scalar, theirs }.into());
+        }
+    }
     let vocab = merged.tokenizer.gguf_vocab(c.vocab_size)?;
     let template = merged.tokenizer.chat_template.as_ref().map(|t| t.source());
     let mut base = match &merged.base_gguf {
         Some(path) => Some(BaseTensors::open(path)?),
         None => None,
     };
-    let heads = (c.gguf_architecture() == "llama")
-        .then_some((c.num_attention_heads, c.num_key_value_heads));
+    let naming = Naming::of(c);
     let mut planned = Vec::new();
     let rope = rope_freqs(model)?.map(|(name, t)| (name, t.dims().to_vec(), Source::Dense(t)));
     let weights =
         merged.weights().into_iter().map(|(name, w)| (name, w.dims(), Source::Merged(w, None)));
     for (hf, shape, source) in weights.chain(rope) {
-        let Some(g) = gguf_name(&hf, heads) else { continue };
+        let Some(g) = gguf_name(&hf, naming) else { continue };
         let columns = *shape.last().expect("a tensor has a dimension");
         let role = if shape.len() == 1 { Role::Vector } else { g.role };
         let placement = Placement {
@@ -146,6 +151,10 @@ pub fn export_all(
         };
         let changed = g.module.is_some_and(|m| merged.changed.contains(&(g.layer, m)));
         let source = match source {
+            // A norm, a vector: made dense here, as llama.cpp stores it.
+            Source::Merged(w, _) if g.shifted => Source::Dense(
+                (w.tensor()? + 1.0).map_err(|e| DeliverError::Layout(format!("`{hf}`: {e}")))?,
+            ),
             Source::Merged(w, _) => Source::Merged(w, g.permute),
             source => source,
         };
@@ -323,6 +332,8 @@ fn rope_freqs(model: &Llama) -> Result<Option<(String, Tensor)>, DeliverError> {
     let mut scaled = inv.clone();
     scaling.apply(&mut scaled);
     let factors: Vec<f32> = match scaling {
+        // Written as metadata (`rope.scaling.type`), not as a tensor.
+        RopeScaling::Linear { .. } => return Ok(None),
         RopeScaling::Factors(f) => f.clone(),
         RopeScaling::Llama3 { .. } => {
             inv.iter().zip(&scaled).map(|(a, b)| (a / b) as f32).collect()

@@ -215,6 +215,11 @@ fn a_phi4_model_is_delivered_to_files_tuneline_and_llama_cpp_read_alike() {
     delivers("phi4", tempfile::tempdir().unwrap().path());
 }
 
+#[test]
+fn a_gemma3_model_is_delivered_to_files_tuneline_and_llama_cpp_read_alike() {
+    delivers("gemma3", tempfile::tempdir().unwrap().path());
+}
+
 /// What the Go template `go` of a Modelfile gives for one user turn saying
 /// `content`: its one `range` over the messages, then the assistant's cue.
 fn go_for_one_user_turn(go: &str, content: &str) -> String {

@@ -1,6 +1,8 @@
 //! The shape of a Llama-family model, as `config.json` or GGUF metadata give it.
 
 use crate::error::ModelError;
+use candle_core::quantized::gguf_file::Value;
+
 use crate::gguf::GgufMetadata;
 
 /// How rotary frequencies are rescaled for long contexts.
@@ -82,6 +84,28 @@ pub struct Gemma {
     /// The rotary base of the sliding layers (`rope_local_base_freq`); the
     /// global ones take `rope_theta` and `rope_scaling`.
     pub local_rope_theta: f64,
+}
+
+impl Gemma {
+    /// How many layers make one period of Gemma 3's layers, the last
+    /// global: transformers' `sliding_window_pattern` default, and the
+    /// pattern llama.cpp's `gemma3` takes when a file does not say.
+    pub const PERIOD: usize = 6;
+
+    /// The sliding layers of `layers` layers when every `period`-th is global.
+    pub fn periodic(layers: usize, period: usize) -> Vec<bool> {
+        (0..layers).map(|i| (i + 1) % period.max(1) != 0).collect()
+    }
+
+    /// The `query_pre_attn_scalar` llama.cpp computes with, as a GGUF does
+    /// not store it: the hidden size over the heads for the 62-layer 27B,
+    /// the head width for every other Gemma 3.
+    pub fn llama_cpp_query_scalar(c: &LlamaConfig) -> f64 {
+        match c.num_hidden_layers {
+            62 => (c.hidden_size / c.num_attention_heads) as f64,
+            _ => c.head_dim() as f64,
+        }
+    }
 }
 
 /// Hyperparameters of a Llama-family decoder.
@@ -189,7 +213,7 @@ impl LlamaConfig {
             .collect()
     }
 
-    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama`, `qwen2`, `qwen3` or `phi3`).
+    /// The config in the `<architecture>.*` metadata of a GGUF file (`llama`, `qwen2`, `qwen3`, `phi3` or `gemma3`).
     pub fn from_gguf(
         meta: &GgufMetadata,
         vocab_size: usize,
@@ -198,7 +222,7 @@ impl LlamaConfig {
         let arch = gguf_architecture(meta)?;
         let int = |key: &str| meta.uint(&format!("{arch}.{key}")).map(|v| v as usize);
         let heads = int("attention.head_count")?;
-        let config = Self {
+        let mut config = Self {
             vocab_size,
             hidden_size: int("embedding_length")?,
             intermediate_size: int("feed_forward_length")?,
@@ -218,6 +242,34 @@ impl LlamaConfig {
             activation: Activation::Silu,
             gemma: None,
         };
+        if meta.string(&format!("{arch}.rope.scaling.type")).is_ok_and(|t| t == "linear") {
+            let factor = meta.float(&format!("{arch}.rope.scaling.factor"))?;
+            config.rope_scaling = Some(RopeScaling::Linear { factor });
+        }
+        if arch == "gemma3" {
+            config.qk_norm = true;
+            config.activation = Activation::GeluTanh;
+            let layers = config.num_hidden_layers;
+            // llama.cpp reads a list of the sliding layers, or a period.
+            let key = format!("{arch}.attention.sliding_window_pattern");
+            let sliding = match meta.get(&key) {
+                Some(Value::Array(items)) => {
+                    items.iter().map(|v| matches!(v, Value::Bool(true))).collect()
+                }
+                Some(_) => Gemma::periodic(layers, meta.uint(&key)? as usize),
+                None => Gemma::periodic(layers, Gemma::PERIOD),
+            };
+            config.gemma = Some(Gemma {
+                query_pre_attn_scalar: Gemma::llama_cpp_query_scalar(&config),
+                sliding,
+                local_rope_theta: meta
+                    .float(&format!("{arch}.rope.freq_base_swa"))
+                    .unwrap_or(10_000.0),
+            });
+            if config.sliding_window.is_none() {
+                config.gemma.as_mut().expect("just set").sliding = vec![false; layers];
+            }
+        }
         match int("rope.dimension_count") {
             Ok(rotated) if rotated != config.head_dim() => Err(meta.error(format!(
                 "{arch}.rope.dimension_count is {rotated} of a head's {} (a rotary embedding over part of each head, as Phi-4-mini's), which tuneline does not read; tuneline rotates whole heads",
@@ -230,12 +282,12 @@ impl LlamaConfig {
 
 /// A GGUF file's `general.architecture`, when tuneline reads that architecture:
 /// `llama` (Llama, SmolLM, Mistral), `qwen2` (Qwen2 and 2.5), `qwen3` (dense
-/// Qwen3) or `phi3` (Phi-3, Phi-4).
+/// Qwen3), `phi3` (Phi-3, Phi-4) or `gemma3` (Gemma 3's text model).
 pub fn gguf_architecture(meta: &GgufMetadata) -> Result<&str, ModelError> {
     match meta.string("general.architecture")? {
-        arch @ ("llama" | "qwen2" | "qwen3" | "phi3") => Ok(arch),
+        arch @ ("llama" | "qwen2" | "qwen3" | "phi3" | "gemma3") => Ok(arch),
         arch => {
-            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5), qwen3 (Qwen3, dense) and phi3 (Phi-3, Phi-4)")))
+            Err(meta.error(format!("architecture `{arch}` is not supported from GGUF; supported: llama (Llama, SmolLM, Mistral), qwen2 (Qwen2, Qwen2.5), qwen3 (Qwen3, dense), phi3 (Phi-3, Phi-4) and gemma3 (Gemma 3, text)")))
         }
     }
 }

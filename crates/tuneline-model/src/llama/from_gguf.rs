@@ -22,7 +22,8 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
     let (file, content) = gguf::open(path)?;
     check_types(path, &content)?;
     let meta = GgufMetadata::of(path, content.metadata.clone());
-    let mut reader = Reader { path, content: &content, file, device };
+    let shifted = gguf_architecture(&meta)? == "gemma3";
+    let mut reader = Reader { path, content: &content, file, device, shifted };
     let embed_tokens = reader.dense("token_embd.weight")?;
     let tied = !content.tensor_infos.contains_key("output.weight");
     let mut config = LlamaConfig::from_gguf(&meta, embed_tokens.dim(0).map_err(err)?, tied)?;
@@ -50,10 +51,15 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             false => None,
         };
         let qk_norm = match config.qk_norm {
-            true => {
-                Some([reader.dense(&name("attn_q_norm"))?, reader.dense(&name("attn_k_norm"))?])
-            }
+            true => Some([reader.norm(&name("attn_q_norm"))?, reader.norm(&name("attn_k_norm"))?]),
             false => None,
+        };
+        let post_norms = match config.gemma {
+            Some(_) => Some([
+                reader.norm(&name("post_attention_norm"))?,
+                reader.norm(&name("post_ffw_norm"))?,
+            ]),
+            None => None,
         };
         let mut weight =
             |part: &str, permuted: Option<usize>| reader.weight(&name(part), permuted, quantized);
@@ -76,14 +82,14 @@ pub fn load(path: &Path, device: &Device, quantized: bool) -> Result<Llama, Mode
             o_proj: weight("attn_output", None)?,
             gate_up,
             down_proj: weight("ffn_down", None)?,
-            input_layernorm: reader.dense(&name("attn_norm"))?,
-            mlp_norm: reader.dense(&name("ffn_norm"))?,
-            post_norms: None,
+            input_layernorm: reader.norm(&name("attn_norm"))?,
+            mlp_norm: reader.norm(&name("ffn_norm"))?,
+            post_norms,
             qkv_bias,
             qk_norm,
         });
     }
-    let norm = reader.dense("output_norm.weight")?;
+    let norm = reader.norm("output_norm.weight")?;
     let lm_head = if tied { embed_tokens.clone() } else { reader.dense("output.weight")? };
     let max_positions = meta.uint(&format!("{arch}.context_length")).unwrap_or(4096) as usize;
     Llama::new(config, embed_tokens, layers, norm, lm_head, max_positions).map_err(err)
@@ -140,9 +146,20 @@ struct Reader<'a> {
     content: &'a Content,
     file: GgufReader,
     device: &'a Device,
+    /// Whether norm weights are stored as `1 + w` (llama.cpp's `gemma3`).
+    shifted: bool,
 }
 
 impl Reader<'_> {
+    /// A norm's weight `w`, as Hugging Face stores it.
+    fn norm(&mut self, name: &str) -> Result<Tensor, ModelError> {
+        let stored = self.dense(name)?;
+        match self.shifted {
+            true => (stored - 1.0).map_err(|e| ModelError::new(self.path, e.to_string())),
+            false => Ok(stored),
+        }
+    }
+
     fn blocks(&mut self, name: &str) -> Result<QTensor, ModelError> {
         self.content
             .tensor(&mut self.file, name, self.device)

@@ -45,8 +45,8 @@ pub(super) fn shape(json: &Value, layers: usize) -> Result<Gemma, String> {
 /// older configs, every layer but each `sliding_window_pattern`-th.
 fn sliding(json: &Value, layers: usize) -> Result<Vec<bool>, String> {
     let Some(types) = json["layer_types"].as_array() else {
-        let pattern = json["sliding_window_pattern"].as_u64().unwrap_or(6).max(1) as usize;
-        return Ok((0..layers).map(|i| (i + 1) % pattern != 0).collect());
+        let period = json["sliding_window_pattern"].as_u64().map_or(Gemma::PERIOD, |p| p as usize);
+        return Ok(Gemma::periodic(layers, period));
     };
     if types.len() != layers {
         return Err(format!(
