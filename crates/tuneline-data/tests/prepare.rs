@@ -192,7 +192,7 @@ fn a_base_of_a_family_tuneline_does_not_know_is_refused_naming_it() {
     let err = err.to_string();
     assert!(
         err.contains("model_type `gpt_neox` is not supported")
-            && err.contains(r#"["llama", "mistral", "qwen2", "qwen3", "phi3"]"#),
+            && err.contains(r#"["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"]"#),
         "{err}"
     );
 }

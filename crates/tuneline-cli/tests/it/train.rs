@@ -337,7 +337,7 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
     let ctx = project(2, 2);
     ctx.write(
         "phi/config.json",
-        r#"{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}"#,
+        r#"{"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"]}"#,
     );
     ctx.write(
         "phi/tokenizer.json",
@@ -358,12 +358,12 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
         let (code, _, err) = crate::common::output(submit);
         assert_eq!(code, 2, "{err}");
         assert!(
-            err.contains("model_type `gemma3_text`")
-                && err.contains(&format!("engine = \"{engine}\"")),
+            err.contains("model_type `olmo2`") && err.contains(&format!("engine = \"{engine}\"")),
             "{err}"
         );
         assert!(
-            err.contains("[model] path") && err.contains("llama, mistral, qwen2, qwen3, phi3"),
+            err.contains("[model] path")
+                && err.contains("llama, mistral, qwen2, qwen3, phi3, gemma3_text"),
             "{err}"
         );
     }

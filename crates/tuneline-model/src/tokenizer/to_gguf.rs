@@ -51,6 +51,9 @@ impl ModelTokenizer {
         };
         let model = serde_json::to_value(bpe)
             .map_err(|e| err(format!("cannot read the BPE model: {e}")))?;
+        if model["byte_fallback"].as_bool() == Some(true) {
+            return Err(err("is a SentencePiece-style BPE with byte fallback (Gemma's, Llama 2's, Mistral 7B v0.1's), which GGUF export does not write yet: it writes byte-level BPE (`gpt2`) tokenizers only; deliver the Hugging Face directory instead".into()));
+        }
         let merges = model["merges"]
             .as_array()
             .map(|merges| {
@@ -131,5 +134,38 @@ impl ModelTokenizer {
             path,
             format!("splits text unlike every pre-tokenizer tuneline writes to GGUF ({}); export from the model's GGUF base instead", PRE.join(", ")),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentencepiece_style_bpe_is_refused_not_written_as_byte_level() {
+        let bpe = tokenizers::models::bpe::BPE::builder()
+            .vocab_and_merges(
+                [("▁a".to_string(), 0), ("<0x61>".to_string(), 1)]
+                    .into_iter()
+                    .collect::<tokenizers::models::bpe::Vocab>(),
+                vec![],
+            )
+            .byte_fallback(true)
+            .build()
+            .unwrap();
+        let tokenizer = ModelTokenizer {
+            tokenizer: tokenizers::Tokenizer::new(bpe),
+            chat_template: None,
+            special: Default::default(),
+            fingerprint: String::new(),
+            add_bos: true,
+            gguf_pre: None,
+            splitter: None,
+        };
+        let err = tokenizer.gguf_vocab(2).unwrap_err().to_string();
+        assert!(
+            err.contains("SentencePiece-style BPE") && err.contains("Hugging Face directory"),
+            "{err}"
+        );
     }
 }
