@@ -6,7 +6,8 @@
 # (f16) and quantizes that with llama-quantize (q8_0, q4_k_m). Wall time and
 # peak RSS of each side. Then the same for a ~0.6B model in Qwen3-0.6B's shape
 # (random bf16 weights, bench/family_shaped.py), exported as it is
-# (`tuneline export --model`) against convert_hf_to_gguf.py on the same directory.
+# (`tuneline export --model`) against convert_hf_to_gguf.py on the same
+# directory, and for a ~0.5B model of Gemma 3 1B's layers (8 of its 26).
 # Needs: scripts/setup-test-deps.sh (llama.cpp 0.3.36, built); the
 # converter's Python (torch 2.15.0, transformers 5.24.0, ...) is installed
 # by bench/common.sh's torch_python.
@@ -43,6 +44,10 @@ quantize llama ref.f16.gguf
 timed tuneline-qwen3 "$tuneline" -q export --model qwen3-shaped --quant f16,q8_0,q4_k_m --no-smoke --out tl3
 timed llama-qwen3 "$python" "$convert" qwen3-shaped --outtype f16 --outfile ref3.f16.gguf
 quantize llama-qwen3 ref3.f16.gguf
+"$python" "$bench/family_shaped.py" gemma-3-1b-8l gemma-shaped merged > /dev/null
+timed tuneline-gemma3 "$tuneline" -q export --model gemma-shaped --quant f16,q8_0,q4_k_m --no-smoke --out tlg
+timed llama-gemma3 "$python" "$convert" gemma-shaped --outtype f16 --outfile refg.f16.gguf
+quantize llama-gemma3 refg.f16.gguf
 torch=$("$python" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")')
 row() { printf '%-62s %8.2f %9d\n' "$1" "${wall[$2]}" "${peak[$2]}"; }
 ratio() {
@@ -56,6 +61,10 @@ row "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" llama
 echo "Qwen3-0.6B's shape (596M parameters, random bf16), as it is:"
 row "tuneline export --model (f16, q8_0, q4_k_m)" tuneline-qwen3
 row "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" llama-qwen3
-echo "($torch; sizes: tuneline $(du -mc tl/*.gguf tl3/*.gguf | tail -1 | cut -f1) MB, llama.cpp $(du -mc ref*.gguf | tail -1 | cut -f1) MB)"
+echo "Gemma 3 1B's layers, 8 of 26 (516M parameters, random bf16), as it is:"
+row "tuneline export --model (f16, q8_0, q4_k_m)" tuneline-gemma3
+row "convert_hf_to_gguf.py + llama-quantize x2 (llama.cpp 0.3.36)" llama-gemma3
+echo "($torch; sizes: tuneline $(du -mc tl/*.gguf tl3/*.gguf tlg/*.gguf | tail -1 | cut -f1) MB, llama.cpp $(du -mc ref*.gguf | tail -1 | cut -f1) MB)"
 ratio SmolLM2 tuneline llama
 ratio Qwen3-shaped tuneline-qwen3 llama-qwen3
+ratio Gemma-3-shaped tuneline-gemma3 llama-gemma3

@@ -8,7 +8,11 @@ Shapes, from each model's config.json:
                 151,936 vocabulary, tied embeddings (494M parameters)
   qwen3-0.6b    1024 hidden, 28 layers, 16 heads of 128 (wider than hidden),
                 8 KV heads, 3072 intermediate, q/k norms, 151,936 vocabulary,
-                tied embeddings (596M parameters)"""
+                tied embeddings (596M parameters)
+  gemma-3-1b-8l Gemma 3 1B's layers, 8 of its 26 (five sliding, one global,
+                two sliding): 1152 hidden, 4 heads of 256, 1 KV head, 6912
+                intermediate, (1+w) pre- and post-norms, GeGLU, 262,144
+                vocabulary, tied embeddings (516M parameters)"""
 
 import shutil
 import sys
@@ -26,15 +30,21 @@ SHAPES = {
         model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
         num_attention_heads=16, num_key_value_heads=8, head_dim=128, rope_theta=1000000.0,
     ),
+    "gemma-3-1b-8l": dict(
+        model_type="gemma3_text", hidden_size=1152, intermediate_size=6912, num_hidden_layers=8,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256,
+        sliding_window=512, vocab_size=262144, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+    ),
 }
 
 shape, out, tokenizer = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 torch.manual_seed(0)
 kwargs = dict(SHAPES[shape])
-config = AutoConfig.for_model(
-    kwargs.pop("model_type"), vocab_size=151936, max_position_embeddings=32768, rms_norm_eps=1e-6,
-    tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, **kwargs,
+defaults = dict(
+    vocab_size=151936, max_position_embeddings=32768, rms_norm_eps=1e-6,
+    tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
 )
+config = AutoConfig.for_model(kwargs.pop("model_type"), **{**defaults, **kwargs})
 model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
 model.save_pretrained(out, safe_serialization=True)
 for f in tokenizer.iterdir():
