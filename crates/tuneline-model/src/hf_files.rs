@@ -24,3 +24,7 @@ pub const CHAT_TEMPLATES: [&str; 3] = [CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, 
 /// computes: its shape, tokenizer and chat template.
 pub const DEFINING: [&str; 5] =
     [CONFIG, TOKENIZER, TOKENIZER_CONFIG, CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON];
+
+/// The SentencePiece model that `tokenizer.json` was converted from (Gemma,
+/// Llama 2): its pieces' scores and types go into a GGUF's vocabulary.
+pub const SENTENCEPIECE: &str = "tokenizer.model";

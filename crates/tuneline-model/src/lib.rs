@@ -19,4 +19,4 @@ pub use error::ModelError;
 pub use origin::{BaseModel, Origin, ORIGIN_FILE};
 pub use source::ModelSource;
 pub use special_tokens::SpecialTokens;
-pub use tokenizer::{Encoded, GgufVocab, ModelTokenizer};
+pub use tokenizer::{Encoded, GgufVocab, ModelTokenizer, Piece, SentencePieces};

@@ -12,4 +12,6 @@ pub struct SpecialTokens {
     pub pad: Option<String>,
     /// The token for what the vocabulary lacks, if any.
     pub unk: Option<String>,
+    /// The mask token (Gemma's `<mask>`), if the tokenizer names one.
+    pub mask: Option<String>,
 }

@@ -1,8 +1,9 @@
 //! Each family tuneline reads beyond SmolLM2's, as a small random model that
 //! the pinned transformers builds in the family's real layout and saves
-//! (`tuneline_testkit::family_model`, with SmolLM2's tokenizer and so its 49,152-token
-//! vocabulary): tuneline's logits, greedy ids, and LoRA loss and gradients
-//! equal transformers' and PEFT's.
+//! (`tuneline_testkit::family_model`, with SmolLM2's tokenizer and so its
+//! 49,152-token vocabulary; Gemma 3 with a SentencePiece tokenizer of its
+//! kind): tuneline's tokens, logits, greedy ids, and LoRA loss and gradients
+//! equal `tokenizers`', transformers' and PEFT's.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,10 +44,11 @@ fn holds_to_transformers(family: &str, shape: impl Fn(&LlamaConfig)) {
     let (r, tensors) = built_by_transformers(family, dir.path());
     let model = Llama::load(dir.path()).unwrap();
     shape(&model.config);
-    let cases = [
-        vec![1u32, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520],
-        vec![42, 7, 3000, 12, 9, 48000],
-    ];
+    let text = &r["text"];
+    let tokenizer = ModelTokenizer::load(dir.path()).unwrap();
+    let ours = tokenizer.encode(text["text"].as_str().unwrap()).unwrap();
+    assert_eq!(ours, ids(&text["ids"]), "{family}: tokens of {}", text["text"]);
+    let cases: Vec<Vec<u32>> = r["cases"].as_array().unwrap().iter().map(ids).collect();
     for (i, case) in cases.iter().enumerate() {
         let diff = relative(&model.logits(case, None).unwrap(), &tensors[&format!("logits.{i}")]);
         assert!(diff < 1e-4, "{family}, case {i}: logits differ by {diff} relative");

@@ -1,18 +1,26 @@
 """Builds a small random model of FAMILY with the pinned transformers, in the
 layout of the family's real configuration (head_dim, norms, RoPE, tying)
-shrunk to two layers, and saves it with the tokenizer in TOKENIZER into OUT.
+shrunk to two layers (Gemma 3: six), and saves it with the tokenizer in
+TOKENIZER into OUT; Gemma 3 gets a tokenizer of its own kind instead, a
+SentencePiece BPE with byte fallback trained on the start of SHAREGPT.
 Then writes what transformers and PEFT compute with it: OUT/reference.json
-(greedy ids, the LoRA loss, versions) and OUT/reference.safetensors (logits
-and the LoRA gradients, by PEFT name), with the adapter in OUT/adapter."""
+(the token ids of the cases and of TEXT, greedy ids, the LoRA loss,
+versions) and OUT/reference.safetensors (logits and the LoRA gradients, by
+PEFT name), with the adapter in OUT/adapter.
+Usage: python family.py FAMILY TOKENIZER SHAREGPT OUT"""
 
+import io
 import json
+import os
+import re
 import sys
 
 import peft
+import sentencepiece
 import torch
 import transformers
 from safetensors.torch import save_file
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GemmaTokenizer
 
 SMALL = dict(
     hidden_size=64,
@@ -66,14 +74,61 @@ FAMILIES = {
 LOGIT_CASES = [[1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520], [42, 7, 3000, 12, 9, 48000]]
 LORA_IDS = [1, 9690, 198, 2683, 359, 253, 5356, 30, 2, 198, 1, 520, 9531, 198, 57, 1107]
 LORA_LABELS = [-100] * 10 + LORA_IDS[10:]
+# What tokenizers disagree on: spaces, digits, case, scripts, emoji, bytes.
+TEXT = "Hello World! it's 3.14 \n\n  Ünïcödé 你好 🚀 <start_of_turn>user\nHi <end_of_turn> x"
 # Every linear layer, by the family's module names.
 MODULES = {
     "phi4": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
 }.get(sys.argv[1], ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
 
-family, tokenizer_dir, out = sys.argv[1:4]
+
+
+def gemma_tokenizer(sharegpt, out):
+    """Gemma's kind of tokenizer, 4,096 pieces: a SentencePiece BPE with byte
+    fallback, no space prefix, split digits, Gemma's special tokens and ids,
+    trained on the conversations in the first 3 MB of SHAREGPT; converted by
+    transformers, with tokenizer.model beside it, and the added tokens
+    listed in tokenizer_config.json as Gemma's Hub repositories list them."""
+    head = open(sharegpt, encoding="utf-8", errors="ignore").read(3_000_000)
+    texts = [json.loads(m) for m in re.findall(r'"value": ("(?:[^"\\]|\\.)*")', head)]
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=4096, model_type="bpe",
+        byte_fallback=True, pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>",
+        eos_piece="<eos>", bos_piece="<bos>", unk_piece="<unk>",
+        user_defined_symbols=["<mask>", "<start_of_turn>", "<end_of_turn>"],
+        add_dummy_prefix=False, split_digits=True, allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False, normalization_rule_name="identity",
+        max_sentence_length=100000, num_threads=1, minloglevel=2,
+    )
+    os.makedirs(out, exist_ok=True)
+    with open(f"{out}/tokenizer.model", "wb") as f:
+        f.write(model.getvalue())
+    tokenizer = GemmaTokenizer.from_pretrained(out)
+    tokenizer.save_pretrained(out)
+    with open(f"{out}/tokenizer_config.json") as f:
+        config = json.load(f)
+    # Gemma's Hub configs add BOS; here the chat template's `<bos>` gives
+    # it, so that llama-completion, given the rendered prompt, adds no second.
+    config["add_bos_token"], config["add_eos_token"] = False, False
+    config["added_tokens_decoder"] = {
+        str(i): {"content": t.content, "special": True} for i, t in tokenizer.added_tokens_decoder.items()
+    }
+    with open(f"{out}/tokenizer_config.json", "w") as f:
+        json.dump(config, f, indent=2)
+    return tokenizer
+
+
+family, tokenizer_dir, sharegpt, out = sys.argv[1:5]
 torch.manual_seed(0)
-tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+if family == "gemma3":
+    tokenizer = gemma_tokenizer(sharegpt, out)
+else:
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+# Ids beyond a smaller vocabulary wrap into it.
+LOGIT_CASES = [[i % len(tokenizer) for i in case] for case in LOGIT_CASES]
+LORA_IDS = [i % len(tokenizer) for i in LORA_IDS]
+LORA_LABELS = [-100] * 10 + LORA_IDS[10:]
 shape = dict(FAMILIES[family])
 config = AutoConfig.for_model(shape.pop("model_type"), vocab_size=len(tokenizer), **{**SMALL, **shape})
 model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
@@ -83,7 +138,8 @@ with torch.no_grad():
         if "norm" in name:
             p.add_(torch.randn_like(p) * 0.2)
 model.save_pretrained(out)
-tokenizer.save_pretrained(out)
+if family != "gemma3":
+    tokenizer.save_pretrained(out)
 if family == "phi4":
     # Phi-4's tokenizer_config.json names GPT2Tokenizer, which is how
     # llama.cpp's converter tells its byte-level BPE from Phi-3's SentencePiece.
@@ -94,6 +150,8 @@ if family == "phi4":
         json.dump(tokenizer_config, f, indent=2)
 
 tensors, report = {}, {"transformers": transformers.__version__, "peft": peft.__version__}
+report["cases"] = LOGIT_CASES
+report["text"] = {"text": TEXT, "ids": tokenizer(TEXT, add_special_tokens=False)["input_ids"]}
 with torch.no_grad():
     for i, ids in enumerate(LOGIT_CASES):
         tensors[f"logits.{i}"] = model(torch.tensor([ids])).logits[0].contiguous()

@@ -11,15 +11,17 @@ use std::process::Command;
 pub const FAMILIES: [&str; 4] = ["qwen3", "llama3", "phi4", "gemma3"];
 
 /// Saves into `out` a random `family` model with the Hugging Face tokenizer
-/// in `tokenizer`, its PEFT adapter in `out/adapter`, and what transformers
-/// and PEFT compute with them in `out/reference.json` (greedy ids, the
-/// LoRA loss) and `out/reference.safetensors` (logits `logits.<case>`, the
-/// LoRA gradients `grad.<PEFT name>`). Panics with Python's stderr on failure.
+/// in `tokenizer` (Gemma 3: a SentencePiece tokenizer of its kind, trained
+/// on the ShareGPT package), its PEFT adapter in `out/adapter`, and what
+/// transformers and PEFT compute with them in `out/reference.json` (the
+/// logit cases' ids, a text's token ids, greedy ids, the LoRA loss) and
+/// `out/reference.safetensors` (logits `logits.<case>`, the LoRA gradients
+/// `grad.<PEFT name>`). Panics with Python's stderr on failure.
 pub fn family_model(family: &str, tokenizer: &Path, out: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference/family.py");
     let run = Command::new(crate::reference_python())
         .arg(script)
-        .args([Path::new(family), tokenizer, out])
+        .args([Path::new(family), tokenizer, &crate::sharegpt_json(), out])
         .output()
         .unwrap();
     assert!(
@@ -27,4 +29,9 @@ pub fn family_model(family: &str, tokenizer: &Path, out: &Path) {
         "transformers could not build the {family} model:\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    if family == "gemma3" {
+        // Gemma's chat template (Gemma 3 shares Gemma 2's for text), as transformers 5 saves it.
+        let template = crate::llama_cpp_template("google-gemma-2-2b-it");
+        std::fs::copy(template, out.join("chat_template.jinja")).unwrap();
+    }
 }

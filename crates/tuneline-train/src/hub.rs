@@ -167,8 +167,12 @@ fn choose(
     let hf_dir = files.iter().any(|f| f.path == hf_files::CONFIG)
         && files.iter().any(|f| f.path.ends_with(".safetensors"));
     if hf_dir {
-        const ALSO: [&str; 3] =
-            ["generation_config.json", hf_files::SPECIAL_TOKENS_MAP, hf_files::INDEX];
+        const ALSO: [&str; 4] = [
+            "generation_config.json",
+            hf_files::SPECIAL_TOKENS_MAP,
+            hf_files::INDEX,
+            hf_files::SENTENCEPIECE,
+        ];
         let keep = files.iter().filter(|f| {
             hf_files::DEFINING.contains(&f.path.as_str())
                 || ALSO.contains(&f.path.as_str())

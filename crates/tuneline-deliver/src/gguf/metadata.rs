@@ -74,6 +74,11 @@ pub fn model_metadata(
         hyper("rope.scaling.factor", Value::F32(factor as f32));
     }
     m.push(("general.file_type".into(), Value::U32(quant.file_type())));
+    // Gemma's SentencePiece adds no space before the text (its converter
+    // class says so; llama.cpp would otherwise add one).
+    if vocab.model == "llama" && c.gemma.is_some() {
+        m.push(("tokenizer.ggml.add_space_prefix".into(), Value::Bool(false)));
+    }
     m.extend(tokenizer_metadata(vocab, chat_template));
     m.push(("general.quantization_version".into(), Value::U32(QUANTIZATION_VERSION)));
     m
@@ -101,18 +106,29 @@ fn tokenizer_metadata(vocab: &GgufVocab, chat_template: Option<&str>) -> Vec<(St
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(vocab.add_bos)),
         // tuneline's tokenizers never append one.
         ("tokenizer.ggml.add_eos_token".into(), Value::Bool(false)),
-        ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
+        ("tokenizer.ggml.model".into(), Value::String(vocab.model.into())),
         ("tokenizer.ggml.pre".into(), Value::String(vocab.pre.clone())),
         ("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)),
         (
             "tokenizer.ggml.token_type".into(),
             Value::Array(vocab.token_types.iter().map(|&t| Value::I32(t)).collect()),
         ),
-        ("tokenizer.ggml.merges".into(), strings(&vocab.merges)),
     ];
-    for (key, id) in
-        [("bos", vocab.bos), ("eos", vocab.eos), ("unknown", vocab.unk), ("padding", vocab.pad)]
-    {
+    match &vocab.scores {
+        Some(scores) => m.push((
+            "tokenizer.ggml.scores".into(),
+            Value::Array(scores.iter().map(|&s| Value::F32(s)).collect()),
+        )),
+        None => m.push(("tokenizer.ggml.merges".into(), strings(&vocab.merges))),
+    }
+    let ids = [
+        ("bos", vocab.bos),
+        ("eos", vocab.eos),
+        ("unknown", vocab.unk),
+        ("padding", vocab.pad),
+        ("mask", vocab.mask),
+    ];
+    for (key, id) in ids {
         if let Some(id) = id {
             m.push((format!("tokenizer.ggml.{key}_token_id"), Value::U32(id)));
         }

@@ -28,15 +28,19 @@ use crate::llama_cpp::{llama_cpp, prompts, tuneline, warnings};
 fn delivers(family: &str, dir: &Path) {
     let (tokenizer_dir, base, adapter) =
         (dir.join("tokenizer"), dir.join("base"), dir.join("checkpoint"));
-    let tokenizer = ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap();
-    tokenizer.save_hf(&tokenizer_dir).unwrap();
+    ModelTokenizer::load(&tuneline_testkit::smollm2_gguf())
+        .unwrap()
+        .save_hf(&tokenizer_dir)
+        .unwrap();
     tuneline_testkit::family_model(family, &tokenizer_dir, &base);
+    let tokenizer = ModelTokenizer::load(&base).unwrap();
     random_adapter(&base, &adapter);
     let merged = merge::merge(&base, &adapter).unwrap();
 
     let hf = dir.join("merged");
     hf_dir::write(&merged, hf_dir::WeightDtype::F32, hf_dir::SHARD_BYTES, &hf).unwrap();
-    let ids = [1u32, 9690, 198, 2683, 359, 253, 5356, 30];
+    let prompts = prompts(&tokenizer);
+    let ids = tokenizer.encode(&prompts[0]).unwrap();
     let adapted = merged.model.logits(&ids, merged.lora.as_ref().map(Lora::inference)).unwrap();
     let got = Llama::load(&hf).unwrap().logits(&ids, None).unwrap();
     let diff = (&got - &adapted).unwrap().abs().unwrap().flatten_all().unwrap();
@@ -51,7 +55,7 @@ fn delivers(family: &str, dir: &Path) {
         gguf::export(&merged, quant.parse::<Quant>().unwrap(), NAME, &out).unwrap();
         out
     };
-    let (f32_file, prompts) = (export("f32"), prompts(&tokenizer));
+    let f32_file = export("f32");
     for quant in ["f16", "q8_0", "q4_k_m"] {
         let (_, stderr) = llama_cpp(&export(quant), None, &prompts[0]);
         assert!(warnings(&stderr).is_empty(), "{family} {quant}: {:?}", warnings(&stderr));

@@ -85,6 +85,7 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         eos: token("tokenizer.ggml.eos_token_id"),
         pad: token("tokenizer.ggml.padding_token_id"),
         unk: token("tokenizer.ggml.unknown_token_id"),
+        mask: token("tokenizer.ggml.mask_token_id"),
     };
     let chat_template = match meta.string("tokenizer.chat_template") {
         Ok(source) => {

@@ -9,11 +9,12 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::ModelTokenizer;
+use super::{ModelTokenizer, SentencePieces};
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::hf_files::{
-    CHAT_TEMPLATES, CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, TOKENIZER, TOKENIZER_CONFIG,
+    CHAT_TEMPLATES, CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, SENTENCEPIECE, TOKENIZER,
+    TOKENIZER_CONFIG,
 };
 use crate::special_tokens::SpecialTokens;
 
@@ -35,6 +36,7 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
         eos: token("eos_token"),
         pad: token("pad_token"),
         unk: token("unk_token"),
+        mask: token("mask_token"),
     };
     let chat_template = match template_source(dir, &config)? {
         Some((path, source)) => Some(
@@ -60,6 +62,20 @@ pub fn load(dir: &Path) -> Result<ModelTokenizer, ModelError> {
     let fingerprint = hex::encode(hash.finalize());
     let mut loaded = ModelTokenizer::new(tokenizer, chat_template, special, fingerprint);
     loaded.add_bos = config["add_bos_token"].as_bool().unwrap_or(false);
+    let pieces = dir.join(SENTENCEPIECE);
+    if pieces.is_file() {
+        let mut pieces = SentencePieces::read(&pieces)?;
+        if let Some(added) = config["added_tokens_decoder"].as_object() {
+            pieces.added = added
+                .iter()
+                .filter_map(|(id, t)| {
+                    let content = t["content"].as_str()?.to_string();
+                    Some((id.parse().ok()?, content, t["special"].as_bool().unwrap_or(false)))
+                })
+                .collect();
+        }
+        loaded.sentencepiece = Some(pieces);
+    }
     Ok(loaded)
 }
 

@@ -6,11 +6,13 @@ mod byte_level;
 mod encoded;
 mod from_gguf;
 mod from_hf;
+mod sentencepiece;
 mod to_gguf;
 
 use std::path::Path;
 
 pub use encoded::Encoded;
+pub use sentencepiece::{Piece, SentencePieces};
 pub use to_gguf::GgufVocab;
 
 use crate::chat_template::ChatTemplate;
@@ -34,6 +36,9 @@ pub struct ModelTokenizer {
     pub fingerprint: String,
     /// Whether a BOS token is prepended when encoding for generation.
     pub add_bos: bool,
+    /// The SentencePiece model `tokenizer.json` came from, when the
+    /// directory has one (`tokenizer.model`).
+    pub sentencepiece: Option<SentencePieces>,
     /// llama.cpp's name of the pre-tokenizer, when the tokenizer came from a GGUF file.
     gguf_pre: Option<String>,
     splitter: Option<bounded::Splitter>,
@@ -60,6 +65,7 @@ impl ModelTokenizer {
             special,
             fingerprint,
             add_bos: false,
+            sentencepiece: None,
             gguf_pre: None,
             splitter,
         }
@@ -104,11 +110,11 @@ impl ModelTokenizer {
     /// there is removed, since it would be read before this template.
     pub fn save_hf(&self, dir: &Path) -> Result<(), ModelError> {
         use crate::hf_files::{
-            CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, SPECIAL_TOKENS_MAP, TOKENIZER,
+            CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, SENTENCEPIECE, SPECIAL_TOKENS_MAP, TOKENIZER,
             TOKENIZER_CONFIG,
         };
         std::fs::create_dir_all(dir).map_err(|e| ModelError::new(dir, e.to_string()))?;
-        for stale in [CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON] {
+        for stale in [CHAT_TEMPLATE_JINJA, CHAT_TEMPLATE_JSON, SENTENCEPIECE] {
             match std::fs::remove_file(dir.join(stale)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(ModelError::new(dir.join(stale), format!("cannot remove: {e}")))
@@ -120,8 +126,13 @@ impl ModelTokenizer {
         self.tokenizer
             .save(&file, false)
             .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+        if let Some(pieces) = &self.sentencepiece {
+            let file = dir.join(SENTENCEPIECE);
+            std::fs::write(&file, &pieces.bytes)
+                .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
+        }
         let s = &self.special;
-        let roles = serde_json::json!({ "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk });
+        let roles = serde_json::json!({ "bos_token": s.bos, "eos_token": s.eos, "pad_token": s.pad, "unk_token": s.unk, "mask_token": s.mask });
         let mut config = serde_json::json!({
             "tokenizer_class": "PreTrainedTokenizerFast",
             "chat_template": self.chat_template.as_ref().map(ChatTemplate::source),

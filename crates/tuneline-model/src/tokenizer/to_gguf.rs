@@ -7,10 +7,12 @@ use super::ModelTokenizer;
 use crate::error::ModelError;
 
 /// llama.cpp's token types (`llama_token_type`).
-const NORMAL: i32 = 1;
-const CONTROL: i32 = 3;
-const USER_DEFINED: i32 = 4;
-const UNUSED: i32 = 5;
+pub(super) const NORMAL: i32 = 1;
+pub(super) const UNKNOWN: i32 = 2;
+pub(super) const CONTROL: i32 = 3;
+pub(super) const USER_DEFINED: i32 = 4;
+pub(super) const UNUSED: i32 = 5;
+pub(super) const BYTE: i32 = 6;
 
 /// A text exercising what pre-tokenizers disagree on (digits, contractions,
 /// case, line breaks, scripts, emoji), to recognize which one a
@@ -18,16 +20,21 @@ const UNUSED: i32 = 5;
 const CHECK_TEXT: &str = "Hello World! HELLO it's I'LL we've 3 33 333 3333 1234567 3.14 \n\n\t\t  x\r\n \
     ¿Qué tal? Привет мир 你好世界 こんにちは 안녕하세요 🚀🤗 (ok) [a]-{b} ...!!! ''''' \"q\" $12,000.50 e-mail@x.io";
 
-/// A byte-level BPE tokenizer in llama.cpp's terms.
+/// A tokenizer in llama.cpp's terms: byte-level BPE (`gpt2`) or SentencePiece (`llama`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GgufVocab {
-    /// `tokenizer.ggml.pre`: the pre-tokenizer llama.cpp applies.
+    /// `tokenizer.ggml.model`: `gpt2` or `llama`.
+    pub model: &'static str,
+    /// `tokenizer.ggml.pre`: the pre-tokenizer llama.cpp applies (`default` for SentencePiece).
     pub pre: String,
     /// Every token, by id, padded to the model's vocabulary size.
     pub tokens: Vec<String>,
-    /// llama.cpp's type of each token: normal, control (special) or user-defined.
+    /// llama.cpp's type of each token: normal, control (special),
+    /// user-defined, or for SentencePiece also unknown and byte.
     pub token_types: Vec<i32>,
-    /// Merges by rank, as `"left right"`.
+    /// Each token's score (SentencePiece).
+    pub scores: Option<Vec<f32>>,
+    /// Merges by rank, as `"left right"` (byte-level BPE).
     pub merges: Vec<String>,
     /// Beginning-of-sequence id.
     pub bos: Option<u32>,
@@ -37,6 +44,8 @@ pub struct GgufVocab {
     pub unk: Option<u32>,
     /// Padding id.
     pub pad: Option<u32>,
+    /// Mask id.
+    pub mask: Option<u32>,
     /// Whether BOS is prepended.
     pub add_bos: bool,
 }
@@ -51,8 +60,27 @@ impl ModelTokenizer {
         };
         let model = serde_json::to_value(bpe)
             .map_err(|e| err(format!("cannot read the BPE model: {e}")))?;
+        let id = |t: &Option<String>| t.as_deref().and_then(|t| self.tokenizer.token_to_id(t));
+        let s = &self.special;
         if model["byte_fallback"].as_bool() == Some(true) {
-            return Err(err("is a SentencePiece-style BPE with byte fallback (Gemma's, Llama 2's, Mistral 7B v0.1's), which GGUF export does not write yet: it writes byte-level BPE (`gpt2`) tokenizers only; deliver the Hugging Face directory instead".into()));
+            let Some(pieces) = &self.sentencepiece else {
+                return Err(err("is a SentencePiece-style BPE with byte fallback (Gemma's, Llama 2's) but the directory has no tokenizer.model, whose scores and token types a GGUF needs; copy tokenizer.model from the base model's repository beside tokenizer.json".into()));
+            };
+            let (tokens, scores, token_types) = pieces.gguf_tokens(vocab_size);
+            return Ok(GgufVocab {
+                model: "llama",
+                pre: "default".into(),
+                tokens,
+                token_types,
+                scores: Some(scores),
+                merges: Vec::new(),
+                bos: id(&s.bos),
+                eos: id(&s.eos),
+                unk: id(&s.unk),
+                pad: id(&s.pad),
+                mask: id(&s.mask),
+                add_bos: self.add_bos,
+            });
         }
         let merges = model["merges"]
             .as_array()
@@ -89,17 +117,18 @@ impl ModelTokenizer {
             .enumerate()
             .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
             .collect();
-        let id = |t: &Option<String>| t.as_deref().and_then(|t| self.tokenizer.token_to_id(t));
-        let s = &self.special;
         Ok(GgufVocab {
+            model: "gpt2",
             pre: self.gguf_pre.clone().map_or_else(|| self.detect_pre(), Ok)?,
             tokens,
             token_types,
+            scores: None,
             merges,
             bos: id(&s.bos),
             eos: id(&s.eos),
             unk: id(&s.unk),
             pad: id(&s.pad),
+            mask: id(&s.mask),
             add_bos: self.add_bos,
         })
     }
@@ -142,7 +171,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sentencepiece_style_bpe_is_refused_not_written_as_byte_level() {
+    fn a_sentencepiece_style_bpe_without_its_model_is_refused_not_written_as_byte_level() {
         let bpe = tokenizers::models::bpe::BPE::builder()
             .vocab_and_merges(
                 [("▁a".to_string(), 0), ("<0x61>".to_string(), 1)]
@@ -159,6 +188,7 @@ mod tests {
             special: Default::default(),
             fingerprint: String::new(),
             add_bos: true,
+            sentencepiece: None,
             gguf_pre: None,
             splitter: None,
         };
