@@ -127,6 +127,22 @@ impl GgufMetadata {
             .collect()
     }
 
+    /// An array of floats, as f32.
+    pub fn floats(&self, key: &str) -> Result<Vec<f32>, ModelError> {
+        let v = self.get(key);
+        let Some(Value::Array(items)) = v else {
+            return Err(self.wrong(key, "an array of floats", v));
+        };
+        items
+            .iter()
+            .map(|i| match i {
+                Value::F32(x) => Ok(*x),
+                Value::F64(x) => Ok(*x as f32),
+                other => Err(self.wrong(key, "an array of floats", Some(other))),
+            })
+            .collect()
+    }
+
     /// An error about this file.
     pub(crate) fn error(&self, message: String) -> ModelError {
         ModelError::new(&self.path, message)

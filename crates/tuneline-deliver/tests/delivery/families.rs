@@ -66,6 +66,15 @@ fn delivers(family: &str, dir: &Path) {
     let converted = dir.join("converted.f32.gguf");
     converted_by_llama_cpp(&base, &converted);
     same_gguf(family, &base_f32, &converted);
+    // The converter's vocabulary, read back, tokenizes as the directory's tokenizer.json.
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(base.join("reference.json")).unwrap())
+            .unwrap();
+    let from_gguf = ModelTokenizer::load(&converted).unwrap();
+    for text in prompts.iter().map(String::as_str).chain(reference["text"]["text"].as_str()) {
+        let (ours, theirs) = (from_gguf.encode(text).unwrap(), tokenizer.encode(text).unwrap());
+        assert_eq!(ours, theirs, "{family}: the GGUF's tokens of {text:?}");
+    }
     same_types(family, &export("q4_k_m"), &quantized_by_llama_cpp(&converted, "Q4_K_M"));
     let lora = dir.join("adapter.gguf");
     export_checkpoint_adapter(&base, &adapter, NAME, &lora).unwrap();

@@ -71,15 +71,10 @@ pub fn llama_cpp(model: &Path, lora: Option<&Path>, prompt: &str) -> (String, St
 /// tuneline's greedy continuation of `prompt` on `model`, as text.
 pub fn tuneline(model: &Llama, tokenizer: &ModelTokenizer, prompt: &str) -> String {
     let ids = tokenizer.encode(prompt).unwrap();
-    let eos: Vec<u32> = tokenizer
-        .special
-        .eos
-        .as_deref()
-        .and_then(|t| tokenizer.tokenizer.token_to_id(t))
-        .into_iter()
-        .collect();
-    let mut out = model.generate_greedy(&ids, TOKENS, &eos, None).unwrap();
-    if out.last().is_some_and(|t| eos.contains(t)) {
+    // End of sequence and the template's end of turn, which llama.cpp ends at too.
+    let stops = tuneline_deliver::eval::samples::stop_ids(tokenizer);
+    let mut out = model.generate_greedy(&ids, TOKENS, &stops, None).unwrap();
+    if out.last().is_some_and(|t| stops.contains(t)) {
         out.pop();
     }
     tokenizer.tokenizer.decode(&out, true).unwrap()

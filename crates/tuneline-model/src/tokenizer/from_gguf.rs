@@ -1,6 +1,7 @@
 //! Building the tokenizer from GGUF metadata: a byte-level BPE from
-//! `tokenizer.ggml.tokens` / `merges`, the pre-tokenizer named by
-//! `tokenizer.ggml.pre`, and the control tokens as special tokens.
+//! `tokenizer.ggml.tokens` / `merges` with the pre-tokenizer named by
+//! `tokenizer.ggml.pre`, or a SentencePiece BPE from the tokens' scores;
+//! and the control tokens as special tokens.
 
 use std::path::Path;
 
@@ -17,7 +18,7 @@ use tokenizers::processors::byte_level::ByteLevel as ByteLevelProcessor;
 use tokenizers::SplitDelimiterBehavior;
 use tokenizers::{AddedToken, Tokenizer};
 
-use super::ModelTokenizer;
+use super::{ModelTokenizer, SentencePieces};
 use crate::chat_template::ChatTemplate;
 use crate::error::ModelError;
 use crate::gguf::GgufMetadata;
@@ -30,43 +31,27 @@ const USER_DEFINED: i64 = 4;
 /// Loads the tokenizer stored in the GGUF file at `path`.
 pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
     let meta = GgufMetadata::read(path)?;
-    let model = meta.string("tokenizer.ggml.model")?;
-    if model != "gpt2" {
-        return Err(ModelError::new(
-            path,
-            format!("tokenizer.ggml.model is `{model}`; only byte-level BPE (`gpt2`) GGUF tokenizers are supported, so use the model's Hugging Face directory (tokenizer.json)"),
-        ));
-    }
     let tokens = meta.strings("tokenizer.ggml.tokens")?;
     let types = meta.ints("tokenizer.ggml.token_type")?;
-    let merges: Vec<(String, String)> = meta
-        .strings("tokenizer.ggml.merges")?
-        .into_iter()
-        .map(|m| {
-            let (a, b) = m
-                .split_once(' ')
-                .ok_or_else(|| ModelError::new(path, format!("merge `{m}` has no space")))?;
-            Ok((a.to_string(), b.to_string()))
-        })
-        .collect::<Result<_, ModelError>>()?;
     let vocab: tokenizers::models::bpe::Vocab =
         tokens.iter().enumerate().map(|(id, t)| (t.to_string(), id as u32)).collect();
-    let pipeline = pipeline(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?;
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab, merges)
-        .ignore_merges(pipeline.ignore_merges)
-        .build()
-        .map_err(|e| ModelError::new(path, format!("cannot build the BPE model: {e}")))?;
-
-    let mut tokenizer = Tokenizer::new(bpe);
-    tokenizer.with_pre_tokenizer(Some(pipeline.pre_tokenizer));
-    if let Some(normalizer) = pipeline.normalizer {
-        tokenizer
-            .with_normalizer(Some(normalizer))
-            .map_err(|e| ModelError::new(path, format!("cannot set the normalizer: {e}")))?;
-    }
-    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
-    tokenizer.with_post_processor(Some(ByteLevelProcessor::default().trim_offsets(false)));
+    let mut pieces = None;
+    let mut tokenizer = match meta.string("tokenizer.ggml.model")? {
+        "gpt2" => byte_level(path, &meta, vocab)?,
+        "llama" => {
+            let scores = meta.floats("tokenizer.ggml.scores")?;
+            let spm = SentencePieces::from_gguf(&tokens, &scores, &types);
+            let tokenizer = sentencepiece(path, &meta, vocab, spm.merges())?;
+            pieces = Some(spm);
+            tokenizer
+        }
+        model => {
+            return Err(ModelError::new(
+                path,
+                format!("tokenizer.ggml.model is `{model}`; tuneline reads byte-level BPE (`gpt2`) and SentencePiece (`llama`) GGUF tokenizers, so use the model's Hugging Face directory (tokenizer.json)"),
+            ))
+        }
+    };
     let added: Vec<AddedToken> = tokens
         .iter()
         .zip(&types)
@@ -102,9 +87,12 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         hash.update(token.as_bytes());
         hash.update(kind.to_le_bytes());
     }
-    for merge in meta.strings("tokenizer.ggml.merges")? {
+    for merge in meta.strings("tokenizer.ggml.merges").unwrap_or_default() {
         hash.update(merge.as_bytes());
         hash.update([0]);
+    }
+    for score in meta.floats("tokenizer.ggml.scores").unwrap_or_default() {
+        hash.update(score.to_le_bytes());
     }
     hash.update(format!("{special:?}").as_bytes());
     let fingerprint = hex::encode(hash.finalize());
@@ -114,7 +102,95 @@ pub fn load(path: &Path) -> Result<ModelTokenizer, ModelError> {
         Some(candle_core::quantized::gguf_file::Value::Bool(true))
     );
     loaded.gguf_pre = Some(meta.string("tokenizer.ggml.pre").unwrap_or("default").to_string());
+    loaded.sentencepiece = pieces;
     Ok(loaded)
+}
+
+/// A byte-level BPE from `tokenizer.ggml.merges`, split as `tokenizer.ggml.pre` names.
+fn byte_level(
+    path: &Path,
+    meta: &GgufMetadata,
+    vocab: tokenizers::models::bpe::Vocab,
+) -> Result<Tokenizer, ModelError> {
+    let merges: Vec<(String, String)> = meta
+        .strings("tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|m| {
+            let (a, b) = m
+                .split_once(' ')
+                .ok_or_else(|| ModelError::new(path, format!("merge `{m}` has no space")))?;
+            Ok((a.to_string(), b.to_string()))
+        })
+        .collect::<Result<_, ModelError>>()?;
+    let pipeline = pipeline(path, meta.string("tokenizer.ggml.pre").unwrap_or("default"))?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .ignore_merges(pipeline.ignore_merges)
+        .build()
+        .map_err(|e| ModelError::new(path, format!("cannot build the BPE model: {e}")))?;
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_pre_tokenizer(Some(pipeline.pre_tokenizer));
+    if let Some(normalizer) = pipeline.normalizer {
+        tokenizer
+            .with_normalizer(Some(normalizer))
+            .map_err(|e| ModelError::new(path, format!("cannot set the normalizer: {e}")))?;
+    }
+    tokenizer.with_decoder(Some(ByteLevelDecoder::default()));
+    tokenizer.with_post_processor(Some(ByteLevelProcessor::default().trim_offsets(false)));
+    Ok(tokenizer)
+}
+
+/// A SentencePiece BPE as transformers converts one (Gemma's, Llama 2's):
+/// `merges` over the pieces, bytes falling back to `<0xXX>` pieces, spaces
+/// as `▁`, and one before the text unless `tokenizer.ggml.add_space_prefix`
+/// is false (llama.cpp's default is true).
+fn sentencepiece(
+    path: &Path,
+    meta: &GgufMetadata,
+    vocab: tokenizers::models::bpe::Vocab,
+    merges: Vec<(String, String)>,
+) -> Result<Tokenizer, ModelError> {
+    use tokenizers::decoders::{byte_fallback::ByteFallback, fuse::Fuse, strip::Strip};
+    use tokenizers::normalizers::{Prepend, Replace};
+    let unk = meta
+        .uint("tokenizer.ggml.unknown_token_id")
+        .ok()
+        .and_then(|id| vocab.iter().find(|(_, &v)| u64::from(v) == id).map(|(t, _)| t.clone()));
+    let mut bpe = BPE::builder().vocab_and_merges(vocab, merges).byte_fallback(true).fuse_unk(true);
+    if let Some(unk) = unk {
+        bpe = bpe.unk_token(unk);
+    }
+    let bpe = bpe
+        .build()
+        .map_err(|e| ModelError::new(path, format!("cannot build the BPE model: {e}")))?;
+    let err =
+        |e: tokenizers::Error| ModelError::new(path, format!("cannot build the tokenizer: {e}"));
+    let prefix = !matches!(
+        meta.get("tokenizer.ggml.add_space_prefix"),
+        Some(candle_core::quantized::gguf_file::Value::Bool(false))
+    );
+    let replace: NormalizerWrapper = Replace::new(" ", "▁").map_err(err)?.into();
+    let normalizer: NormalizerWrapper = match prefix {
+        true => {
+            tokenizers::normalizers::Sequence::new(vec![Prepend::new("▁".into()).into(), replace])
+                .into()
+        }
+        false => replace,
+    };
+    let mut decoders: Vec<tokenizers::DecoderWrapper> = vec![
+        tokenizers::decoders::DecoderWrapper::Replace(
+            tokenizers::normalizers::Replace::new("▁", " ").map_err(err)?.into(),
+        ),
+        ByteFallback::default().into(),
+        Fuse::default().into(),
+    ];
+    if prefix {
+        decoders.push(Strip::new(' ', 1, 0).into());
+    }
+    let mut tokenizer = Tokenizer::new(bpe);
+    tokenizer.with_normalizer(Some(normalizer)).map_err(err)?;
+    tokenizer.with_decoder(Some(tokenizers::decoders::sequence::Sequence::new(decoders)));
+    Ok(tokenizer)
 }
 
 /// Llama 3's split (`llama-bpe`): GPT-2's, with case-insensitive

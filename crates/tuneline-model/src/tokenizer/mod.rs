@@ -126,9 +126,9 @@ impl ModelTokenizer {
         self.tokenizer
             .save(&file, false)
             .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
-        if let Some(pieces) = &self.sentencepiece {
+        if let Some(bytes) = self.sentencepiece.as_ref().and_then(|p| p.bytes.as_ref()) {
             let file = dir.join(SENTENCEPIECE);
-            std::fs::write(&file, &pieces.bytes)
+            std::fs::write(&file, bytes)
                 .map_err(|e| ModelError::new(&file, format!("cannot write: {e}")))?;
         }
         let s = &self.special;

@@ -14,8 +14,9 @@ use crate::error::ModelError;
 pub struct SentencePieces {
     /// Each piece: its text, score and SentencePiece type.
     pub pieces: Vec<Piece>,
-    /// The file as read, written back unchanged with the tokenizer.
-    pub bytes: Vec<u8>,
+    /// The file as read, written back unchanged with the tokenizer; none
+    /// when the pieces came from a GGUF's vocabulary.
+    pub bytes: Option<Vec<u8>>,
     /// `tokenizer_config.json`'s `added_tokens_decoder`: id, text and
     /// whether special, which override the pieces in a GGUF.
     pub added: Vec<(usize, String, bool)>,
@@ -54,7 +55,50 @@ impl SentencePieces {
                 format!("is not a SentencePiece model (protobuf ModelProto): {e}"),
             )
         })?;
-        Ok(Self { pieces: model.pieces, bytes, added: Vec::new() })
+        Ok(Self { pieces: model.pieces, bytes: Some(bytes), added: Vec::new() })
+    }
+
+    /// The pieces of a GGUF's `llama` vocabulary: its tokens, scores and
+    /// types (llama.cpp numbers them as SentencePiece does), its control
+    /// and user-defined tokens added as the converter added them.
+    pub fn from_gguf(tokens: &[&str], scores: &[f32], types: &[i64]) -> Self {
+        let pieces = tokens
+            .iter()
+            .zip(scores)
+            .zip(types)
+            .map(|((t, &score), &kind)| Piece {
+                piece: Some(t.to_string()),
+                score: Some(score),
+                kind: Some(kind as i32),
+            })
+            .collect();
+        let added = (types.iter().enumerate())
+            .filter(|(_, &t)| t == i64::from(CONTROL) || t == i64::from(USER_DEFINED))
+            .map(|(id, &t)| (id, tokens[id].to_string(), t == i64::from(CONTROL)))
+            .collect();
+        Self { pieces, bytes: None, added }
+    }
+
+    /// The BPE merges that tokenize as these pieces do, as transformers
+    /// derives them from a SentencePiece BPE model (`SentencePieceExtractor`):
+    /// every split of a normal piece into two pieces, the better-scored
+    /// piece's first, ties in id order.
+    pub fn merges(&self) -> Vec<(String, String)> {
+        let ids: std::collections::HashMap<&str, usize> =
+            self.pieces.iter().enumerate().map(|(id, p)| (p.piece(), id)).collect();
+        let mut merges: Vec<(f32, usize, usize, usize)> = Vec::new();
+        for (id, p) in self.pieces.iter().enumerate().filter(|(_, p)| p.kind() == NORMAL) {
+            let text = p.piece();
+            for (at, _) in text.char_indices().skip(1) {
+                if let (Some(&l), Some(&r)) = (ids.get(&text[..at]), ids.get(&text[at..])) {
+                    merges.push((p.score(), id, l, r));
+                }
+            }
+        }
+        // Stable: by score, best first; within one, by piece, then its parts' ids.
+        merges.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+        let text = |id: usize| self.pieces[id].piece().to_string();
+        merges.into_iter().map(|(_, _, l, r)| (text(l), text(r))).collect()
     }
 
     /// The tokens, scores and llama.cpp token types of a `llama` GGUF

@@ -194,7 +194,7 @@ mod tests {
         };
         let err = tokenizer.gguf_vocab(2).unwrap_err().to_string();
         assert!(
-            err.contains("SentencePiece-style BPE") && err.contains("Hugging Face directory"),
+            err.contains("SentencePiece-style BPE") && err.contains("no tokenizer.model"),
             "{err}"
         );
     }
