@@ -22,7 +22,7 @@ use tuneline_model::llama::{Llama, Lora};
 use tuneline_model::{ChatTemplate, Message, ModelTokenizer, SpecialTokens};
 
 use crate::fixture::{random_adapter, NAME};
-use crate::llama_cpp::{llama_cpp, prompts, tuneline, warnings};
+use crate::llama_cpp::{llama_cpp, llama_quantize, prompts, tuneline, warnings};
 
 /// Delivers `family` in `dir` and holds each file to its reader.
 fn delivers(family: &str, dir: &Path) {
@@ -71,6 +71,13 @@ fn delivers(family: &str, dir: &Path) {
         serde_json::from_str(&std::fs::read_to_string(base.join("reference.json")).unwrap())
             .unwrap();
     let from_gguf = ModelTokenizer::load(&converted).unwrap();
+    // And a base read from that GGUF exports the same vocabulary.
+    let size = merged.model.config.vocab_size;
+    assert_eq!(
+        from_gguf.gguf_vocab(size).unwrap(),
+        tokenizer.gguf_vocab(size).unwrap(),
+        "{family}"
+    );
     for text in prompts.iter().map(String::as_str).chain(reference["text"]["text"].as_str()) {
         let (ours, theirs) = (from_gguf.encode(text).unwrap(), tokenizer.encode(text).unwrap());
         assert_eq!(ours, theirs, "{family}: the GGUF's tokens of {text:?}");
@@ -106,17 +113,7 @@ fn converted_by_llama_cpp(dir: &Path, out: &Path) {
 /// llama-quantize's `ftype` of the GGUF `f32`, beside it.
 fn quantized_by_llama_cpp(f32: &Path, ftype: &str) -> std::path::PathBuf {
     let out = f32.with_extension(format!("{ftype}.gguf"));
-    let run = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize"))
-        .arg(f32)
-        .arg(&out)
-        .arg(ftype)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "llama-quantize failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    llama_quantize(f32, &out, ftype);
     out
 }
 

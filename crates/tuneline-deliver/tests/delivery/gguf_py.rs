@@ -3,32 +3,15 @@
 //! within each type's error bound of the merged weights, and the base's
 //! untouched tensors copied byte for byte.
 
-use std::process::Command;
-
 use crate::fixture::{arg, fixture, python, ALPHA, NAME};
-
-/// Quantizes the f16 export with llama-quantize, for the types llama.cpp picks.
-fn llama_quantize(ftype: &str, out: &std::path::Path) {
-    let f16 = &fixture().exports["f16"];
-    let status = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize"))
-        .arg(f16)
-        .arg(out)
-        .arg(ftype)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "llama-quantize failed: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-}
+use crate::llama_cpp::llama_quantize;
 
 fn check(quant: &str, file_type: u32, reference: Option<&str>) {
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();
     let reference = reference.map(|ftype| {
         let out = dir.path().join(format!("reference.{quant}.gguf"));
-        llama_quantize(ftype, &out);
+        llama_quantize(&f.exports["f16"], &out, ftype);
         out
     });
     let file_type = file_type.to_string();

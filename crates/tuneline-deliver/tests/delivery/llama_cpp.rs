@@ -80,6 +80,21 @@ pub fn tuneline(model: &Llama, tokenizer: &ModelTokenizer, prompt: &str) -> Stri
     tokenizer.tokenizer.decode(&out, true).unwrap()
 }
 
+/// llama-quantize's `ftype` (`Q4_K_M`) of the GGUF `input`, into `out`.
+pub fn llama_quantize(input: &Path, out: &Path, ftype: &str) {
+    let run = Command::new(tuneline_testkit::llama_cpp_tool("llama-quantize"))
+        .arg(input)
+        .arg(out)
+        .arg(ftype)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "llama-quantize failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 /// Lines of llama.cpp's log that warn about the file.
 pub fn warnings(stderr: &str) -> Vec<&str> {
     stderr

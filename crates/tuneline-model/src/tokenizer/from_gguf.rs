@@ -179,7 +179,7 @@ fn sentencepiece(
     };
     let mut decoders: Vec<tokenizers::DecoderWrapper> = vec![
         tokenizers::decoders::DecoderWrapper::Replace(
-            tokenizers::normalizers::Replace::new("▁", " ").map_err(err)?.into(),
+            tokenizers::normalizers::Replace::new("▁", " ").map_err(err)?,
         ),
         ByteFallback::default().into(),
         Fuse::default().into(),
