@@ -159,15 +159,6 @@ impl LlamaConfig {
         self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
     }
 
-    /// The sliding window of layer `layer`: Mistral's in every layer,
-    /// Gemma's in its sliding layers only.
-    pub fn window(&self, layer: usize) -> Option<usize> {
-        match &self.gemma {
-            Some(g) if !g.sliding[layer] => None,
-            _ => self.sliding_window,
-        }
-    }
-
     /// The factor of the attention scores: one over the square root of the
     /// head width, or of Gemma's `query_pre_attn_scalar`.
     pub fn attention_scale(&self) -> f64 {
