@@ -10,6 +10,7 @@
 # Needs: scripts/setup-test-deps.sh; torch 2.15.0 and transformers 5.24.0
 # are installed by bench/common.sh's torch_python.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 bench="$PWD/bench"
 source bench/common.sh
@@ -19,7 +20,7 @@ python=$(torch_python)
 # MODEL, trained 2 steps, evaluated and merged; prints its row of figures.
 generation() {
   local name=$1 model=$2
-  cp -r examples/support-bot "$work/$name" && pushd "$work/$name" > /dev/null
+  cp -r examples/support-bot "$work/project-$name" && pushd "$work/project-$name" > /dev/null
   set_keys max_steps=2 save_steps=2 path="\"$model\""
   printf '[eval]\nmax_new_tokens = 64\nmax_samples = 8\n' >> tuneline.toml
   "$tuneline" -q data prepare >/dev/null
@@ -36,7 +37,7 @@ generation() {
 
 rows=("$(generation SmolLM2-135M "$gguf")")
 for shape in qwen3-0.6b gemma-3-1b-8l; do
-  "$python" "$bench/family_shaped.py" "$shape" "$work/$shape" "$work/SmolLM2-135M/merged" > /dev/null
+  "$python" "$bench/family_shaped.py" "$shape" "$work/$shape" "$work/project-SmolLM2-135M/merged" > /dev/null
   rows+=("$(generation "$shape" "$work/$shape")")
 done
 versions=$("$python" -c 'import torch, transformers; print(f"torch {torch.__version__}, transformers {transformers.__version__}")')
