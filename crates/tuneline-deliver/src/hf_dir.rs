@@ -168,7 +168,8 @@ fn config_json(model: &Llama, dtype: WeightDtype) -> Result<Value, DeliverError>
             .map(|&s| if s { "sliding_attention" } else { "full_attention" })
             .collect();
         let extra = json!({
-            "query_pre_attn_scalar": g.query_pre_attn_scalar,
+            // transformers' config types it as an integer, and refuses `256.0`.
+            "query_pre_attn_scalar": g.query_pre_attn_scalar as u64,
             "layer_types": types,
             "rope_local_base_freq": g.local_rope_theta,
             "final_logit_softcapping": null,

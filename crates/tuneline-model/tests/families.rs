@@ -124,7 +124,7 @@ fn gemma3_with_its_norms_windows_and_two_rotary_bases_equals_transformers_and_pe
         assert_eq!(g.sliding, [true, true, true, true, true, false]);
         assert_eq!((g.query_pre_attn_scalar, g.local_rope_theta), (32.0, 1e4));
         assert_eq!(c.rope_scaling, Some(RopeScaling::Linear { factor: 8.0 }));
-        assert_eq!((c.sliding_window, c.head_dim(), c.rope_theta), (Some(4), 32, 1e6));
+        assert_eq!((c.sliding_window, c.head_dim(), c.rope_theta), (Some(16), 32, 1e6));
         assert!(c.tie_word_embeddings && c.qk_norm);
         assert_eq!(c.model_type(), "gemma3_text");
     });

@@ -55,7 +55,7 @@ FAMILIES = {
     # the window is short so that the tests see it.
     "gemma3": dict(
         model_type="gemma3_text", head_dim=32, query_pre_attn_scalar=32, rms_norm_eps=1e-6,
-        sliding_window=4, num_hidden_layers=6, layer_types=["sliding_attention"] * 5 + ["full_attention"],
+        sliding_window=16, num_hidden_layers=6, layer_types=["sliding_attention"] * 5 + ["full_attention"],
         tie_word_embeddings=True, max_position_embeddings=131072,
         rope_parameters={
             "full_attention": dict(rope_type="linear", factor=8.0, rope_theta=1e6),
