@@ -413,23 +413,18 @@ pub struct LoraConfig {
     pub use_rslora: bool,
 }
 
+/// The seven linear layers of a Llama-layout decoder layer, by their PEFT
+/// `target_modules` names: the default targets.
+pub const LINEAR_MODULES: [&str; 7] =
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
 impl Default for LoraConfig {
     fn default() -> Self {
         Self {
             lora_r: 64,
             lora_alpha: 128.0,
             lora_dropout: 0.05,
-            target_modules: [
-                "q_proj",
-                "k_proj",
-                "v_proj",
-                "o_proj",
-                "gate_proj",
-                "up_proj",
-                "down_proj",
-            ]
-            .map(String::from)
-            .to_vec(),
+            target_modules: LINEAR_MODULES.map(String::from).to_vec(),
             use_rslora: false,
         }
     }

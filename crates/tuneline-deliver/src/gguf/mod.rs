@@ -3,6 +3,7 @@
 //! adapter alone as llama.cpp's LoRA GGUF ([`adapter::export_adapter`]).
 
 pub mod adapter;
+mod k_quants;
 mod metadata;
 pub mod names;
 mod q8_0;
@@ -67,21 +68,19 @@ impl Source<'_> {
             Source::Merged(w, None) => w.tensor()?,
             Source::Merged(w, Some(heads)) => permute(&w.tensor()?, *heads)?,
         };
-        let mut done: Vec<(GgmlDType, Vec<u8>)> = Vec::new();
-        types
-            .iter()
-            .map(|dtype| match dtype {
-                None => Ok(None),
-                Some(dtype) => {
-                    if let Some((_, bytes)) = done.iter().find(|(d, _)| d == dtype) {
-                        return Ok(Some(bytes.clone()));
-                    }
-                    let bytes = writer::convert(&tensor, *dtype)?;
-                    done.push((*dtype, bytes.clone()));
-                    Ok(Some(bytes))
-                }
-            })
-            .collect()
+        // A type converted for an earlier target is copied, not converted again.
+        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(types.len());
+        for (i, dtype) in types.iter().enumerate() {
+            let bytes = match dtype {
+                None => None,
+                Some(dtype) => match types[..i].iter().position(|d| d == &Some(*dtype)) {
+                    Some(earlier) => out[earlier].clone(),
+                    None => Some(writer::convert(&tensor, *dtype)?),
+                },
+            };
+            out.push(bytes);
+        }
+        Ok(out)
     }
 }
 

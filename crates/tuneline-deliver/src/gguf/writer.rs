@@ -9,6 +9,7 @@ use std::io::{Seek, Write};
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Tensor};
+use half::slice::HalfFloatSliceExt;
 
 use crate::error::DeliverError;
 
@@ -144,29 +145,53 @@ pub fn write<W: Write + Seek>(
     file.finish()
 }
 
-/// The bytes of `t` stored as `dtype`: floats converted by candle's
-/// vectorized casts, Q8_0 by [`super::q8_0`], the other quantized types by
-/// candle's block quantizers (ports of ggml's reference ones).
+/// The bytes of `t` stored as `dtype`: floats converted straight from the
+/// tensor's f32 values into the output (`half`'s vectorized casts), Q8_0,
+/// Q4_K and Q6_K by [`super::q8_0`] and [`super::k_quants`], the other
+/// quantized types by candle's block quantizers (ports of ggml's reference ones).
 pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
-    let flat = t.flatten_all()?;
+    let t = t.to_dtype(DType::F32)?;
+    let (storage, layout) = t.storage_and_layout();
+    let copied;
+    let values: &[f32] = match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(cpu), Some((start, end))) => &cpu.as_slice::<f32>()?[start..end],
+        _ => {
+            copied = t.flatten_all()?.to_vec1::<f32>()?;
+            &copied
+        }
+    };
     Ok(match dtype {
-        GgmlDType::F32 => le_bytes(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?, f32::to_le_bytes),
-        GgmlDType::F16 => {
-            le_bytes(&flat.to_dtype(DType::F16)?.to_vec1::<half::f16>()?, half::f16::to_le_bytes)
-        }
+        GgmlDType::F32 => encoded(values, |d, s| d.copy_from_slice(s), f32::to_le_bytes),
+        GgmlDType::F16 => encoded(values, |d, s| d.convert_from_f32_slice(s), half::f16::to_le_bytes),
         GgmlDType::BF16 => {
-            le_bytes(&flat.to_dtype(DType::BF16)?.to_vec1::<half::bf16>()?, half::bf16::to_le_bytes)
+            encoded(values, |d, s| d.convert_from_f32_slice(s), half::bf16::to_le_bytes)
         }
-        GgmlDType::Q8_0 => super::q8_0::quantize(&flat.to_dtype(DType::F32)?.to_vec1::<f32>()?),
-        quantized => candle_core::quantized::QTensor::quantize(t, quantized)?.data()?.into_owned(),
+        GgmlDType::Q8_0 => super::q8_0::quantize(values),
+        GgmlDType::Q4K => super::k_quants::quantize_q4_k(values),
+        GgmlDType::Q6K => super::k_quants::quantize_q6_k(values),
+        quantized => {
+            drop(storage);
+            candle_core::quantized::QTensor::quantize(&t, quantized)?.data()?.into_owned()
+        }
     })
 }
 
-/// The little-endian bytes of `values`, allocated once at their exact size.
-fn le_bytes<T: Copy, const N: usize>(values: &[T], bytes: fn(T) -> [u8; N]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * N);
-    for &v in values {
-        out.extend_from_slice(&bytes(v));
+/// `values` cast by `cast` a chunk at a time and written as N little-endian
+/// bytes each, into one buffer allocated at its exact size.
+fn encoded<T: Copy + Default, const N: usize>(
+    values: &[f32],
+    cast: fn(&mut [T], &[f32]),
+    bytes: fn(T) -> [u8; N],
+) -> Vec<u8> {
+    const CHUNK: usize = 4096;
+    let mut out = vec![0u8; values.len() * N];
+    let mut buffer = [T::default(); CHUNK];
+    for (src, dst) in values.chunks(CHUNK).zip(out.chunks_mut(CHUNK * N)) {
+        let buffer = &mut buffer[..src.len()];
+        cast(buffer, src);
+        for (d, v) in dst.chunks_exact_mut(N).zip(buffer.iter()) {
+            d.copy_from_slice(&bytes(*v));
+        }
     }
     out
 }

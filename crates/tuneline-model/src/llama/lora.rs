@@ -19,17 +19,10 @@ use crate::error::ModelError;
 
 /// Every linear layer of a decoder layer a supported family has, by its PEFT
 /// `target_modules` name: Llama's seven, then Phi-3's fused two.
-pub const MODULES: [&str; 9] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-    "qkv_proj",
-    "gate_up_proj",
-];
+pub const MODULES: [&str; 9] = {
+    let l = tuneline_core::config::LINEAR_MODULES;
+    [l[0], l[1], l[2], l[3], l[4], l[5], l[6], "qkv_proj", "gate_up_proj"]
+};
 
 /// PEFT's `LoraConfig`, the fields tuneline uses.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

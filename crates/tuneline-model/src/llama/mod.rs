@@ -38,6 +38,7 @@ pub use from_hf::MODEL_TYPES;
 use kernels::attention::Attention;
 use kernels::projection::Projection;
 use kernels::Backend;
+pub use kernels::simd::vectorized;
 pub use lora::{peft_name, BadLora, Lora, LoraPass, LoraSettings, MODULES};
 pub use loss::{causal_lm_loss, labels_tensor, IGNORE};
 use ops::{attention_mask, Rope};

@@ -50,6 +50,21 @@ pub struct GgufVocab {
     pub add_bos: bool,
 }
 
+impl GgufVocab {
+    /// A vocabulary of `model` with no special ids yet.
+    fn new(
+        model: &'static str,
+        pre: String,
+        tokens: Vec<String>,
+        token_types: Vec<i32>,
+        scores: Option<Vec<f32>>,
+        merges: Vec<String>,
+    ) -> Self {
+        let (bos, eos, unk, pad, mask) = (None, None, None, None, None);
+        Self { model, pre, tokens, token_types, scores, merges, bos, eos, unk, pad, mask, add_bos: false }
+    }
+}
+
 impl ModelTokenizer {
     /// This tokenizer as GGUF metadata, its tokens padded to `vocab_size`
     /// (the rows of the embedding) as llama.cpp's converter pads them.
@@ -60,28 +75,30 @@ impl ModelTokenizer {
         };
         let model = serde_json::to_value(bpe)
             .map_err(|e| err(format!("cannot read the BPE model: {e}")))?;
-        let id = |t: &Option<String>| t.as_deref().and_then(|t| self.tokenizer.token_to_id(t));
-        let s = &self.special;
-        if model["byte_fallback"].as_bool() == Some(true) {
+        let mut vocab = if model["byte_fallback"].as_bool() == Some(true) {
             let Some(pieces) = &self.sentencepiece else {
                 return Err(err("is a SentencePiece-style BPE with byte fallback (Gemma's, Llama 2's) but the directory has no tokenizer.model, whose scores and token types a GGUF needs; copy tokenizer.model from the base model's repository beside tokenizer.json".into()));
             };
             let (tokens, scores, token_types) = pieces.gguf_tokens(vocab_size);
-            return Ok(GgufVocab {
-                model: "llama",
-                pre: "default".into(),
-                tokens,
-                token_types,
-                scores: Some(scores),
-                merges: Vec::new(),
-                bos: id(&s.bos),
-                eos: id(&s.eos),
-                unk: id(&s.unk),
-                pad: id(&s.pad),
-                mask: id(&s.mask),
-                add_bos: self.add_bos,
-            });
-        }
+            GgufVocab::new("llama", "default".into(), tokens, token_types, Some(scores), Vec::new())
+        } else {
+            self.byte_level_vocab(&model, vocab_size)?
+        };
+        let id = |t: &Option<String>| t.as_deref().and_then(|t| self.tokenizer.token_to_id(t));
+        let s = &self.special;
+        (vocab.bos, vocab.eos, vocab.unk, vocab.pad, vocab.mask) =
+            (id(&s.bos), id(&s.eos), id(&s.unk), id(&s.pad), id(&s.mask));
+        vocab.add_bos = self.add_bos;
+        Ok(vocab)
+    }
+
+    /// The `gpt2` (byte-level BPE) vocabulary of the BPE `model`, padded to
+    /// `vocab_size`; its special ids are left for [`Self::gguf_vocab`].
+    fn byte_level_vocab(
+        &self,
+        model: &serde_json::Value,
+        vocab_size: usize,
+    ) -> Result<GgufVocab, ModelError> {
         let merges = model["merges"]
             .as_array()
             .map(|merges| {
@@ -117,20 +134,8 @@ impl ModelTokenizer {
             .enumerate()
             .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
             .collect();
-        Ok(GgufVocab {
-            model: "gpt2",
-            pre: self.gguf_pre.clone().map_or_else(|| self.detect_pre(), Ok)?,
-            tokens,
-            token_types,
-            scores: None,
-            merges,
-            bos: id(&s.bos),
-            eos: id(&s.eos),
-            unk: id(&s.unk),
-            pad: id(&s.pad),
-            mask: id(&s.mask),
-            add_bos: self.add_bos,
-        })
+        let pre = self.gguf_pre.clone().map_or_else(|| self.detect_pre(), Ok)?;
+        Ok(GgufVocab::new("gpt2", pre, tokens, token_types, None, merges))
     }
 
     /// The llama.cpp pre-tokenizer that splits text as this tokenizer does:

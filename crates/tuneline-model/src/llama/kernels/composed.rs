@@ -58,7 +58,7 @@ pub fn gated_backward(
             (gate.mul(&s)?, (gate.mul(&s.affine(-1.0, 1.0)?)? + 1.0)?.mul(&s)?)
         }
         Activation::GeluTanh => {
-            let (c, k) = (0.797_884_560_802_865_4, 0.044_715);
+            let (c, k) = (super::gated::GELU_C, super::gated::GELU_K);
             let cube = gate.sqr()?.mul(gate)?;
             let tanh = ((gate + (cube * k)?)? * c)?.tanh()?;
             let half_one_plus = ((&tanh + 1.0)? * 0.5)?;

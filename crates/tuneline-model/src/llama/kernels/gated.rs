@@ -33,6 +33,11 @@ impl Gate for Silu {
     }
 }
 
+/// sqrt(2 / pi), the tanh-approximated GELU's outer factor.
+pub(super) const GELU_C: f64 = 0.797_884_560_802_865_4;
+/// The tanh-approximated GELU's cubic coefficient.
+pub(super) const GELU_K: f64 = 0.044_715;
+
 /// `g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g³)))`, PyTorch's `gelu(approximate="tanh")`.
 #[derive(Clone, Copy)]
 struct GeluTanh;
@@ -41,8 +46,7 @@ impl GeluTanh {
     /// The tanh of the approximation's argument at `g`, and that argument's derivative.
     #[inline(always)]
     fn tanh_inner<T: Real>(g: T) -> (T, T) {
-        let c = T::from_f64(0.797_884_560_802_865_4); // sqrt(2 / pi)
-        let k = T::from_f64(0.044_715);
+        let (c, k) = (T::from_f64(GELU_C), T::from_f64(GELU_K));
         let inner = c * (g + k * g * g * g);
         // tanh(x) = 1 - 2 / (e^2x + 1), through exp_fast so that the loop vectorizes.
         let two = T::one() + T::one();
