@@ -6,7 +6,8 @@
 //! warning and continues greedily as tuneline does on the same file. The f32
 //! base with the LoRA GGUF answers as the merged f32 file does, and the
 //! base's f32 GGUF holds, key by key and tensor by tensor, what llama.cpp's
-//! own converter writes from the same directory. Each family's real chat
+//! own converter writes from the same directory, and its Q4_K_M GGUF
+//! llama-quantize's own Q4_K and Q6_K blocks. Each family's real chat
 //! template gets a Modelfile that prompts as it does.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,6 +15,7 @@ use std::path::Path;
 use std::process::Command;
 
 use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::GgmlDType;
 use candle_core::{Device, D};
 use tuneline_deliver::gguf::adapter::export_checkpoint_adapter;
 use tuneline_deliver::gguf::quant::Quant;
@@ -108,7 +110,12 @@ fn delivers(family: &str, dir: &Path) {
         let (ours, theirs) = (from_gguf.encode(text).unwrap(), tokenizer.encode(text).unwrap());
         assert_eq!(ours, theirs, "{family}: the GGUF's tokens of {text:?}");
     }
-    same_types(family, &export("q4_k_m"), &quantized_by_llama_cpp(&converted, "Q4_K_M"));
+    let quantized = quantized_by_llama_cpp(&converted, "Q4_K_M");
+    same_types(family, &export("q4_k_m"), &quantized);
+    // The base quantized by tuneline holds llama-quantize's own k-quant blocks.
+    let base_q4 = dir.join("base.q4_k_m.gguf");
+    gguf::export(&merge::open(&base).unwrap(), Quant::Q4KM, NAME, &base_q4).unwrap();
+    same_k_quant_bytes(family, &base_q4, &quantized);
     let lora = dir.join("adapter.gguf");
     export_checkpoint_adapter(&base, &adapter, NAME, &lora).unwrap();
     for prompt in &prompts {
@@ -176,6 +183,25 @@ fn same_types(family: &str, ours: &Path, theirs: &Path) {
         .map(|(name, t)| format!("{name}: tuneline {:?}, llama-quantize {t}", ours.get(name)))
         .collect();
     assert!(differ.is_empty() && ours.len() == theirs.len(), "{family}: {differ:#?}");
+}
+
+/// Asserts that every Q4_K and Q6_K tensor of `ours` is byte for byte the one in `theirs`.
+fn same_k_quant_bytes(family: &str, ours: &Path, theirs: &Path) {
+    let (_, our_content, mut our_file) = read_gguf(ours);
+    let (_, their_content, mut their_file) = read_gguf(theirs);
+    let mut compared = 0;
+    for (name, info) in &our_content.tensor_infos {
+        if !matches!(info.ggml_dtype, GgmlDType::Q4K | GgmlDType::Q6K) {
+            continue;
+        }
+        let bytes = |c: &Content, f: &mut std::fs::File| {
+            c.tensor(f, name, &Device::Cpu).unwrap().data().unwrap().into_owned()
+        };
+        let (a, b) = (bytes(&our_content, &mut our_file), bytes(&their_content, &mut their_file));
+        assert!(a == b, "{family}: {name} ({:?}) differs from llama-quantize's", info.ggml_dtype);
+        compared += 1;
+    }
+    assert!(compared > 0, "{family}: no k-quant tensor to compare");
 }
 
 /// A GGUF file's keys (values as text) and tensors.
