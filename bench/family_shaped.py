@@ -14,6 +14,7 @@ Shapes, from each model's config.json:
                 intermediate, (1+w) pre- and post-norms, GeGLU, 262,144
                 vocabulary, tied embeddings (516M parameters)"""
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -50,4 +51,14 @@ model.save_pretrained(out, safe_serialization=True)
 for f in tokenizer.iterdir():
     if f.name != "config.json" and not f.name.startswith("model") and f.is_file():
         shutil.copy(f, out / f.name)
+if config.model_type == "gemma3_text":
+    # Gemma's tokenizer has a token for every row of its embedding, and
+    # llama.cpp's converter trims a Gemma embedding to the tokenizer's
+    # tokens: unused tokens fill the vocabulary, as Gemma's <unusedN> do.
+    path = out / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    for i in range(len(vocab), config.vocab_size):
+        vocab[f"<unused{i}>"] = i
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 print(sum(p.numel() for p in model.parameters()))

@@ -112,12 +112,14 @@ impl MergedWeight<'_> {
         self.weight.dims()
     }
 
-    /// `W + scale * B A`, dense f32, in Hugging Face's layout.
+    /// `W + scale * B A` in f32, in Hugging Face's layout; a weight the
+    /// adapter leaves alone is `W` dense in the type it is held in.
     pub fn tensor(&self) -> candle_core::Result<Tensor> {
-        let w = self.weight.dense()?.to_dtype(DType::F32)?;
+        let w = self.weight.dense()?;
         match &self.delta {
             Some((a, b, scale)) => {
-                w + (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * *scale)?
+                w.to_dtype(DType::F32)?
+                    + (b.to_dtype(DType::F32)?.matmul(&a.to_dtype(DType::F32)?)? * *scale)?
             }
             None => Ok(w),
         }
@@ -187,7 +189,11 @@ impl Merged {
 
 /// Merges the PEFT adapter in `adapter` (a checkpoint directory) into the base at `base`.
 pub fn merge(base: &Path, adapter: &Path) -> Result<Merged, DeliverError> {
-    let mut merged = open(base)?;
+    // The merged model is also evaluated: a directory's weights in f32.
+    let mut merged = open_with(base, |path, gguf| match gguf {
+        true => Llama::load_quantized(path),
+        false => Llama::load(path),
+    })?;
     check_base(&merged.base, adapter)?;
     let lora = Lora::load(adapter, &merged.model.config, &Device::Cpu)?;
     merged.changed = lora.pairs().map(|(layer, module, _, _)| (layer, module)).collect();
@@ -211,8 +217,17 @@ pub fn check_base(base: &BaseModel, adapter: &Path) -> Result<(), DeliverError> 
     }
 }
 
-/// The model at `path` as it is (a merged directory, or a base), to export.
+/// The model at `path` as it is (a merged directory, or a base), to
+/// export: its weights as they are stored ([`Llama::load_stored`]).
 pub fn open(path: &Path) -> Result<Merged, DeliverError> {
+    open_with(path, |path, _| Llama::load_stored(path))
+}
+
+/// The model at `path`, its weights loaded by `load(path, is a GGUF)`.
+fn open_with(
+    path: &Path,
+    load: impl FnOnce(&Path, bool) -> Result<Llama, tuneline_model::ModelError>,
+) -> Result<Merged, DeliverError> {
     let base_gguf = match ModelSource::detect(path)? {
         ModelSource::Gguf(file) => Some(file),
         ModelSource::HfDir(_) => None,
@@ -222,8 +237,8 @@ pub fn open(path: &Path) -> Result<Merged, DeliverError> {
         let base = s.spawn(|| BaseModel::identify(path));
         let tokenizer = s.spawn(|| ModelTokenizer::load(path));
         let model = match &base_gguf {
-            Some(file) => Llama::load_quantized(file),
-            None => Llama::load(path),
+            Some(file) => load(file, true),
+            None => load(path, false),
         };
         (
             base.join().expect("hashing does not panic"),

@@ -35,8 +35,14 @@ pub fn quantize_q4_k(values: &[f32]) -> Vec<u8> {
     vectorized(
         #[inline(always)]
         || {
-            for (x, y) in values.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q4K_BYTES)) {
-                q4_k_block(x, y);
+            // Two blocks at a time: 16 groups fill an AVX-512 register.
+            let mut pairs = values.chunks_exact(2 * QK_K);
+            let mut outs = out.chunks_exact_mut(2 * Q4K_BYTES);
+            for (x, y) in (&mut pairs).zip(&mut outs) {
+                q4_k_blocks::<16>(x, y);
+            }
+            if !pairs.remainder().is_empty() {
+                q4_k_blocks::<8>(pairs.remainder(), outs.into_remainder());
             }
         },
     );
@@ -63,19 +69,31 @@ fn lanes<const N: usize, const G: usize>(x: &[f32]) -> [[f32; G]; N] {
     std::array::from_fn(|i| std::array::from_fn(|g| x[N * g + i]))
 }
 
-/// One Q4_K block of the 256 values `x` into `y`.
+/// The Q4_K blocks of the `G / 8` blocks of values `x` into `y`, their
+/// `G` groups of 32 searched side by side.
 #[inline(always)]
-fn q4_k_block(x: &[f32], y: &mut [u8]) {
-    let xt = lanes::<32, 8>(x);
-    let mut sum_x2 = [0f32; 8];
+fn q4_k_blocks<const G: usize>(x: &[f32], y: &mut [u8]) {
+    let xt = lanes::<32, G>(x);
+    let mut sum_x2 = [0f32; G];
     for row in &xt {
-        for g in 0..8 {
+        for g in 0..G {
             sum_x2[g] += row[g] * row[g];
         }
     }
     let av_x = sum_x2.map(|s| (s / 32.0).sqrt());
-    let w: [[f32; 8]; 32] = xt.map(|row| std::array::from_fn(|g| av_x[g] + row[g].abs()));
+    let w: [[f32; G]; 32] = xt.map(|row| std::array::from_fn(|g| av_x[g] + row[g].abs()));
     let (scales, mins, levels) = make_qkx2_quants(&xt, &w);
+    for (b, (x, y)) in x.chunks_exact(QK_K).zip(y.chunks_exact_mut(Q4K_BYTES)).enumerate() {
+        let groups = 8 * b..8 * b + 8;
+        let l: [u8; QK_K] = std::array::from_fn(|k| levels[k % 32][8 * b + k / 32] as u8);
+        q4_k_block(x, &scales[groups.clone()], &mins[groups], l, y);
+    }
+}
+
+/// One Q4_K block of the 256 values `x` into `y`, from its 8 groups' `scales`,
+/// `mins` and levels `l` as the search left them.
+#[inline(always)]
+fn q4_k_block(x: &[f32], scales: &[f32], mins: &[f32], mut l: [u8; QK_K], y: &mut [u8]) {
     let (mut max_scale, mut max_min) = (0f32, 0f32);
     for g in 0..8 {
         if scales[g] > max_scale {
@@ -102,7 +120,6 @@ fn q4_k_block(x: &[f32], y: &mut [u8]) {
     }
     let d = half::f16::from_f32(max_scale / 63.0);
     let dmin = half::f16::from_f32(max_min / 63.0);
-    let mut l: [u8; QK_K] = std::array::from_fn(|k| levels[k % 32][k / 32] as u8);
     for g in 0..8 {
         let (sc, m) = scale_min_k4(g, &packed);
         let d = d.to_f32() * sc as f32;
@@ -135,19 +152,20 @@ fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
 }
 
 /// ggml's `make_qkx2_quants(32, 15, x, w, L, &min, Laux, -1, 0.1, 20, false)`
-/// for 8 groups at once (`x[i][g]` is value `i` of group `g`): each group's
-/// scale, its min negated, and its levels (0-15).
+/// for `G` groups at once (`x[i][g]` is value `i` of group `g`): each group's
+/// scale, its min negated, and its levels (0-15). A group's levels are those
+/// of its best step, computed once at the end from that step's scale and min.
 #[allow(clippy::needless_range_loop)] // lane loops, written so that they vectorize
 #[inline(always)]
-fn make_qkx2_quants(
-    x: &[[f32; 8]; 32],
-    w: &[[f32; 8]; 32],
-) -> ([f32; 8], [f32; 8], [[f32; 8]; 32]) {
+fn make_qkx2_quants<const G: usize>(
+    x: &[[f32; G]; 32],
+    w: &[[f32; G]; 32],
+) -> ([f32; G], [f32; G], [[f32; G]; 32]) {
     const NMAX: f32 = 15.0;
     let (mut min, mut max, mut sum_w) = (x[0], x[0], w[0]);
-    let mut sum_x: [f32; 8] = std::array::from_fn(|g| w[0][g] * x[0][g]);
+    let mut sum_x: [f32; G] = std::array::from_fn(|g| w[0][g] * x[0][g]);
     for i in 1..32 {
-        for g in 0..8 {
+        for g in 0..G {
             min[g] = if x[i][g] < min[g] { x[i][g] } else { min[g] };
             max[g] = if x[i][g] > max[g] { x[i][g] } else { max[g] };
             sum_w[g] += w[i][g];
@@ -156,74 +174,78 @@ fn make_qkx2_quants(
     }
     min = min.map(|m| if m > 0.0 { 0.0 } else { m });
     // A constant group: all levels 0 and scale 0 (its sums below are discarded).
-    let flat: [bool; 8] = std::array::from_fn(|g| max[g] == min[g]);
+    let flat: [bool; G] = std::array::from_fn(|g| max[g] == min[g]);
     let flat_min = min;
-    let mut scale: [f32; 8] = std::array::from_fn(|g| 1.0 / (NMAX / (max[g] - min[g])));
-    let iscale: [f32; 8] = std::array::from_fn(|g| NMAX / (max[g] - min[g]));
-    let mut levels = [[0f32; 8]; 32];
-    let mut best_error = [0f32; 8];
+    let iscale: [f32; G] = std::array::from_fn(|g| NMAX / (max[g] - min[g]));
+    let mut scale: [f32; G] = iscale.map(|i| 1.0 / i);
+    let mut best_error = [0f32; G];
     for i in 0..32 {
-        for g in 0..8 {
-            let l = nearest_int(iscale[g] * (x[i][g] - min[g])).clamp(0, 15) as f32;
-            levels[i][g] = l;
-            let diff = scale[g] * l + min[g] - x[i][g];
+        for g in 0..G {
+            let diff = scale[g] * level(iscale[g], x[i][g], min[g]) + min[g] - x[i][g];
             best_error[g] += w[i][g] * (diff * diff);
         }
     }
+    // The scale and min the best levels were taken at.
+    let (mut at_iscale, mut at_min) = (iscale, min);
     for step in 0..=20 {
         let factor = -1.0 + 0.1 * step as f32 + NMAX;
-        let iscale: [f32; 8] = std::array::from_fn(|g| factor / (max[g] - min[g]));
-        let (mut sum_l, mut sum_l2, mut sum_xl) = ([0f32; 8], [0f32; 8], [0f32; 8]);
-        let mut aux = [[0f32; 8]; 32];
+        let iscale: [f32; G] = std::array::from_fn(|g| factor / (max[g] - min[g]));
+        let (mut sum_l, mut sum_l2, mut sum_xl) = ([0f32; G], [0f32; G], [0f32; G]);
         for i in 0..32 {
-            for g in 0..8 {
-                let l = nearest_int(iscale[g] * (x[i][g] - min[g])).clamp(0, 15) as f32;
-                aux[i][g] = l;
+            for g in 0..G {
+                let l = level(iscale[g], x[i][g], min[g]);
                 let wl = w[i][g] * l;
                 sum_l[g] += wl;
                 sum_l2[g] += wl * l;
                 sum_xl[g] += wl * x[i][g];
             }
         }
-        let mut this_scale = [0f32; 8];
-        let mut this_min = [0f32; 8];
-        let mut solved = [false; 8];
-        for g in 0..8 {
+        let mut this_scale = [0f32; G];
+        let mut this_min = [0f32; G];
+        let mut solved = [false; G];
+        for g in 0..G {
             let det = sum_w[g] * sum_l2[g] - sum_l[g] * sum_l[g];
             solved[g] = det > 0.0;
-            this_scale[g] = (sum_w[g] * sum_xl[g] - sum_x[g] * sum_l[g]) / det;
-            this_min[g] = (sum_l2[g] * sum_x[g] - sum_l[g] * sum_xl[g]) / det;
-            if this_min[g] > 0.0 {
-                this_min[g] = 0.0;
-                this_scale[g] = sum_xl[g] / sum_l2[g];
-            }
+            let positive = (sum_l2[g] * sum_x[g] - sum_l[g] * sum_xl[g]) / det > 0.0;
+            this_scale[g] = if positive {
+                sum_xl[g] / sum_l2[g]
+            } else {
+                (sum_w[g] * sum_xl[g] - sum_x[g] * sum_l[g]) / det
+            };
+            this_min[g] =
+                if positive { 0.0 } else { (sum_l2[g] * sum_x[g] - sum_l[g] * sum_xl[g]) / det };
         }
-        let mut error = [0f32; 8];
+        let mut error = [0f32; G];
         for i in 0..32 {
-            for g in 0..8 {
-                let diff = this_scale[g] * aux[i][g] + this_min[g] - x[i][g];
+            for g in 0..G {
+                let l = level(iscale[g], x[i][g], min[g]);
+                let diff = this_scale[g] * l + this_min[g] - x[i][g];
                 error[g] += w[i][g] * (diff * diff);
             }
         }
-        let better: [bool; 8] = std::array::from_fn(|g| solved[g] && error[g] < best_error[g]);
-        for g in 0..8 {
-            if better[g] {
-                best_error[g] = error[g];
-                scale[g] = this_scale[g];
-                min[g] = this_min[g];
-            }
-        }
-        for (row, aux) in levels.iter_mut().zip(&aux) {
-            for g in 0..8 {
-                row[g] = if better[g] { aux[g] } else { row[g] };
-            }
+        for g in 0..G {
+            let better = solved[g] && error[g] < best_error[g];
+            best_error[g] = if better { error[g] } else { best_error[g] };
+            scale[g] = if better { this_scale[g] } else { scale[g] };
+            at_iscale[g] = if better { iscale[g] } else { at_iscale[g] };
+            at_min[g] = if better { min[g] } else { at_min[g] };
+            min[g] = if better { this_min[g] } else { min[g] };
         }
     }
-    for g in (0..8).filter(|&g| flat[g]) {
-        (scale[g], min[g]) = (0.0, flat_min[g]);
-        levels.iter_mut().for_each(|row| row[g] = 0.0);
+    let levels = x.map(|row| {
+        std::array::from_fn(|g| if flat[g] { 0.0 } else { level(at_iscale[g], row[g], at_min[g]) })
+    });
+    for g in 0..G {
+        scale[g] = if flat[g] { 0.0 } else { scale[g] };
+        min[g] = if flat[g] { flat_min[g] } else { min[g] };
     }
     (scale, min.map(|m| -m), levels)
+}
+
+/// A value's Q4_K level (0-15) at `iscale` above `min`.
+#[inline(always)]
+fn level(iscale: f32, x: f32, min: f32) -> f32 {
+    nearest_int(iscale * (x - min)).clamp(0, 15) as f32
 }
 
 /// One Q6_K block of the 256 values `x` into `y`.

@@ -152,7 +152,8 @@ pub fn export_all(
         let source = match source {
             // A norm, a vector: made dense here, as llama.cpp stores it.
             Source::Merged(w, _) if g.shifted => Source::Dense(
-                (w.tensor()? + 1.0).map_err(|e| DeliverError::Layout(format!("`{hf}`: {e}")))?,
+                (w.tensor()?.to_dtype(candle_core::DType::F32)? + 1.0)
+                    .map_err(|e| DeliverError::Layout(format!("`{hf}`: {e}")))?,
             ),
             Source::Merged(w, _) => Source::Merged(w, g.permute),
             source => source,

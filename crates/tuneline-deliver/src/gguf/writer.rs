@@ -145,35 +145,38 @@ pub fn write<W: Write + Seek>(
     file.finish()
 }
 
-/// The bytes of `t` stored as `dtype`: floats converted straight from the
-/// tensor's f32 values into the output (`half`'s vectorized casts), Q8_0,
-/// Q4_K and Q6_K by [`super::q8_0`] and [`super::k_quants`], the other
+/// The bytes of `t` (of any float type) stored as `dtype`: floats cast
+/// by `half`'s vectorized casts, Q8_0, Q4_K and Q6_K by [`super::q8_0`] and
+/// [`super::k_quants`], a chunk of f32 values at a time (never the whole
+/// tensor in f32: an embedding of 262k rows is 1.2 GB so); the other
 /// quantized types by candle's block quantizers (ports of ggml's reference ones).
 pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
-    let t = t.to_dtype(DType::F32)?;
-    let (storage, layout) = t.storage_and_layout();
-    let copied;
-    let values: &[f32] = match (&*storage, layout.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(cpu), Some((start, end))) => &cpu.as_slice::<f32>()?[start..end],
-        _ => {
-            copied = t.flatten_all()?.to_vec1::<f32>()?;
-            &copied
+    let encode: fn(&[f32]) -> Vec<u8> = match dtype {
+        GgmlDType::F32 => |v| encoded(v, |d, s| d.copy_from_slice(s), f32::to_le_bytes),
+        GgmlDType::F16 => {
+            |v| encoded(v, |d, s| d.convert_from_f32_slice(s), half::f16::to_le_bytes)
+        }
+        GgmlDType::BF16 => {
+            |v| encoded(v, |d, s| d.convert_from_f32_slice(s), half::bf16::to_le_bytes)
+        }
+        GgmlDType::Q8_0 => super::q8_0::quantize,
+        GgmlDType::Q4K => super::k_quants::quantize_q4_k,
+        GgmlDType::Q6K => super::k_quants::quantize_q6_k,
+        quantized => {
+            let t = t.to_dtype(DType::F32)?;
+            return Ok(candle_core::quantized::QTensor::quantize(&t, quantized)?.data()?.into_owned());
         }
     };
-    Ok(match dtype {
-        GgmlDType::F32 => encoded(values, |d, s| d.copy_from_slice(s), f32::to_le_bytes),
-        GgmlDType::F16 => encoded(values, |d, s| d.convert_from_f32_slice(s), half::f16::to_le_bytes),
-        GgmlDType::BF16 => {
-            encoded(values, |d, s| d.convert_from_f32_slice(s), half::bf16::to_le_bytes)
-        }
-        GgmlDType::Q8_0 => super::q8_0::quantize(values),
-        GgmlDType::Q4K => super::k_quants::quantize_q4_k(values),
-        GgmlDType::Q6K => super::k_quants::quantize_q6_k(values),
-        quantized => {
-            drop(storage);
-            candle_core::quantized::QTensor::quantize(&t, quantized)?.data()?.into_owned()
-        }
-    })
+    // A multiple of every block size (32, 256): each chunk is whole blocks.
+    const CHUNK: usize = 1 << 18;
+    let flat = t.flatten_all()?;
+    let n = flat.elem_count();
+    let mut out = Vec::with_capacity(n / dtype.block_size() * dtype.type_size());
+    for start in (0..n).step_by(CHUNK) {
+        let part = flat.narrow(0, start, CHUNK.min(n - start))?.to_dtype(DType::F32)?;
+        out.extend_from_slice(&encode(&part.to_vec1::<f32>()?));
+    }
+    Ok(out)
 }
 
 /// `values` cast by `cast` a chunk at a time and written as N little-endian

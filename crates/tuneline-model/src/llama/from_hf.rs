@@ -33,9 +33,9 @@ fn config_json(dir: &Path) -> Result<(LlamaConfig, Value), ModelError> {
 }
 
 /// Loads the model in the Hugging Face directory `dir` onto `device`.
-pub fn load(dir: &Path, device: &Device) -> Result<Llama, ModelError> {
+pub fn load(dir: &Path, device: &Device, stored: bool) -> Result<Llama, ModelError> {
     let (config, json) = config_json(dir)?;
-    let mut weights = Weights::open(dir, device)?;
+    let mut weights = Weights::open(dir, device, stored)?;
     let embed_tokens = weights.take(EMBED)?;
     if config.num_hidden_layers > 0 {
         let first = weights.take(&first_attention_input(&config).0)?;
@@ -262,25 +262,35 @@ struct Weights {
     files: MmapedSafetensors,
     dir: PathBuf,
     device: Device,
+    /// The type every tensor is taken as.
+    dtype: DType,
 }
 
 impl Weights {
-    fn open(dir: &Path, device: &Device) -> Result<Self, ModelError> {
+    /// The directory's weights, taken as f32, or with `stored` in the one
+    /// type they are all stored in (f32 where they differ).
+    fn open(dir: &Path, device: &Device, stored: bool) -> Result<Self, ModelError> {
         let files = crate::verify::shards(dir)?;
         // SAFETY: the files are only read, and a model directory is not rewritten while a model loads from it.
         let files = unsafe { MmapedSafetensors::multi(&files) }
             .map_err(|e| ModelError::new(dir, format!("cannot read the safetensors: {e}")))?;
-        Ok(Self { files, dir: dir.to_path_buf(), device: device.clone() })
+        let mut dtypes = files.tensors().into_iter().map(|(_, view)| view.dtype());
+        let first = dtypes.next();
+        let dtype = match first.and_then(|d| DType::try_from(d).ok()) {
+            Some(d) if stored && dtypes.all(|other| Some(other) == first) && d.is_float() => d,
+            _ => DType::F32,
+        };
+        Ok(Self { files, dir: dir.to_path_buf(), device: device.clone(), dtype })
     }
 
-    /// The tensor `name` as f32.
+    /// The tensor `name`, as [`Self::open`] chose.
     fn take(&mut self, name: &str) -> Result<Tensor, ModelError> {
         let tensor = self
             .files
             .load(name, &self.device)
             .map_err(|e| ModelError::new(&self.dir, format!("tensor `{name}`: {e}")))?;
         tensor
-            .to_dtype(DType::F32)
+            .to_dtype(self.dtype)
             .map_err(|e| ModelError::new(&self.dir, format!("`{name}`: {e}")))
     }
 }

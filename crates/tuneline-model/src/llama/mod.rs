@@ -109,7 +109,19 @@ impl Llama {
                 p,
                 "quantized_base needs a GGUF model; a Hugging Face directory holds dense weights",
             )),
-            crate::source::ModelSource::HfDir(p) => from_hf::load(&p, device),
+            crate::source::ModelSource::HfDir(p) => from_hf::load(&p, device, false),
+        }
+    }
+
+    /// Loads the model at `path` onto the CPU with its weights as they are
+    /// stored (a GGUF's linear layers as its blocks, a directory's bf16 as
+    /// bf16), for a conversion that reads each weight once: half the memory
+    /// of f32, and no pass over the whole model before the first weight is
+    /// written. Training and eval take [`Self::load`]'s f32.
+    pub fn load_stored(path: &std::path::Path) -> std::result::Result<Self, ModelError> {
+        match crate::source::ModelSource::detect(path)? {
+            crate::source::ModelSource::Gguf(p) => from_gguf::load(&p, &Device::Cpu, true),
+            crate::source::ModelSource::HfDir(p) => from_hf::load(&p, &Device::Cpu, true),
         }
     }
 
