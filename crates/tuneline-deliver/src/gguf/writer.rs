@@ -164,7 +164,9 @@ pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
         GgmlDType::Q6K => super::k_quants::quantize_q6_k,
         quantized => {
             let t = t.to_dtype(DType::F32)?;
-            return Ok(candle_core::quantized::QTensor::quantize(&t, quantized)?.data()?.into_owned());
+            return Ok(candle_core::quantized::QTensor::quantize(&t, quantized)?
+                .data()?
+                .into_owned());
         }
     };
     // A multiple of every block size (32, 256): each chunk is whole blocks.

@@ -61,7 +61,20 @@ impl GgufVocab {
         merges: Vec<String>,
     ) -> Self {
         let (bos, eos, unk, pad, mask) = (None, None, None, None, None);
-        Self { model, pre, tokens, token_types, scores, merges, bos, eos, unk, pad, mask, add_bos: false }
+        Self {
+            model,
+            pre,
+            tokens,
+            token_types,
+            scores,
+            merges,
+            bos,
+            eos,
+            unk,
+            pad,
+            mask,
+            add_bos: false,
+        }
     }
 }
 
