@@ -373,26 +373,34 @@ mod tests {
         v
     }
 
+    /// `values` quantized to `dtype` by candle.
+    fn candle(values: &[f32], dtype: GgmlDType) -> QTensor {
+        let t = Tensor::from_vec(values.to_vec(), values.len(), &Device::Cpu).unwrap();
+        QTensor::quantize(&t, dtype).unwrap()
+    }
+
     /// The relative RMS error of `bytes` (of `dtype`) against `values`, dequantized by candle.
     fn error(values: &[f32], dtype: GgmlDType, bytes: &[u8]) -> f32 {
-        let tensor = QTensor::quantize(
-            &Tensor::from_vec(values.to_vec(), values.len(), &Device::Cpu).unwrap(),
-            dtype,
-        )
-        .unwrap();
         let storage = candle_core::quantized::QStorage::from_data(
             std::borrow::Cow::Borrowed(bytes),
             &Device::Cpu,
             dtype,
         )
         .unwrap();
-        let ours = QTensor::new(storage, tensor.shape().clone()).unwrap();
-        let back = ours.dequantize(&Device::Cpu).unwrap().to_vec1::<f32>().unwrap();
+        let shape = candle_core::Shape::from(values.len());
+        let back = QTensor::new(storage, shape).unwrap().dequantize(&Device::Cpu).unwrap();
+        let back = back.to_vec1::<f32>().unwrap();
         let (num, den) = values
             .iter()
             .zip(&back)
             .fold((0f32, 0f32), |(n, d), (a, b)| (n + (a - b) * (a - b), d + a * a));
         (num / den).sqrt()
+    }
+
+    /// The relative RMS errors of `ours` and of candle's own blocks of `dtype` for `values`.
+    fn errors(values: &[f32], dtype: GgmlDType, ours: &[u8]) -> (f32, f32) {
+        let theirs = candle(values, dtype).data().unwrap().into_owned();
+        (error(values, dtype, ours), error(values, dtype, &theirs))
     }
 
     #[test]
@@ -408,16 +416,7 @@ mod tests {
     fn q6_k_blocks_decode_as_closely_as_candles_port() {
         let values = weights();
         let ours = super::quantize_q6_k(&values);
-        let candle = QTensor::quantize(
-            &Tensor::from_vec(values.clone(), values.len(), &Device::Cpu).unwrap(),
-            GgmlDType::Q6K,
-        )
-        .unwrap()
-        .data()
-        .unwrap()
-        .into_owned();
-        let (e_ours, e_candle) =
-            (error(&values, GgmlDType::Q6K, &ours), error(&values, GgmlDType::Q6K, &candle));
+        let (e_ours, e_candle) = errors(&values, GgmlDType::Q6K, &ours);
         assert!(e_ours < 0.05 && e_ours <= e_candle, "ours {e_ours}, candle's {e_candle}");
         assert!(ours[..super::Q6K_BYTES].iter().all(|&b| b == 0));
     }
@@ -426,18 +425,9 @@ mod tests {
     fn q4_k_blocks_decode_closer_than_candles_older_search() {
         let values = weights();
         let ours = super::quantize_q4_k(&values);
-        let candle = QTensor::quantize(
-            &Tensor::from_vec(values.clone(), values.len(), &Device::Cpu).unwrap(),
-            GgmlDType::Q4K,
-        )
-        .unwrap()
-        .data()
-        .unwrap()
-        .into_owned();
-        let (e_ours, e_candle) =
-            (error(&values, GgmlDType::Q4K, &ours), error(&values, GgmlDType::Q4K, &candle));
+        let (e_ours, e_candle) = errors(&values, GgmlDType::Q4K, &ours);
         assert!(e_ours < 0.1 && e_ours <= e_candle, "ours {e_ours}, candle's {e_candle}");
-        // The zero block decodes to zeros, the constant group to itself.
+        // The zero block is all zero bytes.
         assert!(ours[..super::Q4K_BYTES].iter().all(|&b| b == 0));
     }
 }
