@@ -128,7 +128,7 @@ impl Runs for Trained<'_> {
             .map_err(setup)?;
         setup::check_tokenizer(self.config, &dataset, &local).map_err(setup)?;
         let (train, rows) = setup::read_splits(&dataset, &local).map_err(setup)?;
-        let batch = setup::train_settings(self.config, train.len()).batch_size;
+        let batch = setup::train_settings(self.config, train.len(), 0).batch_size;
         Ok(EvalSplit { dataset, rows, batch })
     }
 

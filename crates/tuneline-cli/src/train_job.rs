@@ -75,7 +75,8 @@ pub async fn train_job(
     let (_, local) = fetch_dataset(global, store, config, Some(&dataset), &cache).await?;
     check_tokenizer(config, &dataset, &local)?;
     let (train_rows, _) = read_splits(&dataset, &local)?;
-    let max_steps = train_settings(config, train_rows.len()).max_steps;
+    // With `gpus = "all"` and epochs, an estimate: the machine's GPUs set the global batch.
+    let max_steps = train_settings(config, train_rows.len(), 0).max_steps;
     let run = run_id(config, &dataset);
     Ok(TrainJob { text, dataset, run, max_steps })
 }

@@ -34,6 +34,10 @@ pub struct TrainerState {
     /// The engine that wrote it; only that engine resumes it.
     #[serde(default = "native")]
     pub engine: EngineKind,
+    /// Micro-batches per optimizer step across the whole gang (the global
+    /// batch over `per_device_train_batch_size`); only a run of the same resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batches: Option<usize>,
     /// What tuneline needs to resume exactly.
     pub tuneline: Progress,
 }
@@ -82,6 +86,7 @@ pub fn write_state(
         epoch: progress.cursor.epoch as f64 + progress.cursor.index as f64 / rows,
         log_history: history.to_vec(),
         engine,
+        micro_batches: Some(s.accumulation),
         tuneline: progress.clone(),
     };
     std::fs::write(
@@ -90,8 +95,13 @@ pub fn write_state(
     )
 }
 
-/// Reads `trainer_state.json` in `dir`, refusing a checkpoint another engine wrote.
-pub fn read_state(dir: &Path, engine: EngineKind) -> Result<TrainerState, EngineError> {
+/// Reads `trainer_state.json` in `dir`, refusing a checkpoint another
+/// engine wrote, or one of another global batch than `settings`'.
+pub fn read_state(
+    dir: &Path,
+    engine: EngineKind,
+    settings: &TrainSettings,
+) -> Result<TrainerState, EngineError> {
     let path = dir.join(TRAINER_STATE);
     let state: TrainerState = serde_json::from_slice(&std::fs::read(&path)?)
         .map_err(|e| EngineError::Input(format!("{}: {e}", path.display())))?;
@@ -101,7 +111,13 @@ pub fn read_state(dir: &Path, engine: EngineKind) -> Result<TrainerState, Engine
             state.global_step, state.engine, state.engine
         )));
     }
-    Ok(state)
+    match state.micro_batches {
+        Some(m) if m != settings.accumulation => Err(EngineError::Input(format!(
+            "the checkpoint at step {} was trained with {m} micro-batches a step across its gang, and this run makes {} (gradient_accumulation_steps x gpus x nodes): `gpus = \"all\"` counts the machine's GPUs, so resume it on machines with as many, or name the count the checkpoint used",
+            state.global_step, settings.accumulation
+        ))),
+        _ => Ok(state),
+    }
 }
 
 impl Engine for Trainer<'_> {
@@ -161,7 +177,7 @@ impl Trainer<'_> {
 
     /// Continues from the checkpoint in `dir`; returns its log history.
     pub fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError> {
-        let state = read_state(dir, EngineKind::Native)?;
+        let state = read_state(dir, EngineKind::Native, self.settings())?;
         let device = self.model().device().clone();
         self.lora = Lora::load(dir, &self.model().config, &device).map_err(io)?;
         let moments = candle_core::safetensors::load(dir.join("optimizer.safetensors"), &device)

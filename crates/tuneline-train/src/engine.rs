@@ -66,4 +66,16 @@ pub trait Engine {
 
     /// Continues from the checkpoint in `dir`; returns its log history.
     fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError>;
+
+    /// Whether this process writes the run's checkpoints and logs its steps:
+    /// every engine but a gang's members of rank above 0 ([`crate::gang`]).
+    fn leads(&self) -> bool {
+        true
+    }
+
+    /// After a step, whether the run stops there, given whether this process
+    /// was asked to (`local`): for a gang, whether any member was.
+    fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
+        Ok(local)
+    }
 }

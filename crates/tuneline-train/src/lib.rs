@@ -7,6 +7,7 @@ pub mod base;
 pub mod batches;
 pub mod checkpoint;
 pub mod engine;
+pub mod gang;
 pub mod hf_base;
 pub mod hub;
 pub mod mlx;

@@ -22,6 +22,7 @@ use tuneline_model::BaseModel;
 use crate::batches::{Batches, Cursor};
 use crate::checkpoint::{read_state, write_state};
 use crate::engine::{Engine, EngineError};
+use crate::gang::{self, Gang, Rank, Rendezvous};
 use crate::pyenv::{self, Lock};
 use crate::rows::Row;
 use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
@@ -77,11 +78,15 @@ pub struct ProgramStart<'a> {
     pub work: &'a Path,
     /// The device as the program names it: `cpu`, `cuda:N` (torch), `gpu` (mlx).
     pub device: String,
+    /// The gang it trains in, and its place there; `None` alone.
+    pub gang: Option<(&'a Rendezvous, Rank)>,
 }
 
 /// A LoRA run on a Python engine.
 pub struct ProgramEngine {
     kind: EngineKind,
+    /// Its place in its gang ([`Rank::ALONE`] when it trains alone).
+    rank: Rank,
     /// The 4-bit base bitsandbytes makes (`load_in_4bit`), which every checkpoint records.
     base_4bit: Option<Bnb4bit>,
     child: Child,
@@ -122,6 +127,7 @@ impl ProgramEngine {
         let batches = Batches::new(rows, settings.seed);
         let mut engine = Self {
             kind,
+            rank: start.gang.map_or(Rank::ALONE, |(_, rank)| rank),
             base_4bit: base_4bit(config),
             child,
             requests,
@@ -223,6 +229,11 @@ fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Valu
         "bnb_4bit_use_double_quant": m.bnb_4bit_use_double_quant,
         "lora": l,
         "adamw": { "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps, "weight_decay": a.weight_decay },
+        "dist": start.gang.map(|(rendezvous, rank)| json!({
+            "rank": rank.rank, "world": rank.world, "init_method": rendezvous.init_method(),
+            "backend": if start.device.starts_with("cuda") { "nccl" } else { "gloo" },
+            "timeout_s": gang::TIMEOUT.as_secs(),
+        })),
     })
 }
 
@@ -257,8 +268,9 @@ impl Engine for ProgramEngine {
         &mut self,
         abandon: &dyn Fn(Duration) -> bool,
     ) -> Result<Option<StepLog>, EngineError> {
-        // One request is the whole step: it is abandoned before it starts, or not at all.
-        if self.last_step_time.is_some_and(abandon) {
+        // One request is the whole step: it is abandoned before it starts, or
+        // not at all; a gang's member never abandons one alone.
+        if self.rank.world == 1 && self.last_step_time.is_some_and(abandon) {
             return Ok(None);
         }
         let started = Instant::now();
@@ -271,7 +283,7 @@ impl Engine for ProgramEngine {
             cursor = next;
             let n = counted(&rows);
             tokens += rows.iter().map(|r| r.input_ids.len() as u64).sum::<u64>();
-            if n > 0 {
+            if n > 0 && self.rank.takes(i) {
                 micro
                     .push(json!({ "seed": dropout_seed(seed, step, i), "rows": rows_json(&rows) }));
             }
@@ -310,13 +322,19 @@ impl Engine for ProgramEngine {
     }
 
     fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError> {
-        let batches: Vec<Value> = rows
+        let chunks: Vec<Vec<&Row>> = rows
             .chunks(self.settings.batch_size.max(1))
             .map(|chunk| chunk.iter().collect::<Vec<_>>())
             .filter(|refs| counted(refs) > 0)
-            .map(|refs| json!({ "counted": counted(&refs), "rows": rows_json(&refs) }))
             .collect();
-        let answer = self.call(json!({ "op": "eval", "batches": batches }))?;
+        let total: usize = chunks.iter().map(|refs| counted(refs)).sum();
+        let batches: Vec<Value> = chunks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.rank.takes(*i))
+            .map(|(_, refs)| json!({ "rows": rows_json(refs) }))
+            .collect();
+        let answer = self.call(json!({ "op": "eval", "batches": batches, "counted": total }))?;
         Ok(answer["loss"].as_f64().unwrap_or(f64::NAN))
     }
 
@@ -336,10 +354,22 @@ impl Engine for ProgramEngine {
     }
 
     fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError> {
-        let state = read_state(dir, self.kind)?;
+        let state = read_state(dir, self.kind, &self.settings)?;
         self.call(json!({ "op": "load", "dir": dir }))?;
         self.progress = state.tuneline;
         Ok(state.log_history)
+    }
+
+    fn leads(&self) -> bool {
+        self.rank.rank == 0
+    }
+
+    fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
+        if self.rank.world == 1 {
+            return Ok(local);
+        }
+        let answer = self.call(json!({ "op": "agree", "stop": local }))?;
+        Ok(answer["stop"].as_bool().unwrap_or(true))
     }
 }
 
@@ -351,11 +381,65 @@ impl Drop for ProgramEngine {
     }
 }
 
+/// What every member of a run starts from: the environment's Python, the
+/// base as a Hugging Face directory, and the adapter tuneline initializes.
+struct Prepared {
+    program: &'static Program,
+    python: PathBuf,
+    base: PathBuf,
+    adapter: PathBuf,
+    lora: LoraSettings,
+}
+
+impl Prepared {
+    /// The environment made (once per machine, in `engines`), the base
+    /// converted, and the adapter initialized from the seed into `<work>/adapter-init`.
+    fn new(
+        kind: EngineKind,
+        config: &Config,
+        engines: &Path,
+        work: &Path,
+    ) -> Result<Self, EngineError> {
+        let program = Program::of(kind)
+            .ok_or_else(|| EngineError::Input(format!("engine = \"{kind}\" has no program")))?;
+        let python = program.ensure_env(engines)?;
+        let path = Path::new(&config.model.path);
+        let identity = BaseModel::identify(path).map_err(|e| EngineError::Input(e.to_string()))?;
+        let base = hf_base::hf_base(path, &identity, engines)?;
+        let model = Llama::read_config(path).map_err(|e| EngineError::Input(e.to_string()))?;
+        let adapter = work.join("adapter-init");
+        let lora = crate::setup::lora_settings(config)
+            .for_model(&model)
+            .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?;
+        Lora::init(lora.clone(), &model, config.training.seed, DType::F32, &Device::Cpu)
+            .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
+            .save(&adapter)
+            .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
+        Ok(Self { program, python, base, adapter, lora })
+    }
+
+    /// Where a member on `device` (in `gang`) starts, working in `work`.
+    fn start<'a>(
+        &'a self,
+        work: &'a Path,
+        device: String,
+        gang: Option<(&'a Rendezvous, Rank)>,
+    ) -> ProgramStart<'a> {
+        ProgramStart {
+            program: self.program,
+            python: &self.python,
+            base: &self.base,
+            adapter: &self.adapter,
+            lora: &self.lora,
+            work,
+            device,
+            gang,
+        }
+    }
+}
+
 /// Starts `kind`'s engine (torch or mlx) for `config`'s run of `settings`
-/// over `rows` on `device` ([`crate::setup::program_device`]): the
-/// environment made (once per machine, in `engines`), the base as a Hugging
-/// Face directory, and the adapter tuneline initializes from the seed
-/// written to `<work>/adapter-init`.
+/// over `rows` on `device` ([`crate::setup::program_device`]), alone.
 pub fn launch(
     kind: EngineKind,
     config: &Config,
@@ -365,29 +449,52 @@ pub fn launch(
     work: &Path,
     device: String,
 ) -> Result<ProgramEngine, EngineError> {
-    let program = Program::of(kind)
-        .ok_or_else(|| EngineError::Input(format!("engine = \"{kind}\" has no program")))?;
-    let python = program.ensure_env(engines)?;
-    let path = Path::new(&config.model.path);
-    let identity = BaseModel::identify(path).map_err(|e| EngineError::Input(e.to_string()))?;
-    let base = hf_base::hf_base(path, &identity, engines)?;
-    let model = Llama::read_config(path).map_err(|e| EngineError::Input(e.to_string()))?;
-    let adapter = work.join("adapter-init");
-    let lora = crate::setup::lora_settings(config)
-        .for_model(&model)
-        .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?;
-    Lora::init(lora.clone(), &model, config.training.seed, DType::F32, &Device::Cpu)
-        .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?
-        .save(&adapter)
-        .map_err(|e| EngineError::Io(std::io::Error::other(e.to_string())))?;
-    let start = ProgramStart {
-        program,
-        python: &python,
-        base: &base,
-        adapter: &adapter,
-        lora: &lora,
-        work,
-        device,
-    };
-    ProgramEngine::start(&start, config, settings, rows)
+    let prepared = Prepared::new(kind, config, engines, work)?;
+    ProgramEngine::start(&prepared.start(work, device, None), config, settings, rows)
+}
+
+/// Starts this machine's members of `rendezvous`' gang, as [`launch`]
+/// starts one engine: all at once, since each waits for the whole gang to
+/// meet. Member `local` trains on `device`'s GPU plus `local`, or on the CPU.
+pub fn launch_gang(
+    kind: EngineKind,
+    config: &Config,
+    settings: TrainSettings,
+    rows: Vec<Row>,
+    engines: &Path,
+    work: &Path,
+    device: &str,
+    rendezvous: &Rendezvous,
+) -> Result<Gang, EngineError> {
+    let prepared = Prepared::new(kind, config, engines, work)?;
+    let ranks = rendezvous.ranks();
+    let works: Vec<PathBuf> = ranks.iter().map(|r| work.join(format!("rank-{}", r.rank))).collect();
+    let members = std::thread::scope(|scope| {
+        let running: Vec<_> = ranks
+            .iter()
+            .zip(&works)
+            .map(|(&rank, work)| {
+                let start = prepared.start(
+                    work,
+                    member_device(device, rank.local),
+                    Some((rendezvous, rank)),
+                );
+                let (settings, rows) = (settings.clone(), rows.clone());
+                scope.spawn(move || ProgramEngine::start(&start, config, settings, rows))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().expect("a member's start does not panic"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(Gang::new(members))
+}
+
+/// The device of a gang's member `local` on a machine whose first is `device`.
+fn member_device(device: &str, local: u32) -> String {
+    match device.strip_prefix("cuda:").and_then(|n| n.parse::<u32>().ok()) {
+        Some(first) => format!("cuda:{}", first + local),
+        None => device.to_string(),
+    }
 }

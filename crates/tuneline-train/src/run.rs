@@ -179,16 +179,21 @@ pub fn run(
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon =
         |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
+    let leads = trainer.leads();
+    let mut stopping = false;
     while !trainer.done() {
         let Some(mut log) = trainer.step_unless(&abandon)? else {
             tracing::warn!(
                 "SIGTERM: step {} cannot finish within the grace period; abandoned",
                 trainer.global_step() + 1
             );
+            stopping = true;
             break;
         };
+        // A gang's members all stop after the step any of them was asked to.
+        stopping = trainer.agree_stop(deadline().is_some())?;
         if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
-            if deadline().is_some() {
+            if stopping {
                 // The notice's time goes to committing the step: an eval point is worth less.
                 tracing::warn!(
                     "SIGTERM: no eval loss at step {}, to commit the checkpoint in time",
@@ -199,12 +204,15 @@ pub fn run(
             }
         }
         append_metric(&metrics, &log)?;
-        on_event(RunEvent::Step(&log));
+        if leads {
+            on_event(RunEvent::Step(&log));
+        }
         history.push(log);
-        if deadline().is_some() {
+        if stopping {
             break;
         }
-        if trainer.done() || trainer.global_step().is_multiple_of(spec.save_steps.max(1)) {
+        let due = trainer.done() || trainer.global_step().is_multiple_of(spec.save_steps.max(1));
+        if leads && due {
             if let Some(previous) = upload.take() {
                 finish_upload(handle, previous)?;
             }
@@ -212,7 +220,7 @@ pub fn run(
             saved = trainer.global_step();
         }
     }
-    if deadline().is_some() && saved < trainer.global_step() {
+    if leads && stopping && saved < trainer.global_step() {
         if let Some(previous) = upload.take() {
             finish_upload(handle, previous)?;
         }

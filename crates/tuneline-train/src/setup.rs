@@ -77,6 +77,20 @@ pub fn program_device(
     })
 }
 
+/// The training processes `[training] gpus` means on `host`: one per GPU
+/// (`"all"`: every one), or, on a machine without a GPU, that many CPU
+/// processes. More than a GPU machine has is refused.
+pub fn gpus_per_machine(config: &Config, host: &Host) -> Result<u32, SetupError> {
+    let gpus = config.training.gpus.on(host.cuda_gpus);
+    if host.cuda_gpus > 0 && gpus > host.cuda_gpus {
+        return Err(SetupError::Input(format!(
+            "[training] gpus = {gpus} on a machine with {} GPU(s): lower it, or set gpus = \"all\"",
+            host.cuda_gpus
+        )));
+    }
+    Ok(gpus)
+}
+
 /// Loads `[model] path` onto `device`, quantized or dense as `[model] quantized_base` says.
 pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError> {
     Llama::load_on(Path::new(&config.model.path), device, config.model.quantized_base)
@@ -138,12 +152,17 @@ pub fn check_memory_budget(config: &Config) -> Result<(), SetupError> {
     config_job::check_memory_budget(config, model_shape(&config.model.path)?).map_err(input)
 }
 
-/// The trainer's settings from `[training]`, for a dataset of `train_rows` rows.
-pub fn train_settings(config: &Config, train_rows: usize) -> TrainSettings {
+/// The trainer's settings from `[training]`, for a dataset of `train_rows`
+/// rows, on machines of `cuda_gpus` GPUs each (what `gpus = "all"` counts).
+/// A step's micro-batches are those of the whole gang that `gpus` and
+/// `nodes` make, the global batch of Hugging Face's `TrainingArguments`;
+/// a smaller gang (`min_nodes`) takes more of them each.
+pub fn train_settings(config: &Config, train_rows: usize, cuda_gpus: u32) -> TrainSettings {
     let t = &config.training;
+    let processes = t.gpus.on(cuda_gpus).max(1) * t.nodes.max(1);
     let (batch, accumulation) = (
         t.per_device_train_batch_size.max(1) as usize,
-        t.gradient_accumulation_steps.max(1) as usize,
+        (t.gradient_accumulation_steps.max(1) * processes) as usize,
     );
     let max_steps = t.max_steps.unwrap_or_else(|| {
         let per_epoch = train_rows.div_ceil(batch * accumulation) as f64;

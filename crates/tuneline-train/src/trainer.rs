@@ -22,7 +22,7 @@ pub struct TrainSettings {
     pub max_steps: u64,
     /// Rows per micro-batch.
     pub batch_size: usize,
-    /// Micro-batches per optimizer step.
+    /// Micro-batches per optimizer step, across the whole gang.
     pub accumulation: usize,
     /// Learning rate by step.
     pub schedule: Schedule,

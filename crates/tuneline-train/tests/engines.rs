@@ -4,7 +4,9 @@
 //! losses within 1e-4 relative, and final adapters within 1e-4 of their L2
 //! norm for torch (measured 1.7e-5) and 1e-3 for mlx (measured 2.5e-4: its
 //! CPU kernels' exponentials are approximations). And a run of either Python engine stopped and resumed from its
-//! checkpoint ends bit-identical to one that was not.
+//! checkpoint ends bit-identical to one that was not. A gang of two torch
+//! processes over gloo takes the steps of one process over the same global
+//! batch, and a smaller gang resumes its checkpoint.
 
 mod common;
 
@@ -15,6 +17,7 @@ use common::prepare;
 use tuneline_core::config::{Config, Engine as EngineKind};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_train::engine::Engine;
+use tuneline_train::gang::Rendezvous;
 use tuneline_train::program::{self, Program, ProgramEngine};
 use tuneline_train::pyenv::env_dir;
 use tuneline_train::rows::Row;
@@ -44,7 +47,7 @@ fn config() -> Config {
 }
 
 fn program_run(kind: EngineKind, config: &Config, rows: &[Row], work: &Path) -> ProgramEngine {
-    let settings = train_settings(config, rows.len());
+    let settings = train_settings(config, rows.len(), 0);
     let engines = engines(kind);
     program::launch(kind, config, settings, rows.to_vec(), &engines, work, "cpu".into()).unwrap()
 }
@@ -94,7 +97,7 @@ fn agrees_with_native(kind: EngineKind, tolerance: f64) {
     let lora =
         Lora::init(lora_settings(&config), &model.config, 7, DType::F32, &Device::Cpu).unwrap();
     let mut native =
-        Trainer::new(&model, lora, train_settings(&config, train.len()), train.clone());
+        Trainer::new(&model, lora, train_settings(&config, train.len(), 0), train.clone());
     let native_logs = steps(&mut native, 8);
     let native_eval = Engine::eval_loss(&mut native, &eval).unwrap();
     Engine::save_checkpoint(&mut native, &dir.path().join("native"), &native_logs).unwrap();
@@ -178,7 +181,7 @@ fn resumes_bit_for_bit(kind: EngineKind) {
     let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
     let lora =
         Lora::init(lora_settings(&config), &model.config, 7, DType::F32, &Device::Cpu).unwrap();
-    let mut native = Trainer::new(&model, lora, train_settings(&config, train.len()), train);
+    let mut native = Trainer::new(&model, lora, train_settings(&config, train.len(), 0), train);
     let refused = Engine::restore_checkpoint(&mut native, &dir.path().join("ckpt-2")).unwrap_err();
     let message = refused.to_string();
     assert!(
@@ -261,4 +264,97 @@ fn the_4_bit_round_trip_is_bitsandbytes_own() {
             assert_eq!(differ, 0, "{name}: {differ} values differ, by at most {worst:e}");
         }
     }
+}
+
+/// Two torch processes, each with one micro-batch a step and their gradients
+/// all-reduced over gloo, against one process with both micro-batches: the
+/// same losses, learning rates, tokens and eval loss, and final adapters
+/// within 1e-5 of their norm (the sums are added in another order; measured
+/// below). The gang's checkpoint at step 4, resumed by one process (a gang
+/// of one: `min_nodes`), ends within the same tolerance of the whole gang run.
+#[test]
+fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, eval) = prepare(dir.path());
+    let mut single = config();
+    single.lora.lora_dropout = 0.1;
+    let mut pair = single.clone();
+    pair.training.gradient_accumulation_steps = 1;
+    pair.training.gpus = tuneline_core::config::Gpus::Count(2);
+    let settings = train_settings(&pair, train.len(), 0);
+    assert_eq!(settings, train_settings(&single, train.len(), 0), "one global batch");
+
+    let mut alone = program_run(EngineKind::Torch, &single, &train, &dir.path().join("alone"));
+    let alone_logs = steps(&mut alone, 8);
+    let alone_eval = alone.eval_loss(&eval).unwrap();
+    alone.save_checkpoint(&dir.path().join("alone-8"), &alone_logs).unwrap();
+    drop(alone);
+
+    let engines = engines(EngineKind::Torch);
+    let launch = |work: &str| {
+        let rendezvous = Rendezvous::of(1, 1, 2, |_| None).unwrap().unwrap();
+        let work = dir.path().join(work);
+        let settings = settings.clone();
+        program::launch_gang(
+            EngineKind::Torch,
+            &pair,
+            settings,
+            train.clone(),
+            &engines,
+            &work,
+            "cpu",
+            &rendezvous,
+        )
+        .unwrap()
+    };
+    let mut gang = launch("gang");
+    assert!(gang.leads(), "this machine holds rank 0");
+    let mut gang_logs = steps(&mut gang, 4);
+    gang.save_checkpoint(&dir.path().join("gang-4"), &gang_logs).unwrap();
+    assert!(!gang.agree_stop(false).unwrap(), "no member was asked to stop");
+    gang_logs.extend(steps(&mut gang, 4));
+    let gang_eval = gang.eval_loss(&eval).unwrap();
+    gang.save_checkpoint(&dir.path().join("gang-8"), &gang_logs).unwrap();
+    drop(gang);
+
+    for (a, g) in alone_logs.iter().zip(&gang_logs) {
+        let relative = (a.loss - g.loss).abs() / a.loss;
+        assert!(
+            relative < 1e-5,
+            "step {}: losses {} alone and {} in the gang",
+            a.step,
+            a.loss,
+            g.loss
+        );
+        assert_eq!((a.learning_rate, a.tokens), (g.learning_rate, g.tokens), "step {}", a.step);
+    }
+    assert!(
+        (alone_eval - gang_eval).abs() / alone_eval < 1e-5,
+        "eval {alone_eval} and {gang_eval}"
+    );
+    let apart_gang =
+        apart(&adapter(&dir.path().join("alone-8")), &adapter(&dir.path().join("gang-8")));
+    eprintln!("final adapters: |one process - gang of two| / |one process| = {apart_gang:e}");
+    assert!(
+        apart_gang < 1e-5,
+        "the gang's adapter is {apart_gang:e} of its norm from one process's"
+    );
+
+    let mut resumed = program_run(EngineKind::Torch, &single, &train, &dir.path().join("resumed"));
+    let mut history = resumed.restore_checkpoint(&dir.path().join("gang-4")).unwrap();
+    history.extend(steps(&mut resumed, 4));
+    resumed.save_checkpoint(&dir.path().join("resumed-8"), &history).unwrap();
+    let apart_resumed =
+        apart(&adapter(&dir.path().join("gang-8")), &adapter(&dir.path().join("resumed-8")));
+    eprintln!("final adapters: |gang - gang resumed alone| / |gang| = {apart_resumed:e}");
+    assert!(
+        apart_resumed < 1e-5,
+        "resumed alone, the gang's run ends {apart_resumed:e} of its norm away"
+    );
+
+    let mut other = single.clone();
+    other.training.gradient_accumulation_steps = 4;
+    let mut refused = program_run(EngineKind::Torch, &other, &train, &dir.path().join("other"));
+    let message = refused.restore_checkpoint(&dir.path().join("gang-4")).unwrap_err().to_string();
+    assert!(message.contains("2 micro-batches") && message.contains("makes 4"), "{message}");
 }

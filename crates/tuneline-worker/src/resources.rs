@@ -26,6 +26,11 @@ impl Gpu {
         Some(Self { nvml, name, vram_mib })
     }
 
+    /// How many GPUs NVML reports (0 without a driver).
+    pub fn count() -> u32 {
+        Nvml::init().and_then(|nvml| nvml.device_count()).unwrap_or(0)
+    }
+
     fn utilization(&self) -> Option<f64> {
         let rates = self.nvml.device_by_index(0).ok()?.utilization_rates().ok()?;
         Some(f64::from(rates.gpu) / 100.0)

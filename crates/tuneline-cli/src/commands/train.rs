@@ -12,6 +12,7 @@ use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
 use tuneline_model::llama::Lora;
 use tuneline_train::engine::Engine;
+use tuneline_train::gang::Rendezvous;
 use tuneline_train::program;
 use tuneline_train::pyenv::engines_dir;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
@@ -38,9 +39,12 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
     setup::check_memory_budget(config)?;
-    let gpus = tuneline_worker::resources::Gpu::probe().map_or(0, |_| 1);
-    let host = Host::this(gpus);
+    let host = Host::this(tuneline_worker::resources::Gpu::count());
     let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
+    let t = &config.training;
+    let gpus = setup::gpus_per_machine(config, &host)?;
+    let min_nodes = t.min_nodes.unwrap_or(t.nodes);
+    let gang = Rendezvous::of(t.nodes, min_nodes, gpus, |name| std::env::var(name).ok())?;
     // The native engine's device is checked before any data moves.
     let native_device = match engine {
         EngineKind::Native => Some(setup::compute_device(config.model.device)?),
@@ -55,10 +59,9 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         base: tokio::task::block_in_place(|| setup::base_model(config))?,
         dataset: dataset.clone(),
     };
-    let settings = setup::train_settings(config, train_rows.len());
+    let settings = setup::train_settings(config, train_rows.len(), host.cuda_gpus);
     let max_steps = settings.max_steps;
     let (batch, accumulation) = (settings.batch_size, settings.accumulation);
-    let t = &config.training;
     let run_id = args.run.clone().unwrap_or_else(|| setup::run_id(config, &dataset));
     let (save_steps, why) = setup::save_steps(config, max_steps);
     if let Some(why) = why {
@@ -86,10 +89,28 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
             let device = setup::program_device(engine, config.model.device, &host)?;
             let on = device.clone();
             let engines = engines_dir(&cache);
-            let engine = tokio::task::block_in_place(|| {
-                program::launch(engine, config, settings, train_rows, &engines, &work, device)
-            })?;
-            (Box::new(engine), on)
+            tokio::task::block_in_place(|| match &gang {
+                None => {
+                    program::launch(engine, config, settings, train_rows, &engines, &work, device)
+                        .map(|e| (Box::new(e) as Box<dyn Engine>, on))
+                }
+                Some(gang) => program::launch_gang(
+                    engine, config, settings, train_rows, &engines, &work, &device, gang,
+                )
+                .map(|e| {
+                    let ranks = gang.ranks();
+                    let (first, last) = (ranks[0].rank, ranks[ranks.len() - 1].rank);
+                    (
+                        Box::new(e) as Box<dyn Engine>,
+                        format!(
+                            "{on}, ranks {first}-{last} of {} (node {} of {})",
+                            gang.world(),
+                            gang.node_rank,
+                            gang.nnodes
+                        ),
+                    )
+                }),
+            })?
         }
         _ => {
             let device = native_device.expect("the native engine's device");

@@ -200,6 +200,11 @@ pub fn unsupported(engine: Engine, c: &Config) -> Vec<(String, String)> {
             refuse("model.quantized_base", c.model.quantized_base, "it is the native engine's");
         }
     }
+    if matches!(engine, Engine::Native | Engine::Mlx) {
+        let one = "trains in one process on one machine: remove it, or use engine = \"torch\", which trains data-parallel over torch.distributed";
+        refuse("training.gpus", !t.gpus.is_one(), one);
+        refuse("training.nodes", t.nodes != 1, one);
+    }
     if t.bf16 && t.fp16 {
         out.push(("training.fp16".into(), "and bf16 are both true; pick one".into()));
     }
@@ -231,6 +236,18 @@ mod tests {
         assert_eq!(refused.len(), 1);
         assert_eq!(refused[0].0, "training.gradient_checkpointing");
         assert!(refused[0].1.contains("engine = \"torch\""), "{}", refused[0].1);
+        assert!(unsupported(Engine::Torch, &c).is_empty());
+    }
+
+    #[test]
+    fn only_the_torch_engine_trains_on_several_gpus_or_machines() {
+        let mut c = Config::default();
+        c.training.nodes = 2;
+        c.training.gpus = super::super::Gpus::All;
+        for engine in [Engine::Native, Engine::Mlx] {
+            let refused: Vec<_> = unsupported(engine, &c).into_iter().map(|(f, _)| f).collect();
+            assert_eq!(refused, ["training.gpus", "training.nodes"], "{engine}");
+        }
         assert!(unsupported(Engine::Torch, &c).is_empty());
     }
 }

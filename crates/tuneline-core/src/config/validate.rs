@@ -2,7 +2,7 @@
 
 use super::providers::ProviderKind;
 use super::schema::Config;
-use super::values::SaveSteps;
+use super::values::{Gpus, SaveSteps};
 
 /// Every out-of-range value, as `(field path, message)`.
 pub fn validate(c: &Config) -> Vec<(String, String)> {
@@ -156,6 +156,19 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
         v.fail(
             "training.resume_from_checkpoint",
             "is empty; use \"auto\", \"none\" or a checkpoint prefix",
+        );
+    }
+
+    if let Gpus::Count(n) = t.gpus {
+        v.check("training.gpus", n as f64, ">= 1 or \"all\"", n >= 1);
+    }
+    v.check("training.nodes", t.nodes as f64, ">= 1", t.nodes >= 1);
+    if let Some(n) = t.min_nodes {
+        v.check(
+            "training.min_nodes",
+            n as f64,
+            &format!("1 to nodes ({})", t.nodes),
+            (1..=t.nodes).contains(&n),
         );
     }
 

@@ -26,6 +26,7 @@ pub(crate) use written_as;
 written_as!(HumanDuration, "Duration", "duration: \"30s\", \"5m\", \"1h 30m\"");
 written_as!(ComputeDevice, "ComputeDevice", "\"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
 written_as!(SaveSteps, "SaveSteps", "steps (integer) or \"auto\"");
+written_as!(Gpus, "Gpus", "GPUs per machine (integer) or \"all\"");
 written_as!(MemorySize, "MemorySize", "size: \"8 GiB\", \"16GB\"");
 
 /// A duration written the way people write it: `"30s"`, `"30m"`, `"1h 30m"`.
@@ -117,6 +118,50 @@ impl<'de> Deserialize<'de> for ComputeDevice {
     }
 }
 
+/// A value written as a whole number or as one word (`save_steps = 250` or
+/// `"auto"`): its serde both ways, from the enum's two variants.
+macro_rules! number_or_word {
+    ($ty:ident, $number:ident, $word:ident, $text:literal, $expecting:literal) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $ty::$number(n) => s.serialize_u64(u64::from(*n)),
+                    $ty::$word => s.serialize_str($text),
+                }
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<$ty, E> {
+                        v.try_into()
+                            .map($ty::$number)
+                            .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+                    }
+                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<$ty, E> {
+                        v.try_into()
+                            .map($ty::$number)
+                            .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$ty, E> {
+                        match v {
+                            $text => Ok($ty::$word),
+                            _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                        }
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+}
+
 /// `save_steps`: a fixed interval, or `"auto"` to take the planner's optimum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaveSteps {
@@ -126,39 +171,38 @@ pub enum SaveSteps {
     Auto,
 }
 
-impl Serialize for SaveSteps {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            SaveSteps::Steps(n) => s.serialize_u64(*n),
-            SaveSteps::Auto => s.serialize_str("auto"),
-        }
+number_or_word!(SaveSteps, Steps, Auto, "auto", "a positive number of steps or \"auto\"");
+
+/// `[training] gpus`: the GPUs a job trains on per machine, or `"all"` the machine has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gpus {
+    /// This many, one training process each.
+    Count(u32),
+    /// Every GPU of the machine the job lands on.
+    All,
+}
+
+number_or_word!(Gpus, Count, All, "all", "a positive number of GPUs or \"all\"");
+
+impl Default for Gpus {
+    fn default() -> Self {
+        Gpus::Count(1)
     }
 }
 
-impl<'de> Deserialize<'de> for SaveSteps {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SaveSteps;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a positive number of steps or \"auto\"")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SaveSteps, E> {
-                u64::try_from(v)
-                    .map(SaveSteps::Steps)
-                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SaveSteps, E> {
-                Ok(SaveSteps::Steps(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SaveSteps, E> {
-                match v {
-                    "auto" => Ok(SaveSteps::Auto),
-                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
-                }
-            }
+impl Gpus {
+    /// The processes this means on a machine with `cuda_gpus` GPUs: `all` is
+    /// every one (one process on a machine without any).
+    pub fn on(self, cuda_gpus: u32) -> u32 {
+        match self {
+            Gpus::Count(n) => n,
+            Gpus::All => cuda_gpus.max(1),
         }
-        d.deserialize_any(V)
+    }
+
+    /// Whether it is the default, one GPU.
+    pub fn is_one(&self) -> bool {
+        *self == Gpus::Count(1)
     }
 }
 

@@ -173,7 +173,7 @@ class Run:
             ids, targets = self.batch(batch["rows"])
             total += self.summed_loss(ids, targets, 1.0).item()
         self.model.train()
-        counted = sum(batch["counted"] for batch in request["batches"])
+        counted = request["counted"]
         return {"loss": total / counted if counted else float("nan")}
 
     def save(self, request):

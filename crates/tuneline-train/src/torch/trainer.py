@@ -7,16 +7,24 @@ trainer_state.json and the commits to the store. This program holds the model,
 the adapter and the optimizer. Each request is one JSON line on stdin; each
 answer is one JSON line on stdout (anything a library prints goes to stderr):
 
-  {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`
+  {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`,
+                                 and join the gang in `dist` if there is one
   {"op": "step", "lr", "micro"}  one optimizer step over micro-batches of packed rows
   {"op": "eval", "batches"}      mean loss per labeled token, without dropout
   {"op": "save", "dir"}          the PEFT adapter and optimizer.pt into dir
   {"op": "load", "dir"}          the adapter and optimizer state from dir
+  {"op": "agree", "stop"}        whether any member of the gang stops after this step
+
+In a gang (torch.distributed: gloo on CPUs, NCCL on GPUs) each member gets
+its share of a step's micro-batches, and the summed adapter gradients and
+losses are all-reduced once per step, as DDP does under accumulation; the
+loss of every micro-batch is divided by the labeled tokens of the whole step.
 
 An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train"}.
 SIGTERM is tuneline's to handle: it finishes or abandons the step and saves.
 """
 
+import datetime
 import json
 import os
 import resource
@@ -29,6 +37,7 @@ sys.stdout = sys.stderr
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import torch  # noqa: E402
+import torch.distributed  # noqa: E402
 from peft import LoraConfig, get_peft_model, set_peft_model_state_dict  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
@@ -44,6 +53,17 @@ class Run:
         self.spec = spec
         self.device = torch.device(spec["device"])
         cuda = self.device.type == "cuda"
+        self.dist = spec.get("dist")
+        if self.dist:
+            if cuda:
+                torch.cuda.set_device(self.device)
+            torch.distributed.init_process_group(
+                backend=self.dist["backend"],
+                init_method=self.dist["init_method"],
+                rank=self.dist["rank"],
+                world_size=self.dist["world"],
+                timeout=datetime.timedelta(seconds=self.dist["timeout_s"]),
+            )
         dtype = torch.bfloat16 if spec["bf16"] else torch.float16 if spec["fp16"] else torch.float32
         self.autocast = dtype if dtype != torch.float32 else None
         load = {"dtype": dtype, "attn_implementation": "sdpa"}
@@ -146,6 +166,9 @@ class Run:
             loss = self.loss(micro["rows"], counted)
             loss.backward()
             total += loss.item()
+        if self.dist:
+            self.all_reduce_grads()
+            total = self.summed([total])[0]
         limit = request["max_grad_norm"] if request["max_grad_norm"] > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.params, limit, foreach=False).item()
         for group in self.optimizer.param_groups:
@@ -157,6 +180,28 @@ class Run:
         seconds = time.perf_counter() - started
         return {"loss": total, "grad_norm": norm, "peak_memory": self.peak_memory(), "seconds": seconds}
 
+    def summed(self, values, op=None):
+        """`values` summed (or reduced by `op`) over the gang."""
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(tensor, op=op or torch.distributed.ReduceOp.SUM)
+        return tensor.tolist()
+
+    def all_reduce_grads(self):
+        """Every member's adapter gradients summed, in one all-reduce of one
+        flat buffer (a member with no micro-batch this step adds zeros)."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        torch.distributed.all_reduce(flat)
+        offset = 0
+        for p in self.params:
+            p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+
+    def agree(self, request):
+        if not self.dist:
+            return {"stop": request["stop"]}
+        return {"stop": self.summed([1.0 if request["stop"] else 0.0], torch.distributed.ReduceOp.MAX)[0] > 0}
+
     def eval(self, request):
         self.model.eval()
         total = 0.0
@@ -164,7 +209,9 @@ class Run:
             for batch in request["batches"]:
                 total += self.loss(batch["rows"], 1).item()
         self.model.train()
-        counted = sum(batch["counted"] for batch in request["batches"])
+        if self.dist:
+            total = self.summed([total])[0]
+        counted = request["counted"]
         return {"loss": total / counted if counted else float("nan")}
 
     def save(self, request):
@@ -206,6 +253,8 @@ def main():
             answer({"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"})
         except RuntimeError as e:
             answer({"error": f"{type(e).__name__}: {e}", "kind": "train"})
+    if run is not None and run.dist:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
