@@ -171,15 +171,17 @@ pub fn run(
         None => Vec::new(),
     };
     on_event(RunEvent::Started { step: trainer.global_step(), engine: trainer.kind() });
+    let leads = trainer.leads();
     let metrics = spec.work.join("metrics.jsonl");
-    rewrite_metrics(&metrics, &history)?;
+    if leads {
+        rewrite_metrics(&metrics, &history)?;
+    }
     let mut upload: Option<Upload> = None;
     let mut saved = trainer.global_step();
     let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon =
         |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
-    let leads = trainer.leads();
     let mut stopping = false;
     while !trainer.done() {
         let Some(mut log) = trainer.step_unless(&abandon)? else {
@@ -203,8 +205,8 @@ pub fn run(
                 log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
             }
         }
-        append_metric(&metrics, &log)?;
         if leads {
+            append_metric(&metrics, &log)?;
             on_event(RunEvent::Step(&log));
         }
         history.push(log);

@@ -194,7 +194,18 @@ pub fn lora_settings(config: &Config) -> LoraSettings {
 /// `<project>-<hash>`: the same config on the same dataset is the same run, so running again resumes it.
 pub fn run_id(config: &Config, dataset: &str) -> String {
     let mut training = serde_json::to_value(&config.training).expect("serializable");
-    training.as_object_mut().map(|o| o.remove("resume_from_checkpoint"));
+    if let Some(keys) = training.as_object_mut() {
+        keys.remove("resume_from_checkpoint");
+        // A gang's shape is named only when it is one, so that a run of one
+        // process keeps the id it had before gangs; `min_nodes` never, since
+        // a smaller gang continues the same run.
+        keys.remove("min_nodes");
+        let t = &config.training;
+        if t.gpus.is_one() && t.nodes == 1 {
+            keys.remove("gpus");
+            keys.remove("nodes");
+        }
+    }
     let identity = serde_json::json!({ "model": config.model, "dataset": dataset, "training": training, "lora": config.lora });
     let hash = hex::encode(Sha256::digest(identity.to_string().as_bytes()));
     format!("{}-{}", config.project.name, &hash[..12])

@@ -129,6 +129,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     if !global.quiet {
         eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, engine {engine} on {on}");
     }
+    let leads = trainer.leads();
     let handle = tokio::runtime::Handle::current();
     let shown = Shown::new(&format!("train {run_id}"), global.quiet || global.json);
     shown.start("steps", max_steps, Unit::Items);
@@ -140,6 +141,10 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     shown.finish();
     let ended = ended?;
     match ended {
+        Ended::Completed { steps } if !leads => {
+            println!("run {run_id} complete: {steps} steps; rank 0 committed its checkpoints");
+            Ok(())
+        }
         Ended::Completed { steps } => {
             println!("run {run_id} complete: {steps} steps; adapter (PEFT) at {}/{}/", store.url().trim_end_matches('/'), layout::checkpoint(&run_id, steps));
             Ok(())

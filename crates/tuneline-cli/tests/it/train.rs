@@ -368,3 +368,65 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
         );
     }
 }
+
+/// Two `tuneline train` processes as the two machines of a torch gang,
+/// given torchrun's variables as a worker gives them, meeting on loopback:
+/// one run over both machines' micro-batches, whose steps rank 0 alone logs
+/// and whose checkpoints rank 0 alone commits. A member without the
+/// variables, and an engine that trains in one process, are refused by name.
+#[test]
+fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
+    let ctx =
+        project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n");
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let (code, _, err) = ctx.run(&["train"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nodes = 2") && err.contains("MASTER_ADDR, MASTER_PORT"), "{err}");
+    let (code, _, err) = ctx.run(&["train", "--engine", "native"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("training.nodes") && err.contains("engine = \"torch\""), "{err}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let member = |rank: u32| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+            .args(["train", "--cache-dir", &format!("node-{rank}")])
+            .current_dir(ctx.path(""))
+            .env("TUNELINE_ENGINES_DIR", tuneline_testkit::cache_dir().join("engines"))
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("NODE_RANK", rank.to_string())
+            .env("NNODES", "2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (leader, follower) = (member(0), member(1));
+    let [leader, follower] = [leader, follower].map(|m| {
+        let out = m.wait_with_output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    });
+    assert_eq!(leader.0, Some(0), "rank 0: {}", leader.2);
+    assert_eq!(follower.0, Some(0), "rank 1: {}", follower.2);
+    assert!(
+        leader.2.contains("ranks 0-0 of 2 (node 0 of 2)") && leader.2.contains("step 2/2"),
+        "{}",
+        leader.2
+    );
+    assert!(
+        follower.2.contains("ranks 1-1 of 2") && !follower.2.contains("step 1/2"),
+        "{}",
+        follower.2
+    );
+    assert!(follower.1.contains("rank 0 committed its checkpoints"), "{}", follower.1);
+    let run = leader.1.trim().strip_prefix("run ").and_then(|s| s.split(' ').next()).unwrap();
+    let store = ctx.path(&format!(".tuneline/store/runs/{run}"));
+    let state: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(store.join("checkpoints/2/trainer_state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["micro_batches"], 2, "the global batch is both machines' micro-batches");
+    let metrics = std::fs::read_to_string(store.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 2, "each step logged once: {metrics}");
+}

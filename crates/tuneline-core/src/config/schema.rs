@@ -369,21 +369,12 @@ pub struct TrainingConfig {
     /// GPUs per machine, one data-parallel process each, or `"all"` (torch;
     /// on a CPU, processes). The global batch is
     /// `per_device_train_batch_size x gradient_accumulation_steps x gpus x nodes`.
-    #[serde(skip_serializing_if = "Gpus::is_one")]
     pub gpus: Gpus,
     /// Machines the job trains on together, as one gang (torch).
-    #[serde(skip_serializing_if = "is_one")]
     pub nodes: u32,
     /// The fewest machines a retry may take when a whole gang of `nodes` is not
     /// to be had (default: `nodes`); the global batch stays the same.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_nodes: Option<u32>,
-}
-
-/// Whether `n` is 1, the default of `nodes`: left out of a config's identity,
-/// so that a run of one machine keeps the id it had before gangs.
-fn is_one(n: &u32) -> bool {
-    *n == 1
 }
 
 impl Default for TrainingConfig {

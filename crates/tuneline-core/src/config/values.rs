@@ -201,8 +201,8 @@ impl Gpus {
     }
 
     /// Whether it is the default, one GPU.
-    pub fn is_one(&self) -> bool {
-        *self == Gpus::Count(1)
+    pub fn is_one(self) -> bool {
+        self == Gpus::Count(1)
     }
 }
 
