@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::gangs::GangShape;
 use crate::leases::Outcome;
 use crate::ledger::Segment;
 use crate::workers::WorkerClass;
@@ -36,6 +37,9 @@ pub struct TrainSpec {
     /// The run's name: its checkpoints go to `runs/<run>/`.
     #[schema(min_length = 1)]
     pub run: String,
+    /// The machines it trains on together (`[training] nodes`), when more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangShape>,
 }
 
 /// Delivery of a trained run: evaluate it against its base, merge, export
@@ -76,6 +80,10 @@ pub struct CommandSpec {
     /// Seconds the trainer may take to checkpoint after SIGTERM (default 110).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigterm_grace_s: Option<f64>,
+    /// The machines it runs on together (`--nodes`), when more than one:
+    /// each member runs `argv` with torchrun's variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangShape>,
 }
 
 impl CommandSpec {
@@ -92,6 +100,7 @@ impl CommandSpec {
             dataset: None,
             env: BTreeMap::new(),
             sigterm_grace_s: None,
+            gang: None,
         }
     }
 }
@@ -158,6 +167,15 @@ impl JobSpec {
             Self::Train(_) => JobKind::Train,
             Self::Command(_) => JobKind::Command,
             Self::Deliver(_) => JobKind::Deliver,
+        }
+    }
+
+    /// The gang it trains on, when it takes more than one machine.
+    pub fn gang(&self) -> Option<&GangShape> {
+        match self {
+            Self::Train(t) => t.gang.as_ref(),
+            Self::Command(c) => c.gang.as_ref(),
+            Self::Deliver(_) => None,
         }
     }
 
@@ -421,6 +439,7 @@ mod tests {
                 config: "[project]\n".into(),
                 dataset: "datasets/d/1".into(),
                 run: "r".into(),
+                gang: None,
             }),
             max_attempts: Some(3),
         };

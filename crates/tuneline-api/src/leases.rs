@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::events::StepLog;
+use crate::gangs::GangLease;
 use crate::jobs::Job;
 
 /// A worker asking for work.
@@ -24,6 +25,9 @@ pub struct LeaseRequest {
 pub struct Lease {
     /// The leased job, if one was queued in time.
     pub job: Option<Job>,
+    /// Where its gang meets and this worker's place in it, for a job of several machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangLease>,
     /// What the server asks of the worker.
     pub orders: Orders,
 }

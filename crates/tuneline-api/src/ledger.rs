@@ -59,6 +59,16 @@ pub struct Segment {
     /// The engine it trained with (`native`, `torch`, `mlx`), once its trainer started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// Its machine's place in a gang of several (0 leads); none alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<u32>,
+}
+
+impl Segment {
+    /// Whether it is an attempt of its own: every segment but a gang's followers'.
+    pub fn is_attempt(&self) -> bool {
+        self.node_rank.is_none_or(|rank| rank == 0)
+    }
 }
 
 impl Segment {

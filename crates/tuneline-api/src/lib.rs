@@ -18,6 +18,7 @@ pub mod client;
 pub mod error;
 pub mod events;
 pub mod exit;
+pub mod gangs;
 pub mod jobs;
 pub mod leases;
 pub mod ledger;
@@ -27,6 +28,7 @@ pub mod workers;
 pub use client::{Client, ClientError, JOBS_PAGE};
 pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
+pub use gangs::{GangLease, GangShape};
 pub use jobs::{
     CommandSpec, DeliverSpec, Job, JobKind, JobSpec, JobSubmit, RetryPolicy, State, TrainSpec,
     WireSubmit,

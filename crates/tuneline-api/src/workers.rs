@@ -41,6 +41,13 @@ pub struct WorkerRegister {
     /// GPU memory in MiB, from NVML.
     #[serde(default)]
     pub vram_mib: Option<u64>,
+    /// GPUs it has, from NVML.
+    #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
+    pub gpus: u32,
+    /// The address the other machines of a gang reach it at.
+    #[serde(default)]
+    pub address: Option<String>,
     /// The worker's process id on its machine.
     #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub pid: u32,

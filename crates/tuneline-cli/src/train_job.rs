@@ -10,8 +10,8 @@ use tuneline_core::config::{job_config, Config};
 use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
 use tuneline_train::setup::{
-    check_architecture, check_memory_budget, check_tokenizer, compute_device, read_splits, run_id,
-    train_settings,
+    check_architecture, check_memory_budget, check_tokenizer, compute_device, gang_shape,
+    read_splits, run_id, train_settings,
 };
 
 use crate::cli::Global;
@@ -29,6 +29,8 @@ pub struct TrainJob {
     pub run: String,
     /// Optimizer steps it takes.
     pub max_steps: u64,
+    /// The machines it trains on together, when more than one.
+    pub gang: Option<tuneline_api::GangShape>,
 }
 
 impl TrainJob {
@@ -38,6 +40,7 @@ impl TrainJob {
             config: self.text.clone(),
             dataset: self.dataset.clone(),
             run: self.run.clone(),
+            gang: self.gang,
         })
     }
 }
@@ -78,5 +81,5 @@ pub async fn train_job(
     // With `gpus = "all"` and epochs, an estimate: the machine's GPUs set the global batch.
     let max_steps = train_settings(config, train_rows.len(), 0).max_steps;
     let run = run_id(config, &dataset);
-    Ok(TrainJob { text, dataset, run, max_steps })
+    Ok(TrainJob { text, dataset, run, max_steps, gang: gang_shape(config) })
 }

@@ -105,6 +105,7 @@ mod tests {
             started_at: 1000.0,
             trainer_at: None,
             engine: None,
+            node_rank: None,
             ended_at: None,
             start_step: None,
             max_step: None,

@@ -287,6 +287,7 @@ mod tests {
             error: None,
             trainer_at: Some(start + 60.0),
             engine: None,
+            node_rank: None,
         }
     }
 

@@ -204,6 +204,7 @@ mod tests {
             config: config.into(),
             dataset: dataset.into(),
             run: "r".into(),
+            gang: None,
         })
     }
 

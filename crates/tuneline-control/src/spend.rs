@@ -138,6 +138,7 @@ mod tests {
             started_at: now - 4.0 * 3600.0,
             trainer_at: None,
             engine: None,
+            node_rank: None,
             ended_at: None,
             start_step: Some(0),
             max_step: Some(10),

@@ -301,6 +301,7 @@ async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
                 config: config.clone(),
                 run: "r".into(),
                 dataset: dataset.into(),
+                gang: None,
             }),
             None,
         )
@@ -324,6 +325,7 @@ async fn a_job_naming_a_missing_dataset_or_model_is_refused_at_submit() {
             config: in_store.clone(),
             run: "r".into(),
             dataset: "datasets/chat/v1".into(),
+            gang: None,
         }),
         None,
     );

@@ -91,6 +91,19 @@ pub fn gpus_per_machine(config: &Config, host: &Host) -> Result<u32, SetupError>
     Ok(gpus)
 }
 
+/// The gang `[training] nodes` asks for, as a job's spec carries it; none for one machine.
+pub fn gang_shape(config: &Config) -> Option<tuneline_api::GangShape> {
+    let t = &config.training;
+    (t.nodes > 1).then(|| tuneline_api::GangShape {
+        nodes: t.nodes,
+        min_nodes: t.min_nodes.unwrap_or(t.nodes),
+        gpus: match t.gpus {
+            tuneline_core::config::Gpus::Count(n) => n,
+            tuneline_core::config::Gpus::All => 0,
+        },
+    })
+}
+
 /// Loads `[model] path` onto `device`, quantized or dense as `[model] quantized_base` says.
 pub fn load_model(config: &Config, device: &Device) -> Result<Llama, SetupError> {
     Llama::load_on(Path::new(&config.model.path), device, config.model.quantized_base)

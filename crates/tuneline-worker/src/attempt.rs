@@ -14,8 +14,8 @@ use super::job::{Setup, SetupError};
 use super::resources::{Gpu, Utilization};
 use super::{Stop, WorkerOptions};
 use tuneline_api::{
-    bounds, exit, Client, ClientError, Heartbeat, Job, JobSpec, Outcome, Release, Start, StepLog,
-    TrainerEvent,
+    bounds, exit, Client, ClientError, GangLease, Heartbeat, Job, JobSpec, Outcome, Release, Start,
+    StepLog, TrainerEvent,
 };
 use tuneline_providers::process::{signal, spawn_tied};
 
@@ -111,16 +111,25 @@ impl Progress {
     }
 }
 
-/// Runs leased job `job` on worker `worker` and releases it.
+/// A leased job, and this worker's place in its gang when it has one.
+pub(super) struct Leased {
+    /// The job.
+    pub job: Job,
+    /// Where its gang meets, for a job of several machines.
+    pub gang: Option<GangLease>,
+}
+
+/// Runs leased job `leased` on worker `worker` and releases it.
 pub(super) async fn run(
     client: &Client,
     worker: i64,
-    job: Job,
+    leased: Leased,
     options: &WorkerOptions,
     heartbeat: Duration,
     gpu: Option<&Gpu>,
     stop: &Stop,
 ) {
+    let Leased { job, gang } = leased;
     let id = job.id;
     let began = Instant::now();
     let prepared = match heartbeating(
@@ -129,7 +138,7 @@ pub(super) async fn run(
         id,
         heartbeat,
         stop,
-        Setup::prepare(&job, options),
+        Setup::prepare(&job, gang.as_ref(), options),
     )
     .await
     {
@@ -160,11 +169,16 @@ pub(super) async fn run(
         human(setup.bytes_down),
         began.elapsed().as_secs_f64()
     );
-    let progress = Arc::new(Mutex::new(Progress {
+    let mut progress = Progress {
         started: setup.resumed_from,
         bytes_down: setup.bytes_down,
         ..Progress::default()
-    }));
+    };
+    for line in &setup.notes {
+        tracing::info!("job {id}: {line}");
+        progress.log(line);
+    }
+    let progress = Arc::new(Mutex::new(progress));
     let mut command = std::process::Command::new(&setup.argv[0]);
     command
         .args(&setup.argv[1..])

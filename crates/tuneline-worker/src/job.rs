@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tuneline_core::layout;
 
-use tuneline_api::{Job, JobSpec, Trust};
+use tuneline_api::{GangLease, Job, JobSpec, Trust};
 use tuneline_core::config::{engine_for, Config, Host, StoreConfig};
 use tuneline_store::{ArtifactStore, NoProgress};
 
@@ -49,6 +49,8 @@ pub(crate) struct Setup {
     pub grace: Duration,
     /// Bytes the prefetch downloaded.
     pub bytes_down: u64,
+    /// Lines for the job's log before the trainer's: a gang's rendezvous.
+    pub notes: Vec<String>,
 }
 
 fn infra(e: impl std::fmt::Display) -> SetupError {
@@ -62,8 +64,13 @@ fn run_dir(cache: &Path, run: &str, what: &str) -> Result<PathBuf, SetupError> {
 }
 
 impl Setup {
-    /// Sets job `job` up in `options.cache_dir`, prefetching what it needs.
-    pub(crate) async fn prepare(job: &Job, options: &WorkerOptions) -> Result<Self, SetupError> {
+    /// Sets job `job` up in `options.cache_dir`, prefetching what it needs;
+    /// a member of a `gang` runs its trainer with torchrun's variables.
+    pub(crate) async fn prepare(
+        job: &Job,
+        gang: Option<&GangLease>,
+        options: &WorkerOptions,
+    ) -> Result<Self, SetupError> {
         let cache = &options.cache_dir;
         let run = job.spec.run().to_string();
         let jobs = cache.join("jobs").join(job.id.to_string());
@@ -114,15 +121,17 @@ impl Setup {
                 .chain(["--cache-dir".to_string()])
                 .chain([cache.display().to_string()])
                 .collect();
+                let (env, notes) = gang_env(gang, config.training.gpus.on(options.register.gpus));
                 return Ok(Self {
                     argv,
-                    env: Vec::new(),
+                    env,
                     store,
                     run,
                     output: None,
                     resumed_from: None,
                     grace: config.training.sigterm_grace.0,
                     bytes_down,
+                    notes,
                 });
             }
             JobSpec::Command(spec) => spec,
@@ -173,6 +182,7 @@ impl Setup {
                     resumed_from: Some(0),
                     grace,
                     bytes_down: 0,
+                    notes: Vec::new(),
                 });
             }
         };
@@ -193,6 +203,11 @@ impl Setup {
             env.push(("TUNELINE_DATA_DIR".to_string(), local.display().to_string()));
         }
         env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let nproc =
+            spec.gang
+                .map_or(1, |g| if g.gpus == 0 { options.register.gpus.max(1) } else { g.gpus });
+        let (gang_env, notes) = gang_env(gang, nproc);
+        env.extend(gang_env);
         let mut argv = spec.argv.clone();
         let mut resumed_from = 0;
         if let Some((prefix, step)) =
@@ -215,6 +230,17 @@ impl Setup {
             resumed_from: Some(resumed_from),
             grace,
             bytes_down,
+            notes,
         })
     }
+}
+
+/// A gang member's variables for a trainer of `nproc` processes, and the
+/// line that shows them in the job's log (they hold no secret).
+fn gang_env(gang: Option<&GangLease>, nproc: u32) -> (Vec<(String, String)>, Vec<String>) {
+    let Some(gang) = gang else { return (Vec::new(), Vec::new()) };
+    let env = gang.variables(nproc);
+    let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let line = format!("gang: node {} of {}, {}", gang.node_rank, gang.nnodes(), shown.join(" "));
+    (env, vec![line])
 }

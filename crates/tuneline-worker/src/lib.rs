@@ -130,6 +130,10 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
         });
     }
     let gpu = tokio::task::spawn_blocking(Gpu::probe).await.ok().flatten();
+    options.register.gpus = tokio::task::spawn_blocking(Gpu::count).await.unwrap_or(0);
+    if options.register.address.is_none() {
+        options.register.address = resources::address_toward(&options.server);
+    }
     options.register.cpus = resources::cpus();
     options.register.pid = std::process::id();
     options.register.host = tuneline_core::host::host_name();
@@ -162,7 +166,8 @@ pub async fn serve(mut options: WorkerOptions) -> Result<Exit, WorkerError> {
             Ok(lease) if lease.orders.shutdown => break Exit::ShutDown,
             Ok(lease) => {
                 if let Some(job) = lease.job {
-                    attempt::run(&client, worker, job, &options, heartbeat, gpu.as_ref(), &stop)
+                    let leased = attempt::Leased { job, gang: lease.gang };
+                    attempt::run(&client, worker, leased, &options, heartbeat, gpu.as_ref(), &stop)
                         .await;
                 }
             }

@@ -62,6 +62,18 @@ impl Utilization {
     }
 }
 
+/// The address this machine reaches `server` (a URL) from: the one its gang's
+/// peers reach it at when they share its network. Opening a UDP socket
+/// toward the server sends nothing; it only picks the route.
+pub fn address_toward(server: &str) -> Option<String> {
+    let url = reqwest::Url::parse(server).ok()?;
+    let target = (url.host_str()?.trim_matches(['[', ']']), url.port_or_known_default()?);
+    let any = if url.host_str()?.starts_with('[') { "[::]:0" } else { "0.0.0.0:0" };
+    let socket = std::net::UdpSocket::bind(any).ok()?;
+    socket.connect(target).ok()?;
+    Some(socket.local_addr().ok()?.ip().to_string())
+}
+
 /// CPU cores available to this process.
 pub fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)

@@ -40,6 +40,12 @@ pub enum JobsCommand {
         /// A committed dataset version prefetched into TUNELINE_DATA_DIR
         #[arg(long, value_name = "PREFIX")]
         dataset: Option<String>,
+        /// Machines that run the command together, as one gang, each with torchrun's variables (MASTER_ADDR, NODE_RANK, NNODES, ...)
+        #[arg(long, default_value_t = 1, value_name = "M", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "train")]
+        nodes: u32,
+        /// Processes each machine of the gang runs (its NPROC_PER_NODE): GPUs it must have [default: one per GPU]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "nodes", conflicts_with = "train")]
+        gpus: Option<u32>,
         /// Attempts before the job fails
         #[arg(long, default_value_t = 5, value_name = "N")]
         max_attempts: u32,
@@ -167,4 +173,7 @@ pub struct WorkerArgs {
     /// The jobs it takes: gpu (training) or cpu (delivery)
     #[arg(long, env = "TUNELINE_WORKER_CLASS", default_value = "gpu", value_parser = ["gpu", "cpu"], value_name = "CLASS")]
     pub class: String,
+    /// The address the other machines of a gang reach this one at [default: the one it reaches the server from]
+    #[arg(long, env = "TUNELINE_WORKER_ADDRESS", value_name = "IP")]
+    pub address: Option<String>,
 }

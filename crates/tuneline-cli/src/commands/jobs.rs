@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tuneline_api::{ClientError, CommandSpec, Job, JobSpec, JobSubmit, State};
+use tuneline_api::{ClientError, CommandSpec, GangShape, Job, JobSpec, JobSubmit, State};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
 use crate::connect::{client, token};
@@ -50,7 +50,17 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 }
             }
         }
-        JobsCommand::Submit { train, run, store, dataset, max_attempts, wait, argv } => {
+        JobsCommand::Submit {
+            train,
+            run,
+            store,
+            dataset,
+            nodes,
+            gpus,
+            max_attempts,
+            wait,
+            argv,
+        } => {
             let (spec, steps) = if *train {
                 let mut config = config;
                 let store = open_store(global, &config)?;
@@ -62,6 +72,11 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 (
                     JobSpec::Command(CommandSpec {
                         dataset: dataset.clone(),
+                        gang: (*nodes > 1).then_some(GangShape {
+                            nodes: *nodes,
+                            min_nodes: *nodes,
+                            gpus: gpus.unwrap_or(0),
+                        }),
                         ..CommandSpec::new(argv, run, store)
                     }),
                     0,

@@ -63,6 +63,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
             spot: args.spot || provider.is_some_and(|p| p.spot),
             price_as_of: args.price_as_of.clone(),
             class,
+            address: args.address.clone(),
             ..WorkerRegister::default()
         },
         spot_notice: args

@@ -14,6 +14,7 @@ mod deliver;
 mod docs;
 mod engines;
 mod fleet;
+mod gang;
 mod help;
 mod hub_pull;
 mod init;

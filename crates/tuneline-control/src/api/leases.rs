@@ -40,13 +40,19 @@ pub async fn lease(
         {
             let mut db = shared.db();
             if let Some(job) = db.lease(ask.worker)? {
-                return Ok(Json(Lease { job: Some(job), orders: Orders::default() }));
+                let gang = db.gang_place(job.id, ask.worker)?;
+                if gang.as_ref().is_some_and(|g| g.node_rank == 0) {
+                    // The other members wait in their own requests: they take their leases now.
+                    shared.queued.notify_waiters();
+                }
+                return Ok(Json(Lease { job: Some(job), gang, orders: Orders::default() }));
             }
             let worker = db.worker(ask.worker)?;
             let idle_for = worker.idle_since.map_or(0.0, |since| now() - since);
             if worker.ended_at.is_some() || idle_for > shared.timing().idle_timeout.as_secs_f64() {
                 return Ok(Json(Lease {
                     job: None,
+                    gang: None,
                     orders: Orders { cancel: false, shutdown: true },
                 }));
             }
@@ -62,7 +68,7 @@ pub async fn lease(
                 .min(tokio::time::Instant::now() + Duration::from_secs_f64(left.max(0.0) + 0.01))
         });
         if tokio::time::timeout_at(wake, notified).await.is_err() && wake == deadline {
-            return Ok(Json(Lease { job: None, orders: Orders::default() }));
+            return Ok(Json(Lease { job: None, gang: None, orders: Orders::default() }));
         }
     }
 }

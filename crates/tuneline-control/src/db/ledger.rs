@@ -9,7 +9,7 @@ use super::{Db, DbError};
 use tuneline_api::{Outcome, Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
-    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at, s.engine
+    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at, s.engine, s.node_rank
     FROM segments s JOIN workers w ON w.id = s.worker";
 
 /// The outcome stored in column `i` as [`Outcome::as_str`] names it.
@@ -56,6 +56,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         error: row.get(15)?,
         trainer_at: row.get(16)?,
         engine: row.get(17)?,
+        node_rank: row.get(18)?,
     })
 }
 

@@ -5,10 +5,12 @@
 //!
 //! - this file: opening, the schema, jobs;
 //! - [`workers`]: registration, heartbeats, leases and their release;
+//! - [`gangs`]: a job leased to several workers at once, and released as one;
 //! - [`ledger`]: the billed segments;
 //! - [`logs`]: jobs' log and metric lines;
 //! - [`tracking`]: what has been mirrored to an experiment tracker.
 
+mod gangs;
 mod ledger;
 mod logs;
 mod tracking;
@@ -80,7 +82,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     log_bytes INTEGER NOT NULL DEFAULT 0,
-    logs_dropped INTEGER NOT NULL DEFAULT 0
+    logs_dropped INTEGER NOT NULL DEFAULT 0,
+    rendezvous TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, id);
 CREATE TABLE IF NOT EXISTS workers (
@@ -115,7 +118,8 @@ CREATE TABLE IF NOT EXISTS segments (
     bytes_down INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     trainer_at REAL,
-    engine TEXT
+    engine TEXT,
+    node_rank INTEGER
 );
 CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
 CREATE TABLE IF NOT EXISTS logs (
@@ -155,6 +159,12 @@ impl Db {
         if conn.prepare("SELECT log_bytes FROM jobs LIMIT 0").is_err() {
             conn.execute_batch(
                 "ALTER TABLE jobs ADD COLUMN log_bytes INTEGER NOT NULL DEFAULT 0; ALTER TABLE jobs ADD COLUMN logs_dropped INTEGER NOT NULL DEFAULT 0",
+            )?;
+        }
+        // Databases from before gangs.
+        if conn.prepare("SELECT rendezvous FROM jobs LIMIT 0").is_err() {
+            conn.execute_batch(
+                "ALTER TABLE jobs ADD COLUMN rendezvous TEXT; ALTER TABLE segments ADD COLUMN node_rank INTEGER",
             )?;
         }
         // Databases from before workers had tokens of their own.
@@ -319,8 +329,10 @@ fn decode(
     let spec =
         serde_json::from_str(&spec).map_err(|e| DbError::Corrupt(id, format!("spec: {e}")))?;
     let spec = JobSpec::parse(kind, spec).map_err(|e| DbError::Corrupt(id, e.error))?;
-    let attempts_used =
-        attempts.iter().filter(|a| a.outcome.is_some_and(|o| POLICY.counts(o))).count() as u32;
+    let attempts_used = attempts
+        .iter()
+        .filter(|a| a.is_attempt() && a.outcome.is_some_and(|o| POLICY.counts(o)))
+        .count() as u32;
     Ok(Job {
         id,
         spec,

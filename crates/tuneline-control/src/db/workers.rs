@@ -3,9 +3,11 @@
 
 use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 
-use super::{get, kinds_of, transition, Db, DbError};
+use super::{gangs, get, kinds_of, transition, Db, DbError};
 use crate::job::{Event, State};
-use tuneline_api::{now, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister, WorkerState};
+use tuneline_api::{
+    now, GangLease, Heartbeat, Job, Orders, Outcome, Worker, WorkerRegister, WorkerState,
+};
 
 const SELECT: &str =
     "SELECT id, info, state, job, registered_at, last_seen, idle_since, ended_at FROM workers";
@@ -110,7 +112,7 @@ impl Db {
         let mut orders = Orders::default();
         if let Some(job) = beat.job {
             let current = get(&tx, job)?;
-            orders.cancel = current.state == State::Cancelled || current.worker != Some(id);
+            orders.cancel = current.state == State::Cancelled || !gangs::holds(&tx, &current, id)?;
             if !orders.cancel {
                 record_progress(&tx, job, id, beat)?;
             }
@@ -129,16 +131,45 @@ impl Db {
             })
             .optional()?;
         let Some((state, info)) = known else { return Err(DbError::NoWorker(id)) };
+        if state == "busy" {
+            // A gang's member leased at another member's request takes its lease here.
+            let waiting = gangs::waiting(&tx, id)?;
+            let leased = waiting.map(|job| get(&tx, job)).transpose()?;
+            tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
+            tx.commit()?;
+            return Ok(leased);
+        }
         if state != "idle" {
             return Ok(None);
         }
         tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
-        let class = serde_json::from_str::<WorkerRegister>(&info).unwrap_or_default().class;
+        let info = serde_json::from_str::<WorkerRegister>(&info).unwrap_or_default();
         let sql = format!(
-            "SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id LIMIT 1",
-            kinds_of(class)
+            "SELECT id FROM jobs WHERE state = 'queued' AND kind IN ({}) ORDER BY id",
+            kinds_of(info.class)
         );
-        let job: Option<i64> = tx.query_row(&sql, [], |r| r.get(0)).optional()?;
+        let queued: Vec<i64> = {
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        // The oldest job this worker can start: a gang's only with a whole gang idle.
+        let mut job = None;
+        for queued in queued {
+            let current = get(&tx, queued)?;
+            match current.spec.gang().filter(|g| g.nodes > 1) {
+                None => {
+                    job = Some(queued);
+                    break;
+                }
+                Some(shape) if gangs::lease(&tx, &current, shape, (id, &info), at)? => {
+                    let leased = get(&tx, queued)?;
+                    tx.commit()?;
+                    return Ok(Some(leased));
+                }
+                Some(_) => {}
+            }
+        }
         let Some(job) = job else {
             // Asking for work is a sign of life: an idle worker sends nothing else.
             tx.commit()?;
@@ -172,8 +203,16 @@ impl Db {
         engine: Option<&str>,
     ) -> Result<Job, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        holder(&get(&tx, job)?, worker)?;
-        let started = transition(&tx, job, &Event::Started)?;
+        let current = get(&tx, job)?;
+        if !gangs::holds(&tx, &current, worker)? {
+            return Err(DbError::NotHolder { worker, job });
+        }
+        // A gang runs from its first member's start.
+        let started = if current.state == State::Running && gangs::is_gang(&tx, job)? {
+            current
+        } else {
+            transition(&tx, job, &Event::Started)?
+        };
         tx.execute(
             "UPDATE segments SET start_step = ?3, max_step = ?3, trainer_at = ?4, engine = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
             params![job, worker, resumed_from, now(), engine],
@@ -205,7 +244,14 @@ impl Db {
             tx.commit()?;
             return Ok(current);
         }
-        holder(&current, worker)?;
+        if !gangs::holds(&tx, &current, worker)? {
+            if gangs::released_member(&tx, job, worker)? {
+                // Its gang was released already, by another member or the server.
+                tx.commit()?;
+                return Ok(current);
+            }
+            return Err(DbError::NotHolder { worker, job });
+        }
         record_progress(&tx, job, worker, last)?;
         let message = message.unwrap_or_else(|| outcome.as_str().replace('_', " "));
         let event = match outcome {
@@ -216,6 +262,20 @@ impl Db {
             Outcome::Cancelled => Event::Cancelled,
             Outcome::Lost => Event::Lost,
         };
+        if gangs::is_gang(&tx, job)? {
+            let at = now();
+            if outcome == Outcome::Succeeded && current.worker != Some(worker) {
+                // A follower done: rank 0 still commits the last checkpoint and releases the gang.
+                end_segment(&tx, job, worker, &event)?;
+                tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, at])?;
+                tx.commit()?;
+                return Ok(current);
+            }
+            let released = gangs::end(&tx, job, &event, at)?;
+            tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![worker, at])?;
+            tx.commit()?;
+            return Ok(released);
+        }
         end_segment(&tx, job, worker, &event)?;
         let released = transition(&tx, job, &event)?;
         tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, now()])?;
@@ -243,8 +303,13 @@ impl Db {
         let requeued = match job {
             Some(job) if !get(&tx, job)?.state.is_final() => {
                 let event = if lost { Event::Lost } else { Event::Preempted };
-                end_segment(&tx, job, id, &event)?;
-                Some(transition(&tx, job, &event)?)
+                if gangs::is_gang(&tx, job)? {
+                    // One member gone ends the whole gang's attempt.
+                    Some(gangs::end(&tx, job, &event, at)?)
+                } else {
+                    end_segment(&tx, job, id, &event)?;
+                    Some(transition(&tx, job, &event)?)
+                }
             }
             _ => None,
         };
@@ -285,6 +350,11 @@ impl Db {
         Ok(Some(charged))
     }
 
+    /// Worker `worker`'s place in the gang of job `job`, if it is a member.
+    pub fn gang_place(&self, job: i64, worker: i64) -> Result<Option<GangLease>, DbError> {
+        gangs::place(&self.conn, job, worker)
+    }
+
     /// Workers silent since before `cutoff` (seconds since the epoch).
     pub fn silent_workers(&self, cutoff: f64) -> Result<Vec<i64>, DbError> {
         let mut stmt = self.conn.prepare_cached(
@@ -292,14 +362,6 @@ impl Db {
         )?;
         let rows = stmt.query_map([cutoff], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-}
-
-fn holder(job: &Job, worker: i64) -> Result<(), DbError> {
-    if job.worker == Some(worker) {
-        Ok(())
-    } else {
-        Err(DbError::NotHolder { worker, job: job.id })
     }
 }
 
@@ -345,7 +407,7 @@ fn record_progress(
     Ok(())
 }
 
-fn end_segment(
+pub(super) fn end_segment(
     tx: &rusqlite::Transaction,
     job: i64,
     worker: i64,
