@@ -4,7 +4,8 @@
 //! ([`tuneline_api::JobSpec::parse`], 400); this checks what it names, and
 //! answers 422 naming the field when that does not fit:
 //!
-//! - every job: `spec.run` makes store paths (no `..`, no control character);
+//! - every job: `spec.run` makes store paths (no `..`, no control character),
+//!   and a gang (`spec.gang`) only where the plane can place machines together;
 //! - `train`: `spec.config` is a valid `tuneline.toml`, `spec.dataset` a
 //!   committed dataset version in its store, and its `[model] path` exists;
 //! - `command`: `spec.store` opens, and a `spec.dataset`, if given, is
@@ -15,7 +16,7 @@
 use std::path::Path;
 
 use tuneline_api::{DeliverSpec, JobSpec, JobSubmit, TrainSpec};
-use tuneline_core::config::{Config, Secret, StoreConfig};
+use tuneline_core::config::{Config, ProviderKind, Secret, StoreConfig, WorkersConfig};
 use tuneline_core::layout;
 use tuneline_store::ArtifactStore;
 
@@ -29,6 +30,8 @@ use crate::api::JobCheck;
 pub struct StoreCheck {
     access_key_id: Option<Secret>,
     secret_access_key: Option<Secret>,
+    /// Why this plane cannot place a job on several machines, when it cannot.
+    no_gangs: Option<String>,
 }
 
 impl StoreCheck {
@@ -37,7 +40,22 @@ impl StoreCheck {
         Self {
             access_key_id: own.access_key_id.clone(),
             secret_access_key: own.secret_access_key.clone(),
+            no_gangs: None,
         }
+    }
+
+    /// This check, refusing jobs of several machines when `workers` launches
+    /// its training workers on the server's own machine only (`provider = "local"`).
+    pub fn placing_with(mut self, workers: &WorkersConfig) -> Self {
+        let training = if workers.providers.is_empty() {
+            vec![workers.provider]
+        } else {
+            workers.providers.clone()
+        };
+        if training.iter().all(|p| *p == ProviderKind::Local) {
+            self.no_gangs = Some("the plane's [workers] provider = \"local\" starts workers on its own machine, which cannot place machines together: set provider = \"ssh\", \"slurm\", a cloud's, or \"manual\" (workers joined by hand), or train on one machine (nodes = 1, and gpus = N for its GPUs)".into());
+        }
+        self
     }
 
     /// The store a command job names, opened with the server's credentials.
@@ -78,6 +96,12 @@ impl JobCheck for StoreCheck {
         // The run names its store paths, `runs/<run>/...`, and its worker's cache directories.
         layout::check_run(job.spec.run())
             .map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}")))?;
+        if let (Some(gang), Some(why)) = (job.spec.gang().filter(|g| g.nodes > 1), &self.no_gangs) {
+            return Err(Failure::unprocessable(
+                "spec.gang",
+                format!("spec.gang: a job of {} machines: {why}", gang.nodes),
+            ));
+        }
         match &job.spec {
             JobSpec::Train(spec) => {
                 let (config, store) = self.config_and_store(&spec.config, "spec.config")?;

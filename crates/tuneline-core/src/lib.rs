@@ -12,3 +12,4 @@ pub mod hub;
 pub mod json;
 pub mod layout;
 pub mod progress;
+pub mod tied;

@@ -111,17 +111,18 @@ impl ProgramEngine {
         let program = start.work.join(format!("tuneline_{kind}_trainer.py"));
         std::fs::create_dir_all(start.work)?;
         std::fs::write(&program, start.program.trainer)?;
-        let mut child = Command::new(start.python)
+        let mut command = Command::new(start.python);
+        command
             .arg("-u")
             .arg(&program)
             .envs((start.program.child_env)(start.python)?)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                EngineError::Infra(format!("cannot run {}: {e}", start.python.display()))
-            })?;
+            .stderr(Stdio::inherit());
+        // Tied: a trainer killed takes its program along, even one waiting on its gang.
+        let mut child = tuneline_core::tied::spawn_tied(command).map_err(|e| {
+            EngineError::Infra(format!("cannot run {}: {e}", start.python.display()))
+        })?;
         let requests = child.stdin.take().expect("piped");
         let answers = BufReader::new(child.stdout.take().expect("piped"));
         let batches = Batches::new(rows, settings.seed);

@@ -71,3 +71,21 @@ fn a_job_of_two_machines_waits_for_a_whole_gang_and_trains_on_both() {
     .unwrap();
     assert_eq!(state["micro_batches"], 2, "both machines' micro-batches in each step");
 }
+
+#[test]
+fn a_plane_of_local_workers_refuses_a_job_of_two_machines_at_submit() {
+    let ctx = crate::train::project_with(2, 2, "engine = \"torch\"\nnodes = 2\n");
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[workers]\nprovider = \"local\"\n"));
+    let (_plane, url) = server(&ctx);
+    let (code, _, err) = jobs(&ctx, &url, &["submit", "--train"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("spec.gang: a job of 2 machines")
+            && err.contains("provider = \"local\"")
+            && err.contains("nodes = 1"),
+        "{err}"
+    );
+    let (_, listed, _) = jobs(&ctx, &url, &["ls", "--json"]);
+    assert_eq!(listed.trim(), "[]", "nothing queued");
+}

@@ -4,8 +4,10 @@
 //! line in the bill) with its rank; only rank 0's counts as an attempt.
 //! A member that fails, is lost or exits ends the attempt of the whole gang
 //! at once, and the others are told to stop (a cancel order) and find their
-//! release already done; rank 0's release ends it as it says, and a
-//! follower that finishes waits for it, since rank 0 commits the last checkpoint.
+//! release already done; rank 0's release ends it as it says. A follower
+//! that finishes, or that stops after the step its gang agreed to stop at
+//! (a spot notice on any member), ends only its own segment: rank 0 commits
+//! the last checkpoint and releases the gang.
 
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -196,4 +198,16 @@ pub(super) fn released_member(tx: &Transaction, job: i64, worker: i64) -> Result
         )
         .optional()?;
     Ok(ended.is_some())
+}
+
+/// Whether `worker`'s trainer started in job `job`'s current attempt.
+pub(super) fn trained(tx: &Transaction, job: i64, worker: i64) -> Result<bool, DbError> {
+    let at: Option<Option<f64>> = tx
+        .query_row(
+            "SELECT trainer_at FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            params![job, worker],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(at.flatten().is_some())
 }

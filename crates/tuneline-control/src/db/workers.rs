@@ -264,8 +264,12 @@ impl Db {
         };
         if gangs::is_gang(&tx, job)? {
             let at = now();
-            if outcome == Outcome::Succeeded && current.worker != Some(worker) {
-                // A follower done: rank 0 still commits the last checkpoint and releases the gang.
+            let follower = current.worker != Some(worker);
+            let stopped_with_gang =
+                outcome == Outcome::Preempted && gangs::trained(&tx, job, worker)?;
+            if follower && (outcome == Outcome::Succeeded || stopped_with_gang) {
+                // A follower done, or stopped after the step its gang agreed on:
+                // rank 0 still commits the last checkpoint and releases the gang.
                 end_segment(&tx, job, worker, &event)?;
                 tx.execute("UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2, last_seen = ?2 WHERE id = ?1", params![worker, at])?;
                 tx.commit()?;

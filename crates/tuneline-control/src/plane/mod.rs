@@ -95,7 +95,9 @@ impl ControlPlane {
         let config = assembly.config;
         let services = Services {
             timing: Timing::of(&config.workers),
-            check: Box::new(StoreCheck::with_credentials(&config.store)),
+            check: Box::new(
+                StoreCheck::with_credentials(&config.store).placing_with(&config.workers),
+            ),
             prices: Prices::of(config),
             planner: assembly.planner.clone(),
         };
