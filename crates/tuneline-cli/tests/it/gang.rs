@@ -3,17 +3,51 @@
 //! queued while only one worker is idle, is leased to both at once when a
 //! second joins, and trains one torch run over gloo whose rank 0 commits the
 //! checkpoints and logs the steps, each worker a line of its own in the bill.
+//! A member killed mid-run fails the whole gang's attempt at once, and a
+//! fresh gang resumes the run from its last committed checkpoint.
 
 use std::time::{Duration, Instant};
 
 use crate::common::{server, worker_command, Killed, TestContext};
-use crate::jobs::{finished, jobs};
+use crate::jobs::jobs;
 
 /// A worker named `name` of the server at `url`, with the engines' environments the setup script made.
 fn gang_worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
     let mut cmd = worker_command(ctx, url, name);
     cmd.env("TUNELINE_ENGINES_DIR", tuneline_testkit::cache_dir().join("engines"));
     Killed(cmd.spawn().unwrap())
+}
+
+/// A project whose `[training]` also holds `extra`, trained by a gang of
+/// two manual workers; a silent worker is lost after 6 s.
+fn gang_project(max_steps: u32, extra: &str) -> TestContext {
+    let extra = format!("gradient_accumulation_steps = 1\nengine = \"torch\"\n{extra}");
+    let ctx = crate::train::project_with(max_steps, 2, &extra);
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write(
+        "tuneline.toml",
+        format!("{config}[workers]\nprovider = \"manual\"\nlease_timeout = \"6s\"\n"),
+    );
+    ctx
+}
+
+/// Waits up to `limit` until `done` holds for job `id`; returns the job.
+fn wait_for(
+    ctx: &TestContext,
+    url: &str,
+    id: u64,
+    limit: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let current = job(ctx, url, id);
+        if done(&current) {
+            return current;
+        }
+        assert!(started.elapsed() < limit, "job {id} stuck: {current}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Job `id` as `tuneline jobs ls --json` shows it.
@@ -25,13 +59,7 @@ fn job(ctx: &TestContext, url: &str, id: u64) -> serde_json::Value {
 
 #[test]
 fn a_job_of_two_machines_waits_for_a_whole_gang_and_trains_on_both() {
-    let ctx = crate::train::project_with(
-        2,
-        2,
-        "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n",
-    );
-    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
-    ctx.write("tuneline.toml", format!("{config}[workers]\nprovider = \"manual\"\n"));
+    let ctx = gang_project(2, "nodes = 2\n");
     let (_plane, url) = server(&ctx);
     let (code, out, err) = jobs(&ctx, &url, &["submit", "--train"]);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -44,7 +72,9 @@ fn a_job_of_two_machines_waits_for_a_whole_gang_and_trains_on_both() {
         std::thread::sleep(Duration::from_millis(250));
     }
     let _second = gang_worker(&ctx, &url, "node-b");
-    let ended = finished(&ctx, &url, 1);
+    let ended = wait_for(&ctx, &url, 1, Duration::from_secs(240), |j| {
+        !["queued", "leased", "running"].contains(&j["state"].as_str().unwrap())
+    });
     let log = |name: &str| std::fs::read_to_string(ctx.path(&format!("{name}.log"))).unwrap();
     assert_eq!(ended["state"], "succeeded", "{ended}\n{}\n{}", log("node-a"), log("node-b"));
 
@@ -88,4 +118,75 @@ fn a_plane_of_local_workers_refuses_a_job_of_two_machines_at_submit() {
     );
     let (_, listed, _) = jobs(&ctx, &url, &["ls", "--json"]);
     assert_eq!(listed.trim(), "[]", "nothing queued");
+}
+
+/// The adapter committed at `step` of `run` in the project's store, as one vector.
+fn adapter(ctx: &TestContext, run: &str, step: u64) -> Vec<f32> {
+    let file = ctx
+        .path(&format!(".tuneline/store/runs/{run}/checkpoints/{step}/adapter_model.safetensors"));
+    let mut tensors: Vec<_> = candle_core::safetensors::load(file, &candle_core::Device::Cpu)
+        .unwrap()
+        .into_iter()
+        .collect();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+        .into_iter()
+        .flat_map(|(_, t)| t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_gang_that_loses_a_member_fails_as_one_and_a_fresh_gang_resumes_the_run() {
+    let ctx = gang_project(8, "nodes = 2\n");
+    let (_plane, url) = server(&ctx);
+    assert_eq!(jobs(&ctx, &url, &["submit", "--train"]).0, 0);
+    let (lost, _kept) = (gang_worker(&ctx, &url, "node-a"), gang_worker(&ctx, &url, "node-b"));
+    let minute = Duration::from_secs(120);
+    // Past the checkpoint at step 2, one machine dies without a word.
+    wait_for(&ctx, &url, 1, minute, |j| j["step"].as_u64().unwrap_or(0) >= 3);
+    drop(lost);
+    let released = wait_for(&ctx, &url, 1, minute, |j| {
+        j["attempts"].as_array().unwrap().iter().all(|a| a["outcome"].is_string())
+    });
+    let first = released["attempts"].as_array().unwrap().clone();
+    assert_eq!(first.len(), 2, "one release, for both machines: {released}");
+    assert_eq!(first[0]["outcome"], first[1]["outcome"], "{released}");
+    assert_eq!(
+        first[0]["ended_at"], first[1]["ended_at"],
+        "released in one transaction: {released}"
+    );
+    assert_eq!(released["attempts_used"], 1, "one attempt, not one per machine: {released}");
+
+    let _fresh = gang_worker(&ctx, &url, "node-c");
+    let ended = wait_for(&ctx, &url, 1, minute * 2, |j| {
+        j["state"] != "queued" && j["state"] != "leased" && j["state"] != "running"
+    });
+    assert_eq!(ended["state"], "succeeded", "{ended}");
+    let attempts = ended["attempts"].as_array().unwrap();
+    let last = &attempts[attempts.len() - 1];
+    assert!(
+        last["start_step"].as_u64().unwrap() >= 2,
+        "resumed from a committed checkpoint: {ended}"
+    );
+
+    // One process over the same global batch (2 micro-batches a step) ends where the gang ends.
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write(
+        "alone.toml",
+        config
+            .replace("nodes = 2\n", "")
+            .replace("gradient_accumulation_steps = 1", "gradient_accumulation_steps = 2"),
+    );
+    let (code, _, err) = ctx.run(&["-c", "alone.toml", "train", "--run", "alone"]);
+    assert_eq!(code, 0, "{err}");
+    let run = ended["spec"]["run"].as_str().unwrap();
+    let (gang, alone) = (adapter(&ctx, run, 8), adapter(&ctx, "alone", 8));
+    let norm =
+        |v: &mut dyn Iterator<Item = f32>| v.map(|x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    let apart =
+        norm(&mut gang.iter().zip(&alone).map(|(a, b)| a - b)) / norm(&mut alone.iter().copied());
+    eprintln!(
+        "final adapters: |gang, interrupted and resumed - one process| / |one process| = {apart:e}"
+    );
+    assert!(apart < 1e-5, "the recovered gang's adapter is {apart:e} of its norm away");
 }

@@ -11,16 +11,15 @@
 
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use super::workers::end_segment;
+use super::workers::end_segment_at;
 use super::{get, transition, DbError};
 use crate::job::Event;
 use tuneline_api::{GangLease, GangShape, Job, WorkerRegister};
 
-/// The first port the plane hands out for a gang's rendezvous; each attempt
-/// takes the next, so that a port still held by a failed attempt is not met again.
-const FIRST_PORT: u16 = 29_500;
-/// Ports the plane cycles through above [`FIRST_PORT`].
-const PORTS: i64 = 2_000;
+/// The ports the plane draws a gang's rendezvous port from, at random: the
+/// plane cannot see which are free on rank 0's machine, so a draw that
+/// meets a taken one fails that attempt, and the retry draws again.
+const PORTS: std::ops::Range<u16> = 29_500..49_500;
 
 /// Where a gang meets, as the job's row keeps it for its members' leases.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -35,7 +34,7 @@ fn address(info: &WorkerRegister) -> String {
     info.address.clone().or_else(|| info.host.clone()).unwrap_or_else(|| "127.0.0.1".into())
 }
 
-/// Idle workers of `asker`'s class, other than it, that `shape` fits, oldest first.
+/// Idle workers of `asker`'s class, other than it, that `shape` fits, the most recently heard from first.
 fn idle_peers(
     tx: &Transaction,
     asker: i64,
@@ -43,7 +42,7 @@ fn idle_peers(
     shape: &GangShape,
 ) -> Result<Vec<(i64, WorkerRegister)>, DbError> {
     let mut stmt = tx.prepare_cached(
-        "SELECT id, info FROM workers WHERE state = 'idle' AND id != ?1 ORDER BY id",
+        "SELECT id, info FROM workers WHERE state = 'idle' AND id != ?1 ORDER BY last_seen DESC, id",
     )?;
     let rows = stmt.query_map([asker], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
     let mut peers = Vec::new();
@@ -81,7 +80,6 @@ pub(super) fn lease(
         .collect();
     transition(tx, job.id, &Event::Leased)?;
     tx.execute("UPDATE jobs SET worker = ?2 WHERE id = ?1", params![job.id, asker.0])?;
-    let mut first_segment = 0;
     for (rank, (worker, _)) in members.iter().enumerate() {
         tx.execute(
             "UPDATE workers SET state = 'busy', job = ?2, idle_since = NULL WHERE id = ?1",
@@ -91,13 +89,10 @@ pub(super) fn lease(
             "INSERT INTO segments (job, worker, started_at, node_rank) VALUES (?1, ?2, ?3, ?4)",
             params![job.id, worker, at, rank as i64],
         )?;
-        if rank == 0 {
-            first_segment = tx.last_insert_rowid();
-        }
     }
     let rendezvous = Rendezvous {
         master_addr: members[0].1.clone(),
-        master_port: FIRST_PORT + (first_segment % PORTS) as u16,
+        master_port: rand::Rng::random_range(&mut rand::rng(), PORTS),
         node_ips: members.into_iter().map(|(_, address)| address).collect(),
     };
     tx.execute(
@@ -160,9 +155,19 @@ pub(super) fn holds(tx: &Transaction, job: &Job, worker: i64) -> Result<bool, Db
     Ok(member.is_some())
 }
 
-/// Ends the attempt of job `job`'s whole gang with `event`: every member's
-/// open segment, and every member back to idle. Returns the job as it now is.
-pub(super) fn end(tx: &Transaction, job: i64, event: &Event, at: f64) -> Result<Job, DbError> {
+/// Ends the attempt of job `job`'s whole gang with `event`, at `at`, as
+/// `releaser` (the member that released it, or the one the server found
+/// gone) made it end: every member's open segment. The releaser is idle; the
+/// others hold no job but stay busy until they are heard from again, so that
+/// a member that died with the gang is never taken into the next one.
+/// Returns the job as it now is.
+pub(super) fn end(
+    tx: &Transaction,
+    job: i64,
+    event: &Event,
+    releaser: i64,
+    at: f64,
+) -> Result<Job, DbError> {
     let members: Vec<i64> = {
         let mut stmt =
             tx.prepare_cached("SELECT worker FROM segments WHERE job = ?1 AND ended_at IS NULL")?;
@@ -170,15 +175,29 @@ pub(super) fn end(tx: &Transaction, job: i64, event: &Event, at: f64) -> Result<
         rows.collect::<Result<_, _>>()?
     };
     for worker in members {
-        end_segment(tx, job, worker, event)?;
+        end_segment_at(tx, job, worker, event, at)?;
     }
     let released = transition(tx, job, event)?;
     tx.execute(
-        "UPDATE workers SET state = 'idle', job = NULL, idle_since = ?2 WHERE job = ?1 AND state = 'busy'",
+        "UPDATE workers SET job = NULL, idle_since = ?2 WHERE job = ?1 AND state = 'busy'",
         params![job, at],
+    )?;
+    tx.execute(
+        "UPDATE workers SET state = 'idle', last_seen = ?2 WHERE id = ?1 AND state = 'busy'",
+        params![releaser, at],
     )?;
     tx.execute("UPDATE jobs SET rendezvous = NULL WHERE id = ?1", [job])?;
     get(tx, released.id)
+}
+
+/// A member of a released gang heard from (asking for work, or releasing):
+/// idle again. Returns whether it was such a member.
+pub(super) fn heard_after_release(tx: &Transaction, worker: i64, at: f64) -> Result<bool, DbError> {
+    let changed = tx.execute(
+        "UPDATE workers SET state = 'idle', idle_since = ?2, last_seen = ?2 WHERE id = ?1 AND state = 'busy' AND job IS NULL",
+        params![worker, at],
+    )?;
+    Ok(changed > 0)
 }
 
 /// Whether job `job`'s current attempt is a gang's.

@@ -134,12 +134,13 @@ impl Db {
         if state == "busy" {
             // A gang's member leased at another member's request takes its lease here.
             let waiting = gangs::waiting(&tx, id)?;
-            let leased = waiting.map(|job| get(&tx, job)).transpose()?;
-            tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
-            tx.commit()?;
-            return Ok(leased);
-        }
-        if state != "idle" {
+            if waiting.is_some() || !gangs::heard_after_release(&tx, id, at)? {
+                let leased = waiting.map(|job| get(&tx, job)).transpose()?;
+                tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
+                tx.commit()?;
+                return Ok(leased);
+            }
+        } else if state != "idle" {
             return Ok(None);
         }
         tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![id, at])?;
@@ -247,6 +248,7 @@ impl Db {
         if !gangs::holds(&tx, &current, worker)? {
             if gangs::released_member(&tx, job, worker)? {
                 // Its gang was released already, by another member or the server.
+                gangs::heard_after_release(&tx, worker, now())?;
                 tx.commit()?;
                 return Ok(current);
             }
@@ -275,8 +277,7 @@ impl Db {
                 tx.commit()?;
                 return Ok(current);
             }
-            let released = gangs::end(&tx, job, &event, at)?;
-            tx.execute("UPDATE workers SET last_seen = ?2 WHERE id = ?1", params![worker, at])?;
+            let released = gangs::end(&tx, job, &event, worker, at)?;
             tx.commit()?;
             return Ok(released);
         }
@@ -309,7 +310,7 @@ impl Db {
                 let event = if lost { Event::Lost } else { Event::Preempted };
                 if gangs::is_gang(&tx, job)? {
                     // One member gone ends the whole gang's attempt.
-                    Some(gangs::end(&tx, job, &event, at)?)
+                    Some(gangs::end(&tx, job, &event, id, at)?)
                 } else {
                     end_segment(&tx, job, id, &event)?;
                     Some(transition(&tx, job, &event)?)
@@ -411,15 +412,27 @@ fn record_progress(
     Ok(())
 }
 
-pub(super) fn end_segment(
+/// Ends `worker`'s open segment of `job` now, as `event` says.
+fn end_segment(
     tx: &rusqlite::Transaction,
     job: i64,
     worker: i64,
     event: &Event,
 ) -> Result<(), DbError> {
+    end_segment_at(tx, job, worker, event, now())
+}
+
+/// Ends `worker`'s open segment of `job` at `at`, as `event` says.
+pub(super) fn end_segment_at(
+    tx: &rusqlite::Transaction,
+    job: i64,
+    worker: i64,
+    event: &Event,
+    at: f64,
+) -> Result<(), DbError> {
     tx.execute(
         "UPDATE segments SET ended_at = ?3, outcome = ?4, error = ?5 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
-        params![job, worker, now(), event.outcome().map(Outcome::as_str), event.error()],
+        params![job, worker, at, event.outcome().map(Outcome::as_str), event.error()],
     )?;
     Ok(())
 }
