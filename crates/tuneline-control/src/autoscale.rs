@@ -1,6 +1,6 @@
 //! The autoscaler: per pool (a worker class and the offers it may launch,
-//! on one provider or several), keeps `min(max_workers, runnable jobs of its
-//! class)` instances, terminates workers idle past the idle timeout, and
+//! on one provider or several), keeps `min(max_workers, workers the runnable
+//! jobs of its class need)` instances (a gang's `nodes` for a gang), terminates workers idle past the idle timeout, and
 //! reconciles each provider with the state database: an instance no worker
 //! row knows (after its boot grace) is terminated, and reported if that
 //! fails; a worker whose instance has vanished is lost, and its job requeued

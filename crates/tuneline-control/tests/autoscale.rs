@@ -165,6 +165,21 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
 }
 
 #[tokio::test]
+async fn a_gang_job_asks_for_as_many_workers_as_its_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, _provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
+    let gang = tuneline_api::GangShape { nodes: 2, min_nodes: 2, gpus: 1 };
+    let spec = JobSpec::Command(CommandSpec {
+        gang: Some(gang),
+        ..CommandSpec::new(["torchrun", "t.py"], "r", "memory://")
+    });
+    shared.db().submit(&spec, 3).unwrap();
+    assert_eq!(shared.db().runnable(tuneline_api::WorkerClass::Gpu).unwrap(), 2);
+    assert_eq!(autoscaler.pass().await.launched, ["i-0", "i-1"], "both of the gang's machines");
+}
+
+#[tokio::test]
 async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, gpus, training) =

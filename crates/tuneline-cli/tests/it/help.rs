@@ -425,6 +425,9 @@ fn every_command_has_help() {
           --class <CLASS>              The jobs it takes: gpu (training) or cpu (delivery) [env:
                                        TUNELINE_WORKER_CLASS=] [default: gpu] [possible values: gpu,
                                        cpu]
+          --address <IP>               The address the other machines of a gang reach this one at
+                                       [default: the one it reaches the server from] [env:
+                                       TUNELINE_WORKER_ADDRESS=]
       -h, --help                       Print help
 
     ----- stderr -----
@@ -493,8 +496,12 @@ fn every_command_has_help() {
                               directory)
           --dataset <PREFIX>  A committed dataset version prefetched into TUNELINE_DATA_DIR
       -v, --verbose...        More log output (-v, -vv)
-          --max-attempts <N>  Attempts before the job fails [default: 5]
+          --nodes <M>         Machines that run the command together, as one gang, each with torchrun's
+                              variables (MASTER_ADDR, NODE_RANK, NNODES, ...) [default: 1]
       -q, --quiet             Only errors
+          --gpus <N>          Processes each machine of the gang runs (its NPROC_PER_NODE): GPUs it must
+                              have [default: one per GPU]
+          --max-attempts <N>  Attempts before the job fails [default: 5]
           --wait              Wait for the job to end, and exit with its status: 0 when it succeeded, 1
                               when it failed or was cancelled
       -h, --help              Print help

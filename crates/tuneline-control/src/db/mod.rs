@@ -224,9 +224,10 @@ impl Db {
             .collect()
     }
 
-    /// Jobs that need a worker of `class`: queued, leased or running.
+    /// Workers of `class` that queued, leased and running jobs need: one a
+    /// job, and a gang's `nodes`.
     pub fn runnable(&self, class: WorkerClass) -> Result<u64, DbError> {
-        let sql = format!("SELECT count(*) FROM jobs WHERE state IN ('queued', 'leased', 'running') AND kind IN ({})", kinds_of(class));
+        let sql = format!("SELECT coalesce(sum(coalesce(json_extract(spec, '$.gang.nodes'), 1)), 0) FROM jobs WHERE state IN ('queued', 'leased', 'running') AND kind IN ({})", kinds_of(class));
         Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
     }
 
