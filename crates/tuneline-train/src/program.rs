@@ -454,11 +454,11 @@ pub fn launch(
     ProgramEngine::start(&prepared.start(work, device, None), config, settings, rows)
 }
 
-/// Starts this machine's members of `rendezvous`' gang, as [`launch`]
-/// starts one engine: all at once, since each waits for the whole gang to
-/// meet. Member `local` trains on `device`'s GPU plus `local`, or on the CPU.
+/// Starts this machine's members of `rendezvous`' gang of torch engines, as
+/// [`launch`] starts one engine: all at once, since each waits for the whole
+/// gang to meet (the other engines train in one process). Member `local`
+/// trains on `device`'s GPU plus `local`, or on the CPU.
 pub fn launch_gang(
-    kind: EngineKind,
     config: &Config,
     settings: TrainSettings,
     rows: Vec<Row>,
@@ -467,7 +467,7 @@ pub fn launch_gang(
     device: &str,
     rendezvous: &Rendezvous,
 ) -> Result<Gang, EngineError> {
-    let prepared = Prepared::new(kind, config, engines, work)?;
+    let prepared = Prepared::new(EngineKind::Torch, config, engines, work)?;
     let ranks = rendezvous.ranks();
     let works: Vec<PathBuf> = ranks.iter().map(|r| work.join(format!("rank-{}", r.rank))).collect();
     let members = std::thread::scope(|scope| {

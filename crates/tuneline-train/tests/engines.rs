@@ -295,17 +295,8 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
         let rendezvous = Rendezvous::of(1, 1, 2, |_| None).unwrap().unwrap();
         let work = dir.path().join(work);
         let settings = settings.clone();
-        program::launch_gang(
-            EngineKind::Torch,
-            &pair,
-            settings,
-            train.clone(),
-            &engines,
-            &work,
-            "cpu",
-            &rendezvous,
-        )
-        .unwrap()
+        program::launch_gang(&pair, settings, train.clone(), &engines, &work, "cpu", &rendezvous)
+            .unwrap()
     };
     let mut gang = launch("gang");
     assert!(gang.leads(), "this machine holds rank 0");

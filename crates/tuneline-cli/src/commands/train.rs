@@ -95,7 +95,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
                         .map(|e| (Box::new(e) as Box<dyn Engine>, on))
                 }
                 Some(gang) => program::launch_gang(
-                    engine, config, settings, train_rows, &engines, &work, &device, gang,
+                    config, settings, train_rows, &engines, &work, &device, gang,
                 )
                 .map(|e| {
                     let ranks = gang.ranks();
