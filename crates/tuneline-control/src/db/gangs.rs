@@ -14,7 +14,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::workers::end_segment_at;
 use super::{get, transition, DbError};
 use crate::job::Event;
-use tuneline_api::{GangLease, GangShape, Job, WorkerRegister};
+use tuneline_api::{GangLease, GangShape, Job, Outcome, WorkerRegister};
 
 /// The ports the plane draws a gang's rendezvous port from, at random: the
 /// plane cannot see which are free on rank 0's machine, so a draw that
@@ -168,14 +168,34 @@ pub(super) fn end(
     releaser: i64,
     at: f64,
 ) -> Result<Job, DbError> {
-    let members: Vec<i64> = {
-        let mut stmt =
-            tx.prepare_cached("SELECT worker FROM segments WHERE job = ?1 AND ended_at IS NULL")?;
-        let rows = stmt.query_map([job], |r| r.get(0))?;
+    let members: Vec<(i64, bool, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT s.worker, s.trainer_at IS NOT NULL, w.info FROM segments s JOIN workers w ON w.id = s.worker
+             WHERE s.job = ?1 AND s.ended_at IS NULL ORDER BY s.node_rank",
+        )?;
+        let rows = stmt.query_map([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect::<Result<_, _>>()?
     };
-    for worker in members {
-        end_segment_at(tx, job, worker, event, at)?;
+    for (worker, _, _) in &members {
+        end_segment_at(tx, job, *worker, event, at)?;
+    }
+    // A gang that never met fails on its missing members: the attempt names them.
+    let missing: Vec<String> = members
+        .iter()
+        .filter(|(_, started, _)| !started)
+        .map(|(worker, _, info)| {
+            let info: WorkerRegister = serde_json::from_str(info).unwrap_or_default();
+            format!("worker {worker} ({})", address(&info))
+        })
+        .collect();
+    let failed =
+        event.outcome().is_some_and(|o| o != Outcome::Cancelled && o != Outcome::Succeeded);
+    if failed && !missing.is_empty() {
+        let note = format!("gang members that never started their trainer: {}", missing.join(", "));
+        tx.execute(
+            "UPDATE segments SET error = coalesce(error || '; ', '') || ?3 WHERE job = ?1 AND ended_at = ?2",
+            params![job, at, note],
+        )?;
     }
     let released = transition(tx, job, event)?;
     tx.execute(
