@@ -41,7 +41,8 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                         j.id,
                         j.spec.kind().as_str(),
                         j.state.as_str(),
-                        j.attempts.len(),
+                        // A gang's attempt is one, whatever its machines.
+                        j.attempts.iter().filter(|a| a.is_attempt()).count(),
                         used,
                         step,
                         engine.unwrap_or("-"),
