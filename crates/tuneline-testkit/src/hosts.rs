@@ -7,7 +7,10 @@
 //!
 //! Inside a host, `/root` (the login's home) is an empty tmpfs of its own,
 //! and so is every path the test hides, such as the server's project
-//! directory: a path that leaks from server to worker fails there. The
+//! directory: a path that leaks from server to worker fails there. The test
+//! cache's engine environments (`<cache>/engines`, made by the setup script)
+//! and the Python they were made over stay visible at their own paths, as a
+//! machine image carries PyTorch. The
 //! host reaches this side only over its link, at [`Fleet::gateway`], where
 //! the fleet's own Garage serves S3. Dropping the fleet kills the processes
 //! left in its namespaces, by pid, and removes the namespaces and links.
@@ -237,6 +240,28 @@ pub(crate) fn netns_pids(netns: &str) -> Vec<u32> {
     String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
+/// What every host sees as a machine image would carry it: the test cache's
+/// engine environments, and the Python installation each one's venv is
+/// made over (its `pyvenv.cfg` `home`), wherever they live.
+fn images_software() -> Vec<PathBuf> {
+    let engines = crate::deps::cache_dir().join("engines");
+    if !engines.is_dir() {
+        return Vec::new();
+    }
+    let mut kept = vec![engines.clone()];
+    for env in std::fs::read_dir(&engines).into_iter().flatten().flatten() {
+        let cfg = std::fs::read_to_string(env.path().join("pyvenv.cfg")).unwrap_or_default();
+        let home = cfg.lines().find_map(|l| l.strip_prefix("home = ")).map(PathBuf::from);
+        // `<prefix>/bin`: the installation is its prefix.
+        if let Some(prefix) = home.as_deref().and_then(Path::parent).filter(|p| p.is_dir()) {
+            if !kept.iter().any(|k| prefix.starts_with(k)) {
+                kept.push(prefix.to_path_buf());
+            }
+        }
+    }
+    kept
+}
+
 /// Makes host `i`: namespace, link, and sshd in a mount namespace with `/root` and `hidden` covered (and a Slurm cluster with `slurm`).
 #[allow(clippy::too_many_arguments)]
 fn host(
@@ -289,7 +314,17 @@ fn host(
     std::fs::write(host_dir.join("sshd_config"), config).unwrap();
     let mut covers: Vec<String> = vec!["/root".into()];
     covers.extend(hidden.iter().map(|p| p.display().to_string()));
-    let mounts: String = covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
+    let mut mounts: String =
+        covers.iter().map(|p| format!("mount -t tmpfs tmpfs '{p}'; ")).collect();
+    for (n, path) in images_software().iter().enumerate() {
+        // Kept aside before the tmpfs covers it, and put back at its own path.
+        let aside = host_dir.join(format!("kept-{n}"));
+        std::fs::create_dir_all(&aside).unwrap();
+        let (path, aside) = (path.display(), aside.display());
+        mounts = format!(
+            "mount --bind '{path}' '{aside}'; {mounts}mkdir -p '{path}'; mount --bind '{aside}' '{path}'; "
+        );
+    }
     let name = format!("tl-host-{i}");
     // The LAN's names: the host's own, and this machine's (a server here that
     // listens on 0.0.0.0 names itself by it) at the gateway.

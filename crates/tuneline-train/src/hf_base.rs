@@ -29,7 +29,11 @@ pub fn hf_base(path: &Path, base: &BaseModel, engines: &Path) -> Result<PathBuf,
             );
             std::fs::create_dir_all(engines.join("bases"))?;
             let model = tuneline_deliver::merge::open(&file).map_err(|e| input(&e))?;
-            hf_dir::write(&model, WeightDtype::F32, SHARD_BYTES, &out).map_err(|e| input(&e))
+            match hf_dir::write(&model, WeightDtype::F32, SHARD_BYTES, &out) {
+                // Another process sharing the directory (a gang's member) wrote it first.
+                Err(_) if out.join(tuneline_model::hf_files::CONFIG).exists() => Ok(out),
+                written => written.map_err(|e| input(&e)),
+            }
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   the next one; then the control plane is killed and restarted, and
 //!   reconciliation cancels its old allocation, tagged by this plane, while a
 //!   job of someone else's is left alone.
+//! - A torch gang of two SSH hosts: one host's link is cut mid-run; the
+//!   gang is released once and a fresh gang resumes the run.
 //!
 //! Each run's final adapter is bit-identical to an uninterrupted local run's,
 //! and afterwards no worker is left on any host and no allocation in Slurm.
@@ -160,26 +162,68 @@ pub(crate) fn outcomes(ctx: &TestContext, garage: &Garage) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(
-        MAX_STEPS,
-        SAVE_STEPS,
-        "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",
-    );
+/// A project whose `[training]` also holds `extra` (and a 10 s SIGTERM
+/// grace), two hosts with the store's credentials, and the project's config
+/// on their Garage with `whole` trained (see [`project_on`]).
+fn on_two_hosts(extra: &str) -> (TestContext, Fleet, String) {
+    let extra = format!("{extra}sigterm_grace = \"10s\"\n");
+    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, &extra);
     let fleet = Fleet::new(2, &[ctx.dir.path()]);
     let project = project_on(&ctx, &fleet.garage);
     store_credentials_on_hosts(&fleet);
-    let hosts = (0..2).map(|i| format!("\"{}\"", fleet.target(i))).collect::<Vec<_>>().join(", ");
-    ctx.write(
-        "tuneline.toml",
-        format!(
-            "{project}[workers]\nprovider = \"ssh\"\nmax_workers = 1\nlease_timeout = \"4s\"\n\
-             [providers.ssh]\nhosts = [{hosts}]\nidentity_file = \"{}\"\nprice_per_hour = 0.35\n[server]\nlisten = \"{}:0\"\n",
-            fleet.key.display(),
-            fleet.gateway
-        ),
+    (ctx, fleet, project)
+}
+
+/// Waits for `tuneline run` (`run`, started as `run`) to end; fails unless it
+/// succeeded with its training and delivery jobs. Returns its stdout.
+fn trained_and_delivered(ctx: &TestContext, mut run: Killed) -> String {
+    let status = run.0.wait().unwrap();
+    let (out, err) = (
+        std::fs::read_to_string(ctx.path("run.out")).unwrap(),
+        std::fs::read_to_string(ctx.path("run.err")).unwrap(),
     );
+    assert_eq!(status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}");
+    out
+}
+
+/// `project` trained on `fleet`'s two hosts over SSH, with `max_workers`
+/// workers at most and a lease lost after 4 s of silence.
+fn on_ssh_fleet(project: &str, fleet: &Fleet, max_workers: u32) -> String {
+    let hosts = (0..2).map(|i| format!("\"{}\"", fleet.target(i))).collect::<Vec<_>>().join(", ");
+    format!(
+        "{project}[workers]\nprovider = \"ssh\"\nmax_workers = {max_workers}\nlease_timeout = \"4s\"\n\
+         [providers.ssh]\nhosts = [{hosts}]\nidentity_file = \"{}\"\nprice_per_hour = 0.35\n[server]\nlisten = \"{}:0\"\n",
+        fleet.key.display(),
+        fleet.gateway
+    )
+}
+
+/// Waits up to 30 s for every host to run nothing but its sshd, and fails naming what is left.
+fn nothing_but_sshd_left(fleet: &Fleet) {
+    for (i, host) in fleet.hosts.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while fleet.pids(i) != [host.sshd_pid] && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let left: Vec<String> = fleet
+            .pids(i)
+            .iter()
+            .filter(|&&p| p != host.sshd_pid)
+            .map(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ")
+            })
+            .collect();
+        assert!(left.is_empty(), "nothing but sshd is left on host {i}: {left:?}");
+    }
+}
+
+#[test]
+fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
+    let (ctx, fleet, project) = on_two_hosts("gradient_accumulation_steps = 1\n");
+    ctx.write("tuneline.toml", on_ssh_fleet(&project, &fleet, 1));
     let mut run = start_run(&ctx, "run", &[]);
     wait("step 3", &ctx, (&mut run, "run"), || step(&ctx) >= 3);
     let cut = busy_host(&fleet).expect("a host runs the training worker");
@@ -188,13 +232,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     // Only the other host can report progress now.
     wait("progress on the other host", &ctx, (&mut run, "run"), || step(&ctx) > at_cut + 2);
     fleet.link(cut, true);
-    let status = run.0.wait().unwrap();
-    let (out, err) = (
-        std::fs::read_to_string(ctx.path("run.out")).unwrap(),
-        std::fs::read_to_string(ctx.path("run.err")).unwrap(),
-    );
-    assert_eq!(status.code(), Some(0), "{out}\n{err}");
-    assert!(out.contains("(job 1 train succeeded, job 2 deliver succeeded)"), "{out}");
+    let out = trained_and_delivered(&ctx, run);
     // Each host's bill stopped with its worker: the host is not ours to destroy.
     let hosts_billed = out
         .lines()
@@ -224,23 +262,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
         identical_to_whole(&ctx),
         "the final adapter is bit-identical to the uninterrupted run's"
     );
-    for (i, host) in fleet.hosts.iter().enumerate() {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while fleet.pids(i) != [host.sshd_pid] && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let left: Vec<String> = fleet
-            .pids(i)
-            .iter()
-            .filter(|&&p| p != host.sshd_pid)
-            .map(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                    .unwrap_or_default()
-                    .replace('\0', " ")
-            })
-            .collect();
-        assert!(left.is_empty(), "nothing but sshd is left on host {i}: {left:?}");
-    }
+    nothing_but_sshd_left(&fleet);
 }
 
 /// Our Slurm jobs on the cluster: `(job id, name)` of those whose name carries `-gpu-` or `-cpu-` (this plane's).
@@ -351,4 +373,63 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(workers(), "0", "no worker process is left on the cluster");
+}
+
+/// A torch job of two machines on an SSH fleet of two namespace hosts: the
+/// gang meets across their veth links (gloo over the bridge). One host's
+/// link is cut mid-run; the whole gang is released once, as lost. A fresh
+/// gang resumes from the last committed checkpoint, and the run ends
+/// bit-identical to one torch process over the same global batch. Nothing
+/// is left running on either host.
+#[test]
+fn a_gang_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
+    // `whole`: one process, two micro-batches a step.
+    let (ctx, fleet, project) =
+        on_two_hosts("gradient_accumulation_steps = 2\nengine = \"torch\"\n");
+    // The hosts see the engines' environments where this machine has them (an image's PyTorch).
+    let engines = tuneline_testkit::cache_dir().join("engines");
+    for i in 0..2 {
+        let line =
+            format!("printf 'TUNELINE_ENGINES_DIR={}\\n' >> .tuneline/env", engines.display());
+        assert!(fleet.ssh(i, &line).status.success());
+    }
+    // The gang: one micro-batch a step on each machine.
+    let gang = project.replace(
+        "gradient_accumulation_steps = 2\n",
+        "gradient_accumulation_steps = 1\nnodes = 2\n",
+    );
+    ctx.write("tuneline.toml", on_ssh_fleet(&gang, &fleet, 2));
+    let mut run = start_run(&ctx, "run", &[]);
+    wait("step 3", &ctx, (&mut run, "run"), || step(&ctx) >= 3);
+    fleet.link(1, false);
+    let first_attempt = || {
+        let segments =
+            Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
+        segments.into_iter().take(2).collect::<Vec<_>>()
+    };
+    wait("the gang's release", &ctx, (&mut run, "run"), || {
+        first_attempt().iter().all(|s| s.outcome.is_some())
+    });
+    let released = first_attempt();
+    assert_eq!(released.len(), 2, "{released:?}");
+    assert_eq!(
+        (released[0].outcome, released[0].ended_at),
+        (released[1].outcome, released[1].ended_at),
+        "one release for both machines: {released:?}"
+    );
+    fleet.link(1, true);
+    trained_and_delivered(&ctx, run);
+    let segments =
+        Db::open(&ctx.path(".tuneline/control/state.db")).unwrap().segments(Some(1)).unwrap();
+    let last: Vec<_> = segments.iter().rev().take(2).collect();
+    assert!(
+        last.iter().all(|s| s.outcome == Some(tuneline_api::Outcome::Succeeded)),
+        "{segments:?}"
+    );
+    assert!(
+        last.iter().any(|s| s.start_step.unwrap_or(0) >= SAVE_STEPS as u64),
+        "resumed from a checkpoint: {segments:?}"
+    );
+    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to one process's");
+    nothing_but_sshd_left(&fleet);
 }
