@@ -11,13 +11,14 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct GangShape {
     /// Machines in a whole gang (`[training] nodes`, `--nodes`).
-    #[schema(minimum = 1)]
+    #[schema(value_type = i64, minimum = 1, maximum = 4294967295_i64)]
     pub nodes: u32,
-    /// The fewest a retry may take when a whole gang is not to be had (`min_nodes`).
-    #[schema(minimum = 1)]
+    /// The fewest a retry may take when a whole gang is not to be had (`min_nodes`), at most `nodes`.
+    #[schema(value_type = i64, minimum = 1, maximum = 4294967295_i64)]
     pub min_nodes: u32,
     /// Processes on each machine (`[training] gpus`, `--gpus`); 0: one per GPU it has.
     #[serde(default)]
+    #[schema(value_type = i64, minimum = 0, maximum = 4294967295_i64)]
     pub gpus: u32,
 }
 

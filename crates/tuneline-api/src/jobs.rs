@@ -225,6 +225,10 @@ impl JobSpec {
         if self.run().is_empty() {
             return empty("spec.run", "the run's name");
         }
+        if let Some(g) = self.gang().filter(|g| g.nodes == 0 || g.min_nodes == 0) {
+            let field = if g.nodes == 0 { "spec.gang.nodes" } else { "spec.gang.min_nodes" };
+            return Err(ApiError::at(field, format!("{field}: must be at least 1")));
+        }
         match self {
             Self::Train(TrainSpec { config, .. }) | Self::Deliver(DeliverSpec { config, .. })
                 if config.is_empty() =>

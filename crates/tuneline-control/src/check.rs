@@ -5,7 +5,8 @@
 //! answers 422 naming the field when that does not fit:
 //!
 //! - every job: `spec.run` makes store paths (no `..`, no control character),
-//!   and a gang (`spec.gang`) only where the plane can place machines together;
+//!   and a gang (`spec.gang`) of at most `nodes` for `min_nodes`, only where
+//!   the plane can place machines together;
 //! - `train`: `spec.config` is a valid `tuneline.toml`, `spec.dataset` a
 //!   committed dataset version in its store, and its `[model] path` exists;
 //! - `command`: `spec.store` opens, and a `spec.dataset`, if given, is
@@ -96,6 +97,12 @@ impl JobCheck for StoreCheck {
         // The run names its store paths, `runs/<run>/...`, and its worker's cache directories.
         layout::check_run(job.spec.run())
             .map_err(|e| Failure::unprocessable("spec.run", format!("spec.run: {e}")))?;
+        if let Some(g) = job.spec.gang().filter(|g| g.min_nodes > g.nodes) {
+            return Err(Failure::unprocessable(
+                "spec.gang.min_nodes",
+                format!("spec.gang.min_nodes: {} is more than nodes ({}); a retry takes at most the whole gang", g.min_nodes, g.nodes),
+            ));
+        }
         if let (Some(gang), Some(why)) = (job.spec.gang().filter(|g| g.nodes > 1), &self.no_gangs) {
             return Err(Failure::unprocessable(
                 "spec.gang",

@@ -122,6 +122,8 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     fp16 = false
     optim = "adamw_torch"
     use_liger_kernel = true
+    gpus = 1
+    nodes = 1
 
     [lora]
     lora_r = 64
