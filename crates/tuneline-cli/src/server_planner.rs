@@ -67,7 +67,8 @@ impl Planner for ServerPlanner {
         let shape = model_shape(&config.model.path).map_err(|e| unfit(&e))?;
         let job = config_job::job(&config, shape.clone(), &Overrides::default())
             .map_err(|e| unfit(&e))?;
-        let report = report(&config, &catalog, job, None).map_err(|e| unfit(&e))?;
+        let shapes = config_job::shapes(&config, None, None).map_err(|e| unfit(&e))?;
+        let report = report(&config, &catalog, job, shapes, None).map_err(|e| unfit(&e))?;
         let (save_steps, save_steps_why) = match config.training.save_steps {
             SaveSteps::Steps(n) => (Some(n), "[training] save_steps".to_string()),
             SaveSteps::Auto => match config_job::auto_save_steps(&config, shape) {

@@ -10,6 +10,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
 use crate::gpus::{self, Gpu};
+use crate::scaling::{Interconnect, DEFAULT_NETWORK_GBPS};
 use crate::HOURS_PER_MONTH;
 
 /// The catalog that ships with tuneline.
@@ -35,6 +36,10 @@ pub struct Offer {
     pub gpu_count: u32,
     /// Memory per accelerator, GB.
     pub vram_gb: f64,
+    /// What links its GPUs (`pcie` unless the entry says `nvlink`).
+    pub interconnect: Interconnect,
+    /// Its network, Gb/s, for gangs across machines.
+    pub network_gbps: f64,
     /// Virtual CPUs.
     pub vcpus: u32,
     /// Host memory, GB.
@@ -209,6 +214,8 @@ struct RawOffer {
     gpu: Option<String>,
     gpu_count: Option<u32>,
     vram_gb: Option<f64>,
+    interconnect: Option<String>,
+    network_gbps: Option<f64>,
     vcpus: Option<u32>,
     ram_gb: Option<f64>,
     #[serde(default)]
@@ -288,6 +295,27 @@ impl RawOffer {
             found.push(("gpu", format!("missing, but gpu_count is {gpu_count}; name the GPU")));
         }
         let vram_gb = self.vram_gb.or(gpu.map(|g| g.vram_gb)).unwrap_or(0.0);
+        let interconnect = match self.interconnect.as_deref() {
+            None | Some("pcie") => Interconnect::Pcie,
+            Some("nvlink") => Interconnect::Nvlink,
+            Some(other) => {
+                found.push((
+                    "interconnect",
+                    format!("`{other}` is not a link between GPUs; write \"nvlink\" or \"pcie\""),
+                ));
+                Interconnect::Pcie
+            }
+        };
+        let network_gbps = match self.network_gbps {
+            Some(g) if g <= 0.0 || !g.is_finite() => {
+                found.push((
+                    "network_gbps",
+                    format!("is {g}; write the machine's network in Gb/s (25, 100, 400)"),
+                ));
+                DEFAULT_NETWORK_GBPS
+            }
+            g => g.unwrap_or(DEFAULT_NETWORK_GBPS),
+        };
         let (interruptions_per_hour, interruption) = match (&self.interruption, spot_per_hour) {
             (None, Some(_)) => {
                 found.push(("interruption", "missing for a spot offer; write reclaims per hour (0.3) or a Spot Advisor bucket (\"5-10%\")".into()));
@@ -344,6 +372,8 @@ impl RawOffer {
             gpu_name: gpu.map(|g| g.name.to_string()).unwrap_or_default(),
             gpu_count,
             vram_gb,
+            interconnect,
+            network_gbps,
             vcpus: self.vcpus.unwrap_or(0),
             ram_gb: self.ram_gb.unwrap_or(0.0),
             nvme_gb: self.nvme_gb,

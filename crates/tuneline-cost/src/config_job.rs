@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tuneline_core::config::{Config, Engine as EngineKind, ProviderKind};
+use tuneline_core::config::{Config, Engine as EngineKind, Gpus, ProviderKind};
 
 use crate::catalog::{Catalog, Offer};
 pub use crate::job_error::JobError;
@@ -13,6 +13,7 @@ use crate::memory::{estimate, Engine, MemoryRequest, Optimizer, Quant};
 use crate::models::ModelShape;
 use crate::plan::{
     best_first, estimate_offer, judge, DataHome, Estimate, Excluded, Job, Market, Overheads, Phase,
+    Shape,
 };
 
 /// What a command line may change in the config's job; `None` keeps the config's value.
@@ -37,7 +38,9 @@ pub struct Overrides {
 /// The job `config` describes on a model of shape `model`, priced for
 /// Hugging Face's CUDA trainer; `Err` names the setting at fault.
 pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<Job, JobError> {
-    let bits = overrides.quant.unwrap_or(if config.model.quantized_base { 4 } else { 16 });
+    // 4-bit bases: the native engine's GGUF blocks, or bitsandbytes' on the torch engine.
+    let quantized = config.model.quantized_base || config.model.load_in_4bit;
+    let bits = overrides.quant.unwrap_or(if quantized { 4 } else { 16 });
     let quant = Quant::from_bits(bits).ok_or(JobError::Quant(bits))?;
     let t = &config.training;
     let seq_len = overrides.max_seq_length.unwrap_or(config.data.max_seq_length as u64);
@@ -50,8 +53,6 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             modules: names.iter().map(|n| n.to_string()).collect(),
         });
     }
-    let tokens_per_step = (micro_batch * t.gradient_accumulation_steps as u64 * seq_len) as f64;
-    let tokens = steps as f64 * tokens_per_step;
     Ok(Job {
         memory: MemoryRequest {
             model,
@@ -73,10 +74,17 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             // The torch engine applies Liger on CUDA unless the config turns it off.
             fused_loss: t.use_liger_kernel,
         },
-        tokens,
-        tokens_per_step,
-        // Token ids as 4-byte integers: an upper bound for the stored dataset.
-        dataset_bytes: tokens * 4.0,
+        steps,
+        accumulation: t.gradient_accumulation_steps as u64,
+        shape: Shape { gpus: t.gpus, nodes: t.nodes },
+        // Token ids as 4-byte integers (`gpus = "all"` counted as one GPU):
+        // about the stored dataset.
+        dataset_bytes: (steps
+            * micro_batch
+            * seq_len
+            * (t.gradient_accumulation_steps * t.gpus.on(1) * t.nodes) as u64)
+            as f64
+            * 4.0,
         data_home: data_home(config),
         phase: overrides.phase.unwrap_or(config.workers.phase),
         utilization: config.cost.utilization,
@@ -84,6 +92,33 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
         checkpoints_kept: t.save_total_limit.unwrap_or(3),
         overheads: Overheads::default(),
     })
+}
+
+/// The gangs `tuneline plan` ranks the job on: the config's, the one a
+/// command line asks for (`--gpus`, `--nodes`), and one GPU, each once.
+/// `Err` when the config's engine trains on one GPU only.
+pub fn shapes(
+    config: &Config,
+    gpus: Option<Gpus>,
+    nodes: Option<u32>,
+) -> Result<Vec<Shape>, JobError> {
+    let t = &config.training;
+    let mut shapes = vec![Shape { gpus: t.gpus, nodes: t.nodes }];
+    if gpus.is_some() || nodes.is_some() {
+        let asked = Shape { gpus: gpus.unwrap_or(t.gpus), nodes: nodes.unwrap_or(t.nodes) };
+        if asked != Shape::SINGLE && matches!(t.engine, EngineKind::Native | EngineKind::Mlx) {
+            return Err(JobError::OneGpuEngine(t.engine));
+        }
+        shapes.push(asked);
+    }
+    shapes.push(Shape::SINGLE);
+    let mut unique = Vec::new();
+    for shape in shapes {
+        if !unique.contains(&shape) {
+            unique.push(shape);
+        }
+    }
+    Ok(unique)
 }
 
 /// `[cost] data_region`, or the region of an AWS S3 store.
@@ -194,7 +229,7 @@ pub fn training_pool(
             if table.spot && offer.spot_per_hour.is_none() {
                 return Err(JobError::NoSpotPrice(name, offer.id.clone()));
             }
-            match judge(job, offer, market, &catalog, today, max_age) {
+            match judge(job, offer, job.shape, market, &catalog, today, max_age) {
                 Ok(estimate) => ranked.push(PoolOffer {
                     provider: name,
                     instance_type: instance.clone(),
@@ -241,6 +276,7 @@ pub fn auto_save_steps(config: &Config, model: ModelShape) -> Result<(u64, Strin
         estimate_offer(
             &job,
             offer,
+            job.shape,
             market,
             &catalog,
             chrono::Utc::now().date_naive(),

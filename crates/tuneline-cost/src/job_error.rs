@@ -1,7 +1,7 @@
 //! Why a `tuneline.toml` describes no job the cost model can price, each
 //! naming the setting at fault and what to write.
 
-use tuneline_core::config::{MemorySize, ProviderKind};
+use tuneline_core::config::{Engine as EngineKind, MemorySize, ProviderKind};
 
 use crate::catalog::CatalogError;
 use crate::memory::MemoryEstimate;
@@ -27,6 +27,9 @@ pub enum JobError {
         /// The model's linear modules.
         modules: Vec<String>,
     },
+    /// `--gpus` or `--nodes` above one with an engine that trains on one GPU (its name).
+    #[error("--gpus/--nodes: the {0} engine trains on one GPU of one machine; set [training] engine = \"torch\" to plan a gang")]
+    OneGpuEngine(EngineKind),
     /// The catalog cannot be read.
     #[error(transparent)]
     Catalog(#[from] CatalogError),

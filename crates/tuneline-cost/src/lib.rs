@@ -6,6 +6,7 @@
 //! - [`gpus`] and [`models`]: the hardware and model shapes the estimates need.
 //! - [`memory`]: peak memory of a LoRA / QLoRA job, and whether it fits.
 //! - [`throughput`]: tokens per second of a job on an offer.
+//! - [`scaling`]: a gang's data-parallel step over NVLink, PCIe or the network.
 //! - [`checkpointing`]: the Young/Daly interval and Daly's expected run time.
 //! - [`config_job`]: a `tuneline.toml` as a priced job, its memory budget and automatic `save_steps`.
 //! - [`eth`]: the effective-training-hour cost, the one formula for it.
@@ -26,6 +27,7 @@ pub mod models;
 pub mod plan;
 pub mod prices;
 pub mod report;
+pub mod scaling;
 pub mod simulate;
 pub mod throughput;
 pub mod trace;

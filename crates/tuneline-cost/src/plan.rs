@@ -18,16 +18,15 @@
 use crate::eth::eth;
 use chrono::NaiveDate;
 use serde::Serialize;
+use tuneline_core::config::Gpus;
 
 use crate::catalog::{Catalog, Offer};
 use crate::checkpointing::{expected_wall, young_daly_interval};
 use crate::gpus::Gpu;
 use crate::memory::{estimate, Engine, Fit, MemoryRequest};
+use crate::scaling::{step, Gang, Interconnect};
 use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second, NATIVE_CUDA_SLOWDOWN};
 use crate::{GB, GIB, HOURS_PER_MONTH};
-
-/// GPUs one job trains on: one, until jobs span several GPUs.
-pub const GPUS_PER_JOB: u32 = 1;
 
 /// The guide's decision matrix: what each job phase may rent (experiment:
 /// spot allowed; validation: on-demand GPUs; delivery: on-demand CPU machines).
@@ -93,10 +92,13 @@ pub struct Job {
     /// on its engine (the torch engine, or the native one on CUDA when the
     /// config names it), CPU offers on the native engine.
     pub memory: MemoryRequest,
-    /// Tokens the run trains on.
-    pub tokens: f64,
-    /// Tokens per optimizer step (micro-batch x accumulation x sequence).
-    pub tokens_per_step: f64,
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Micro-batches each GPU accumulates per step (`gradient_accumulation_steps`).
+    pub accumulation: u64,
+    /// The gang it trains on (`[training] gpus` and `nodes`), which sets the
+    /// global batch: `accumulation x gpus x nodes` micro-batches a step.
+    pub shape: Shape,
     /// Bytes of the tokenized dataset each start downloads.
     pub dataset_bytes: f64,
     /// Where the dataset and checkpoints are stored; `None` is the same region as every offer.
@@ -113,16 +115,66 @@ pub struct Job {
     pub overheads: Overheads,
 }
 
+impl Job {
+    /// Micro-batches in one optimizer step on `offer` (the global batch).
+    pub fn micro_batches(&self, offer: &Offer) -> u64 {
+        self.accumulation * self.shape.on(offer).world() as u64
+    }
+
+    /// Tokens in one micro-batch.
+    pub fn micro_batch_tokens(&self) -> f64 {
+        (self.memory.micro_batch * self.memory.seq_len) as f64
+    }
+
+    /// Micro-batches in one step wherever it runs; `None` when `gpus = "all"`
+    /// makes it the offer's.
+    pub fn fixed_micro_batches(&self) -> Option<u64> {
+        match self.shape.gpus {
+            Gpus::Count(n) => Some(self.accumulation * (n * self.shape.nodes) as u64),
+            Gpus::All => None,
+        }
+    }
+}
+
+/// A gang as a config or a command line asks for it: GPUs per machine (a
+/// number, or all of an offer's) and machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// GPUs per machine.
+    pub gpus: Gpus,
+    /// Machines.
+    pub nodes: u32,
+}
+
+impl Shape {
+    /// One GPU on one machine.
+    pub const SINGLE: Shape = Shape { gpus: Gpus::Count(1), nodes: 1 };
+
+    /// The gang it means on `offer`.
+    pub fn on(self, offer: &Offer) -> Gang {
+        Gang { gpus: self.gpus.on(offer.gpu_count), nodes: self.nodes }
+    }
+}
+
 /// The expected outcome of the job on one offer and market.
 #[derive(Debug, Clone, Serialize)]
 pub struct Estimate {
     /// Catalog id.
     pub offer: String,
-    /// GPU (or `CPU`) and count, as shown.
+    /// GPU (or `CPU`) and count, as shown, with the gang's machines and the
+    /// GPUs it uses of each.
     pub hardware: String,
+    /// The gang: GPUs used per machine, and machines.
+    pub gang: Gang,
+    /// What the gang's all-reduce crosses; `None` for one GPU.
+    pub interconnect: Option<Interconnect>,
+    /// The gang's throughput over that many lone GPUs' (1 for one GPU).
+    pub scaling: f64,
+    /// Tokens the run trains on there.
+    pub tokens: f64,
     /// Spot or on-demand, as priced.
     pub market: Market,
-    /// $/h.
+    /// $/h of all the gang's machines.
     pub price_per_hour: f64,
     /// Memory verdict.
     pub fit: Fit,
@@ -156,7 +208,7 @@ pub struct Estimate {
     pub egress_cost: f64,
     /// Expected total $.
     pub total_cost: f64,
-    /// Expected $ per effective training hour.
+    /// Expected $ per effective training hour of each GPU it uses.
     pub eth: f64,
     /// Expected $ per million trained tokens.
     pub usd_per_m_tokens: f64,
@@ -196,6 +248,8 @@ pub enum Cause {
     Memory,
     /// It is expected to take longer than the deadline.
     Deadline,
+    /// It lacks the GPUs the gang asks for.
+    Gpus,
 }
 
 impl Plan {
@@ -215,9 +269,11 @@ impl Plan {
     }
 }
 
-/// Ranks every offer of `catalog` (of `only_gpu` when set) for `job`.
+/// Ranks every offer of `catalog` (of `only_gpu` when set) for `job`, on
+/// each of `shapes`, one gang against another for the same global batch.
 pub fn plan(
     job: &Job,
+    shapes: &[Shape],
     catalog: &Catalog,
     only_gpu: Option<&Gpu>,
     today: NaiveDate,
@@ -229,13 +285,21 @@ pub fn plan(
         if only_gpu.is_some_and(|g| offer.gpu != Some(g)) {
             continue;
         }
-        for market in [Market::OnDemand, Market::Spot] {
-            if market == Market::Spot && offer.spot_per_hour.is_none() {
+        // `gpus = "all"` on a one-GPU offer is the single GPU again: once each.
+        let mut gangs = Vec::new();
+        for &shape in shapes {
+            if gangs.contains(&shape.on(offer)) {
                 continue;
             }
-            match judge(job, offer, market, catalog, today, max_age_days) {
-                Ok(estimate) => ranked.push(estimate),
-                Err(out) => excluded.push(out),
+            gangs.push(shape.on(offer));
+            for market in [Market::OnDemand, Market::Spot] {
+                if market == Market::Spot && offer.spot_per_hour.is_none() {
+                    continue;
+                }
+                match judge(job, offer, shape, market, catalog, today, max_age_days) {
+                    Ok(estimate) => ranked.push(estimate),
+                    Err(out) => excluded.push(out),
+                }
             }
         }
     }
@@ -243,11 +307,13 @@ pub fn plan(
     Plan { ranked, excluded }
 }
 
-/// `offer` on `market` for `job`: its estimate, or why a plan leaves it out
-/// (the phase does not rent it, the job does not fit it, or it would miss the deadline).
+/// `offer` on `market` for `job` on a gang of `shape`: its estimate, or why a
+/// plan leaves it out (the phase does not rent it, it lacks the gang's GPUs,
+/// the job does not fit it, or it would miss the deadline).
 pub fn judge(
     job: &Job,
     offer: &Offer,
+    shape: Shape,
     market: Market,
     catalog: &Catalog,
     today: NaiveDate,
@@ -257,7 +323,10 @@ pub fn judge(
     if let Some(reason) = phase_forbids(job.phase, offer, market) {
         return Err(out(reason, Cause::Phase));
     }
-    let estimate = estimate_offer(job, offer, market, catalog, today, max_age_days);
+    if let Some(reason) = gang_misfits(shape, offer) {
+        return Err(out(reason, Cause::Gpus));
+    }
+    let estimate = estimate_offer(job, offer, shape, market, catalog, today, max_age_days);
     if estimate.fit == Fit::NoFit {
         Err(out(
             format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib),
@@ -278,6 +347,23 @@ pub fn best_first(a: &Estimate, b: &Estimate) -> std::cmp::Ordering {
     a.total_cost.total_cmp(&b.total_cost).then(a.wall_h.total_cmp(&b.wall_h))
 }
 
+/// Why `offer` cannot carry a gang of `shape`: too few GPUs per machine, or
+/// none (CPU machines train on the native engine, one process).
+fn gang_misfits(shape: Shape, offer: &Offer) -> Option<String> {
+    match (offer.gpu, shape.gpus) {
+        (None, _) if shape != Shape::SINGLE => Some(format!(
+            "a CPU machine trains one process on the native engine; a gang of {} x {} trains on GPUs",
+            shape.nodes,
+            shape.gpus
+        )),
+        (Some(_), Gpus::Count(n)) if n > offer.gpu_count => Some(format!(
+            "has {} GPU(s) per machine; the job asks for {n} ([training] gpus)",
+            offer.gpu_count
+        )),
+        _ => None,
+    }
+}
+
 fn phase_forbids(phase: Phase, offer: &Offer, market: Market) -> Option<String> {
     match (phase, offer.gpu.is_some(), market) {
         (Phase::Experiment, _, _) => None,
@@ -290,10 +376,12 @@ fn phase_forbids(phase: Phase, offer: &Offer, market: Market) -> Option<String> 
     }
 }
 
-/// The expected outcome of `job` on one offer and market.
+/// The expected outcome of `job` on one offer and market, on a gang of `shape`
+/// (every machine of it at the offer's price, preempted at its rate).
 pub fn estimate_offer(
     job: &Job,
     offer: &Offer,
+    shape: Shape,
     market: Market,
     catalog: &Catalog,
     today: NaiveDate,
@@ -301,7 +389,13 @@ pub fn estimate_offer(
 ) -> Estimate {
     let req = &job.memory;
     let mut memory = req.clone();
-    let (tokens_per_second, capacity_gib, hardware) = match offer.gpu {
+    let gang = shape.on(offer);
+    let micro_batches = job.micro_batches(offer);
+    let tokens_per_step = micro_batches as f64 * job.micro_batch_tokens();
+    let tokens = job.steps as f64 * tokens_per_step;
+    // f32 adapter weights (and their gradients, which a gang all-reduces).
+    let adapter_bytes = req.model.lora_params(req.lora_r, &req.targets) as f64 * 4.0;
+    let (tokens_per_second, capacity_gib, hardware, interconnect, scaling) = match offer.gpu {
         Some(gpu) => {
             let native = memory.engine == Engine::NativeCuda;
             if native {
@@ -311,17 +405,29 @@ pub fn estimate_offer(
             } else {
                 memory.engine = Engine::HfCuda;
             }
-            // A job trains on one GPU until jobs span several: an 8-GPU box
-            // is priced whole and trains at one card's rate.
-            let rate = gpu_tokens_per_second(
+            let one = gpu_tokens_per_second(
                 gpu,
-                GPUS_PER_JOB.min(offer.gpu_count),
                 &req.model,
                 req.seq_len,
                 req.quant,
                 memory.gradient_checkpointing,
             ) / if native { NATIVE_CUDA_SLOWDOWN } else { 1.0 };
-            (rate, offer.vram_gb * GB / GIB, format!("{}x {}", offer.gpu_count, gpu.name))
+            let step = step(
+                gang,
+                micro_batches,
+                job.micro_batch_tokens(),
+                one,
+                adapter_bytes,
+                offer.interconnect,
+                offer.network_gbps,
+            );
+            (
+                step.tokens_per_second,
+                offer.vram_gb * GB / GIB,
+                hardware(gang, offer.gpu_count, gpu.name),
+                step.interconnect,
+                step.efficiency,
+            )
         }
         None => {
             memory.engine = Engine::TunelineCpu;
@@ -331,11 +437,13 @@ pub fn estimate_offer(
                 cpu_tokens_per_second(offer.vcpus, &req.model, req.seq_len),
                 offer.ram_gb * GB / GIB,
                 format!("{} vCPU", offer.vcpus),
+                None,
+                1.0,
             )
         }
     };
     let peak_gib = estimate(&memory).total_gib();
-    let work_h = job.tokens / tokens_per_second / 3600.0;
+    let work_h = tokens / tokens_per_second / 3600.0;
 
     let remote = job
         .data_home
@@ -346,22 +454,22 @@ pub fn estimate_offer(
     } else {
         job.overheads.store_bytes_per_s
     };
-    // f32 adapter weights and the optimizer state, plus small JSON files.
-    let checkpoint_bytes = (req.model.lora_params(req.lora_r, &req.targets) as f64)
-        * (4.0 + req.optimizer.state_bytes())
-        + 1e6;
+    // The adapter and the optimizer state, plus small JSON files: rank 0 writes them.
+    let checkpoint_bytes = adapter_bytes / 4.0 * (4.0 + req.optimizer.state_bytes()) + 1e6;
     let checkpoint_h = (job.overheads.commit_latency_s + checkpoint_bytes / transfer_rate) / 3600.0;
     let weights_bytes = model_file_bytes(&memory);
     let start_bytes = job.dataset_bytes + checkpoint_bytes;
     let restart_h = job.overheads.provision_h
         + (weights_bytes / job.overheads.store_bytes_per_s + start_bytes / transfer_rate) / 3600.0;
 
+    // Every machine is billed, and a preemption of any one stops the gang.
+    let nodes = gang.nodes as f64;
     let (price_per_hour, mtbf_h) = match market {
-        Market::OnDemand => (offer.on_demand_per_hour, None),
+        Market::OnDemand => (offer.on_demand_per_hour * nodes, None),
         Market::Spot => {
-            let rate = offer.interruptions_per_hour.unwrap_or(0.0);
+            let rate = offer.interruptions_per_hour.unwrap_or(0.0) * nodes;
             (
-                offer.spot_per_hour.unwrap_or(offer.on_demand_per_hour),
+                offer.spot_per_hour.unwrap_or(offer.on_demand_per_hour) * nodes,
                 (rate > 0.0).then(|| 1.0 / rate),
             )
         }
@@ -375,9 +483,8 @@ pub fn estimate_offer(
         mtbf_h.unwrap_or(f64::INFINITY),
     );
     let preemptions = mtbf_h.map_or(0.0, |m| wall_h / m);
-    let save_steps = interval_h.map(|tau| {
-        ((tau * 3600.0 * tokens_per_second / job.tokens_per_step).round() as u64).max(1)
-    });
+    let save_steps = interval_h
+        .map(|tau| ((tau * 3600.0 * tokens_per_second / tokens_per_step).round() as u64).max(1));
 
     let (storage_rate, egress_rate) = match remote {
         Some(home) => data_home_rates(catalog, home)
@@ -387,12 +494,17 @@ pub fn estimate_offer(
     let stored_gb =
         (job.dataset_bytes + job.checkpoints_kept.max(1) as f64 * checkpoint_bytes) / GB;
     let storage_cost = stored_gb * storage_rate * wall_h / HOURS_PER_MONTH;
-    let egress_cost = (1.0 + preemptions) * start_bytes / GB * egress_rate;
+    // Every machine downloads the dataset and the checkpoint on every start.
+    let egress_cost = (1.0 + preemptions) * nodes * start_bytes / GB * egress_rate;
     let compute_cost = price_per_hour * wall_h;
     let total_cost = compute_cost + storage_cost + egress_cost;
     Estimate {
         offer: offer.id.clone(),
         hardware,
+        gang,
+        interconnect,
+        scaling,
+        tokens,
         market,
         price_per_hour,
         fit: Fit::of(peak_gib, capacity_gib),
@@ -411,10 +523,19 @@ pub fn estimate_offer(
         storage_cost,
         egress_cost,
         total_cost,
-        eth: eth(total_cost, work_h, job.utilization).unwrap_or(f64::INFINITY),
-        usd_per_m_tokens: total_cost / (job.tokens / 1e6),
+        eth: eth(total_cost, work_h * gang.world() as f64, job.utilization)
+            .unwrap_or(f64::INFINITY),
+        usd_per_m_tokens: total_cost / (tokens / 1e6),
         stale_days: offer.stale_days(today, max_age_days),
     }
+}
+
+/// The hardware as a plan shows it: `8x A100-40GB`, `2/8x A100-40GB` for two
+/// GPUs of eight, `2 x 8x A100-40GB` for two machines.
+fn hardware(gang: Gang, count: u32, gpu: &str) -> String {
+    let used = if gang.gpus < count { format!("{}/", gang.gpus) } else { String::new() };
+    let machines = if gang.nodes > 1 { format!("{} x ", gang.nodes) } else { String::new() };
+    format!("{machines}{used}{count}x {gpu}")
 }
 
 /// Bytes of the base model as downloaded: quantized linear weights, the rest in 16 bits.

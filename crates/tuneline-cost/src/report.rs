@@ -13,7 +13,7 @@ use crate::catalog::Catalog;
 use crate::config_job;
 use crate::gpus::{self, Gpu};
 use crate::memory::{estimate, Engine, MemoryEstimate, Quant};
-use crate::plan::{plan as rank, Cause, Estimate, Job, Plan};
+use crate::plan::{plan as rank, Cause, Estimate, Job, Plan, Shape};
 
 /// Why `[cost.buy]` cannot be weighed.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +31,8 @@ pub enum BuyError {
 pub struct Report {
     /// The job priced.
     pub job: Job,
+    /// The gangs it is ranked on.
+    pub shapes: Vec<Shape>,
     /// Its peak GPU memory, by part.
     pub gpu_memory: MemoryEstimate,
     /// The offers ranked, and those left out.
@@ -40,17 +42,19 @@ pub struct Report {
 }
 
 /// `job` (of `config`) ranked on `catalog`'s offers (of `only_gpu`'s, when
-/// given), with its memory and the `[cost.buy]` verdict: what `--json` prints.
+/// given) on each of `shapes`, with its memory and the `[cost.buy]` verdict:
+/// what `--json` prints.
 pub fn report(
     config: &Config,
     catalog: &Catalog,
     job: Job,
+    shapes: Vec<Shape>,
     only_gpu: Option<&Gpu>,
 ) -> Result<Report, BuyError> {
     let (today, max_age) = (chrono::Utc::now().date_naive(), config_job::max_age_days(config));
-    let plan = rank(&job, catalog, only_gpu, today, max_age);
+    let plan = rank(&job, &shapes, catalog, only_gpu, today, max_age);
     let buy = config.cost.buy.as_ref().map(|b| buy_section(b, catalog)).transpose()?;
-    Ok(Report { gpu_memory: estimate(&job.memory), job, plan, buy })
+    Ok(Report { gpu_memory: estimate(&job.memory), job, shapes, plan, buy })
 }
 
 /// Buying the `[cost.buy]` card against renting the cheapest catalog one.
@@ -100,7 +104,7 @@ impl Report {
     /// The plan as a table of its `top` offers, what was left out and why,
     /// and the buy-or-rent line; prices older than `max_age` days are starred.
     pub fn render(&self, top: usize, max_age: i64) -> String {
-        let mut out = render(&self.job, &self.gpu_memory, &self.plan, top, max_age);
+        let mut out = render(&self.job, &self.shapes, &self.gpu_memory, &self.plan, top, max_age);
         if let Some(b) = &self.buy {
             out += &render_buy(b);
             out.push('\n');
@@ -110,7 +114,14 @@ impl Report {
 }
 
 /// The job, its memory and the ranked offers.
-fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: i64) -> String {
+fn render(
+    job: &Job,
+    shapes: &[Shape],
+    memory: &MemoryEstimate,
+    plan: &Plan,
+    top: usize,
+    max_age: i64,
+) -> String {
     let m = &job.memory;
     let gib = |b: f64| b / crate::GIB;
     let mut out = String::new();
@@ -130,12 +141,25 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
         m.seq_len,
         if m.gradient_checkpointing { ", gradient checkpointing" } else { "" }
     );
+    let batch = match job.fixed_micro_batches() {
+        Some(n) => format!(
+            "{:.1}M tokens ({:.0} per step)",
+            job.steps as f64 * n as f64 * job.micro_batch_tokens() / 1e6,
+            n as f64 * job.micro_batch_tokens()
+        ),
+        None => format!(
+            "{} micro-batches per GPU a step, on every GPU of {} machine(s)",
+            job.accumulation, job.shape.nodes
+        ),
+    };
+    let gangs: Vec<String> =
+        shapes.iter().map(|s| format!("{} GPU(s) x {}", s.gpus, s.nodes)).collect();
     let _ = writeln!(
         out,
-        "     {:.1}M tokens ({:.0} per step), phase {}",
-        job.tokens / 1e6,
-        job.tokens_per_step,
-        format!("{:?}", job.phase).to_lowercase()
+        "     {} steps, {batch}, phase {}; gangs (GPUs per machine x machines): {}",
+        job.steps,
+        format!("{:?}", job.phase).to_lowercase(),
+        gangs.join(", ")
     );
     let _ = writeln!(
         out,
@@ -156,14 +180,14 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<4} {:<36} {:<12} {:<9} {:>6} {:<6} {:>11} {:>7} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>8}",
-        "rank", "offer", "hardware", "market", "$/h", "fit", "GiB", "tok/s", "work h", "MTBF h", "save_steps", "wall h", "total $", "ETH $", "$/M tok"
+        "{:<4} {:<36} {:<18} {:<9} {:>6} {:<6} {:>11} {:>7} {:<11} {:>7} {:>7} {:>10} {:>7} {:>9} {:>7} {:>8}",
+        "rank", "offer", "hardware", "market", "$/h", "fit", "GiB", "tok/s", "scaling", "work h", "MTBF h", "save_steps", "wall h", "total $", "ETH $", "$/M tok"
     );
     for (i, e) in plan.ranked.iter().take(top).enumerate() {
         let stale = if e.stale_days.is_some() { "*" } else { "" };
         let _ = writeln!(
             out,
-            "{:<4} {:<36} {:<12} {:<9} {:>6.3} {:<6} {:>11} {:>7.0} {:>7.1} {:>7} {:>10} {:>7.1} {:>9.2} {:>7.2} {:>8.3}",
+            "{:<4} {:<36} {:<18} {:<9} {:>6.3} {:<6} {:>11} {:>7.0} {:<11} {:>7.1} {:>7} {:>10} {:>7.1} {:>9.2} {:>7.2} {:>8.3}",
             i + 1,
             format!("{}{stale}", e.offer),
             e.hardware,
@@ -172,6 +196,7 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
             e.fit.label(),
             format!("{:.1}/{:.0}", e.peak_gib, e.capacity_gib),
             e.tokens_per_second,
+            e.interconnect.map_or("-".into(), |i| format!("{:.2} {}", e.scaling, i.label())),
             e.work_h,
             e.mtbf_h.map_or("-".into(), |m| format!("{m:.1}")),
             e.save_steps.map_or("-".into(), |s| s.to_string()),
@@ -188,9 +213,10 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
     let line = |label: &str, e: Option<&Estimate>| {
         e.map(|e| {
             format!(
-                "{label}: {} {} (${:.2}, {:.1} h wall)\n",
+                "{label}: {} {} on {} (${:.2}, {:.1} h wall)\n",
                 e.offer,
                 e.market.label(),
+                e.hardware,
                 e.total_cost,
                 e.wall_h
             )
@@ -216,6 +242,7 @@ fn render(job: &Job, memory: &MemoryEstimate, plan: &Plan, top: usize, max_age: 
             ),
         ),
         (Cause::Phase, format!("the {phase_name} phase does not rent")),
+        (Cause::Gpus, "without the gang's GPUs ([training] gpus, --gpus)".to_string()),
     ] {
         let n = left_out(cause);
         if n > 0 {

@@ -32,9 +32,6 @@ pub const CPU_FLOPS_PER_VCPU: f64 = 20e9;
 /// put it at 6 to 9 times; this is the middle.
 pub const NATIVE_CUDA_SLOWDOWN: f64 = 7.5;
 
-/// Scaling of data-parallel training over several cards in one node.
-pub const MULTI_GPU_EFFICIENCY: f64 = 0.9;
-
 /// FLOPs one trained token costs.
 pub fn flops_per_token(model: &ModelShape, seq_len: u64, gradient_checkpointing: bool) -> f64 {
     let n = model.params() as f64;
@@ -46,17 +43,15 @@ pub fn flops_per_token(model: &ModelShape, seq_len: u64, gradient_checkpointing:
     forwards * (2.0 * n + attention) + 2.0 * n + 2.0 * attention
 }
 
-/// Tokens per second on `count` cards of `gpu`.
+/// Tokens per second on one card of `gpu` ([`crate::scaling`] takes it to several).
 pub fn gpu_tokens_per_second(
     gpu: &Gpu,
-    count: u32,
     model: &ModelShape,
     seq_len: u64,
     quant: Quant,
     checkpointing: bool,
 ) -> f64 {
-    let cards = if count > 1 { count as f64 * MULTI_GPU_EFFICIENCY } else { 1.0 };
-    cards * gpu.tflops_16bit * 1e12 * mfu(quant) / flops_per_token(model, seq_len, checkpointing)
+    gpu.tflops_16bit * 1e12 * mfu(quant) / flops_per_token(model, seq_len, checkpointing)
 }
 
 /// Tokens per second of tuneline's CPU trainer on `vcpus` cores.
@@ -72,16 +67,9 @@ mod tests {
     #[test]
     fn faster_cards_and_smaller_models_train_faster() {
         let m7 = ModelShape::preset("llama-2-7b").unwrap();
-        let a10 =
-            gpu_tokens_per_second(gpus::find("A10").unwrap(), 1, &m7, 2048, Quant::Bits4, true);
-        let a100 = gpu_tokens_per_second(
-            gpus::find("A100-80GB").unwrap(),
-            1,
-            &m7,
-            2048,
-            Quant::Bits4,
-            true,
-        );
+        let a10 = gpu_tokens_per_second(gpus::find("A10").unwrap(), &m7, 2048, Quant::Bits4, true);
+        let a100 =
+            gpu_tokens_per_second(gpus::find("A100-80GB").unwrap(), &m7, 2048, Quant::Bits4, true);
         assert!((a100 / a10 - 312.0 / 125.0).abs() < 1e-9);
         // QLoRA on a 7B model on an A100: the field reports a few thousand tokens/s.
         assert!((1500.0..6000.0).contains(&a100), "{a100}");

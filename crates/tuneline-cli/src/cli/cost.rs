@@ -38,6 +38,12 @@ pub struct PlanArgs {
     /// Only offers with this GPU
     #[arg(long, value_name = "NAME")]
     pub gpu: Option<String>,
+    /// Also rank a gang of N GPUs per machine (or all of each offer's), instead of [training] gpus, against one GPU
+    #[arg(long, value_name = "N|all")]
+    pub gpus: Option<tuneline_core::config::Gpus>,
+    /// Also rank a gang of M machines, instead of [training] nodes, against one GPU
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes: Option<u32>,
     /// Job phase, instead of [workers] phase: experiment (spot ok), validation (on-demand), delivery (CPU)
     #[arg(long, value_name = "PHASE")]
     pub phase: Option<String>,

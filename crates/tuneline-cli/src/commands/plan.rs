@@ -31,9 +31,10 @@ pub async fn plan(global: &Global, args: &PlanArgs) -> CliResult {
     }
     let catalog = config_job::catalog(&config).map_err(Failure::input)?;
     let job = job(&config, args)?;
+    let shapes = config_job::shapes(&config, args.gpus, args.nodes).map_err(Failure::input)?;
     let only_gpu = args.gpu.as_deref().map(known_gpu).transpose()?;
-    let report =
-        report(&config, &catalog, job, only_gpu).map_err(|e| Failure::input(e.to_string()))?;
+    let report = report(&config, &catalog, job, shapes, only_gpu)
+        .map_err(|e| Failure::input(e.to_string()))?;
     if global.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("plan serializes"));
         return Ok(());

@@ -629,6 +629,10 @@ fn every_command_has_help() {
       -q, --quiet                      Only errors
           --steps <N>                  Optimizer steps, instead of [training] max_steps
           --gpu <NAME>                 Only offers with this GPU
+          --gpus <N|all>               Also rank a gang of N GPUs per machine (or all of each offer's),
+                                       instead of [training] gpus, against one GPU
+          --nodes <M>                  Also rank a gang of M machines, instead of [training] nodes,
+                                       against one GPU
           --phase <PHASE>              Job phase, instead of [workers] phase: experiment (spot ok),
                                        validation (on-demand), delivery (CPU)
           --no-gradient-checkpointing  Plan without gradient checkpointing (more memory, about a quarter
@@ -642,6 +646,7 @@ fn every_command_has_help() {
       -h, --help                       Print help
 
     ----- stderr -----
+
     ");
     help!(ctx, ["simulate"], @"
     success: true

@@ -22,31 +22,32 @@ fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
     exit_code: 0
     ----- stdout -----
     job: qwen2.5-7b (7.62B parameters), QLoRA 4-bit, r=64 on 7 modules, 2 x 4096 tokens per micro-batch, gradient checkpointing
-         32.8M tokens (65536 per step), phase experiment
+         500 steps, 32.8M tokens (65536 per step), phase experiment; gangs (GPUs per machine x machines): 1 GPU(s) x 1
     GPU memory on the torch engine with Liger's fused cross-entropy: 12.9 GiB peak = weights 5.2 + adapter, grads and optimizer 2.4 + activations 4.1 + logits 0.2 + CUDA runtime 1.0
 
-    rank offer                                hardware     market       $/h fit            GiB   tok/s  work h  MTBF h save_steps  wall h   total $   ETH $  $/M tok
-    1    aws/g6e.xlarge/us-east-1*            1x L40S      spot       0.780 fit        12.9/45    2217     4.1  9363.6        500     4.2      3.25    0.88    0.099
-    2    runpod/rtx4090/eu-ro-1*              1x RTX4090   spot       0.350 fit        12.9/22    1011     9.0    10.0         16     9.4      3.29    0.41    0.100
-    3    lambda/gpu_1x_h100_pcie/us-east-1*   1x H100      on-demand  2.490 fit        12.9/75    6057     1.5       -          -     1.6      3.90    2.89    0.119
-    4    runpod/a100-80gb/eu-ro-1*            1x A100-80GB spot       0.820 fit        12.9/75    1911     4.8    10.0         30     5.0      4.10    0.96    0.125
-    5    gcp/g2-standard-8/us-central1*       1x L4        spot       0.340 fit        12.9/22     741    12.3    20.0         16    12.6      4.30    0.39    0.131
-    6    aws/g6.xlarge/us-east-1*             1x L4        spot       0.350 fit        12.9/22     741    12.3 28833.5        500    12.3      4.32    0.39    0.132
-    7    aws/g4dn.xlarge/us-east-1*           1x T4        spot       0.210 tight      12.9/15     398    22.9  5466.9        146    23.0      4.82    0.23    0.147
-    8    gcp/a2-highgpu-1g/us-central1*       1x A100-40GB spot       1.150 fit        12.9/37    1911     4.8    20.0         42     4.9      5.68    1.32    0.173
-    9    lambda/gpu_1x_a100_sxm4/us-east-1*   1x A100-40GB on-demand  1.290 fit        12.9/37    1911     4.8       -          -     4.8      6.24    1.45    0.190
-    10   runpod/rtx4090/eu-ro-1*              1x RTX4090   on-demand  0.690 fit        12.9/22    1011     9.0       -          -     9.1      6.26    0.77    0.191
-    11   aws/g6e.xlarge/us-east-1*            1x L40S      on-demand  1.861 fit        12.9/45    2217     4.1       -          -     4.2      7.76    2.10    0.237
-    12   runpod/a100-80gb/eu-ro-1*            1x A100-80GB on-demand  1.640 fit        12.9/75    1911     4.8       -          -     4.8      7.92    1.85    0.242
-    ... 13 more (--top N, or --json)
+    rank offer                                hardware           market       $/h fit            GiB   tok/s scaling      work h  MTBF h save_steps  wall h   total $   ETH $  $/M tok
+    1    aws/g6e.xlarge/us-east-1*            1x L40S            spot       0.780 fit        12.9/45    2217 -               4.1  9363.6        500     4.2      3.25    0.88    0.099
+    2    runpod/rtx4090/eu-ro-1*              1x RTX4090         spot       0.350 fit        12.9/22    1011 -               9.0    10.0         16     9.4      3.29    0.41    0.100
+    3    lambda/gpu_1x_h100_pcie/us-east-1*   1x H100            on-demand  2.490 fit        12.9/75    6057 -               1.5       -          -     1.6      3.90    2.89    0.119
+    4    runpod/a100-80gb/eu-ro-1*            1x A100-80GB       spot       0.820 fit        12.9/75    1911 -               4.8    10.0         30     5.0      4.10    0.96    0.125
+    5    gcp/g2-standard-8/us-central1*       1x L4              spot       0.340 fit        12.9/22     741 -              12.3    20.0         16    12.6      4.30    0.39    0.131
+    6    aws/g6.xlarge/us-east-1*             1x L4              spot       0.350 fit        12.9/22     741 -              12.3 28833.5        500    12.3      4.32    0.39    0.132
+    7    aws/g4dn.xlarge/us-east-1*           1x T4              spot       0.210 tight      12.9/15     398 -              22.9  5466.9        146    23.0      4.82    0.23    0.147
+    8    gcp/a2-highgpu-1g/us-central1*       1x A100-40GB       spot       1.150 fit        12.9/37    1911 -               4.8    20.0         42     4.9      5.68    1.32    0.173
+    9    lambda/gpu_1x_a100_sxm4/us-east-1*   1x A100-40GB       on-demand  1.290 fit        12.9/37    1911 -               4.8       -          -     4.8      6.24    1.45    0.190
+    10   runpod/rtx4090/eu-ro-1*              1x RTX4090         on-demand  0.690 fit        12.9/22    1011 -               9.0       -          -     9.1      6.26    0.77    0.191
+    11   aws/g6e.xlarge/us-east-1*            1x L40S            on-demand  1.861 fit        12.9/45    2217 -               4.1       -          -     4.2      7.76    2.10    0.237
+    12   runpod/a100-80gb/eu-ro-1*            1x A100-80GB       on-demand  1.640 fit        12.9/75    1911 -               4.8       -          -     4.8      7.92    1.85    0.242
+    ... 16 more (--top N, or --json)
 
-    cheapest job: aws/g6e.xlarge/us-east-1 spot ($3.25, 4.2 h wall)
-    fastest job: lambda/gpu_1x_h100_pcie/us-east-1 on-demand ($3.90, 1.6 h wall)
-    lowest ETH: aws/g4dn.xlarge/us-east-1 spot ($4.82, 23.0 h wall)
+    cheapest job: aws/g6e.xlarge/us-east-1 spot on 1x L40S ($3.25, 4.2 h wall)
+    fastest job: lambda/gpu_1x_h100_pcie/us-east-1 on-demand on 1x H100 ($3.90, 1.6 h wall)
+    lowest ETH: aws/g4dn.xlarge/us-east-1 spot on 1x T4 ($4.82, 23.0 h wall)
     left out: 4 offer(s) without the memory (--json lists them)
-    * 25 offer(s) with prices older than 180 days: check them with the provider, or override them in [cost] catalog
+    * 28 offer(s) with prices older than 180 days: check them with the provider, or override them in [cost] catalog
 
     ----- stderr -----
+
     ");
     assert_eq!(code, 0, "{err}");
     for shown in [
@@ -66,8 +67,8 @@ fn the_guides_qlora_job_is_ranked_by_what_it_costs_within_the_deadline() {
         total.len() >= 5 && total.windows(2).all(|w| w[0] <= w[1]),
         "the first does the job for the least: {total:?}"
     );
-    let tokens = plan["job"]["tokens"].as_f64().unwrap();
     for e in ranked {
+        let tokens = e["tokens"].as_f64().unwrap();
         assert_ne!(e["fit"], "no-fit");
         assert_eq!(
             e["market"] == "spot",
@@ -246,6 +247,14 @@ fn bad_requests_and_catalogs_are_named() {
     assert_eq!(code, 2);
     assert!(err.contains("set [training] max_steps in the config or pass --steps"), "{err}");
 
+    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--gpus", "0"]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("write a positive number of GPUs or \"all\""), "{err}");
+    ctx.write("tuneline.toml", "[training]\nengine = \"native\"\n");
+    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--nodes", "2"]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("the native engine trains on one GPU of one machine"), "{err}");
+
     ctx.write(
         "offers.toml",
         "[[offer]]\nid = \"cheap-box\"\nprovider = \"x\"\nregion = \"y\"\ninstance = \"z\"\ngpu = \"A10\"\nspot_per_hour = -1\n\
@@ -266,6 +275,40 @@ fn bad_requests_and_catalogs_are_named() {
         err.contains("`qkv_proj` is not a module of the model; it has q_proj, k_proj"),
         "{err}"
     );
+}
+
+/// `--gpus` and `--nodes` rank a gang against one GPU for the same global
+/// batch: the whole of each machine billed, the GPUs it leaves idle counted.
+#[test]
+fn gang_shapes_rank_against_one_gpu_within_the_deadline() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "tuneline.toml",
+        "[training]\ngradient_accumulation_steps = 16\n[cost]\ndeadline = \"1h\"\n",
+    );
+    let plan = plan_json(&ctx, &["--gpus", "all", "--nodes", "2"]);
+    let shapes = &plan["shapes"];
+    assert_eq!(
+        shapes,
+        &serde_json::json!([{"gpus": 1, "nodes": 1}, {"gpus": "all", "nodes": 2}]),
+        "the config's single GPU and the asked gang"
+    );
+    let ranked = plan["plan"]["ranked"].as_array().unwrap();
+    let first = &ranked[0];
+    assert_eq!(first["gang"]["nodes"], 2, "only a gang finishes within the hour: {first}");
+    assert_eq!(first["interconnect"], "network");
+    let hardware = first["hardware"].as_str().unwrap();
+    assert!(hardware.starts_with("2 x "), "{hardware}");
+    assert!(plan["plan"]["excluded"].as_array().unwrap().iter().any(
+        |x| x["cause"] == "deadline" && x["reason"].as_str().unwrap().contains("1 h deadline")
+    ));
+    let (code, out, err) = ctx.run(&[&GUIDE[..], &["--gpus", "all", "--nodes", "2"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("gangs (GPUs per machine x machines): 1 GPU(s) x 1, all GPU(s) x 2"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("cheapest job: {} ", first["offer"].as_str().unwrap())), "{out}");
 }
 
 #[test]

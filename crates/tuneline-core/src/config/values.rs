@@ -190,6 +190,30 @@ impl Default for Gpus {
     }
 }
 
+impl fmt::Display for Gpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Gpus::Count(n) => write!(f, "{n}"),
+            Gpus::All => f.write_str("all"),
+        }
+    }
+}
+
+impl std::str::FromStr for Gpus {
+    type Err = String;
+
+    /// `all`, or a positive number.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "all" => Ok(Gpus::All),
+            n => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(Gpus::Count(n)),
+                _ => Err(format!("`{text}`: write a positive number of GPUs or \"all\"")),
+            },
+        }
+    }
+}
+
 impl Gpus {
     /// The processes this means on a machine with `cuda_gpus` GPUs: `all` is
     /// every one (one process on a machine without any).

@@ -13,7 +13,7 @@ export async function plan(view, id) {
   const m = p.job.memory;
   view.append(
     el("p", {}, `${m.model.name}, ${m.quant === "Bits16" ? "LoRA" : "QLoRA"} r=${m.lora_r}, ${m.micro_batch} x ${m.seq_len} tokens per micro-batch; `,
-      `${p.job.tokens < 1e6 ? Math.round(p.job.tokens) + " tokens" : (p.job.tokens / 1e6).toFixed(2) + "M tokens"} to train; phase ${p.job.phase}`),
+      `${p.job.steps} steps of ${p.job.accumulation} micro-batches per GPU; phase ${p.job.phase}`),
     el("p", {}, "save_steps ", el("strong", { id: "save-steps" }, p.save_steps == null ? "none" : String(p.save_steps)), ` (${p.save_steps_why})`),
     el("h2", {}, "Ranked offers"),
     p.plan.ranked.length === 0 ? empty("no offer can run this job") : table(
