@@ -62,12 +62,21 @@ pub struct Segment {
     /// Its machine's place in a gang of several (0 leads); none alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_rank: Option<u32>,
+    /// The training processes (GPUs) its machine ran for a gang; none alone (one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
 }
 
 impl Segment {
     /// Whether it is an attempt of its own: every segment but a gang's followers'.
     pub fn is_attempt(&self) -> bool {
         self.node_rank.is_none_or(|rank| rank == 0)
+    }
+
+    /// Whether `lead` is rank 0 of the gang attempt `self` is a member of:
+    /// every member's segment of an attempt starts at the lease.
+    pub fn led_by(&self, lead: &Segment) -> bool {
+        lead.job == self.job && lead.node_rank == Some(0) && lead.started_at == self.started_at
     }
 }
 

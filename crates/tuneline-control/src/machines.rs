@@ -106,6 +106,7 @@ mod tests {
             trainer_at: None,
             engine: None,
             node_rank: None,
+            processes: None,
             ended_at: None,
             start_step: None,
             max_step: None,

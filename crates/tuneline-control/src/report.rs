@@ -6,7 +6,8 @@
 //!
 //! Wall hours are the length of every segment billed on the training (GPU)
 //! pool. Effective hours are the compute time of the steps that a checkpoint
-//! kept (lost steps were paid for and redone). Utilization is the
+//! kept (lost steps were paid for and redone), on every GPU: a gang's
+//! machines each computed every step its rank 0 reports, on each of their GPUs. Utilization is the
 //! wall-weighted mean of the samples. Delivery's segments, on the CPU pool,
 //! are billed apart: they count in the total, not in ETH, which prices
 //! training.
@@ -98,7 +99,7 @@ pub struct CostReport {
     pub preemptions: usize,
     /// Billed training-instance (GPU pool) hours.
     pub wall_hours: f64,
-    /// Hours computing steps a checkpoint kept.
+    /// GPU-hours computing steps a checkpoint kept: each GPU of a gang counts.
     pub effective_hours: f64,
     /// Wall-weighted mean utilization (1 when nothing was sampled).
     pub utilization: f64,
@@ -147,12 +148,12 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
-    /// The parts of training segment `s`'s bill, its open end at `now`.
-    fn of(s: &Segment, now: f64) -> Self {
+    /// The parts of training segment `s`'s bill (one of `segments`), its open end at `now`.
+    fn of(s: &Segment, segments: &[Segment], now: f64) -> Self {
         let wall = s.wall_s(now);
         let startup = s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall);
-        let computing = s.compute_s.clamp(0.0, wall - startup);
-        let effective = computing * kept_share(s);
+        let computing = computing_s(s, segments, now);
+        let effective = computing * kept_share(lead(s, segments));
         let dollars = |seconds: f64| s.price_per_hour * seconds / 3600.0;
         Self {
             effective_usd: dollars(effective),
@@ -182,9 +183,28 @@ fn kept_share(s: &Segment) -> f64 {
     }
 }
 
-/// Seconds segment `s` spent computing steps a checkpoint kept.
-pub fn effective_s(s: &Segment) -> f64 {
-    s.compute_s * kept_share(s)
+/// Whose steps segment `s` (one of `segments`) computed: its own, or for a
+/// gang's follower, whose trainer reports no steps, its rank 0's, since the
+/// gang computes every step together.
+fn lead<'a>(s: &'a Segment, segments: &'a [Segment]) -> &'a Segment {
+    if s.is_attempt() {
+        return s;
+    }
+    segments.iter().find(|lead| s.led_by(lead)).unwrap_or(s)
+}
+
+/// Seconds segment `s`'s machine spent computing steps, within its time
+/// after startup, its open end at `now`.
+fn computing_s(s: &Segment, segments: &[Segment], now: f64) -> f64 {
+    let wall = s.wall_s(now);
+    let startup = s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall);
+    lead(s, segments).compute_s.clamp(0.0, wall - startup)
+}
+
+/// Seconds segment `s`'s machine (one of `segments`) spent computing steps a
+/// checkpoint kept, its open end at `now`.
+pub fn effective_s(s: &Segment, segments: &[Segment], now: f64) -> f64 {
+    computing_s(s, segments, now) * kept_share(lead(s, segments))
 }
 
 const GB: f64 = 1e9;
@@ -200,7 +220,9 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         of.iter().map(|s| each(s)).fold(0.0, |a, b| a + b)
     };
     let wall_s = total(&training, &wall);
-    let effective_s: f64 = segments.iter().map(effective_s).sum();
+    let gpu_effective_s =
+        |s: &Segment| effective_s(s, segments, now) * f64::from(s.processes.unwrap_or(1));
+    let effective_s = total(&training, &gpu_effective_s);
     let sampled: Vec<_> =
         training.iter().filter_map(|s| s.utilization.map(|u| (u, wall(s)))).collect();
     let sampled_wall: f64 = sampled.iter().map(|(_, w)| w).sum();
@@ -239,7 +261,7 @@ pub fn report(segments: &[Segment], prices: Prices, now: f64) -> CostReport {
         compute_usd,
         breakdown: training
             .iter()
-            .fold(Breakdown::default(), |sum, s| sum.add(Breakdown::of(s, now))),
+            .fold(Breakdown::default(), |sum, s| sum.add(Breakdown::of(s, segments, now))),
         delivery_hours: total(&delivery, &wall) / 3600.0,
         delivery_usd,
         storage_usd,
@@ -288,6 +310,7 @@ mod tests {
             trainer_at: Some(start + 60.0),
             engine: None,
             node_rank: None,
+            processes: None,
         }
     }
 
@@ -295,9 +318,10 @@ mod tests {
     fn eth_counts_lost_steps_as_paid_and_not_effective() {
         // Two hours billed at $2/h: the first hour trained 10 steps and lost 5 of
         // them, the second trained the rest; 0.5 utilization throughout.
+        let at_once = |s: Segment| Segment { trainer_at: Some(s.started_at), ..s };
         let segments = [
-            segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted"),
-            segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded"),
+            at_once(segment(0.0, 3600.0, (0, 10), 5, 3600.0, "preempted")),
+            at_once(segment(3600.0, 7200.0, (5, 15), 0, 3600.0, "succeeded")),
         ];
         let r = report(
             &segments,
@@ -373,5 +397,33 @@ mod tests {
             (alone.eth_usd, alone.utilization),
             "delivery changes neither ETH nor utilization"
         );
+    }
+
+    #[test]
+    fn a_gangs_machines_each_bill_a_line_and_eth_counts_every_gpu() {
+        // Two machines of two GPUs for an hour at $2/h each: rank 0 reports
+        // 1800 s computing 10 steps, all kept; its follower reports none.
+        let lead = Segment {
+            node_rank: Some(0),
+            processes: Some(2),
+            ..segment(0.0, 3600.0, (0, 10), 0, 1800.0, "succeeded")
+        };
+        let follower = Segment {
+            worker: 2,
+            node_rank: Some(1),
+            processes: Some(2),
+            start_step: None,
+            max_step: None,
+            ..segment(0.0, 3600.0, (0, 0), 0, 0.0, "succeeded")
+        };
+        let prices =
+            Prices { storage_per_gb_month: 0.0, egress_per_gb: 0.0, max_worker_per_hour: 100.0 };
+        let r = report(&[lead, follower], prices, 3600.0);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(r.wall_hours, 2.0) && close(r.compute_usd, 4.0), "{r:?}");
+        assert!(close(r.effective_hours, 4.0 * 0.5), "four GPUs computed half an hour: {r:?}");
+        assert!(close(r.breakdown.effective_usd, 2.0), "both machines computed: {r:?}");
+        assert_eq!(r.steps_committed, 10, "the gang's steps, once");
+        assert!(close(r.eth_usd.unwrap(), 4.0 / (2.0 * 0.5)), "{r:?}");
     }
 }

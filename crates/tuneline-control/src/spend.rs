@@ -69,7 +69,8 @@ impl Spend {
                 if wall == 0.0 {
                     0.0
                 } else {
-                    effective_s(s) * overlap(s.started_at, s.started_at + wall, week_ago, now)
+                    effective_s(s, segments, now)
+                        * overlap(s.started_at, s.started_at + wall, week_ago, now)
                         / wall
                 }
             })
@@ -136,9 +137,10 @@ mod tests {
             spot: true,
             price_as_of: None,
             started_at: now - 4.0 * 3600.0,
-            trainer_at: None,
+            trainer_at: Some(now - 4.0 * 3600.0),
             engine: None,
             node_rank: None,
+            processes: None,
             ended_at: None,
             start_step: Some(0),
             max_step: Some(10),

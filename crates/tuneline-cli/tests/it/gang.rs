@@ -100,6 +100,19 @@ fn a_job_of_two_machines_waits_for_a_whole_gang_and_trains_on_both() {
     )
     .unwrap();
     assert_eq!(state["micro_batches"], 2, "both machines' micro-batches in each step");
+
+    // The bill: a segment per machine, and ETH over both machines' computing,
+    // though only rank 0 reports the steps.
+    let (code, bill, err) = ctx.run(&["--json", "cost", "report", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let bill: serde_json::Value = serde_json::from_str(&bill).unwrap();
+    assert_eq!(bill["cost"]["segments"], 2, "{bill}");
+    let computed = attempts[0]["compute_s"].as_f64().unwrap() / 3600.0;
+    let effective = bill["cost"]["effective_hours"].as_f64().unwrap();
+    assert!(
+        computed > 0.0 && effective > 1.5 * computed && effective <= 2.0 * computed + 1e-9,
+        "both machines computed rank 0's {computed} h: {bill}"
+    );
 }
 
 #[test]

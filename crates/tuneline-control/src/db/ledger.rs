@@ -9,8 +9,9 @@ use super::{Db, DbError};
 use tuneline_api::{Outcome, Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
-    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at, s.engine, s.node_rank
-    FROM segments s JOIN workers w ON w.id = s.worker";
+    s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at, s.engine, s.node_rank,
+    json_extract(j.spec, '$.gang.gpus')
+    FROM segments s JOIN workers w ON w.id = s.worker JOIN jobs j ON j.id = s.job";
 
 /// The outcome stored in column `i` as [`Outcome::as_str`] names it.
 fn outcome(row: &Row, i: usize) -> rusqlite::Result<Option<Outcome>> {
@@ -32,6 +33,10 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
     let info: String = row.get(2)?;
     let info: WorkerRegister = serde_json::from_str(&info).unwrap_or_default();
     let (util_sum, util_n): (f64, u64) = (row.get(10)?, row.get(11)?);
+    let (node_rank, gang_gpus): (Option<u32>, Option<u32>) = (row.get(18)?, row.get(19)?);
+    // A gang's `gpus = 0` is every GPU of the machine (one process without any).
+    let processes =
+        node_rank.and(gang_gpus).map(|gpus| if gpus == 0 { info.gpus.max(1) } else { gpus });
     Ok(Segment {
         job: row.get(0)?,
         worker: row.get(1)?,
@@ -56,7 +61,8 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
         error: row.get(15)?,
         trainer_at: row.get(16)?,
         engine: row.get(17)?,
-        node_rank: row.get(18)?,
+        node_rank,
+        processes,
     })
 }
 
