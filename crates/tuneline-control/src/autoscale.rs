@@ -16,6 +16,13 @@
 //! next launch goes elsewhere (SkyPilot #10021), unless every choice is
 //! cooling. Each choice and its reason is an event in the log of the job it is for.
 //!
+//! A queued gang (`[training] nodes = M`) gets its M machines together, from
+//! one choice (one provider, one region): when that choice runs out of
+//! capacity midway, what it launched is terminated and the next is tried.
+//! Machines of a gang that has not formed after the pool's `gang_timeout`
+//! (one never booted or never joined) are terminated, and that choice cools
+//! down, so the gang's next launch goes to the next offer.
+//!
 //! A provider may bill an instance at another price than the offer's (it
 //! reports it at launch: RunPod's `costPerHr`); the ledger keeps the
 //! reported one, set on the instance's worker once it registers.
@@ -62,6 +69,8 @@ pub struct Pool {
     pub boot_grace: Duration,
     /// An offer whose instance was preempted is not launched again for this long, while another is not cooling.
     pub cooldown: Duration,
+    /// Machines launched for a gang that has not formed after this long are terminated.
+    pub gang_timeout: Duration,
 }
 
 impl Pool {
@@ -79,6 +88,7 @@ impl Pool {
             idle_timeout: workers.idle_timeout.0,
             boot_grace: BOOT_GRACE,
             cooldown: COOLDOWN,
+            gang_timeout: workers.gang_timeout.0,
         }
     }
 }
@@ -121,6 +131,20 @@ pub struct Autoscaler {
     /// Launched instances whose worker has not registered yet, by provider and
     /// id: the offer as their provider reported it (its price).
     reported: Mutex<HashMap<(String, String), Offer>>,
+    /// Machines launched for gangs that have not formed yet.
+    gangs: Mutex<Vec<GangLaunch>>,
+}
+
+/// The machines launched together for one queued gang.
+struct GangLaunch {
+    /// The gang's job.
+    job: i64,
+    /// The choice they were launched from.
+    choice: usize,
+    /// Their instance ids.
+    instances: Vec<String>,
+    /// When (seconds since the epoch).
+    at: f64,
 }
 
 /// Runs a pass of each of `autoscalers` every `every`, until the task is
@@ -137,13 +161,25 @@ pub async fn scale(autoscalers: Vec<Arc<Autoscaler>>, every: Duration) {
     }
 }
 
-/// Choices cooling down after a preemption.
+/// Choices cooling down after a preemption or a gang that did not form.
 #[derive(Default)]
 struct Cooling {
-    /// Each cooling choice's index in the pool, and until when (seconds since the epoch).
-    until: Vec<(usize, f64)>,
+    /// Each cooling choice's index in the pool, until when (seconds since the
+    /// epoch), and after what (`a preemption`).
+    until: Vec<(usize, f64, &'static str)>,
     /// Preemptions up to this time are counted.
     seen: f64,
+}
+
+/// Why a choice cools down after a gang's machines on it did not all join.
+const GANG_UNFORMED: &str = "a gang that did not form";
+
+impl Cooling {
+    /// Cools choice `index` until `until`, after `why`.
+    fn cool(&mut self, index: usize, until: f64, why: &'static str) {
+        self.until.retain(|(i, ..)| *i != index);
+        self.until.push((index, until, why));
+    }
 }
 
 /// A lock, whether or not its last holder panicked: what it guards stays consistent.
@@ -161,7 +197,14 @@ impl Autoscaler {
             }
         }
         let cooling = Mutex::new(Cooling { until: Vec::new(), seen: now() });
-        Self { shared, pool, providers, cooling, reported: Mutex::default() }
+        Self {
+            shared,
+            pool,
+            providers,
+            cooling,
+            reported: Mutex::default(),
+            gangs: Mutex::default(),
+        }
     }
 
     /// One pass: reconcile each provider, stop idle workers, launch what is missing.
@@ -201,13 +244,32 @@ impl Autoscaler {
         if !pass.vanished.is_empty() {
             self.shared.wake();
         }
+        live -= self.expire_gangs(&workers, &mut pass).await;
         let desired = self.pool.max_workers.min(runnable);
         if live < desired {
             self.cool_preempted();
         }
-        for _ in live..desired {
-            match self.launch_one().await {
-                Ok(instance) => pass.launched.push(instance),
+        let mut missing = desired.saturating_sub(live);
+        // A queued gang's machines launch together, while they fit.
+        let waiting = self.shared.db().queued_gangs(self.pool.class).unwrap_or_default();
+        for (job, nodes) in waiting {
+            if nodes > missing || lock(&self.gangs).iter().any(|g| g.job == job) {
+                continue;
+            }
+            match self.launch(nodes, Some(job)).await {
+                Ok(ids) => {
+                    missing -= nodes;
+                    pass.launched.extend(ids);
+                }
+                Err(failure) => {
+                    pass.failed.push(failure);
+                    return pass;
+                }
+            }
+        }
+        for _ in 0..missing {
+            match self.launch(1, None).await {
+                Ok(ids) => pass.launched.extend(ids),
                 Err(failure) => {
                     pass.failed.push(failure);
                     break;
@@ -215,6 +277,68 @@ impl Autoscaler {
             }
         }
         pass
+    }
+
+    /// Terminates the machines of gangs that have not formed within the
+    /// pool's `gang_timeout` (their job still queued), and cools their choice
+    /// down so that the gang's next launch tries the next offer. Forgets the
+    /// gangs whose job left the queue. Returns how many instances it terminated.
+    async fn expire_gangs(&self, workers: &[Worker], pass: &mut Pass) -> u32 {
+        let at = now();
+        let timeout = self.pool.gang_timeout;
+        let expired: Vec<GangLaunch> = {
+            let db = self.shared.db();
+            let mut gangs = lock(&self.gangs);
+            gangs.retain(|g| db.get(g.job).is_ok_and(|j| j.state == tuneline_api::State::Queued));
+            let (expired, kept) = gangs.drain(..).partition(|g| at - g.at > timeout.as_secs_f64());
+            *gangs = kept;
+            expired
+        };
+        let mut terminated = 0;
+        for gang in expired {
+            let choice = &self.pool.choices[gang.choice];
+            let name = choice.provider.name();
+            let joined = |id: &str| {
+                workers
+                    .iter()
+                    .find(|w| w.info.provider == name && w.info.instance.as_deref() == Some(id))
+            };
+            let mut ended = Vec::new();
+            for id in &gang.instances {
+                let worker = joined(id);
+                match choice.provider.terminate(id).await {
+                    Ok(()) => {
+                        if let Some(w) = worker {
+                            let _ = self.shared.db().end_worker(w.id, false);
+                        }
+                        terminated += 1;
+                        pass.terminated.push(id.clone());
+                        ended.push(format!(
+                            "{id} ({})",
+                            if worker.is_some() { "joined" } else { "never joined" }
+                        ));
+                    }
+                    Err(e) => pass.failed.push(format!(
+                        "could not terminate {id} of job {}'s partial gang: {e}; destroy it by hand",
+                        gang.job
+                    )),
+                }
+            }
+            {
+                let mut cooling = lock(&self.cooling);
+                cooling.cool(gang.choice, at + self.pool.cooldown.as_secs_f64(), GANG_UNFORMED);
+            }
+            let text = format!(
+                "tuneline: the gang of {} machines on {} did not form within the gang timeout ({:?}): terminated {}; trying the next offer",
+                gang.instances.len(),
+                describe(choice),
+                timeout,
+                ended.join(", ")
+            );
+            tracing::warn!("job {}: {text}", gang.job);
+            let _ = self.shared.db().note_on(gang.job, &text);
+        }
+        terminated
     }
 
     /// Reconciles `provider`'s `instances` with its workers `mine`: keeps
@@ -322,8 +446,7 @@ impl Autoscaler {
                         && c.offer.spot == segment.spot
                 });
                 if let Some(index) = found {
-                    cooling.until.retain(|(i, _)| *i != index);
-                    cooling.until.push((index, ended + self.pool.cooldown.as_secs_f64()));
+                    cooling.cool(index, ended + self.pool.cooldown.as_secs_f64(), "a preemption");
                     let text = format!(
                         "{} was preempted: it cools down for {:?}",
                         describe(&self.pool.choices[index]),
@@ -340,8 +463,8 @@ impl Autoscaler {
     fn order(&self) -> Vec<usize> {
         let mut cooling = lock(&self.cooling);
         let at = now();
-        cooling.until.retain(|(_, until)| *until > at);
-        let until = |i: usize| cooling.until.iter().find(|(c, _)| *c == i).map(|(_, u)| *u);
+        cooling.until.retain(|(_, until, _)| *until > at);
+        let until = |i: usize| cooling.until.iter().find(|(c, ..)| *c == i).map(|(_, u, _)| *u);
         let count = self.pool.choices.len();
         let mut order: Vec<usize> = (0..count).filter(|&i| until(i).is_none()).collect();
         let mut cold: Vec<usize> = (0..count).filter(|&i| until(i).is_some()).collect();
@@ -350,54 +473,35 @@ impl Autoscaler {
         order
     }
 
-    /// Launches one instance: the first choice in [`Self::order`] that has
-    /// room, its reason an event of the job it is for. Returns its id, or why none launched.
-    async fn launch_one(&self) -> Result<String, String> {
+    /// Launches `count` instances together on the first choice in
+    /// [`Self::order`] that has room for all of them (for the gang of job
+    /// `gang`, when given), the reason an event of the job they are for.
+    /// Returns their ids, or why none launched.
+    async fn launch(&self, count: u32, gang: Option<i64>) -> Result<Vec<String>, String> {
         let mut passed_over = Vec::new();
         let order = self.order();
         let cooling = lock(&self.cooling).until.clone();
         for (attempt, index) in order.iter().copied().enumerate() {
             let choice = &self.pool.choices[index];
-            match choice.provider.launch(&choice.offer).await {
-                Ok(instance) => {
-                    let cools = |i: usize| cooling.iter().any(|(c, _)| *c == i);
-                    let mut why: Vec<String> = (0..index)
-                        .filter(|&i| cools(i) && !cools(index))
-                        .map(|i| {
-                            format!(
-                                "{} is cooling down after a preemption",
-                                describe(&self.pool.choices[i])
-                            )
-                        })
-                        .collect();
-                    why.extend(passed_over);
-                    if cools(index) {
-                        why.push("it is cooling down after a preemption, but every other offer is too or is full".into());
+            let mut launched = Vec::new();
+            let mut refused = None;
+            for _ in 0..count {
+                match choice.provider.launch(&choice.offer).await {
+                    Ok(instance) => launched.push(instance),
+                    Err(e) => {
+                        refused = Some(e);
+                        break;
                     }
-                    if why.is_empty() {
-                        why.push("the pool's first choice".into());
-                    }
-                    if let Some(rank) = &choice.rank {
-                        why.push(format!(
-                            "ranked {} of {}: {rank}",
-                            index + 1,
-                            self.pool.choices.len()
-                        ));
-                    }
-                    let name = choice.provider.name();
-                    let text = format!(
-                        "tuneline: launched {} as {} ({})",
-                        offered(&instance.offer, name),
-                        instance.id,
-                        why.join("; ")
-                    );
-                    tracing::info!("{text}");
-                    let _ = self.shared.db().note(self.pool.class, &text);
-                    lock(&self.reported)
-                        .insert((name.to_string(), instance.id.clone()), instance.offer);
-                    return Ok(instance.id);
                 }
-                Err(e) if e.is_no_capacity() && attempt + 1 < order.len() => {
+            }
+            if let Some(e) = refused {
+                // A gang's machines launch together or not at all.
+                for instance in &launched {
+                    if let Err(e) = choice.provider.terminate(&instance.id).await {
+                        tracing::error!("could not terminate {} of a gang launched in part: {e}; destroy it by hand", instance.id);
+                    }
+                }
+                if e.is_no_capacity() && attempt + 1 < order.len() {
                     let text = format!("{} has no capacity ({})", describe(choice), e.message);
                     tracing::warn!("{text}; trying the next offer");
                     let _ = self
@@ -405,9 +509,62 @@ impl Autoscaler {
                         .db()
                         .note(self.pool.class, &format!("tuneline: {text}; trying the next offer"));
                     passed_over.push(text);
+                    continue;
                 }
-                Err(e) => return Err(self.launch_failed(choice, &e)),
+                return Err(self.launch_failed(choice, &e));
             }
+            let after = |i: usize| cooling.iter().find(|(c, ..)| *c == i).map(|(.., why)| *why);
+            let cools = |i: usize| after(i).is_some();
+            let mut why: Vec<String> = (0..index)
+                .filter(|&i| cools(i) && !cools(index))
+                .map(|i| {
+                    format!(
+                        "{} is cooling down after {}",
+                        describe(&self.pool.choices[i]),
+                        after(i).unwrap_or_default()
+                    )
+                })
+                .collect();
+            why.extend(passed_over);
+            if cools(index) {
+                why.push("it is cooling down, but every other offer is too or is full".into());
+            }
+            if why.is_empty() {
+                why.push("the pool's first choice".into());
+            }
+            if let Some(rank) = &choice.rank {
+                why.push(format!("ranked {} of {}: {rank}", index + 1, self.pool.choices.len()));
+            }
+            let name = choice.provider.name();
+            let ids: Vec<String> = launched.iter().map(|i| i.id.clone()).collect();
+            let what = match gang {
+                Some(_) => format!("a gang of {count}: {}", ids.join(", ")),
+                None => ids.join(", "),
+            };
+            let text = format!(
+                "tuneline: launched {} as {what} ({})",
+                offered(&launched[0].offer, name),
+                why.join("; ")
+            );
+            tracing::info!("{text}");
+            let _ = match gang {
+                Some(job) => self.shared.db().note_on(job, &text),
+                None => self.shared.db().note(self.pool.class, &text).map(|_| ()),
+            };
+            let mut reported = lock(&self.reported);
+            for instance in launched {
+                reported.insert((name.to_string(), instance.id), instance.offer);
+            }
+            if let Some(job) = gang {
+                let at = now();
+                lock(&self.gangs).push(GangLaunch {
+                    job,
+                    choice: index,
+                    instances: ids.clone(),
+                    at,
+                });
+            }
+            return Ok(ids);
         }
         Err("the pool has no offers to launch".into())
     }

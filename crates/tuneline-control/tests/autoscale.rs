@@ -96,6 +96,9 @@ impl JobCheck for Accept {
     }
 }
 
+/// How long a gang's machines have to form one, unless a test says.
+const GANG_TIMEOUT: Duration = Duration::from_secs(600);
+
 fn offer() -> Offer {
     Offer { instance_type: "gpu-small".into(), price_per_hour: 0.4, spot: true, price_as_of: None }
 }
@@ -123,6 +126,7 @@ fn setup(
         idle_timeout,
         boot_grace,
         cooldown: COOLDOWN,
+        gang_timeout: GANG_TIMEOUT,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
     (shared, provider, autoscaler)
@@ -164,19 +168,84 @@ async fn workers_follow_runnable_jobs_up_to_max_workers() {
     assert_eq!(provider.list().await.unwrap().len(), 2);
 }
 
+/// A command job of a gang of two machines.
+fn gang_of_two() -> JobSpec {
+    JobSpec::Command(CommandSpec {
+        gang: Some(tuneline_api::GangShape { nodes: 2, min_nodes: 2, gpus: 1 }),
+        ..CommandSpec::new(["torchrun", "t.py"], "r", "memory://")
+    })
+}
+
 #[tokio::test]
 async fn a_gang_job_asks_for_as_many_workers_as_its_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, _provider, autoscaler) =
         setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(60));
-    let gang = tuneline_api::GangShape { nodes: 2, min_nodes: 2, gpus: 1 };
-    let spec = JobSpec::Command(CommandSpec {
-        gang: Some(gang),
-        ..CommandSpec::new(["torchrun", "t.py"], "r", "memory://")
-    });
-    shared.db().submit(&spec, 3).unwrap();
+    shared.db().submit(&gang_of_two(), 3).unwrap();
     assert_eq!(shared.db().runnable(tuneline_api::WorkerClass::Gpu).unwrap(), 2);
     assert_eq!(autoscaler.pass().await.launched, ["i-0", "i-1"], "both of the gang's machines");
+}
+
+/// A gang's machines launch together from one offer: an offer with room for
+/// only one of them gives it back, and the next offer takes the gang. A gang
+/// that has not formed within `gang_timeout` (a machine never joined) is
+/// never leased; its machines are terminated, and its offer cools down so
+/// that the gang goes to the next one.
+#[tokio::test]
+async fn a_gang_launches_together_and_one_that_never_forms_is_terminated_after_the_gang_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, _) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(600));
+    let big = Offer { instance_type: "gpu-big".into(), price_per_hour: 0.8, ..offer() };
+    let pool = Pool {
+        class: WorkerClass::Gpu,
+        choices: choices(&provider, [offer(), big]),
+        max_workers: 4,
+        idle_timeout: Duration::from_secs(1800),
+        boot_grace: Duration::from_secs(600),
+        cooldown: COOLDOWN,
+        gang_timeout: Duration::from_millis(1500),
+    };
+    let autoscaler = Autoscaler::new(shared.clone(), pool);
+    let job = shared.db().submit(&gang_of_two(), 3).unwrap().id;
+    // The first offer has room for one machine only.
+    provider.inject(
+        Target::Nth(Call::Launch, 2),
+        Fault::Fail(ErrorKind::NoCapacity, "InsufficientInstanceCapacity".into()),
+    );
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.launched, ["i-1", "i-2"], "{pass:?}");
+    assert_eq!(*provider.inner().terminated.lock().unwrap(), ["i-0"], "half a gang given back");
+    let types: Vec<String> =
+        provider.list().await.unwrap().into_iter().map(|i| i.offer.instance_type).collect();
+    assert_eq!(types, ["gpu-big", "gpu-big"], "one offer, one region, for the whole gang");
+
+    // One machine joins, the other never does: the gang is not leased.
+    let joined = register(&shared, "i-1");
+    assert!(shared.db().lease(joined).unwrap().is_none(), "half a gang leased");
+    assert!(autoscaler.pass().await.launched.is_empty(), "the gang's machines are booting");
+
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let pass = autoscaler.pass().await;
+    assert_eq!(pass.terminated, ["i-1", "i-2"], "{pass:?}");
+    assert_eq!(pass.launched, ["i-3", "i-4"], "the next offer: {pass:?}");
+    let types: Vec<String> =
+        provider.list().await.unwrap().into_iter().map(|i| i.offer.instance_type).collect();
+    assert_eq!(types, ["gpu-small", "gpu-small"]);
+    assert_eq!(shared.db().get(job).unwrap().state, State::Queued);
+    assert!(
+        shared.db().workers(false).unwrap().iter().all(|w| w.id != joined),
+        "the joined member's worker ended with its machine"
+    );
+    let log = log_of(&shared, job);
+    assert!(
+        log.contains("the gang of 2 machines on gpu-big spot at $0.800/h on local did not form within the gang timeout (1.5s): terminated i-1 (joined), i-2 (never joined); trying the next offer"),
+        "{log}"
+    );
+    assert!(
+        log.contains("launched gpu-small spot at $0.400/h on local as a gang of 2: i-3, i-4"),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -198,6 +267,7 @@ async fn delivery_runs_on_the_cpu_pool_and_training_on_the_gpu_pool() {
         idle_timeout: Duration::from_secs(1800),
         boot_grace: BOOT_GRACE,
         cooldown: COOLDOWN,
+        gang_timeout: GANG_TIMEOUT,
     };
     let delivery = Autoscaler::new(shared.clone(), pool);
     let deliver = JobSpec::Deliver(DeliverSpec {
@@ -391,6 +461,7 @@ async fn a_preempted_offer_cools_down_and_a_full_one_falls_back_to_the_next_with
         idle_timeout: Duration::from_secs(1800),
         boot_grace: BOOT_GRACE,
         cooldown: COOLDOWN,
+        gang_timeout: GANG_TIMEOUT,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
 
@@ -551,6 +622,7 @@ async fn a_ranked_pool_spans_providers_falls_back_across_them_and_cools_an_offer
         idle_timeout: Duration::from_secs(1800),
         boot_grace: BOOT_GRACE,
         cooldown: COOLDOWN,
+        gang_timeout: GANG_TIMEOUT,
     };
     let autoscaler = Autoscaler::new(shared.clone(), pool);
 

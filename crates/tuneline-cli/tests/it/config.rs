@@ -153,6 +153,7 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     providers = []
     max_workers = 2
     idle_timeout = "30m"
+    gang_timeout = "10m"
     lease_timeout = "30s"
     orphan_timeout = "30m"
     phase = "experiment"

@@ -86,11 +86,17 @@ impl Db {
         let Some(job) = self.conn.query_row(&sql, [], |r| r.get::<_, i64>(0)).optional()? else {
             return Ok(None);
         };
+        self.note_on(job, text)?;
+        Ok(Some(job))
+    }
+
+    /// Adds `text` to job `job`'s log as a control-plane event.
+    pub fn note_on(&self, job: i64, text: &str) -> Result<(), DbError> {
         self.conn.execute(
             "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'event', ?3)",
             params![job, now(), text],
         )?;
-        Ok(Some(job))
+        Ok(())
     }
 }
 

@@ -231,6 +231,14 @@ impl Db {
         Ok(self.conn.query_row(&sql, [], |r| r.get(0))?)
     }
 
+    /// The queued gangs of `class`'s jobs, oldest first: each job's id and `nodes`.
+    pub fn queued_gangs(&self, class: WorkerClass) -> Result<Vec<(i64, u32)>, DbError> {
+        let sql = format!("SELECT id, json_extract(spec, '$.gang.nodes') FROM jobs WHERE state = 'queued' AND kind IN ({}) AND json_extract(spec, '$.gang.nodes') > 1 ORDER BY id", kinds_of(class));
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Cancels job `id` (a queued one at once; a running one's worker is told to stop).
     pub fn cancel(&mut self, id: i64) -> Result<Job, DbError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

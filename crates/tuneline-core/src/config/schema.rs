@@ -503,6 +503,9 @@ pub struct WorkersConfig {
     pub max_workers: u32,
     /// An idle worker is terminated after this long.
     pub idle_timeout: HumanDuration,
+    /// Machines launched for a gang (`[training] nodes`) that have not all
+    /// joined after this long are terminated, and the next offer is tried.
+    pub gang_timeout: HumanDuration,
     /// A worker silent for this long is declared lost.
     pub lease_timeout: HumanDuration,
     /// A cloud instance's worker that hears nothing from the server for this
@@ -535,6 +538,7 @@ impl Default for WorkersConfig {
             providers: Vec::new(),
             max_workers: 2,
             idle_timeout: HumanDuration::from_secs(30 * 60),
+            gang_timeout: HumanDuration::from_secs(10 * 60),
             lease_timeout: HumanDuration::from_secs(30),
             orphan_timeout: HumanDuration::from_secs(30 * 60),
             phase: Phase::Experiment,
