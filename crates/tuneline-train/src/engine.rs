@@ -73,6 +73,11 @@ pub trait Engine {
         true
     }
 
+    /// Training processes in the run: above one for a gang ([`crate::gang`]).
+    fn world(&self) -> u32 {
+        1
+    }
+
     /// After a step, whether the run stops there, given whether this process
     /// was asked to (`local`): for a gang, whether any member was.
     fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {

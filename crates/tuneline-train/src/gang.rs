@@ -239,6 +239,10 @@ impl Engine for Gang {
         self.members[0].leads()
     }
 
+    fn world(&self) -> u32 {
+        self.members[0].world()
+    }
+
     fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
         self.each(|m| m.agree_stop(local))
     }

@@ -365,6 +365,10 @@ impl Engine for ProgramEngine {
         self.rank.rank == 0
     }
 
+    fn world(&self) -> u32 {
+        self.rank.world
+    }
+
     fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
         if self.rank.world == 1 {
             return Ok(local);

@@ -7,6 +7,11 @@
 //! counted from the notice: a step that cannot finish in time is abandoned
 //! (or not started), and the last finished one is committed instead, even if
 //! that runs past the grace period; that step's eval loss is skipped.
+//!
+//! A gang that fails (a member crashed or its link was cut, so a collective
+//! failed) still holds, on rank 0, the state of its last finished step:
+//! rank 0 commits it, if no checkpoint has it yet, before failing, so that
+//! the next gang resumes from there instead of from the last `save_steps`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -176,9 +181,67 @@ pub fn run(
     if leads {
         rewrite_metrics(&metrics, &history)?;
     }
-    let mut upload: Option<Upload> = None;
-    let mut saved = trainer.global_step();
-    let deadline = || spec.stop.requested_at().map(|at| at + spec.grace);
+    let mut at = Saved { upload: None, step: trainer.global_step() };
+    let stopping = match steps(trainer, eval_rows, spec, &mut history, &mut at, handle, on_event) {
+        Ok(stopping) => stopping,
+        Err(e) if leads && trainer.world() > 1 && at.step < trainer.global_step() => {
+            let step = trainer.global_step();
+            tracing::warn!("the gang failed after step {step} ({e}); rank 0 commits step {step}");
+            let committed = finish(&mut at, handle)
+                .and_then(|()| save(trainer, spec, &history, &metrics, handle, on_event))
+                .and_then(|upload| finish_upload(handle, upload));
+            match committed {
+                Ok(()) => {
+                    tracing::warn!("rank 0 committed step {step}: the next gang resumes there")
+                }
+                Err(lost) => tracing::error!("rank 0 could not commit step {step}: {lost}"),
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    if leads && stopping && at.step < trainer.global_step() {
+        finish(&mut at, handle)?;
+        at.upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
+    }
+    // Even past the grace period: giving up a finished step would lose it for
+    // sure, and the instance may outlive the notice.
+    finish(&mut at, handle)?;
+    Ok(if trainer.done() {
+        Ended::Completed { steps: trainer.global_step() }
+    } else {
+        Ended::Stopped { step: trainer.global_step() }
+    })
+}
+
+/// The checkpoint last saved: its step, and its upload while it runs.
+struct Saved {
+    upload: Option<Upload>,
+    step: u64,
+}
+
+/// Waits for the upload of the checkpoint last saved, if one runs.
+fn finish(at: &mut Saved, handle: &Handle) -> Result<(), RunError> {
+    match at.upload.take() {
+        Some(upload) => finish_upload(handle, upload),
+        None => Ok(()),
+    }
+}
+
+/// Trains until the last step or a stop, saving every `save_steps`; returns
+/// whether it stopped on request.
+fn steps(
+    trainer: &mut dyn Engine,
+    eval_rows: &[Row],
+    spec: &RunSpec,
+    history: &mut Vec<StepLog>,
+    at: &mut Saved,
+    handle: &Handle,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<bool, RunError> {
+    let leads = trainer.leads();
+    let metrics = spec.work.join("metrics.jsonl");
+    let deadline = || spec.stop.requested_at().map(|asked| asked + spec.grace);
     // Leave room to save and commit the checkpoint: a fifth of the grace period.
     let abandon =
         |rest: Duration| deadline().is_some_and(|d| Instant::now() + rest + spec.grace / 5 > d);
@@ -215,29 +278,12 @@ pub fn run(
         }
         let due = trainer.done() || trainer.global_step().is_multiple_of(spec.save_steps.max(1));
         if leads && due {
-            if let Some(previous) = upload.take() {
-                finish_upload(handle, previous)?;
-            }
-            upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
-            saved = trainer.global_step();
+            finish(at, handle)?;
+            at.upload = Some(save(trainer, spec, history, &metrics, handle, on_event)?);
+            at.step = trainer.global_step();
         }
     }
-    if leads && stopping && saved < trainer.global_step() {
-        if let Some(previous) = upload.take() {
-            finish_upload(handle, previous)?;
-        }
-        upload = Some(save(trainer, spec, &history, &metrics, handle, on_event)?);
-    }
-    // Even past the grace period: giving up a finished step would lose it for
-    // sure, and the instance may outlive the notice.
-    if let Some(last) = upload.take() {
-        finish_upload(handle, last)?;
-    }
-    Ok(if trainer.done() {
-        Ended::Completed { steps: trainer.global_step() }
-    } else {
-        Ended::Stopped { step: trainer.global_step() }
-    })
+    Ok(stopping)
 }
 
 /// A checkpoint's upload and commit, running while training goes on.

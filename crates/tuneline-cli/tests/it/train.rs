@@ -387,21 +387,7 @@ fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
     assert!(err.contains("training.nodes") && err.contains("engine = \"torch\""), "{err}");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let member = |rank: u32| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
-            .args(["train", "--cache-dir", &format!("node-{rank}")])
-            .current_dir(ctx.path(""))
-            .env("TUNELINE_ENGINES_DIR", tuneline_testkit::cache_dir().join("engines"))
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env("NODE_RANK", rank.to_string())
-            .env("NNODES", "2")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (leader, follower) = (member(0), member(1));
+    let (leader, follower) = (gang_member(&ctx, port, 0), gang_member(&ctx, port, 1));
     let [leader, follower] = [leader, follower].map(|m| {
         let out = m.wait_with_output().unwrap();
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -429,4 +415,73 @@ fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
     assert_eq!(state["micro_batches"], 2, "the global batch is both machines' micro-batches");
     let metrics = std::fs::read_to_string(store.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2, "each step logged once: {metrics}");
+}
+
+/// A gang that loses a member mid-run fails, but rank 0 first commits the
+/// last step the gang finished, though no `save_steps` falls there: the next
+/// gang resumes from it instead of from the start.
+#[test]
+fn a_gang_that_loses_a_member_fails_after_rank_0_commits_its_last_step() {
+    let extra = "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n";
+    let ctx = project_with(40, 1000, extra);
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut leader = gang_member(&ctx, port, 0);
+    let mut follower = crate::common::Killed(gang_member(&ctx, port, 1));
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stderr = leader.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line.clone());
+            all += &line;
+            all.push('\n');
+        }
+        all
+    });
+    let started = std::time::Instant::now();
+    loop {
+        let line = seen.recv_timeout(std::time::Duration::from_secs(300)).expect("rank 0 trains");
+        if line.contains("step 3/40") {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 600, "no third step");
+    }
+    follower.0.kill().unwrap();
+    let _ = follower.0.wait();
+    let status = leader.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert!(!status.success(), "the gang cannot go on without its member: {err}");
+    let step = err
+        .lines()
+        .find_map(|l| l.split("rank 0 committed step ").nth(1))
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no emergency commit: {err}"));
+    assert!((3..40).contains(&step), "the last finished step, {step}: {err}");
+    let runs = ctx.path(".tuneline/store/runs");
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let checkpoint = run.join(format!("checkpoints/{step}"));
+    assert!(checkpoint.join("COMMIT.json").is_file(), "step {step} committed: {err}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("trainer_state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["global_step"], step, "{state}");
+}
+
+/// `tuneline train` in `ctx` as machine `rank` of a gang of two that meets
+/// at `port` on loopback, with torchrun's variables as a worker gives them.
+fn gang_member(ctx: &TestContext, port: u16, rank: u32) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
+        .args(["train", "--cache-dir", &format!("node-{rank}")])
+        .current_dir(ctx.path(""))
+        .env("TUNELINE_ENGINES_DIR", tuneline_testkit::cache_dir().join("engines"))
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("NODE_RANK", rank.to_string())
+        .env("NNODES", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
