@@ -23,10 +23,6 @@ use crate::rows::Row;
 use crate::setup::SetupError;
 use crate::trainer::StepLog;
 
-/// How long a member waits for the others: at the rendezvous, and in each
-/// all-reduce (a member gone silent fails the gang after it).
-pub const TIMEOUT: Duration = Duration::from_secs(600);
-
 /// A gang's meeting point and shape, as torchrun's variables give it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendezvous {

@@ -22,7 +22,7 @@ use tuneline_model::BaseModel;
 use crate::batches::{Batches, Cursor};
 use crate::checkpoint::{read_state, write_state};
 use crate::engine::{Engine, EngineError};
-use crate::gang::{self, Gang, Rank, Rendezvous};
+use crate::gang::{Gang, Rank, Rendezvous};
 use crate::pyenv::{self, Lock};
 use crate::rows::Row;
 use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
@@ -182,6 +182,7 @@ impl ProgramEngine {
                 answer["total"].as_u64().unwrap_or(0),
             )),
             Some("input") => EngineError::Input(format!("the {kind} engine, at `{op}`: {message}")),
+            Some("infra") => EngineError::Infra(format!("the {kind} engine, at `{op}`: {message}")),
             _ => EngineError::Train(format!("the {kind} engine, at `{op}`: {message}")),
         })
     }
@@ -233,7 +234,8 @@ fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Valu
         "dist": start.gang.map(|(rendezvous, rank)| json!({
             "rank": rank.rank, "world": rank.world, "init_method": rendezvous.init_method(),
             "backend": if start.device.starts_with("cuda") { "nccl" } else { "gloo" },
-            "timeout_s": gang::TIMEOUT.as_secs(),
+            "nproc_per_node": rendezvous.nproc_per_node,
+            "timeout_s": config.workers.gang_timeout.0.as_secs(),
         })),
     })
 }

@@ -480,8 +480,31 @@ fn gang_member(ctx: &TestContext, port: u16, rank: u32) -> std::process::Child {
         .env("MASTER_PORT", port.to_string())
         .env("NODE_RANK", rank.to_string())
         .env("NNODES", "2")
+        .env("TUNELINE_NODE_IPS", "127.0.0.1,127.0.0.2")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// A gang whose member never comes fails within `[workers] gang_timeout`,
+/// as the machines' fault, naming the member that never joined; a member
+/// whose rank 0 never answers names rank 0.
+#[test]
+fn a_gang_that_never_meets_fails_naming_the_member_that_never_joined() {
+    let extra = "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n";
+    let ctx = project_with(2, 2, extra);
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[workers]\ngang_timeout = \"3s\"\n"));
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    for (rank, missing) in [
+        (0, "rank 1 on node 1 (127.0.0.2) never joined"),
+        (1, "rank 0 on node 0 (127.0.0.1) never answered"),
+    ] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let out = gang_member(&ctx, port, rank).wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains("timed out after 3 s") && err.contains(missing), "rank {rank}: {err}");
+    }
 }

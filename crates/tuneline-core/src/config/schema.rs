@@ -504,7 +504,8 @@ pub struct WorkersConfig {
     /// An idle worker is terminated after this long.
     pub idle_timeout: HumanDuration,
     /// Machines launched for a gang (`[training] nodes`) that have not all
-    /// joined after this long are terminated, and the next offer is tried.
+    /// joined after this long are terminated, and the next offer is tried; a
+    /// gang's trainers that have not all met by then fail, naming who is missing.
     pub gang_timeout: HumanDuration,
     /// A worker silent for this long is declared lost.
     pub lease_timeout: HumanDuration,

@@ -20,7 +20,13 @@ its share of a step's micro-batches, and the summed adapter gradients and
 losses are all-reduced once per step, as DDP does under accumulation; the
 loss of every micro-batch is divided by the labeled tokens of the whole step.
 
-An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train"}.
+The gang meets at rank 0's TCP store. Rank 0 waits up to `timeout_s` for
+every member to check in and, when one does not, fails naming it (its node,
+and its address from TUNELINE_NODE_IPS, which a plane's worker sets); a
+collective that fails because a member is gone fails the same way. Both are
+the machines' fault: kind "infra".
+
+An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train" | "infra"}.
 SIGTERM is tuneline's to handle: it finishes or abandons the step and saves.
 """
 
@@ -48,6 +54,44 @@ def answer(value):
     PROTOCOL.flush()
 
 
+class GangError(RuntimeError):
+    """The gang did not meet, or lost a member: the machines' fault."""
+
+
+def member(rank, dist):
+    """Rank `rank` as a person finds it: its machine, and that machine's address."""
+    node = rank // dist["nproc_per_node"]
+    ips = [ip for ip in os.environ.get("TUNELINE_NODE_IPS", "").split(",") if ip]
+    where = f" ({ips[node]})" if node < len(ips) else ""
+    return f"rank {rank} on node {node}{where}"
+
+
+def meet(dist):
+    """Joins the gang at rank 0's TCP store (`init_method` tcp://host:port):
+    every member checks in, and rank 0 names those that never do."""
+    host, port = dist["init_method"].removeprefix("tcp://").rsplit(":", 1)
+    rank, world, timeout_s = dist["rank"], dist["world"], dist["timeout_s"]
+    timeout = datetime.timedelta(seconds=timeout_s)
+    try:
+        store = torch.distributed.TCPStore(
+            host, int(port), world, is_master=rank == 0, timeout=timeout, wait_for_workers=False
+        )
+    except (RuntimeError, TimeoutError) as e:
+        raise GangError(f"the gang's rendezvous at {host}:{port} timed out after {timeout_s} s: "
+                        f"{member(0, dist)} never answered ({str(e).splitlines()[0]})") from e
+    store.set(f"tuneline/joined/{rank}", "1")
+    if rank == 0:
+        deadline = time.monotonic() + timeout_s
+        while missing := [r for r in range(1, world) if not store.check([f"tuneline/joined/{r}"])]:
+            if time.monotonic() > deadline:
+                names = ", ".join(member(r, dist) for r in missing)
+                raise GangError(f"the gang's rendezvous timed out after {timeout_s} s: {names} never joined")
+            time.sleep(0.2)
+    torch.distributed.init_process_group(
+        backend=dist["backend"], store=store, rank=rank, world_size=world, timeout=timeout
+    )
+
+
 class Run:
     def __init__(self, spec):
         self.spec = spec
@@ -57,13 +101,7 @@ class Run:
         if self.dist:
             if cuda:
                 torch.cuda.set_device(self.device)
-            torch.distributed.init_process_group(
-                backend=self.dist["backend"],
-                init_method=self.dist["init_method"],
-                rank=self.dist["rank"],
-                world_size=self.dist["world"],
-                timeout=datetime.timedelta(seconds=self.dist["timeout_s"]),
-            )
+            meet(self.dist)
         dtype = torch.bfloat16 if spec["bf16"] else torch.float16 if spec["fp16"] else torch.float32
         self.autocast = dtype if dtype != torch.float32 else None
         load = {"dtype": dtype, "attn_implementation": "sdpa"}
@@ -251,6 +289,8 @@ def main():
             answer(run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0})
         except (ValueError, KeyError, OSError) as e:
             answer({"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"})
+        except (GangError, torch.distributed.DistBackendError) as e:
+            answer({"error": f"{type(e).__name__}: {e}", "kind": "infra"})
         except RuntimeError as e:
             answer({"error": f"{type(e).__name__}: {e}", "kind": "train"})
     if run is not None and run.dist:
