@@ -37,7 +37,8 @@ pub struct TrainSpec {
     /// The run's name: its checkpoints go to `runs/<run>/`.
     #[schema(min_length = 1)]
     pub run: String,
-    /// The machines it trains on together (`[training] nodes`), when more than one.
+    /// The machines it trains on together (`[training] nodes`) and the GPUs
+    /// of each (`gpus`), when more than one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<GangShape>,
 }

@@ -62,7 +62,7 @@ pub struct Segment {
     /// Its machine's place in a gang of several (0 leads); none alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_rank: Option<u32>,
-    /// The training processes (GPUs) its machine ran for a gang; none alone (one).
+    /// The training processes (GPUs) its machine ran for a job of several; none: one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
 }

@@ -126,3 +126,31 @@ fn a_retry_takes_a_smaller_gang_when_min_nodes_allows_it() {
     );
     assert_eq!(db.gang_place(job, a).unwrap().unwrap().nnodes(), 2);
 }
+
+/// A job of one machine's several GPUs (`nodes = 1`, `gpus = 4`) goes only to
+/// a worker that has them, or to a CPU machine that runs its processes there.
+#[test]
+fn a_job_of_several_gpus_on_one_machine_waits_for_a_machine_that_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(&dir);
+    let spec = JobSpec::Command(CommandSpec {
+        gang: Some(GangShape { nodes: 1, min_nodes: 1, gpus: 4 }),
+        ..CommandSpec::new(["torchrun", "t.py"], "r", "memory://")
+    });
+    let job = db.submit(&spec, 5).unwrap().id;
+    let with = |gpus: u32| {
+        let info = WorkerRegister {
+            provider: "manual".into(),
+            cpus: 8,
+            pid: 1,
+            gpus,
+            ..Default::default()
+        };
+        db.register(&info, "").unwrap()
+    };
+    let (one, four) = (with(1), with(4));
+    assert!(db.lease(one).unwrap().is_none(), "one GPU is not four");
+    let leased = db.lease(four).unwrap().expect("four GPUs are");
+    assert_eq!((leased.id, leased.attempts.len()), (job, 1));
+    assert_eq!(leased.attempts[0].node_rank, None, "one machine: no gang to place");
+}

@@ -103,22 +103,20 @@ pub fn shapes(
     nodes: Option<u32>,
 ) -> Result<Vec<Shape>, JobError> {
     let t = &config.training;
+    let asked = (gpus.is_some() || nodes.is_some())
+        .then(|| Shape { gpus: gpus.unwrap_or(t.gpus), nodes: nodes.unwrap_or(t.nodes) });
+    if asked.is_some_and(|a| a != Shape::SINGLE)
+        && matches!(t.engine, EngineKind::Native | EngineKind::Mlx)
+    {
+        return Err(JobError::OneGpuEngine(t.engine));
+    }
     let mut shapes = vec![Shape { gpus: t.gpus, nodes: t.nodes }];
-    if gpus.is_some() || nodes.is_some() {
-        let asked = Shape { gpus: gpus.unwrap_or(t.gpus), nodes: nodes.unwrap_or(t.nodes) };
-        if asked != Shape::SINGLE && matches!(t.engine, EngineKind::Native | EngineKind::Mlx) {
-            return Err(JobError::OneGpuEngine(t.engine));
-        }
-        shapes.push(asked);
-    }
-    shapes.push(Shape::SINGLE);
-    let mut unique = Vec::new();
-    for shape in shapes {
-        if !unique.contains(&shape) {
-            unique.push(shape);
+    for shape in asked.into_iter().chain([Shape::SINGLE]) {
+        if !shapes.contains(&shape) {
+            shapes.push(shape);
         }
     }
-    Ok(unique)
+    Ok(shapes)
 }
 
 /// `[cost] data_region`, or the region of an AWS S3 store.

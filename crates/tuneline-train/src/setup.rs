@@ -91,10 +91,11 @@ pub fn gpus_per_machine(config: &Config, host: &Host) -> Result<u32, SetupError>
     Ok(gpus)
 }
 
-/// The gang `[training] nodes` asks for, as a job's spec carries it; none for one machine.
+/// The gang `[training] nodes` and `gpus` ask for, as a job's spec carries
+/// it; none for one process on one machine.
 pub fn gang_shape(config: &Config) -> Option<tuneline_api::GangShape> {
     let t = &config.training;
-    (t.nodes > 1).then(|| tuneline_api::GangShape {
+    (t.nodes > 1 || !t.gpus.is_one()).then(|| tuneline_api::GangShape {
         nodes: t.nodes,
         min_nodes: t.min_nodes.unwrap_or(t.nodes),
         gpus: match t.gpus {

@@ -34,9 +34,8 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
     let info: WorkerRegister = serde_json::from_str(&info).unwrap_or_default();
     let (util_sum, util_n): (f64, u64) = (row.get(10)?, row.get(11)?);
     let (node_rank, gang_gpus): (Option<u32>, Option<u32>) = (row.get(18)?, row.get(19)?);
-    // A gang's `gpus = 0` is every GPU of the machine (one process without any).
-    let processes =
-        node_rank.and(gang_gpus).map(|gpus| if gpus == 0 { info.gpus.max(1) } else { gpus });
+    // A job's `gpus = 0` is every GPU of the machine (one process without any).
+    let processes = gang_gpus.map(|gpus| if gpus == 0 { info.gpus.max(1) } else { gpus });
     Ok(Segment {
         job: row.get(0)?,
         worker: row.get(1)?,

@@ -154,21 +154,24 @@ impl Db {
             let rows = stmt.query_map([], |r| r.get(0))?;
             rows.collect::<Result<_, _>>()?
         };
-        // The oldest job this worker can start: a gang's only with a whole gang idle.
+        // The oldest job this worker can start: a gang's only with a whole gang
+        // idle, a job of several GPUs only on a machine that has them.
         let mut job = None;
         for queued in queued {
             let current = get(&tx, queued)?;
-            match current.spec.gang().filter(|g| g.nodes > 1) {
-                None => {
+            match current.spec.gang() {
+                Some(shape) if shape.nodes > 1 => {
+                    if gangs::lease(&tx, &current, shape, (id, &info), at)? {
+                        let leased = get(&tx, queued)?;
+                        tx.commit()?;
+                        return Ok(Some(leased));
+                    }
+                }
+                Some(shape) if !shape.fits(info.gpus) => {}
+                _ => {
                     job = Some(queued);
                     break;
                 }
-                Some(shape) if gangs::lease(&tx, &current, shape, (id, &info), at)? => {
-                    let leased = get(&tx, queued)?;
-                    tx.commit()?;
-                    return Ok(Some(leased));
-                }
-                Some(_) => {}
             }
         }
         let Some(job) = job else {
