@@ -61,12 +61,13 @@ pub fn print_report(global: &Global, bill: &Bill) {
         };
         let as_of = m.price_as_of.as_ref().map(|at| format!(" as of {at}")).unwrap_or_default();
         println!(
-            "  machine {name} ({} worker {}, ${:.2}/h{as_of}): from {}, {:.4} h, ${:.4}; {until}",
+            "  machine {name} ({} worker {}, ${:.2}/h{as_of}): from {}, {:.4} h ({:.4} h waiting or idle), ${:.4}; {until}",
             m.provider,
             m.worker,
             m.price_per_hour,
             clock(m.from),
             m.hours,
+            m.idle_hours,
             m.usd
         );
     }

@@ -2,7 +2,9 @@
 //! registration until its worker ended: the bill of a machine that is not
 //! ours to destroy (an SSH host) stops when its worker stops, idle shutdown
 //! included. ETH prices the segments; this says when each machine stopped
-//! being billed.
+//! being billed, and how long it was billed outside the run's segments: a
+//! gang's member waiting for the rest of its gang, or a worker idle before
+//! its idle shutdown.
 
 use serde::Serialize;
 
@@ -31,6 +33,9 @@ pub struct Machine {
     pub ended: Option<String>,
     /// Hours billed (until `now` for a worker still running).
     pub hours: f64,
+    /// Of those, hours outside the run's segments: waiting (for a lease, or
+    /// for the rest of a gang) or idle.
+    pub idle_hours: f64,
     /// Dollars billed.
     pub usd: f64,
 }
@@ -44,7 +49,16 @@ pub fn machines(workers: &[Worker], segments: &[Segment], now: f64) -> Vec<Machi
     used.sort_by_key(|w| w.id);
     used.into_iter()
         .map(|w| {
-            let hours = (w.ended_at.unwrap_or(now) - w.registered_at).max(0.0) / 3600.0;
+            let until = w.ended_at.unwrap_or(now);
+            let hours = (until - w.registered_at).max(0.0) / 3600.0;
+            let busy_s: f64 = segments
+                .iter()
+                .filter(|s| s.worker == w.id)
+                .map(|s| {
+                    let end = s.ended_at.unwrap_or(now).min(until);
+                    (end - s.started_at.max(w.registered_at)).max(0.0)
+                })
+                .sum();
             let ended = matches!(w.state, WorkerState::Gone | WorkerState::Lost)
                 .then(|| w.state.as_str().to_string());
             Machine {
@@ -58,6 +72,7 @@ pub fn machines(workers: &[Worker], segments: &[Segment], now: f64) -> Vec<Machi
                 until: w.ended_at,
                 ended,
                 hours,
+                idle_hours: (hours - busy_s / 3600.0).max(0.0),
                 usd: hours * w.info.price_per_hour,
             }
         })
@@ -120,13 +135,17 @@ mod tests {
             bytes_down: 0,
             error: None,
         };
-        let billed = machines(&workers, &[segment(1), segment(2)], 1000.0 + 3600.0);
+        // Worker 1 trained for its first 20 minutes, then idled 10 until its shutdown.
+        let trained = Segment { ended_at: Some(1000.0 + 1200.0), ..segment(1) };
+        let billed = machines(&workers, &[trained, segment(2)], 1000.0 + 3600.0);
         assert_eq!(billed.len(), 2, "worker 3 ran none of these jobs");
         assert_eq!(
             (billed[0].hours, billed[0].until, billed[0].ended.as_deref()),
             (0.5, Some(2800.0), Some("gone"))
         );
         assert!((billed[0].usd - 0.18).abs() < 1e-12);
+        assert!((billed[0].idle_hours - 600.0 / 3600.0).abs() < 1e-12, "{:?}", billed[0]);
+        assert_eq!(billed[1].idle_hours, 0.0, "worker 2 has trained all along");
         assert_eq!(
             (billed[1].hours, billed[1].until, billed[1].ended.as_deref()),
             (1.0, None, None),

@@ -54,8 +54,8 @@ fn run_prepares_trains_through_a_local_worker_evaluates_and_reports_the_cost() {
       total               $[N]
       ETH                 $[N] per effective training hour
       = (price x wall + storage + egress) / (effective hours x utilization)
-      machine local-[PID]-1 (local worker 1, $[N]/h): from [CLOCK], [N] h, $[N]; stopped billing at [CLOCK] (its worker gone)
-      machine local-[PID]-2 (local worker 2, $[N]/h): from [CLOCK], [N] h, $[N]; stopped billing at [CLOCK] (its worker gone)
+      machine local-[PID]-1 (local worker 1, $[N]/h): from [CLOCK], [N] h ([N] h waiting or idle), $[N]; stopped billing at [CLOCK] (its worker gone)
+      machine local-[PID]-2 (local worker 2, $[N]/h): from [CLOCK], [N] h ([N] h waiting or idle), $[N]; stopped billing at [CLOCK] (its worker gone)
     eval of run support-[HASH] step 2 on 2 held-out samples:
     metric               base      tuned
     loss               [N]     [N]
