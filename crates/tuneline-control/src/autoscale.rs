@@ -256,7 +256,7 @@ impl Autoscaler {
             if nodes > missing || lock(&self.gangs).iter().any(|g| g.job == job) {
                 continue;
             }
-            match self.launch(nodes, Some(job)).await {
+            match self.launch(Some((job, nodes))).await {
                 Ok(ids) => {
                     missing -= nodes;
                     pass.launched.extend(ids);
@@ -268,7 +268,7 @@ impl Autoscaler {
             }
         }
         for _ in 0..missing {
-            match self.launch(1, None).await {
+            match self.launch(None).await {
                 Ok(ids) => pass.launched.extend(ids),
                 Err(failure) => {
                     pass.failed.push(failure);
@@ -473,35 +473,23 @@ impl Autoscaler {
         order
     }
 
-    /// Launches `count` instances together on the first choice in
-    /// [`Self::order`] that has room for all of them (for the gang of job
-    /// `gang`, when given), the reason an event of the job they are for.
-    /// Returns their ids, or why none launched.
-    async fn launch(&self, count: u32, gang: Option<i64>) -> Result<Vec<String>, String> {
+    /// Launches one instance, or the `nodes` machines of job `gang`'s gang
+    /// together, on the first choice in [`Self::order`] that has room for all
+    /// of them, the reason an event of the job they are for. Returns their
+    /// ids, or why none launched.
+    async fn launch(&self, gang: Option<(i64, u32)>) -> Result<Vec<String>, String> {
         let mut passed_over = Vec::new();
         let order = self.order();
         let cooling = lock(&self.cooling).until.clone();
         for (attempt, index) in order.iter().copied().enumerate() {
             let choice = &self.pool.choices[index];
-            let mut launched = Vec::new();
-            let mut refused = None;
-            for _ in 0..count {
-                match choice.provider.launch(&choice.offer).await {
-                    Ok(instance) => launched.push(instance),
-                    Err(e) => {
-                        refused = Some(e);
-                        break;
-                    }
-                }
-            }
-            if let Some(e) = refused {
-                // A gang's machines launch together or not at all.
-                for instance in &launched {
-                    if let Err(e) = choice.provider.terminate(&instance.id).await {
-                        tracing::error!("could not terminate {} of a gang launched in part: {e}; destroy it by hand", instance.id);
-                    }
-                }
-                if e.is_no_capacity() && attempt + 1 < order.len() {
+            let launched = match gang {
+                Some((_, nodes)) => choice.provider.launch_gang(&choice.offer, nodes).await,
+                None => choice.provider.launch(&choice.offer).await.map(|i| vec![i]),
+            };
+            let launched = match launched {
+                Ok(launched) => launched,
+                Err(e) if e.is_no_capacity() && attempt + 1 < order.len() => {
                     let text = format!("{} has no capacity ({})", describe(choice), e.message);
                     tracing::warn!("{text}; trying the next offer");
                     let _ = self
@@ -511,8 +499,8 @@ impl Autoscaler {
                     passed_over.push(text);
                     continue;
                 }
-                return Err(self.launch_failed(choice, &e));
-            }
+                Err(e) => return Err(self.launch_failed(choice, &e)),
+            };
             let after = |i: usize| cooling.iter().find(|(c, ..)| *c == i).map(|(.., why)| *why);
             let cools = |i: usize| after(i).is_some();
             let mut why: Vec<String> = (0..index)
@@ -538,7 +526,7 @@ impl Autoscaler {
             let name = choice.provider.name();
             let ids: Vec<String> = launched.iter().map(|i| i.id.clone()).collect();
             let what = match gang {
-                Some(_) => format!("a gang of {count}: {}", ids.join(", ")),
+                Some((_, nodes)) => format!("a gang of {nodes}: {}", ids.join(", ")),
                 None => ids.join(", "),
             };
             let text = format!(
@@ -548,14 +536,14 @@ impl Autoscaler {
             );
             tracing::info!("{text}");
             let _ = match gang {
-                Some(job) => self.shared.db().note_on(job, &text),
+                Some((job, _)) => self.shared.db().note_on(job, &text),
                 None => self.shared.db().note(self.pool.class, &text).map(|_| ()),
             };
             let mut reported = lock(&self.reported);
             for instance in launched {
                 reported.insert((name.to_string(), instance.id), instance.offer);
             }
-            if let Some(job) = gang {
+            if let Some((job, _)) = gang {
                 let at = now();
                 lock(&self.gangs).push(GangLaunch {
                     job,

@@ -131,6 +131,27 @@ pub trait Provider: Send + Sync {
     async fn offers(&self) -> Result<Vec<Offer>, ProviderError>;
     /// Launches an instance of `offer` whose worker joins the server.
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError>;
+    /// Launches `count` instances of `offer` together, for one gang: all of
+    /// them, or none (what was launched is terminated when the next cannot
+    /// be, and the error returned). A provider with placement groups puts
+    /// them in one (EC2's `cluster`).
+    async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
+        let mut launched = Vec::new();
+        for _ in 0..count {
+            match self.launch(offer).await {
+                Ok(instance) => launched.push(instance),
+                Err(e) => {
+                    for instance in &launched {
+                        if let Err(left) = self.terminate(&instance.id).await {
+                            tracing::error!("could not terminate {} of a gang launched in part: {left}; destroy it by hand", instance.id);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(launched)
+    }
     /// Destroys instance `id`; once this returns, it no longer bills.
     async fn terminate(&self, id: &str) -> Result<(), ProviderError>;
     /// Instances alive now.

@@ -11,7 +11,7 @@ use aws_credential_types::Credentials;
 use tuneline_api::WorkerClass;
 use tuneline_providers::aws::ec2::{Ec2, RunRequest};
 use tuneline_providers::aws::{
-    credentials as credentials_from, AwsProvider, AwsSettings, PLANE_TAG,
+    credentials as credentials_from, AwsProvider, AwsSettings, GANG_TAG, PLANE_TAG,
 };
 use tuneline_providers::boot::Boot;
 use tuneline_providers::{Offer, Provider};
@@ -64,6 +64,44 @@ async fn aws_passes_the_provider_conformance_suite_on_moto() {
     no_room_is_no_capacity(&AwsProvider::new(full, credentials()).unwrap(), 0).await;
 }
 
+/// A gang's machines launch into one `cluster` placement group of this
+/// pool, each tagged with it; the group goes once its machines are gone.
+/// A gang that cannot be launched whole leaves no machine and no group.
+#[tokio::test]
+async fn a_gang_launches_into_one_placement_group_that_goes_with_its_machines() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = tag();
+    let front = tuneline_testkit::Ec2Front::start("127.0.0.1", tuneline_testkit::moto());
+    let mut fronted = settings(dir.path(), &tag, false);
+    fronted.endpoint = Some(front.url().to_string());
+    let provider = AwsProvider::new(fronted, credentials()).unwrap();
+    let offer = provider.offers().await.unwrap().remove(0);
+    let gang = provider.launch_gang(&offer, 2).await.unwrap();
+    let groups = front.placement_groups();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let (group, launches) = &groups[0];
+    assert!(group.starts_with(&format!("{tag}-gpu-gang-")), "{group}");
+    assert_eq!(*launches, 2, "both machines launched into it");
+    let ec2 = Ec2::new("us-east-1", Some(tuneline_testkit::moto()), credentials()).unwrap();
+    let ours = ec2.describe_tagged(PLANE_TAG, &tag, &["pending", "running"]).await.unwrap();
+    assert_eq!(ours.len(), 2);
+    assert!(ours.iter().all(|i| i.tag(GANG_TAG) == Some(group.as_str())), "{ours:?}");
+    assert_eq!(provider.list().await.unwrap().len(), 2);
+    assert_eq!(front.placement_groups().len(), 1, "kept while its machines live");
+
+    for instance in &gang {
+        provider.terminate(&instance.id).await.unwrap();
+    }
+    assert!(provider.list().await.unwrap().is_empty());
+    assert!(front.placement_groups().is_empty(), "the gang's group goes with it");
+
+    front.out_of_capacity("g5.xlarge", true);
+    let e = provider.launch_gang(&offer, 2).await.unwrap_err();
+    assert!(e.is_no_capacity(), "{e}");
+    assert!(provider.list().await.unwrap().is_empty());
+    assert!(front.placement_groups().is_empty(), "no group left for a gang never launched");
+}
+
 #[tokio::test]
 async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones_are_never_touched()
 {
@@ -79,6 +117,7 @@ async fn spot_instances_are_tagged_one_time_and_list_as_spot_while_untagged_ones
         user_data: "#!/bin/sh\n",
         tags,
         instance_profile: None,
+        placement_group: None,
     };
     let foreign = ec2.run_instance(&run(&[("Name", "someone-elses")])).await.unwrap();
     let other_plane = ec2.run_instance(&run(&[(PLANE_TAG, "tlanother")])).await.unwrap();

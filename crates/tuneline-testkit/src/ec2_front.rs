@@ -1,7 +1,11 @@
 //! The cloud stand-in's EC2 endpoint: every call goes on to moto, except a
 //! RunInstances of an instance type the test has run out of, which gets
-//! EC2's `InsufficientInstanceCapacity` error as AWS documents it. moto
-//! never runs out of capacity, so this answer is a recorded contract.
+//! EC2's `InsufficientInstanceCapacity` error as AWS documents it, and the
+//! placement-group calls (CreatePlacementGroup, DescribePlacementGroups,
+//! DeletePlacementGroup), answered here as AWS documents them. moto never
+//! runs out of capacity and has no placement groups, so these answers are
+//! a recorded contract. The front remembers the group each RunInstances
+//! named (`Placement.GroupName`), which moto ignores.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -16,6 +20,14 @@ const FORWARDED: [&str; 4] =
 pub struct Ec2Front {
     url: String,
     out_of: Arc<Mutex<HashSet<String>>>,
+    groups: Arc<Mutex<Groups>>,
+}
+
+/// The placement groups the front holds, and the launches into each.
+#[derive(Default)]
+struct Groups {
+    /// Each group's name and how many RunInstances named it, in creation order.
+    held: Vec<(String, usize)>,
 }
 
 impl Ec2Front {
@@ -25,14 +37,20 @@ impl Ec2Front {
             .unwrap_or_else(|e| panic!("the EC2 endpoint: {e}"));
         let url = format!("http://{}", server.server_addr().to_ip().expect("an IP listener"));
         let out_of: Arc<Mutex<HashSet<String>>> = Arc::default();
-        let (refusing, moto) = (out_of.clone(), moto.to_string());
+        let groups: Arc<Mutex<Groups>> = Arc::default();
+        let (refusing, held, moto) = (out_of.clone(), groups.clone(), moto.to_string());
         std::thread::spawn(move || {
             for request in server.incoming_requests() {
-                let (refusing, moto) = (refusing.clone(), moto.clone());
-                std::thread::spawn(move || answer(request, &refusing, &moto));
+                let (refusing, held, moto) = (refusing.clone(), held.clone(), moto.clone());
+                std::thread::spawn(move || answer(request, &refusing, &held, &moto));
             }
         });
-        Self { url, out_of }
+        Self { url, out_of, groups }
+    }
+
+    /// The placement groups that exist, each with the launches that named it.
+    pub fn placement_groups(&self) -> Vec<(String, usize)> {
+        self.groups.lock().unwrap().held.clone()
     }
 
     /// The URL EC2 clients are pointed at (`AWS_ENDPOINT_URL_EC2`).
@@ -51,11 +69,29 @@ impl Ec2Front {
     }
 }
 
-fn answer(mut request: tiny_http::Request, out_of: &Mutex<HashSet<String>>, moto: &str) {
+fn answer(
+    mut request: tiny_http::Request,
+    out_of: &Mutex<HashSet<String>>,
+    groups: &Mutex<Groups>,
+    moto: &str,
+) {
     let mut body = String::new();
     let _ = request.as_reader().read_to_string(&mut body);
-    // The form's values here are plain (an action name, an instance type): no decoding is needed to match them.
+    // The form's values here are plain (an action name, an instance type, a
+    // group name): no decoding is needed to match them.
     let pairs: Vec<&str> = body.split('&').collect();
+    let value = |key: &str| pairs.iter().find_map(|p| p.strip_prefix(key)?.strip_prefix('='));
+    if let Some((status, text)) = placement(&pairs, value("GroupName"), groups) {
+        return respond(request, status, text);
+    }
+    if let (true, Some(group)) =
+        (pairs.contains(&"Action=RunInstances"), value("Placement.GroupName"))
+    {
+        let mut groups = groups.lock().unwrap();
+        if let Some(held) = groups.held.iter_mut().find(|(name, _)| name == group) {
+            held.1 += 1;
+        }
+    }
     let refused = pairs.contains(&"Action=RunInstances")
         && out_of
             .lock()
@@ -77,6 +113,40 @@ fn answer(mut request: tiny_http::Request, out_of: &Mutex<HashSet<String>>, moto
     } else {
         forward(&request, &body, moto)
     };
+    respond(request, status, text);
+}
+
+/// The placement-group calls, answered as EC2 documents them; `None` for any other.
+fn placement(pairs: &[&str], group: Option<&str>, groups: &Mutex<Groups>) -> Option<(u16, String)> {
+    const NS: &str = "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"";
+    let mut groups = groups.lock().unwrap();
+    let action = pairs.iter().find_map(|p| p.strip_prefix("Action="))?;
+    let ok = |action: &str, inner: String| {
+        (200, format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<{action}Response {NS}><requestId>tuneline-front</requestId>{inner}</{action}Response>"))
+    };
+    match (action, group) {
+        ("CreatePlacementGroup", Some(name)) => {
+            groups.held.push((name.to_string(), 0));
+            Some(ok(action, format!("<placementGroup><groupName>{name}</groupName><state>available</state><strategy>cluster</strategy></placementGroup><return>true</return>")))
+        }
+        ("DescribePlacementGroups", _) => {
+            let items: String = groups
+                .held
+                .iter()
+                .map(|(name, _)| format!("<item><groupName>{name}</groupName><strategy>cluster</strategy><state>available</state></item>"))
+                .collect();
+            Some(ok(action, format!("<placementGroupSet>{items}</placementGroupSet>")))
+        }
+        ("DeletePlacementGroup", Some(name)) => {
+            groups.held.retain(|(held, _)| held != name);
+            Some(ok(action, "<return>true</return>".into()))
+        }
+        _ => None,
+    }
+}
+
+/// Answers `request` with `status` and the XML `text`.
+fn respond(request: tiny_http::Request, status: u16, text: String) {
     let mut response = tiny_http::Response::from_string(text).with_status_code(status);
     response.add_header(
         tiny_http::Header::from_bytes("Content-Type", "text/xml;charset=UTF-8")

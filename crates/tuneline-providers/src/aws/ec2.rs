@@ -147,6 +147,19 @@ struct Terminated {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct DescribePlacementGroups {
+    #[serde(default)]
+    placement_group_set: Items<PlacementGroup>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlacementGroup {
+    group_name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct TerminateInstances {
     #[serde(default)]
     instances_set: Items<Terminated>,
@@ -200,6 +213,8 @@ pub struct RunRequest<'a> {
     pub tags: &'a [(&'a str, &'a str)],
     /// The instance profile (its role's credentials reach the instance through its metadata).
     pub instance_profile: Option<&'a str>,
+    /// The placement group it joins (a gang's), if any.
+    pub placement_group: Option<&'a str>,
 }
 
 impl Ec2 {
@@ -244,6 +259,9 @@ impl Ec2 {
         }
         if let Some(profile) = run.instance_profile {
             params.push(("IamInstanceProfile.Name".into(), profile.to_string()));
+        }
+        if let Some(group) = run.placement_group {
+            params.push(("Placement.GroupName".into(), group.to_string()));
         }
         if run.spot {
             params.push(("InstanceMarketOptions.MarketType".into(), "spot".into()));
@@ -311,6 +329,36 @@ impl Ec2 {
             .into_iter()
             .map(|t| (t.instance_id, t.current_state.name))
             .collect())
+    }
+
+    /// Creates placement group `name` of the `cluster` strategy: its
+    /// instances are packed close together, on one low-latency network.
+    pub async fn create_placement_group(&self, name: &str) -> Result<(), Ec2Error> {
+        let params = vec![
+            ("GroupName".to_string(), name.to_string()),
+            ("Strategy".into(), "cluster".into()),
+        ];
+        self.call("CreatePlacementGroup", &params).await.map(|_| ())
+    }
+
+    /// The names of this account's placement groups that start with `prefix`.
+    pub async fn placement_groups(&self, prefix: &str) -> Result<Vec<String>, Ec2Error> {
+        let answer: DescribePlacementGroups =
+            parse(&self.call("DescribePlacementGroups", &[]).await?)?;
+        Ok(answer
+            .placement_group_set
+            .item
+            .into_iter()
+            .map(|g| g.group_name)
+            .filter(|name| name.starts_with(prefix))
+            .collect())
+    }
+
+    /// Deletes placement group `name` (EC2 refuses while instances are in it).
+    pub async fn delete_placement_group(&self, name: &str) -> Result<(), Ec2Error> {
+        self.call("DeletePlacementGroup", &[("GroupName".to_string(), name.to_string())])
+            .await
+            .map(|_| ())
     }
 
     /// The lowest current Linux spot price of `instance_type` across this

@@ -4,8 +4,14 @@
 //!   script ([`crate::boot`]) as user data; a spot instance is one-time and
 //!   terminated on interruption. Every instance carries this plane's tag and
 //!   its own name (the id its worker registers with).
+//! - **launch a gang**: a `cluster` placement group named for this pool
+//!   (`<tag>-<class>-gang-<ms>`), then each machine launched into it and tagged with
+//!   it; when one cannot be launched, those that were are terminated.
 //! - **list**: DescribeInstances filtered by this plane's tag: nothing
-//!   untagged is ever seen, so nothing untagged is ever terminated.
+//!   untagged is ever seen, so nothing untagged is ever terminated. Each
+//!   listing also deletes this pool's placement groups that no live
+//!   instance is tagged with (EC2 refuses until their instances are gone, so
+//!   a later listing does it).
 //! - **terminate**: TerminateInstances, then a check that EC2 reports it
 //!   shutting down or terminated (it no longer bills).
 //!
@@ -36,6 +42,8 @@ use super::{ErrorKind, Instance, Offer, Provider, ProviderError};
 pub const PLANE_TAG: &str = "tuneline-plane";
 /// The tag naming the instance as its worker registers it.
 pub const INSTANCE_TAG: &str = "tuneline-instance";
+/// The tag naming the placement group of a gang's instance.
+pub const GANG_TAG: &str = "tuneline-gang";
 /// What to do about an instance type EC2 does not know.
 const TYPE_HINT: &str =
     "; check [providers.aws] instance_type, fallback_instance_types and delivery_instance_type: each must be an EC2 instance type, such as \"g5.xlarge\"";
@@ -196,6 +204,72 @@ impl AwsProvider {
         Ok(offer)
     }
 
+    /// Launches an instance of `offer`, into placement group `group` when given.
+    async fn launch_into(
+        &self,
+        offer: &Offer,
+        group: Option<&str>,
+    ) -> Result<Instance, ProviderError> {
+        let s = &self.settings;
+        let offer = &self.priced(offer).await?;
+        let sha = self.binary_sha.of(&s.link, "aws").await?;
+        let launched_at = now();
+        let id = self.settings.link.instance_id(self.settings.class, launched_at);
+        // What the worker's self-stop calls: this region, and this endpoint if it is not AWS's.
+        let mut env = vec![("AWS_REGION", s.region.clone())];
+        env.extend(s.endpoint.clone().map(|e| ("AWS_ENDPOINT_URL_EC2", e)));
+        let boot = Boot {
+            spot_notice: offer.spot.then_some("aws"),
+            self_stop: Some("aws"),
+            env: &env,
+            ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class)
+        };
+        let script = boot.script();
+        let mut tags = vec![
+            (PLANE_TAG, s.link.tag.as_str()),
+            (INSTANCE_TAG, id.as_str()),
+            ("Name", id.as_str()),
+        ];
+        tags.extend(group.map(|g| (GANG_TAG, g)));
+        let run = RunRequest {
+            image: &s.image,
+            instance_type: &offer.instance_type,
+            spot: offer.spot,
+            user_data: &script,
+            tags: &tags,
+            instance_profile: s.instance_profile.as_deref(),
+            placement_group: group,
+        };
+        let launched =
+            self.ec2.run_instance(&run).await.map_err(|e| self.error("RunInstances", e))?;
+        tracing::info!(
+            "launched worker {id} as EC2 instance {} ({}{})",
+            launched.instance_id,
+            offer.instance_type,
+            if offer.spot { ", spot" } else { "" }
+        );
+        Ok(Instance { id, offer: offer.clone(), launched_at })
+    }
+
+    /// The prefix of this pool's placement groups (`<tag>-<class>-gang-`).
+    fn gang_prefix(&self) -> String {
+        format!("{}gang-", self.settings.link.prefix(self.settings.class))
+    }
+
+    /// Deletes this plane's placement groups that none of `alive` is in; one
+    /// EC2 refuses (its instances still shutting down) waits for a later call.
+    async fn sweep_groups(&self, alive: &[(String, Ec2Instance)]) {
+        let Ok(groups) = self.ec2.placement_groups(&self.gang_prefix()).await else { return };
+        for group in groups {
+            if !alive.iter().any(|(_, i)| i.tag(GANG_TAG) == Some(group.as_str())) {
+                match self.ec2.delete_placement_group(&group).await {
+                    Ok(()) => tracing::info!("deleted placement group {group}: its gang is gone"),
+                    Err(e) => tracing::debug!("placement group {group} stays for now: {e}"),
+                }
+            }
+        }
+    }
+
     /// This pool's instances that may still bill, by name.
     async fn alive(&self) -> Result<Vec<(String, Ec2Instance)>, ProviderError> {
         let tagged = self
@@ -225,40 +299,36 @@ impl Provider for AwsProvider {
     }
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
-        let s = &self.settings;
-        let offer = &self.priced(offer).await?;
-        let sha = self.binary_sha.of(&s.link, "aws").await?;
-        let launched_at = now();
-        let id = self.settings.link.instance_id(self.settings.class, launched_at);
-        // What the worker's self-stop calls: this region, and this endpoint if it is not AWS's.
-        let mut env = vec![("AWS_REGION", s.region.clone())];
-        env.extend(s.endpoint.clone().map(|e| ("AWS_ENDPOINT_URL_EC2", e)));
-        let boot = Boot {
-            spot_notice: offer.spot.then_some("aws"),
-            self_stop: Some("aws"),
-            env: &env,
-            ..Boot::new(&s.link, &s.binary_url, sha, "aws", &id, offer, s.class)
-        };
-        let script = boot.script();
-        let tags =
-            [(PLANE_TAG, s.link.tag.as_str()), (INSTANCE_TAG, id.as_str()), ("Name", id.as_str())];
-        let run = RunRequest {
-            image: &s.image,
-            instance_type: &offer.instance_type,
-            spot: offer.spot,
-            user_data: &script,
-            tags: &tags,
-            instance_profile: s.instance_profile.as_deref(),
-        };
-        let launched =
-            self.ec2.run_instance(&run).await.map_err(|e| self.error("RunInstances", e))?;
-        tracing::info!(
-            "launched worker {id} as EC2 instance {} ({}{})",
-            launched.instance_id,
-            offer.instance_type,
-            if offer.spot { ", spot" } else { "" }
-        );
-        Ok(Instance { id, offer: offer.clone(), launched_at })
+        self.launch_into(offer, None).await
+    }
+
+    async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
+        if count <= 1 {
+            return Ok(vec![self.launch(offer).await?]);
+        }
+        let group = format!("{}{}", self.gang_prefix(), (now() * 1000.0) as u64);
+        self.ec2
+            .create_placement_group(&group)
+            .await
+            .map_err(|e| self.error("CreatePlacementGroup", e))?;
+        let mut launched = Vec::new();
+        for _ in 0..count {
+            match self.launch_into(offer, Some(&group)).await {
+                Ok(instance) => launched.push(instance),
+                Err(e) => {
+                    for instance in &launched {
+                        if let Err(left) = self.terminate(&instance.id).await {
+                            tracing::error!("could not terminate {} of a gang launched in part: {left}; destroy it by hand", instance.id);
+                        }
+                    }
+                    // Refused while its instances shut down: a later listing deletes it.
+                    let _ = self.ec2.delete_placement_group(&group).await;
+                    return Err(e);
+                }
+            }
+        }
+        tracing::info!("launched a gang of {count} in placement group {group}");
+        Ok(launched)
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
@@ -284,9 +354,9 @@ impl Provider for AwsProvider {
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
         let offer = &self.settings.offer;
-        Ok(self
-            .alive()
-            .await?
+        let alive = self.alive().await?;
+        self.sweep_groups(&alive).await;
+        Ok(alive
             .into_iter()
             .map(|(id, i)| {
                 let spot = i.instance_lifecycle.as_deref() == Some("spot");
