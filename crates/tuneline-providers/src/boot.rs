@@ -69,7 +69,7 @@ impl<'a> Boot<'a> {
     /// anyone who can read the instance's user data could join one, nothing more.
     pub fn script(&self) -> String {
         let (dir, sha, url) = (quote(self.dir), self.binary_sha, quote(self.binary_url));
-        let mut args = worker_args(self.link, self.provider, self.id, self.offer, self.class);
+        let mut args = worker_args(self.link, self.provider, Some(self.id), self.offer, self.class);
         if let Some(source) = self.spot_notice {
             args.push_str(&format!(" --spot-notice {source}"));
         }

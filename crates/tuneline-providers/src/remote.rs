@@ -230,23 +230,19 @@ pub fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// The `tuneline worker` arguments of instance `id`, quoted for sh.
+/// The `tuneline worker` arguments of instance `id`, quoted for sh; without
+/// `id`, the worker takes its instance id from `TUNELINE_INSTANCE`.
 pub fn worker_args(
     link: &PlaneLink,
     provider: &str,
-    id: &str,
+    id: Option<&str>,
     offer: &super::Offer,
     class: tuneline_api::WorkerClass,
 ) -> String {
-    let server = link.server.as_str();
     let price = offer.price_per_hour.to_string();
-    let args = [
-        "--server",
-        server,
-        "--provider",
-        provider,
-        "--instance",
-        id,
+    let mut args = vec!["--server", link.server.as_str(), "--provider", provider];
+    args.extend(id.map(|id| ["--instance", id]).into_iter().flatten());
+    args.extend([
         "--instance-type",
         &offer.instance_type,
         "--price",
@@ -257,8 +253,8 @@ pub fn worker_args(
         "cache",
         // Its log file is the host's only record of what it did: info, unless the host's RUST_LOG says otherwise.
         "-v",
-    ];
-    let mut line = args.map(quote).join(" ");
+    ]);
+    let mut line = args.into_iter().map(quote).collect::<Vec<_>>().join(" ");
     if offer.spot {
         line.push_str(" --spot");
     }

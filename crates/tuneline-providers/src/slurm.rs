@@ -9,6 +9,12 @@
 //!   `--signal=B:TERM@<notice>`, so that the time limit reaches the worker
 //!   as its SIGTERM path (checkpoint, release as preempted), as preemption
 //!   and `scancel` do.
+//! - **launch a gang** of M is one allocation, `--nodes=M
+//!   --ntasks-per-node=1` (the cluster's `sbatch_args` may say otherwise:
+//!   they come after the script's), whose script `srun`s a worker per task,
+//!   instance `<job name>-<task>`. Its comment (`tuneline-gang:M`) lets a
+//!   restarted plane find the members again. Terminating a member ends
+//!   nothing until the last one: then the allocation is cancelled.
 //! - **list** is `squeue` filtered by the job-name prefix unique to this
 //!   control plane. A job launched moments ago that is not listed yet is
 //!   kept during a grace period (SkyPilot PR 4443).
@@ -59,6 +65,9 @@ pub struct SlurmSettings {
     /// How long a submitted job may be missing from `squeue` before it counts as gone.
     pub listing_grace: Duration,
 }
+
+/// The comment of a gang's allocation, before its task count.
+const GANG_COMMENT: &str = "tuneline-gang:";
 
 /// Slurm's KillWait default: how long a cancelled job's processes get between SIGTERM and SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(30);
@@ -112,8 +121,11 @@ impl SlurmSettings {
 /// Workers as Slurm batch jobs.
 pub struct SlurmProvider {
     settings: SlurmSettings,
-    /// Instance id (the job name) -> (Slurm job id, instance).
+    /// Instance id (the job name, or `<job name>-<task>` for a gang's
+    /// member) -> (Slurm job id, instance).
     known: Mutex<HashMap<String, (String, Instance)>>,
+    /// Gang members terminated while their allocation still runs others.
+    ended: Mutex<std::collections::HashSet<String>>,
     binary_sha: tokio::sync::OnceCell<String>,
 }
 
@@ -123,6 +135,7 @@ impl SlurmProvider {
         Self {
             settings,
             known: Mutex::new(HashMap::new()),
+            ended: Mutex::default(),
             binary_sha: tokio::sync::OnceCell::new(),
         }
     }
@@ -135,14 +148,19 @@ impl SlurmProvider {
         self.settings.shell.run(script, stdin).await.map_err(|e| self.error(e))
     }
 
-    /// The batch script of instance `id`.
-    fn batch_script(&self, id: &str, offer: &Offer) -> String {
+    /// The batch script of instance `id`, or of a gang of `tasks` workers.
+    fn batch_script(&self, id: &str, offer: &Offer, tasks: u32) -> String {
         let s = &self.settings;
         let mut lines = vec![
             "#!/bin/sh".to_string(),
             format!("#SBATCH --job-name={id}"),
             format!("#SBATCH --output=workers/{id}.log"),
         ];
+        if tasks > 1 {
+            lines.push(format!("#SBATCH --nodes={tasks}"));
+            lines.push("#SBATCH --ntasks-per-node=1".into());
+            lines.push(format!("#SBATCH --comment={GANG_COMMENT}{tasks}"));
+        }
         lines.push(format!("#SBATCH --signal=B:TERM@{}", s.notice.as_secs().max(1)));
         for (flag, value) in [
             ("partition", &s.partition),
@@ -156,12 +174,52 @@ impl SlurmProvider {
         }
         lines.push(format!("set -e; {SOURCE_ENV}"));
         lines.push("TUNELINE_JOIN=$(cat join); export TUNELINE_JOIN".into());
-        // exec: the batch shell is the worker, so Slurm's TERM reaches it.
-        lines.push(format!(
-            "exec bin/tuneline worker {}",
-            worker_args(&s.link, "slurm", id, offer, s.class)
-        ));
+        if tasks > 1 {
+            // srun passes Slurm's TERM on to every task; each task's worker is
+            // member `<id>-<task>`.
+            lines.push(format!(
+                "exec srun --kill-on-bad-exit=0 sh -c 'TUNELINE_INSTANCE=\"$0-$SLURM_PROCID\"; export TUNELINE_INSTANCE; exec bin/tuneline worker \"$@\"' {} {}",
+                quote(id),
+                worker_args(&s.link, "slurm", None, offer, s.class)
+            ));
+        } else {
+            // exec: the batch shell is the worker, so Slurm's TERM reaches it.
+            lines.push(format!(
+                "exec bin/tuneline worker {}",
+                worker_args(&s.link, "slurm", Some(id), offer, s.class)
+            ));
+        }
         lines.join("\n") + "\n"
+    }
+
+    /// Submits the batch script of `tasks` workers named `id`; returns the Slurm job id.
+    async fn submit(&self, id: &str, offer: &Offer, tasks: u32) -> Result<String, ProviderError> {
+        let s = &self.settings;
+        let sha = self
+            .binary_sha
+            .get_or_try_init(|| sha256_of(&s.link.binary))
+            .await
+            .map_err(|e| self.error(e))?;
+        s.shell.install(&s.link.binary, sha, &s.remote_dir).await.map_err(|e| self.error(e))?;
+        let dir = &s.remote_dir;
+        self.run(
+            &format!("umask 077 && cat > {dir}/join"),
+            format!("{}\n", s.link.join).as_bytes(),
+        )
+        .await?;
+        let extra: String = s.sbatch_args.iter().map(|a| format!(" {}", quote(a))).collect();
+        let out = self
+            .run(
+                &format!("cd {dir} && sbatch --parsable{extra}"),
+                self.batch_script(id, offer, tasks).as_bytes(),
+            )
+            .await?;
+        let job = out.trim().split(';').next().unwrap_or_default().to_string();
+        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.error(format!("sbatch printed no job id: {out}")));
+        }
+        tracing::info!("submitted {id} ({tasks} worker(s)) as Slurm job {job} on {}", s.shell);
+        Ok(job)
     }
 }
 
@@ -176,36 +234,29 @@ impl Provider for SlurmProvider {
     }
 
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
-        let s = &self.settings;
-        let sha = self
-            .binary_sha
-            .get_or_try_init(|| sha256_of(&s.link.binary))
-            .await
-            .map_err(|e| self.error(e))?;
-        s.shell.install(&s.link.binary, sha, &s.remote_dir).await.map_err(|e| self.error(e))?;
-        let dir = &s.remote_dir;
-        self.run(
-            &format!("umask 077 && cat > {dir}/join"),
-            format!("{}\n", s.link.join).as_bytes(),
-        )
-        .await?;
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
-        let extra: String = s.sbatch_args.iter().map(|a| format!(" {}", quote(a))).collect();
-        let out = self
-            .run(
-                &format!("cd {dir} && sbatch --parsable{extra}"),
-                self.batch_script(&id, offer).as_bytes(),
-            )
-            .await?;
-        let job = out.trim().split(';').next().unwrap_or_default().to_string();
-        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(self.error(format!("sbatch printed no job id: {out}")));
-        }
+        let job = self.submit(&id, offer, 1).await?;
         let instance = Instance { id: id.clone(), offer: offer.clone(), launched_at };
-        tracing::info!("submitted worker {id} as Slurm job {job} on {}", s.shell);
         self.known.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (job, instance.clone()));
         Ok(instance)
+    }
+
+    async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
+        if count <= 1 {
+            return Ok(vec![self.launch(offer).await?]);
+        }
+        let launched_at = now();
+        let id = self.settings.link.instance_id(self.settings.class, launched_at);
+        let job = self.submit(&id, offer, count).await?;
+        let members: Vec<Instance> = (0..count)
+            .map(|task| Instance { id: format!("{id}-{task}"), offer: offer.clone(), launched_at })
+            .collect();
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        for member in &members {
+            known.insert(member.id.clone(), (job.clone(), member.clone()));
+        }
+        Ok(members)
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
@@ -213,6 +264,15 @@ impl Provider for SlurmProvider {
         else {
             return Ok(());
         };
+        {
+            // A gang's allocation runs until its last member is terminated.
+            let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+            ended.insert(id.to_string());
+            if known.iter().any(|(other, (j, _))| *j == job && !ended.contains(other)) {
+                return Ok(());
+            }
+        }
         let halves = self.settings.grace.as_millis() / 500;
         let script = format!(
             "scancel {job} 2>/dev/null || true; i=0; \
@@ -220,34 +280,50 @@ impl Provider for SlurmProvider {
              state=$(squeue -h -j {job} -o %T 2>/dev/null); if [ -n \"$state\" ]; then echo \"Slurm job {job} is still $state\" >&2; exit 1; fi"
         );
         self.run(&script, b"").await?;
-        self.known.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let members: Vec<String> =
+            known.iter().filter(|(_, (j, _))| *j == job).map(|(m, _)| m.clone()).collect();
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        for member in members {
+            known.remove(&member);
+            ended.remove(&member);
+        }
         Ok(())
     }
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
-        let out = self.run("squeue -h -u \"$(id -un)\" -o '%j|%i|%T'", b"").await?;
+        let out = self.run("squeue -h -u \"$(id -un)\" -o '%j|%i|%T|%k'", b"").await?;
         let prefix = self.settings.link.prefix(self.settings.class);
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         let mut listed = HashMap::new();
         for line in out.lines() {
-            let mut fields = line.split('|');
-            let (Some(name), Some(job)) = (fields.next(), fields.next()) else { continue };
+            let fields: Vec<&str> = line.split('|').collect();
+            let (Some(name), Some(job)) = (fields.first(), fields.get(1)) else { continue };
             let Some(serial) = name.strip_prefix(&prefix) else { continue };
-            let instance = match known.get(name) {
-                Some((_, instance)) => instance.clone(),
-                // A job of this plane from before a restart: its name carries its launch time.
-                None => Instance {
-                    id: name.to_string(),
-                    offer: Offer {
-                        instance_type: "unknown".into(),
-                        price_per_hour: 0.0,
-                        spot: false,
-                        price_as_of: None,
-                    },
-                    launched_at: serial.parse::<f64>().map_or(0.0, |ms| ms / 1000.0),
-                },
+            // A gang's allocation holds a member per task.
+            let tasks =
+                fields.get(3).and_then(|c| c.strip_prefix(GANG_COMMENT)?.parse::<u32>().ok());
+            let ids = match tasks {
+                Some(n) => (0..n).map(|task| format!("{name}-{task}")).collect(),
+                None => vec![name.to_string()],
             };
-            listed.insert(name.to_string(), (job.to_string(), instance));
+            for id in ids {
+                let instance = match known.get(&id) {
+                    Some((_, instance)) => instance.clone(),
+                    // A job of this plane from before a restart: its name carries its launch time.
+                    None => Instance {
+                        id: id.clone(),
+                        offer: Offer {
+                            instance_type: "unknown".into(),
+                            price_per_hour: 0.0,
+                            spot: false,
+                            price_as_of: None,
+                        },
+                        launched_at: serial.parse::<f64>().map_or(0.0, |ms| ms / 1000.0),
+                    },
+                };
+                listed.insert(id, (job.to_string(), instance));
+            }
         }
         // Just submitted, not yet in squeue: not gone.
         let at = now();
@@ -259,6 +335,12 @@ impl Provider for SlurmProvider {
             }
         }
         *known = listed;
-        Ok(known.values().map(|(_, instance)| instance.clone()).collect())
+        let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        ended.retain(|id| known.contains_key(id));
+        Ok(known
+            .iter()
+            .filter(|(id, _)| !ended.contains(*id))
+            .map(|(_, (_, instance))| instance.clone())
+            .collect())
     }
 }

@@ -148,7 +148,7 @@ impl SshProvider {
         let launched_at = now();
         let id = self.settings.link.instance_id(self.settings.class, launched_at);
         let dir = &s.remote_dir;
-        let args = worker_args(&s.link, "ssh", &id, offer, s.class);
+        let args = worker_args(&s.link, "ssh", Some(&id), offer, s.class);
         let script = format!(
             "set -e; read -r TUNELINE_JOIN; export TUNELINE_JOIN; cd {dir}; {SOURCE_ENV}; \
              if command -v setsid > /dev/null 2>&1; then set -- setsid; else set -- perl -e 'setpgrp(0, 0); exec @ARGV'; fi; \

@@ -18,10 +18,13 @@ mod remote;
 use common::{conformance, planes_apart};
 use remote::link;
 
-/// A stand-in for `tuneline worker`: a note of its SIGTERM in `<instance>.term`, and a wait.
+/// A stand-in for `tuneline worker`: its instance (`--instance`, else
+/// `TUNELINE_INSTANCE`) noted in `<instance>.up`, its SIGTERM in
+/// `<instance>.term`, and a wait.
 fn stand_in(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("tuneline");
-    let script = "#!/bin/sh\nwhile [ \"$1\" != --instance ]; do shift; done; id=$2\ntrap 'touch \"$HOME/$id.term\"; exit 0' TERM\n\
+    let script = "#!/bin/sh\nid=$TUNELINE_INSTANCE\nwhile [ $# -gt 0 ]; do [ \"$1\" = --instance ] && id=$2; shift; done\n\
+                  touch \"$HOME/$id.up\"; trap 'touch \"$HOME/$id.term\"; exit 0' TERM\n\
                   while true; do sleep 0.1; done\n";
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -36,8 +39,19 @@ fn provider(
     partition: &str,
     time_limit: Option<&str>,
 ) -> SlurmProvider {
+    SlurmProvider::new(settings(fleet, dir, tag, partition, time_limit))
+}
+
+/// The settings of [`provider`].
+fn settings(
+    fleet: &Fleet,
+    dir: &Path,
+    tag: &str,
+    partition: &str,
+    time_limit: Option<&str>,
+) -> SlurmSettings {
     let auth = SshAuth::new(Some(fleet.key.clone()), dir.join("known_hosts"));
-    SlurmProvider::new(SlurmSettings {
+    SlurmSettings {
         shell: Shell::Ssh(SshHost::parse(&fleet.target(0)).unwrap(), auth),
         partition: Some(partition.into()),
         gres: Some("gpu:1".into()),
@@ -56,7 +70,7 @@ fn provider(
         class: WorkerClass::Gpu,
         grace: Duration::from_secs(40),
         listing_grace: Duration::from_secs(30),
-    })
+    }
 }
 
 fn on(fleet: &Fleet, script: &str) -> String {
@@ -114,4 +128,47 @@ async fn the_time_limit_reaches_the_worker_as_sigterm_and_a_bad_partition_is_slu
     slurm.terminate(&instance.id).await.unwrap();
     assert!(slurm.list().await.unwrap().is_empty());
     assert_eq!(on(&fleet, "squeue -h | wc -l"), "0", "no allocation is left");
+}
+
+/// A gang's allocation: one `sbatch` of two tasks (both on the one node
+/// here: `sbatch_args` come after the script's `--nodes`), whose `srun`
+/// starts a worker per task. A restarted plane finds both members from the
+/// allocation's comment; terminating one leaves the allocation to the other,
+/// and terminating the last cancels it, its SIGTERM reaching both.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_allocation_serves_a_gang_whose_members_srun_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::with_slurm(1, &[dir.path()]);
+    let mut one_node = settings(&fleet, dir.path(), "tlgang", "gpu", None);
+    one_node.sbatch_args.extend(["--nodes=1".to_string(), "--ntasks-per-node=2".to_string()]);
+    let slurm = SlurmProvider::new(one_node.clone());
+    let gang = slurm.launch_gang(&slurm.offers().await.unwrap()[0], 2).await.unwrap();
+    let ids: Vec<&str> = gang.iter().map(|i| i.id.as_str()).collect();
+    let base = ids[0].strip_suffix("-0").expect("member 0");
+    assert_eq!(ids, [format!("{base}-0"), format!("{base}-1")]);
+    for id in &ids {
+        wait_for("both members started", || {
+            on(&fleet, &format!("test -f {id}.up && echo yes")) == "yes"
+        });
+    }
+    assert_eq!(on(&fleet, &format!("squeue -h -n {base} -o %i | wc -l")), "1", "one allocation");
+    let mut listed: Vec<String> =
+        SlurmProvider::new(one_node).list().await.unwrap().into_iter().map(|i| i.id).collect();
+    listed.sort();
+    assert_eq!(listed, ids, "a restarted plane finds both members");
+
+    slurm.terminate(ids[0]).await.unwrap();
+    let left: Vec<String> = slurm.list().await.unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(left, [ids[1]], "the allocation stays for the other member");
+    assert_eq!(on(&fleet, &format!("squeue -h -n {base} | wc -l")), "1");
+    slurm.terminate(ids[1]).await.unwrap();
+    assert!(slurm.list().await.unwrap().is_empty());
+    assert_eq!(on(&fleet, "squeue -h | wc -l"), "0", "no allocation is left");
+    for id in &ids {
+        assert_eq!(
+            on(&fleet, &format!("test -f {id}.term && echo yes")),
+            "yes",
+            "{id} got its SIGTERM"
+        );
+    }
 }
