@@ -244,7 +244,7 @@ impl Autoscaler {
         if !pass.vanished.is_empty() {
             self.shared.wake();
         }
-        live -= self.expire_gangs(&workers, &mut pass).await;
+        live = live.saturating_sub(self.expire_gangs(&workers, &mut pass).await);
         let desired = self.pool.max_workers.min(runnable);
         if live < desired {
             self.cool_preempted();

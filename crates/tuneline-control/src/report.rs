@@ -151,7 +151,7 @@ impl Breakdown {
     /// The parts of training segment `s`'s bill (one of `segments`), its open end at `now`.
     fn of(s: &Segment, segments: &[Segment], now: f64) -> Self {
         let wall = s.wall_s(now);
-        let startup = s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall);
+        let startup = startup_s(s, now);
         let computing = computing_s(s, segments, now);
         let effective = computing * kept_share(lead(s, segments));
         let dollars = |seconds: f64| s.price_per_hour * seconds / 3600.0;
@@ -196,9 +196,14 @@ fn lead<'a>(s: &'a Segment, segments: &'a [Segment]) -> &'a Segment {
 /// Seconds segment `s`'s machine spent computing steps, within its time
 /// after startup, its open end at `now`.
 fn computing_s(s: &Segment, segments: &[Segment], now: f64) -> f64 {
+    lead(s, segments).compute_s.clamp(0.0, s.wall_s(now) - startup_s(s, now))
+}
+
+/// Seconds from segment `s`'s lease to its trainer's start (all of it when
+/// the trainer never started), its open end at `now`.
+fn startup_s(s: &Segment, now: f64) -> f64 {
     let wall = s.wall_s(now);
-    let startup = s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall);
-    lead(s, segments).compute_s.clamp(0.0, wall - startup)
+    s.trainer_at.map_or(wall, |t| t - s.started_at).clamp(0.0, wall)
 }
 
 /// Seconds segment `s`'s machine (one of `segments`) spent computing steps a

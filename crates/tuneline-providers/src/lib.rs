@@ -122,6 +122,19 @@ impl ProviderError {
     }
 }
 
+/// Terminates `launched`, the part of a gang that `provider` could launch;
+/// one that cannot be terminated is logged for a human to destroy.
+pub async fn give_back<P: Provider + ?Sized>(provider: &P, launched: &[Instance]) {
+    for instance in launched {
+        if let Err(left) = provider.terminate(&instance.id).await {
+            tracing::error!(
+                "could not terminate {} of a gang launched in part: {left}; destroy it by hand",
+                instance.id
+            );
+        }
+    }
+}
+
 /// A source of worker instances.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
@@ -141,11 +154,7 @@ pub trait Provider: Send + Sync {
             match self.launch(offer).await {
                 Ok(instance) => launched.push(instance),
                 Err(e) => {
-                    for instance in &launched {
-                        if let Err(left) = self.terminate(&instance.id).await {
-                            tracing::error!("could not terminate {} of a gang launched in part: {left}; destroy it by hand", instance.id);
-                        }
-                    }
+                    give_back(self, &launched).await;
                     return Err(e);
                 }
             }

@@ -316,11 +316,7 @@ impl Provider for AwsProvider {
             match self.launch_into(offer, Some(&group)).await {
                 Ok(instance) => launched.push(instance),
                 Err(e) => {
-                    for instance in &launched {
-                        if let Err(left) = self.terminate(&instance.id).await {
-                            tracing::error!("could not terminate {} of a gang launched in part: {left}; destroy it by hand", instance.id);
-                        }
-                    }
+                    crate::give_back(self, &launched).await;
                     // Refused while its instances shut down: a later listing deletes it.
                     let _ = self.ec2.delete_placement_group(&group).await;
                     return Err(e);
