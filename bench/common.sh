@@ -54,3 +54,20 @@ start_server() {
   state="$work/server/.tuneline/control"
   token=$(cat "$state/token")
 }
+
+# start_fleet N [HIDDEN...]: N namespace hosts (testkit's fleet-serve; needs
+# root) with the HIDDEN paths covered and a Garage on their gateway; exports
+# its FLEET_* and GARAGE_* variables. The hosts last while fd 3 (a fifo's
+# writer) is open: they are removed on exit.
+start_fleet() {
+  cargo build --release --quiet -p tuneline-testkit --bin fleet-serve
+  mkfifo "$work/hold"
+  "$target/release/fleet-serve" "$@" < "$work/hold" > "$work/fleet.env" 2> "$work/fleet.err" &
+  serve=$!
+  exec 3> "$work/hold"
+  trap 'exec 3>&-; wait $serve || true; rm -rf "$work"' EXIT
+  for _ in $(seq 600); do grep -q FLEET_READY "$work/fleet.env" 2>/dev/null && break; kill -0 $serve 2>/dev/null || break; sleep 0.2; done
+  grep -q FLEET_READY "$work/fleet.env" || { cat "$work/fleet.err" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  source "$work/fleet.env"
+}

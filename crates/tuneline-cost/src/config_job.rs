@@ -75,16 +75,11 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             fused_loss: t.use_liger_kernel,
         },
         steps,
-        accumulation: t.gradient_accumulation_steps as u64,
+        accumulation: t.gradient_accumulation_steps,
         shape: Shape { gpus: t.gpus, nodes: t.nodes },
         // Token ids as 4-byte integers (`gpus = "all"` counted as one GPU):
         // about the stored dataset.
-        dataset_bytes: (steps
-            * micro_batch
-            * seq_len
-            * (t.gradient_accumulation_steps * t.gpus.on(1) * t.nodes) as u64)
-            as f64
-            * 4.0,
+        dataset_bytes: (steps * micro_batch * seq_len * t.micro_batches_per_step(1)) as f64 * 4.0,
         data_home: data_home(config),
         phase: overrides.phase.unwrap_or(config.workers.phase),
         utilization: config.cost.utilization,

@@ -18,7 +18,7 @@
 use crate::eth::eth;
 use chrono::NaiveDate;
 use serde::Serialize;
-use tuneline_core::config::Gpus;
+use tuneline_core::config::{micro_batches_per_step, Gpus};
 
 use crate::catalog::{Catalog, Offer};
 use crate::checkpointing::{expected_wall, young_daly_interval};
@@ -95,7 +95,7 @@ pub struct Job {
     /// Optimizer steps.
     pub steps: u64,
     /// Micro-batches each GPU accumulates per step (`gradient_accumulation_steps`).
-    pub accumulation: u64,
+    pub accumulation: u32,
     /// The gang it trains on (`[training] gpus` and `nodes`), which sets the
     /// global batch: `accumulation x gpus x nodes` micro-batches a step.
     pub shape: Shape,
@@ -118,7 +118,8 @@ pub struct Job {
 impl Job {
     /// Micro-batches in one optimizer step on `offer` (the global batch).
     pub fn micro_batches(&self, offer: &Offer) -> u64 {
-        self.accumulation * self.shape.on(offer).world() as u64
+        let gang = self.shape.on(offer);
+        micro_batches_per_step(self.accumulation, gang.gpus, gang.nodes)
     }
 
     /// Tokens in one micro-batch.
@@ -130,7 +131,7 @@ impl Job {
     /// makes it the offer's.
     pub fn fixed_micro_batches(&self) -> Option<u64> {
         match self.shape.gpus {
-            Gpus::Count(n) => Some(self.accumulation * (n * self.shape.nodes) as u64),
+            Gpus::Count(n) => Some(micro_batches_per_step(self.accumulation, n, self.shape.nodes)),
             Gpus::All => None,
         }
     }

@@ -7,13 +7,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Duration;
 
 use candle_core::Tensor;
 use tuneline_core::config::Engine as EngineKind;
 use tuneline_model::llama::Lora;
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Abandon, Engine, EngineError};
 use crate::rows::Row;
 use crate::trainer::{Progress, StepLog, TrainSettings, Trainer};
 
@@ -133,14 +132,11 @@ impl Engine for Trainer<'_> {
         Trainer::done(self)
     }
 
-    fn step_unless(
-        &mut self,
-        abandon: &dyn Fn(Duration) -> bool,
-    ) -> Result<Option<StepLog>, EngineError> {
+    fn step_unless(&mut self, abandon: Abandon<'_>) -> Result<Option<StepLog>, EngineError> {
         Ok(Trainer::step_unless(self, abandon)?)
     }
 
-    fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError> {
+    fn eval_loss(&mut self, rows: &[Row], _abandon: Abandon<'_>) -> Result<f64, EngineError> {
         Ok(Trainer::eval_loss(self, rows)?)
     }
 

@@ -40,6 +40,10 @@ impl From<candle_core::Error> for EngineError {
     }
 }
 
+/// Whether to give up on a step (or a gang's wait), given the time the
+/// rest of it will take: when the stop's grace period would run out first.
+pub type Abandon<'a> = &'a (dyn Fn(Duration) -> bool + Sync);
+
 /// A LoRA run on one engine.
 pub trait Engine {
     /// Which engine this is: recorded in every checkpoint, and checked on resume.
@@ -52,14 +56,13 @@ pub trait Engine {
     fn done(&self) -> bool;
 
     /// One optimizer step, abandoned (`None`, nothing changed) when
-    /// `abandon(time the rest of the step will take)` says so before it starts.
-    fn step_unless(
-        &mut self,
-        abandon: &dyn Fn(Duration) -> bool,
-    ) -> Result<Option<StepLog>, EngineError>;
+    /// `abandon(time the rest of the step will take)` says so before it
+    /// starts. Here and in a gang's other calls, a member waiting on its
+    /// peers gives up (an infra error) once `abandon(0)` says so.
+    fn step_unless(&mut self, abandon: Abandon<'_>) -> Result<Option<StepLog>, EngineError>;
 
     /// Mean loss per labeled token over `rows`, without dropout.
-    fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError>;
+    fn eval_loss(&mut self, rows: &[Row], abandon: Abandon<'_>) -> Result<f64, EngineError>;
 
     /// Writes a checkpoint of the run, with `history`, into `dir`.
     fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError>;
@@ -80,7 +83,7 @@ pub trait Engine {
 
     /// After a step, whether the run stops there, given whether this process
     /// was asked to (`local`): for a gang, whether any member was.
-    fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
+    fn agree_stop(&mut self, local: bool, _abandon: Abandon<'_>) -> Result<bool, EngineError> {
         Ok(local)
     }
 }

@@ -13,11 +13,10 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
-use std::time::Duration;
 
 use tuneline_core::config::Engine as EngineKind;
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Abandon, Engine, EngineError};
 use crate::program::ProgramEngine;
 use crate::rows::Row;
 use crate::setup::SetupError;
@@ -211,16 +210,14 @@ impl Engine for Gang {
         self.members[0].done()
     }
 
-    /// Never abandoned: the members agree to stop after a step instead.
-    fn step_unless(
-        &mut self,
-        _abandon: &dyn Fn(Duration) -> bool,
-    ) -> Result<Option<StepLog>, EngineError> {
-        self.each(|m| m.step_unless(&|_| false))
+    /// Never abandoned before it starts: the members agree to stop after a
+    /// step instead. A member that gives up waiting on the gang fails it.
+    fn step_unless(&mut self, abandon: Abandon<'_>) -> Result<Option<StepLog>, EngineError> {
+        self.each(|m| m.step_unless(abandon))
     }
 
-    fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError> {
-        self.each(|m| m.eval_loss(rows))
+    fn eval_loss(&mut self, rows: &[Row], abandon: Abandon<'_>) -> Result<f64, EngineError> {
+        self.each(|m| m.eval_loss(rows, abandon))
     }
 
     fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError> {
@@ -239,8 +236,8 @@ impl Engine for Gang {
         self.members[0].world()
     }
 
-    fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
-        self.each(|m| m.agree_stop(local))
+    fn agree_stop(&mut self, local: bool, abandon: Abandon<'_>) -> Result<bool, EngineError> {
+        self.each(|m| m.agree_stop(local, abandon))
     }
 }
 

@@ -9,7 +9,8 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device};
@@ -21,7 +22,7 @@ use tuneline_model::BaseModel;
 
 use crate::batches::{Batches, Cursor};
 use crate::checkpoint::{read_state, write_state};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Abandon, Engine, EngineError};
 use crate::gang::{Gang, Rank, Rendezvous};
 use crate::pyenv::{self, Lock};
 use crate::rows::Row;
@@ -91,7 +92,9 @@ pub struct ProgramEngine {
     base_4bit: Option<Bnb4bit>,
     child: Child,
     requests: ChildStdin,
-    answers: BufReader<ChildStdout>,
+    /// The program's answer lines, read by a thread of their own, so that a
+    /// step can be given up while its answer is awaited.
+    answers: Receiver<std::io::Result<String>>,
     settings: TrainSettings,
     batches: Batches,
     progress: Progress,
@@ -124,7 +127,15 @@ impl ProgramEngine {
             EngineError::Infra(format!("cannot run {}: {e}", start.python.display()))
         })?;
         let requests = child.stdin.take().expect("piped");
-        let answers = BufReader::new(child.stdout.take().expect("piped"));
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let (sender, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let batches = Batches::new(rows, settings.seed);
         let mut engine = Self {
             kind,
@@ -145,8 +156,18 @@ impl ProgramEngine {
 
     /// Sends one request and reads its answer.
     fn call(&mut self, request: Value) -> Result<Value, EngineError> {
+        self.call_within(request, &|_| false)
+    }
+
+    /// Sends one request and reads its answer. A gang's member gives up
+    /// waiting when `abandon(0)` says only the commit's room is left of the
+    /// grace period: a member gone silent (a cut link) would hold a
+    /// collective for the gang's whole timeout. The answer that may come
+    /// later is passed over, and the torch program saves the last finished
+    /// step beside the request given up, so rank 0 can still commit it.
+    fn call_within(&mut self, request: Value, abandon: Abandon<'_>) -> Result<Value, EngineError> {
         let op = request["op"].as_str().unwrap_or("?").to_string();
-        let kind = self.kind;
+        let (kind, gang) = (self.kind, self.rank.world > 1);
         let gone = |this: &mut Self, why: String| {
             let status = this.child.wait().map(|s| s.to_string()).unwrap_or_default();
             EngineError::Infra(format!("the {kind} engine stopped during `{op}` ({why}; {status}); its error is above in the log"))
@@ -158,18 +179,31 @@ impl ProgramEngine {
         {
             return Err(gone(self, e.to_string()));
         }
-        let mut answer = String::new();
-        match self.answers.read_line(&mut answer) {
-            Ok(0) => return Err(gone(self, "no answer".into())),
-            Err(e) => return Err(gone(self, e.to_string())),
-            Ok(_) => {}
-        }
-        let answer: Value = serde_json::from_str(&answer).map_err(|e| {
-            EngineError::Infra(format!(
-                "the {kind} engine answered `{op}` with `{}`: {e}",
-                answer.trim()
-            ))
-        })?;
+        let answer = loop {
+            let line = match self.answers.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(line)) => line,
+                Ok(Err(e)) => return Err(gone(self, e.to_string())),
+                Err(RecvTimeoutError::Disconnected) => return Err(gone(self, "no answer".into())),
+                Err(RecvTimeoutError::Timeout) if gang && abandon(Duration::ZERO) => {
+                    return Err(EngineError::Infra(format!(
+                        "the gang's `{op}` after step {} was still unanswered near the end of the grace period; given up: a member has gone silent (a cut link?) or is too slow",
+                        self.progress.global_step
+                    )));
+                }
+                Err(RecvTimeoutError::Timeout) => continue,
+            };
+            let answer: Value = serde_json::from_str(&line).map_err(|e| {
+                EngineError::Infra(format!(
+                    "the {kind} engine answered `{op}` with `{}`: {e}",
+                    line.trim()
+                ))
+            })?;
+            // The answer to a request given up before: no longer awaited.
+            if answer["op"].as_str().is_some_and(|answered| answered != op) {
+                continue;
+            }
+            break answer;
+        };
         if let Some(ok) = answer.get("ok") {
             return Ok(ok.clone());
         }
@@ -267,12 +301,9 @@ impl Engine for ProgramEngine {
         self.progress.done(&self.settings)
     }
 
-    fn step_unless(
-        &mut self,
-        abandon: &dyn Fn(Duration) -> bool,
-    ) -> Result<Option<StepLog>, EngineError> {
-        // One request is the whole step: it is abandoned before it starts, or
-        // not at all; a gang's member never abandons one alone.
+    fn step_unless(&mut self, abandon: Abandon<'_>) -> Result<Option<StepLog>, EngineError> {
+        // A step expected to outlast the grace period is abandoned before it
+        // starts; a gang's member never abandons one alone.
         if self.rank.world == 1 && self.last_step_time.is_some_and(abandon) {
             return Ok(None);
         }
@@ -299,10 +330,11 @@ impl Engine for ProgramEngine {
             )));
         }
         let lr = self.settings.schedule.rate(step);
-        let answer = self.call(json!({
-            "op": "step", "lr": lr, "counted": total, "micro": micro,
+        let request = json!({
+            "op": "step", "step": step + 1, "lr": lr, "counted": total, "micro": micro,
             "max_grad_norm": self.settings.max_grad_norm,
-        }))?;
+        });
+        let answer = self.call_within(request, abandon)?;
         self.progress = Progress { global_step: step + 1, cursor };
         self.last_step_time = Some(started.elapsed());
         let compute = answer["seconds"].as_f64().unwrap_or(0.0);
@@ -324,7 +356,7 @@ impl Engine for ProgramEngine {
         }))
     }
 
-    fn eval_loss(&mut self, rows: &[Row]) -> Result<f64, EngineError> {
+    fn eval_loss(&mut self, rows: &[Row], abandon: Abandon<'_>) -> Result<f64, EngineError> {
         let chunks: Vec<Vec<&Row>> = rows
             .chunks(self.settings.batch_size.max(1))
             .map(|chunk| chunk.iter().collect::<Vec<_>>())
@@ -337,13 +369,14 @@ impl Engine for ProgramEngine {
             .filter(|(i, _)| self.rank.takes(*i))
             .map(|(_, refs)| json!({ "rows": rows_json(refs) }))
             .collect();
-        let answer = self.call(json!({ "op": "eval", "batches": batches, "counted": total }))?;
+        let request = json!({ "op": "eval", "batches": batches, "counted": total });
+        let answer = self.call_within(request, abandon)?;
         Ok(answer["loss"].as_f64().unwrap_or(f64::NAN))
     }
 
     fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError> {
         std::fs::create_dir_all(dir)?;
-        self.call(json!({ "op": "save", "dir": dir }))?;
+        self.call(json!({ "op": "save", "dir": dir, "step": self.progress.global_step }))?;
         // PEFT's model card names the local base directory; the checkpoint records its origin instead.
         let card = dir.join("README.md");
         if card.exists() {
@@ -358,7 +391,7 @@ impl Engine for ProgramEngine {
 
     fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError> {
         let state = read_state(dir, self.kind, &self.settings)?;
-        self.call(json!({ "op": "load", "dir": dir }))?;
+        self.call(json!({ "op": "load", "dir": dir, "step": state.tuneline.global_step }))?;
         self.progress = state.tuneline;
         Ok(state.log_history)
     }
@@ -371,11 +404,11 @@ impl Engine for ProgramEngine {
         self.rank.world
     }
 
-    fn agree_stop(&mut self, local: bool) -> Result<bool, EngineError> {
+    fn agree_stop(&mut self, local: bool, abandon: Abandon<'_>) -> Result<bool, EngineError> {
         if self.rank.world == 1 {
             return Ok(local);
         }
-        let answer = self.call(json!({ "op": "agree", "stop": local }))?;
+        let answer = self.call_within(json!({ "op": "agree", "stop": local }), abandon)?;
         Ok(answer["stop"].as_bool().unwrap_or(true))
     }
 }

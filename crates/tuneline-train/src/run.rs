@@ -256,7 +256,7 @@ fn steps(
             break;
         };
         // A gang's members all stop after the step any of them was asked to.
-        stopping = trainer.agree_stop(deadline().is_some())?;
+        stopping = trainer.agree_stop(deadline().is_some(), &abandon)?;
         if spec.eval_steps > 0 && log.step % spec.eval_steps == 0 && !eval_rows.is_empty() {
             if stopping {
                 // The notice's time goes to committing the step: an eval point is worth less.
@@ -265,7 +265,7 @@ fn steps(
                     log.step
                 );
             } else {
-                log.eval_loss = Some(trainer.eval_loss(eval_rows)?);
+                log.eval_loss = Some(trainer.eval_loss(eval_rows, &abandon)?);
             }
         }
         if leads {

@@ -173,10 +173,9 @@ pub fn check_memory_budget(config: &Config) -> Result<(), SetupError> {
 /// a smaller gang (`min_nodes`) takes more of them each.
 pub fn train_settings(config: &Config, train_rows: usize, cuda_gpus: u32) -> TrainSettings {
     let t = &config.training;
-    let processes = t.gpus.on(cuda_gpus).max(1) * t.nodes.max(1);
     let (batch, accumulation) = (
         t.per_device_train_batch_size.max(1) as usize,
-        (t.gradient_accumulation_steps.max(1) * processes) as usize,
+        t.micro_batches_per_step(cuda_gpus) as usize,
     );
     let max_steps = t.max_steps.unwrap_or_else(|| {
         let per_epoch = train_rows.div_ceil(batch * accumulation) as f64;

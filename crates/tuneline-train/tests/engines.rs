@@ -99,12 +99,12 @@ fn agrees_with_native(kind: EngineKind, tolerance: f64) {
     let mut native =
         Trainer::new(&model, lora, train_settings(&config, train.len(), 0), train.clone());
     let native_logs = steps(&mut native, 8);
-    let native_eval = Engine::eval_loss(&mut native, &eval).unwrap();
+    let native_eval = Engine::eval_loss(&mut native, &eval, &|_| false).unwrap();
     Engine::save_checkpoint(&mut native, &dir.path().join("native"), &native_logs).unwrap();
 
     let mut other = program_run(kind, &config, &train, &dir.path().join("work"));
     let other_logs = steps(&mut other, 8);
-    let other_eval = other.eval_loss(&eval).unwrap();
+    let other_eval = other.eval_loss(&eval, &|_| false).unwrap();
     other.save_checkpoint(&dir.path().join("other"), &other_logs).unwrap();
 
     for (n, t) in native_logs.iter().zip(&other_logs) {
@@ -286,7 +286,7 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
 
     let mut alone = program_run(EngineKind::Torch, &single, &train, &dir.path().join("alone"));
     let alone_logs = steps(&mut alone, 8);
-    let alone_eval = alone.eval_loss(&eval).unwrap();
+    let alone_eval = alone.eval_loss(&eval, &|_| false).unwrap();
     alone.save_checkpoint(&dir.path().join("alone-8"), &alone_logs).unwrap();
     drop(alone);
 
@@ -302,9 +302,9 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
     assert!(gang.leads(), "this machine holds rank 0");
     let mut gang_logs = steps(&mut gang, 4);
     gang.save_checkpoint(&dir.path().join("gang-4"), &gang_logs).unwrap();
-    assert!(!gang.agree_stop(false).unwrap(), "no member was asked to stop");
+    assert!(!gang.agree_stop(false, &|_| false).unwrap(), "no member was asked to stop");
     gang_logs.extend(steps(&mut gang, 4));
-    let gang_eval = gang.eval_loss(&eval).unwrap();
+    let gang_eval = gang.eval_loss(&eval, &|_| false).unwrap();
     gang.save_checkpoint(&dir.path().join("gang-8"), &gang_logs).unwrap();
     drop(gang);
 

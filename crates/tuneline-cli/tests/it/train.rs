@@ -189,9 +189,7 @@ fn a_step_that_cannot_finish_within_the_grace_period_is_abandoned() {
 
 /// Sends SIGTERM to `pid`, as a spot reclaim notice does.
 fn sigterm(pid: u32) {
-    let status =
-        std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
-    assert!(status.success());
+    signal(pid, "-TERM");
 }
 
 /// The per-step losses in a run's metrics.jsonl, as exact bit patterns.
@@ -452,6 +450,12 @@ fn a_gang_that_loses_a_member_fails_after_rank_0_commits_its_last_step() {
     let status = leader.wait().unwrap();
     let err = reader.join().unwrap();
     assert!(!status.success(), "the gang cannot go on without its member: {err}");
+    rank_0_committed_a_finished_step(&ctx, &err);
+}
+
+/// Asserts that rank 0's log `err` tells of an emergency commit of a step
+/// past the third of 40, and that the store holds it, committed, as that step.
+fn rank_0_committed_a_finished_step(ctx: &TestContext, err: &str) {
     let step = err
         .lines()
         .find_map(|l| l.split("rank 0 committed step ").nth(1))
@@ -467,6 +471,48 @@ fn a_gang_that_loses_a_member_fails_after_rank_0_commits_its_last_step() {
         serde_json::from_slice(&std::fs::read(checkpoint.join("trainer_state.json")).unwrap())
             .unwrap();
     assert_eq!(state["global_step"], step, "{state}");
+}
+
+/// A gang whose member goes silent (stopped, as behind a cut link) holds
+/// rank 0 in a collective that would wait out the gang's timeout. On
+/// SIGTERM rank 0 gives it up within its grace period, as the machines'
+/// fault, and still commits the last step the gang finished.
+#[test]
+fn a_gang_whose_member_goes_silent_still_commits_its_last_step_within_the_grace() {
+    let extra =
+        "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\nsigterm_grace = \"6s\"\n";
+    let ctx = project_with(40, 1000, extra);
+    // A collective waits up to the gang's timeout; the grace is far shorter.
+    let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
+    ctx.write("tuneline.toml", format!("{config}[workers]\ngang_timeout = \"60s\"\n"));
+    assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut leader = crate::common::Killed(gang_member(&ctx, port, 0));
+    let follower = crate::common::Killed(gang_member(&ctx, port, 1));
+    let mut lines = BufReader::new(leader.0.stderr.take().unwrap()).lines().map_while(Result::ok);
+    assert!(lines.by_ref().any(|l| l.starts_with("step 3/40")), "the gang trains");
+    // The follower's `tuneline train` stops sending requests: its engine waits, silent.
+    signal(follower.0.id(), "-STOP");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let signalled = std::time::Instant::now();
+    signal(leader.0.id(), "-TERM");
+    let rest: Vec<String> = lines.collect();
+    let status = leader.0.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "the machines' fault: {rest:?}");
+    assert!(
+        signalled.elapsed().as_secs() < 6,
+        "within the grace: {:?} {rest:?}",
+        signalled.elapsed()
+    );
+    assert!(rest.iter().any(|l| l.contains("given up")), "{rest:?}");
+    rank_0_committed_a_finished_step(&ctx, &rest.join("\n"));
+}
+
+/// Sends `signal` (as `kill` names it: `-TERM`, `-STOP`) to `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status =
+        std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap();
+    assert!(status.success());
 }
 
 /// `tuneline train` in `ctx` as machine `rank` of a gang of two that meets

@@ -21,7 +21,9 @@ pub use providers::{
 pub use schema::*;
 pub use secret::Secret;
 pub use ssh_host::{BadSshHost, SshHost};
-pub use values::{ComputeDevice, Gpus, HumanDuration, MemorySize, NotMemory, SaveSteps};
+pub use values::{
+    micro_batches_per_step, ComputeDevice, Gpus, HumanDuration, MemorySize, NotMemory, SaveSteps,
+};
 
 /// The commented `tuneline.toml` that `tuneline init` writes: every section, HF / PEFT names.
 pub const TEMPLATE: &str = include_str!("template.toml");

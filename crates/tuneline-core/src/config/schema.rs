@@ -377,6 +377,18 @@ pub struct TrainingConfig {
     pub min_nodes: Option<u32>,
 }
 
+impl TrainingConfig {
+    /// Micro-batches in one optimizer step across the gang that `gpus` and
+    /// `nodes` make, on machines of `cuda_gpus` GPUs (what `gpus = "all"` counts).
+    pub fn micro_batches_per_step(&self, cuda_gpus: u32) -> u64 {
+        super::values::micro_batches_per_step(
+            self.gradient_accumulation_steps,
+            self.gpus.on(cuda_gpus),
+            self.nodes,
+        )
+    }
+}
+
 impl Default for TrainingConfig {
     fn default() -> Self {
         Self {

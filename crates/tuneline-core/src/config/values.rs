@@ -230,6 +230,13 @@ impl Gpus {
     }
 }
 
+/// Micro-batches in one optimizer step (the global batch, as Hugging Face's
+/// `TrainingArguments` counts it): `accumulation` on each of `gpus`
+/// processes on each of `nodes` machines.
+pub fn micro_batches_per_step(accumulation: u32, gpus: u32, nodes: u32) -> u64 {
+    [accumulation, gpus, nodes].into_iter().map(|n| u64::from(n.max(1))).product()
+}
+
 /// An amount of memory written the way people write it: `"8 GiB"`, `"16GB"`, `"512 MiB"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemorySize(pub u64);

@@ -9,10 +9,10 @@ answer is one JSON line on stdout (anything a library prints goes to stderr):
 
   {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`,
                                  and join the gang in `dist` if there is one
-  {"op": "step", "lr", "micro"}  one optimizer step over micro-batches of packed rows
+  {"op": "step", "step", "lr", "micro"}  optimizer step `step` over micro-batches of packed rows
   {"op": "eval", "batches"}      mean loss per labeled token, without dropout
-  {"op": "save", "dir"}          the PEFT adapter and optimizer.pt into dir
-  {"op": "load", "dir"}          the adapter and optimizer state from dir
+  {"op": "save", "dir", "step"}  the PEFT adapter and optimizer.pt into dir, if at step `step`
+  {"op": "load", "dir", "step"}  the adapter and optimizer state of step `step` from dir
   {"op": "agree", "stop"}        whether any member of the gang stops after this step
 
 In a gang (torch.distributed: gloo on CPUs, NCCL on GPUs) each member gets
@@ -26,16 +26,23 @@ and its address from TUNELINE_NODE_IPS, which a plane's worker sets); a
 collective that fails because a member is gone fails the same way. Both are
 the machines' fault: kind "infra".
 
-An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train" | "infra"}.
-SIGTERM is tuneline's to handle: it finishes or abandons the step and saves.
+An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train" | "infra"},
+with the request's "op". Requests are served in order, but for "save": it is
+served at once, beside a step still running, so that tuneline can give up a
+step that waits on a member gone silent (a cut link) and still save the last
+step it finished. SIGTERM is tuneline's to handle: it finishes or abandons
+the step and saves.
 """
 
+import contextlib
 import datetime
 import json
 import os
+import queue
 import resource
 import signal
 import sys
+import threading
 import time
 
 PROTOCOL = sys.stdout
@@ -49,9 +56,13 @@ from safetensors.torch import load_file  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 
-def answer(value):
-    PROTOCOL.write(json.dumps(value) + "\n")
-    PROTOCOL.flush()
+ANSWERING = threading.Lock()
+
+
+def answer(op, value):
+    with ANSWERING:
+        PROTOCOL.write(json.dumps({**value, "op": op}) + "\n")
+        PROTOCOL.flush()
 
 
 class GangError(RuntimeError):
@@ -90,6 +101,15 @@ def meet(dist):
     torch.distributed.init_process_group(
         backend=dist["backend"], store=store, rank=rank, world_size=world, timeout=timeout
     )
+
+
+def all_reduce(tensor, op):
+    """`tensor` reduced in place over the gang; a collective that fails or
+    times out (gloo raises a plain RuntimeError) is a member gone: GangError."""
+    try:
+        torch.distributed.all_reduce(tensor, op=op)
+    except RuntimeError as e:
+        raise GangError(f"a member of the gang is gone or silent: {str(e).splitlines()[0]}") from e
 
 
 class Run:
@@ -141,6 +161,10 @@ class Run:
             task_type="CAUSAL_LM",
         )
         self.model = get_peft_model(model, config)
+        # The adapter and the optimizer's state, at step `self.at`: a step
+        # changes them, and a save reads them, holding `self.held`.
+        self.held = threading.Lock()
+        self.at = 0
         self.load_adapter(spec["adapter"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.make_optimizer()
@@ -208,20 +232,22 @@ class Run:
             self.all_reduce_grads()
             total = self.summed([total])[0]
         limit = request["max_grad_norm"] if request["max_grad_norm"] > 0 else float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self.params, limit, foreach=False).item()
-        for group in self.optimizer.param_groups:
-            group["lr"] = request["lr"]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        with self.held:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, limit, foreach=False).item()
+            for group in self.optimizer.param_groups:
+                group["lr"] = request["lr"]
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.at = request["step"]
         seconds = time.perf_counter() - started
         return {"loss": total, "grad_norm": norm, "peak_memory": self.peak_memory(), "seconds": seconds}
 
     def summed(self, values, op=None):
         """`values` summed (or reduced by `op`) over the gang."""
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        torch.distributed.all_reduce(tensor, op=op or torch.distributed.ReduceOp.SUM)
+        all_reduce(tensor, op or torch.distributed.ReduceOp.SUM)
         return tensor.tolist()
 
     def all_reduce_grads(self):
@@ -229,7 +255,7 @@ class Run:
         flat buffer (a member with no micro-batch this step adds zeros)."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([g.reshape(-1) for g in grads])
-        torch.distributed.all_reduce(flat)
+        all_reduce(flat, torch.distributed.ReduceOp.SUM)
         offset = 0
         for p in self.params:
             p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
@@ -253,14 +279,22 @@ class Run:
         return {"loss": total / counted if counted else float("nan")}
 
     def save(self, request):
-        self.model.save_pretrained(request["dir"])
-        torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
+        # Beside a step whose collective hangs, the copies to the host go on a
+        # stream of their own: the default one waits on that collective.
+        side = torch.cuda.stream(torch.cuda.Stream(self.device)) if self.device.type == "cuda" else contextlib.nullcontext()
+        with self.held, side:
+            if self.at != request["step"]:
+                raise RuntimeError(f"asked to save step {request['step']}, but step {self.at} finished meanwhile")
+            self.model.save_pretrained(request["dir"])
+            torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
         return {}
 
     def load(self, request):
-        self.load_adapter(request["dir"])
-        state = torch.load(os.path.join(request["dir"], "optimizer.pt"), map_location=self.device)
-        self.optimizer.load_state_dict(state)
+        with self.held:
+            self.load_adapter(request["dir"])
+            state = torch.load(os.path.join(request["dir"], "optimizer.pt"), map_location=self.device)
+            self.optimizer.load_state_dict(state)
+            self.at = request["step"]
         return {}
 
     def peak_memory(self):
@@ -273,27 +307,49 @@ class Run:
         return {"error": str(error).splitlines()[0], "kind": "oom", "peak": self.peak_memory(), "total": total}
 
 
-def main():
-    run = None
-    for line in sys.stdin:
-        request = json.loads(line)
+class Server:
+    """Answers requests: one Run, made by "init"."""
+
+    def __init__(self):
+        self.run = None
+
+    def serve(self, request):
         op = request["op"]
+        run = self.run
         try:
             if op == "init":
-                run = Run(request)
-                trainable = sum(p.numel() for p in run.params)
-                answer({"ok": {"trainable": trainable, "liger": run.liger, "torch": torch.__version__}})
-            else:
-                answer({"ok": getattr(run, op)(request)})
+                self.run = Run(request)
+                trainable = sum(p.numel() for p in self.run.params)
+                return {"ok": {"trainable": trainable, "liger": self.run.liger, "torch": torch.__version__}}
+            return {"ok": getattr(run, op)(request)}
         except torch.OutOfMemoryError as e:
-            answer(run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0})
+            return run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0}
         except (ValueError, KeyError, OSError) as e:
-            answer({"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"})
+            return {"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"}
         except (GangError, torch.distributed.DistBackendError) as e:
-            answer({"error": f"{type(e).__name__}: {e}", "kind": "infra"})
+            return {"error": f"{type(e).__name__}: {e}", "kind": "infra"}
         except RuntimeError as e:
-            answer({"error": f"{type(e).__name__}: {e}", "kind": "train"})
-    if run is not None and run.dist:
+            return {"error": f"{type(e).__name__}: {e}", "kind": "train"}
+
+
+def main():
+    server = Server()
+    waiting = queue.Queue()
+
+    def read():
+        # A save is served here, at once (see the module's doc); the rest in order, below.
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request["op"] == "save":
+                answer("save", server.serve(request))
+            else:
+                waiting.put(request)
+        waiting.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while (request := waiting.get()) is not None:
+        answer(request["op"], server.serve(request))
+    if server.run is not None and server.run.dist:
         torch.distributed.destroy_process_group()
 
 
