@@ -72,3 +72,13 @@ start_fleet() {
   # shellcheck disable=SC1091
   source "$work/fleet.env"
 }
+
+# fleet_ssh N COMMAND...: COMMAND on host N of the fleet, as root, with its key;
+# without fd 3, so that a command left running there does not keep the fleet.
+fleet_ssh() {
+  local addr
+  addr=$(eval echo "\$FLEET_ADDR_$1")
+  shift
+  ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+    -o LogLevel=ERROR "root@$addr" "$@" 3>&-
+}

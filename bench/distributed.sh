@@ -24,10 +24,6 @@ new_project
 # The hosts do not see the test cache's packages: the model goes in the project.
 rm models/*.gguf && cp "$gguf" models/
 start_fleet 3
-on_host() { # on_host N COMMAND: COMMAND on host N, in the project
-  ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-    -o LogLevel=ERROR "root@$(eval echo "\$FLEET_ADDR_$1")" "cd '$PWD' && $2"
-}
 set_keys max_steps="$steps" per_device_train_batch_size=1 max_seq_length=256 engine='"torch"' \
   lora_r=16 lora_alpha=32 eval_steps=100000 save_steps=100000 overflow='"truncate"' \
   clean='{ strip_html = true, alternation = "repair", min_chars = 2000, max_chars = 200000, max_turns = 256 }'
@@ -42,7 +38,7 @@ for members in 1 2 3; do
   ips=$(for rank in $(seq 0 $((members - 1))); do eval echo "\$FLEET_ADDR_$rank"; done | paste -sd,)
   pids=()
   for rank in $(seq 0 $((members - 1))); do
-    on_host "$rank" "OMP_NUM_THREADS=1 TUNELINE_ENGINES_DIR='$TUNELINE_ENGINES_DIR' MASTER_ADDR=$FLEET_ADDR_0 MASTER_PORT=$port \
+    fleet_ssh "$rank" "cd '$PWD' && OMP_NUM_THREADS=1 TUNELINE_ENGINES_DIR='$TUNELINE_ENGINES_DIR' MASTER_ADDR=$FLEET_ADDR_0 MASTER_PORT=$port \
       NODE_RANK=$rank NNODES=$members TUNELINE_NODE_IPS=$ips \
       '$tuneline' -q -c gang-$members.toml train --run gang-$members --cache-dir node-$members-$rank" \
       > "out-$members-$rank" 2> "err-$members-$rank" &

@@ -38,8 +38,7 @@ server=$!
 trap 'kill $server 2>/dev/null || true; exec 3>&-; wait $serve || true; rm -rf "$work"' EXIT
 until url=$(grep -m1 -o 'tuneline server: [^ ]*' server.log 2>/dev/null | cut -d' ' -f3) && [ -n "$url" ]; do sleep 0.1; done
 worker() { # worker NAME HOST: a manual worker of the server on host HOST, one thread; its pid in NAME.pid
-  ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-    "root@$(eval echo "\$FLEET_ADDR_$2")" "cd '$PWD' && echo \$\$ > $1.pid && exec env OMP_NUM_THREADS=1 RUST_LOG=info \
+  fleet_ssh "$2" "cd '$PWD' && echo \$\$ > $1.pid && exec env OMP_NUM_THREADS=1 RUST_LOG=info \
     TUNELINE_ENGINES_DIR='$TUNELINE_ENGINES_DIR' '$tuneline' worker --server '$url' --cache-dir $1 --price 0.75 2> $1.log" &
 }
 # until_job ID PYTHON-CONDITION: polls the job (as `job`) until the condition holds; prints the time it did.
@@ -73,7 +72,7 @@ while kill -0 "$(cat one.pid)" 2>/dev/null; do sleep 0.1; done
 "$tuneline" -q -c gang.toml jobs --server "$url" submit --train >/dev/null
 worker two 0
 worker three 1
-until grep -q registered two.log three.log 2>/dev/null && [ "$(grep -l registered two.log three.log 2>/dev/null | wc -l)" = 2 ]; do sleep 0.1; done
+until [ "$(grep -l registered two.log three.log 2>/dev/null | wc -l)" = 2 ]; do sleep 0.1; done
 first=$(until_job 2 "$stepped")
 gang=$(python3 -c "print($first - $(leased 2))")
 printf '%-34s %10s\n' "lease to first step" seconds

