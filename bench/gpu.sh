@@ -4,8 +4,8 @@
 # and the native engine's experimental CUDA path, for SmolLM2-135M and a
 # ~0.5B model (Qwen2.5-0.5B's shape, random weights, SmolLM2's tokenizer);
 # tokens/s and peak GPU memory side by side. On a machine of several GPUs,
-# then a torch gang of 1, 2, 4 and 8 of them over the same global batch
-# (issue 30's GPU rows). Under 8 minutes on one GPU.
+# then a torch gang of 1, 2, 4 and 8 of them over the same global batch,
+# with the base whole and sharded (`fsdp`) (issue 30's GPU rows). Under 8 minutes on one GPU.
 #
 #   TUNELINE       a tuneline binary [default: target/release/tuneline]; the
 #                  native rows need one built with --features cuda
@@ -127,8 +127,8 @@ for model in smol half; do
 done
 
 # A gang on this machine's GPUs: the torch engine's DDP over NCCL, the same
-# global batch (8 micro-batches a step) on 1, 2, 4 and 8 of them. Peak
-# memory is rank 0's GPU.
+# global batch (8 micro-batches a step) on 1, 2, 4 and 8 of them, then the
+# same gang with its base sharded by FSDP. Peak memory is rank 0's GPU.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 echo
 echo "SmolLM2-135M, torch bf16, a gang on this machine's $gpus GPU(s): 8 micro-batches of 4 x 1024 tokens a step"
@@ -141,6 +141,10 @@ else
     [ "$n" -le "$gpus" ] || break
     sed -E "s/^gradient_accumulation_steps = .*/gradient_accumulation_steps = $((8 / n))\ngpus = $n/" tuneline.toml > "gang-$n.toml"
     train_row "gang-$n" "$n GPU(s), $((8 / n)) micro-batches each" -c "gang-$n.toml" --engine torch
+    if [ "$n" -gt 1 ]; then
+      sed -E "s/^gpus = .*/&\nfsdp = true/" "gang-$n.toml" > "fsdp-$n.toml"
+      train_row "fsdp-$n" "$n GPU(s), the base sharded (fsdp)" -c "fsdp-$n.toml" --engine torch
+    fi
   done
   cd ..
 fi

@@ -28,6 +28,7 @@ fn main() {
         optimizer: Optimizer::AdamW,
         engine,
         fused_loss: false,
+        shards: 1,
     };
     println!("{:.0}", estimate(&req).total() / (1024.0 * 1024.0));
 }

@@ -73,10 +73,13 @@ pub fn job(config: &Config, model: ModelShape, overrides: &Overrides) -> Result<
             },
             // The torch engine applies Liger on CUDA unless the config turns it off.
             fused_loss: t.use_liger_kernel,
+            // Set per offer: the gang's members when `fsdp` shards the base.
+            shards: 1,
         },
         steps,
         accumulation: t.gradient_accumulation_steps,
         shape: Shape { gpus: t.gpus, nodes: t.nodes },
+        fsdp: t.fsdp,
         // Token ids as 4-byte integers (`gpus = "all"` counted as one GPU):
         // about the stored dataset.
         dataset_bytes: (steps * micro_batch * seq_len * t.micro_batches_per_step(1)) as f64 * 4.0,
@@ -160,6 +163,7 @@ pub fn check_memory_budget(config: &Config, model: ModelShape) -> Result<(), Job
         optimizer: Optimizer::AdamW,
         engine: Engine::TunelineCpu,
         fused_loss: false,
+        shards: 1,
     };
     let e = estimate(&req);
     if e.total() <= budget.0 as f64 {

@@ -126,6 +126,11 @@ pub struct MemoryRequest {
     /// Liger's fused linear cross-entropy (torch on CUDA): the logits are
     /// computed and dropped a chunk at a time, never held whole.
     pub fused_loss: bool,
+    /// Members the 16-bit base is sharded over (`[training] fsdp`); 1 when
+    /// each holds it whole. A member gathers two decoder layers at a time
+    /// (one computing, the next prefetched) and the embeddings and head
+    /// for the whole step.
+    pub shards: u64,
 }
 
 /// The estimate, in bytes, part by part.
@@ -199,7 +204,11 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         Engine::TunelineCpu => (gguf_linear_bytes(req.quant), 4.0, 0.15 * GIB),
         Engine::NativeCuda => (gguf_linear_bytes(req.quant), 4.0, 1.0 * GIB),
     };
-    let weights = m.linear_params() as f64 * linear_bytes + m.other_params() as f64 * other_bytes;
+    let linear = m.linear_params() as f64 * linear_bytes;
+    let weights = match req.shards {
+        0 | 1 => linear,
+        n => linear / n as f64 + 2.0 * linear / m.layers.max(1) as f64,
+    } + m.other_params() as f64 * other_bytes;
     // f32 weights and gradients, plus the optimizer's moments.
     let adapter =
         m.lora_params(req.lora_r, &req.targets) as f64 * (8.0 + req.optimizer.state_bytes());
@@ -342,6 +351,7 @@ mod tests {
             optimizer: Optimizer::AdamW,
             engine: Engine::HfCuda,
             fused_loss: false,
+            shards: 1,
         }
     }
 

@@ -23,8 +23,8 @@ use tuneline_core::config::{micro_batches_per_step, Gpus};
 use crate::catalog::{Catalog, Offer};
 use crate::checkpointing::{expected_wall, young_daly_interval};
 use crate::gpus::Gpu;
-use crate::memory::{estimate, Engine, Fit, MemoryRequest};
-use crate::scaling::{step, Gang, Interconnect};
+use crate::memory::{estimate, Engine, Fit, MemoryRequest, Quant};
+use crate::scaling::{step, Gang, Interconnect, Traffic};
 use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second, NATIVE_CUDA_SLOWDOWN};
 use crate::{GB, GIB, HOURS_PER_MONTH};
 
@@ -99,6 +99,9 @@ pub struct Job {
     /// The gang it trains on (`[training] gpus` and `nodes`), which sets the
     /// global batch: `accumulation x gpus x nodes` micro-batches a step.
     pub shape: Shape,
+    /// The gang shards its 16-bit base with FSDP (`[training] fsdp`): each
+    /// GPU holds its share, and gathers it in every pass.
+    pub fsdp: bool,
     /// Bytes of the tokenized dataset each start downloads.
     pub dataset_bytes: f64,
     /// Where the dataset and checkpoints are stored; `None` is the same region as every offer.
@@ -329,8 +332,17 @@ pub fn judge(
     }
     let estimate = estimate_offer(job, offer, shape, market, catalog, today, max_age_days);
     if estimate.fit == Fit::NoFit {
+        let world = shape.on(offer).world();
+        let hint = if world > 1 && !job.fsdp && job.memory.quant == Quant::Bits16 {
+            format!(" a GPU; [training] fsdp = true would shard the base over the gang's {world}")
+        } else {
+            String::new()
+        };
         Err(out(
-            format!("needs {:.1} GiB, has {:.1} GiB", estimate.peak_gib, estimate.capacity_gib),
+            format!(
+                "needs {:.1} GiB, has {:.1} GiB{hint}",
+                estimate.peak_gib, estimate.capacity_gib
+            ),
             Cause::Memory,
         ))
     } else if estimate.wall_h > job.deadline_h {
@@ -396,6 +408,8 @@ pub fn estimate_offer(
     let tokens = job.steps as f64 * tokens_per_step;
     // f32 adapter weights (and their gradients, which a gang all-reduces).
     let adapter_bytes = req.model.lora_params(req.lora_r, &req.targets) as f64 * 4.0;
+    // The torch engine shards 16-bit bases only (see `[training] fsdp`).
+    let sharded = job.fsdp && gang.world() > 1 && req.quant == Quant::Bits16;
     let (tokens_per_second, capacity_gib, hardware, interconnect, scaling) = match offer.gpu {
         Some(gpu) => {
             let native = memory.engine == Engine::NativeCuda;
@@ -405,7 +419,14 @@ pub fn estimate_offer(
                 memory.fused_loss = false;
             } else {
                 memory.engine = Engine::HfCuda;
+                if sharded {
+                    memory.shards = gang.world() as u64;
+                }
             }
+            // The torch engine's FSDP gathers the bf16 base.
+            let sharded_base =
+                if memory.shards > 1 { req.model.params() as f64 * 2.0 } else { 0.0 };
+            let traffic = Traffic { gradients: adapter_bytes, sharded_base };
             let one = gpu_tokens_per_second(
                 gpu,
                 &req.model,
@@ -418,7 +439,7 @@ pub fn estimate_offer(
                 micro_batches,
                 job.micro_batch_tokens(),
                 one,
-                adapter_bytes,
+                traffic,
                 offer.interconnect,
                 offer.network_gbps,
             );

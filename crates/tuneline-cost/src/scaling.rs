@@ -10,6 +10,11 @@
 //! ring runs at its slowest link: the network as soon as the gang spans
 //! machines.
 //!
+//! A gang that shards its base (`[training] fsdp`) also gathers it, a layer
+//! at a time, in every forward and again in every backward pass: `(n - 1) /
+//! n` of the base each time. FSDP gathers the next layer while this one
+//! computes, so a pass takes the longer of its compute and its gathers.
+//!
 //! Link rates are the data sheets' per direction; nccl-tests measures less,
 //! so the efficiencies here are upper bounds. `bench/distributed.sh`
 //! measures the CPU case (gloo over veth links) beside them.
@@ -68,6 +73,16 @@ impl Gang {
     }
 }
 
+/// What a gang's members exchange in a step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Traffic {
+    /// Bytes of the gradients all-reduced once a step (the adapter's, f32).
+    pub gradients: f64,
+    /// Bytes of the base sharded over the gang (`[training] fsdp`), gathered
+    /// in each forward and backward pass; 0 when every member holds it whole.
+    pub sharded_base: f64,
+}
+
 /// One data-parallel step of a gang, as [`step`] prices it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Step {
@@ -75,6 +90,8 @@ pub struct Step {
     pub interconnect: Option<Interconnect>,
     /// Seconds the slowest member computes.
     pub compute_s: f64,
+    /// Seconds its passes wait on the sharded base's gathers beyond their compute.
+    pub gather_s: f64,
     /// Seconds the all-reduce takes.
     pub all_reduce_s: f64,
     /// Tokens per second of the whole gang.
@@ -85,21 +102,22 @@ pub struct Step {
 
 /// One step of `micro_batches` micro-batches of `tokens_per_micro_batch`
 /// tokens on `gang`, each GPU training `gpu_tokens_per_second` alone, the
-/// all-reduce moving `gradient_bytes` over `link` (within a machine) or a
-/// network of `network_gbps` (across machines).
+/// members moving `traffic` over `link` (within a machine) or a network of
+/// `network_gbps` (across machines).
 pub fn step(
     gang: Gang,
     micro_batches: u64,
     tokens_per_micro_batch: f64,
     gpu_tokens_per_second: f64,
-    gradient_bytes: f64,
+    traffic: Traffic,
     link: Interconnect,
     network_gbps: f64,
 ) -> Step {
     let world = gang.world().max(1) as u64;
     let step_tokens = micro_batches as f64 * tokens_per_micro_batch;
-    let compute_s =
-        micro_batches.div_ceil(world) as f64 * tokens_per_micro_batch / gpu_tokens_per_second;
+    let passes = micro_batches.div_ceil(world) as f64;
+    let pass_s = tokens_per_micro_batch / gpu_tokens_per_second;
+    let compute_s = passes * pass_s;
     let interconnect = match (world, gang.nodes) {
         (1, _) => None,
         (_, 1) => Some(link),
@@ -111,15 +129,25 @@ pub fn step(
         Some(Interconnect::Pcie) => PCIE_BYTES_PER_S,
         Some(Interconnect::Network) => network_gbps * 1e9 / 8.0,
     };
-    let all_reduce_s = 2.0 * (world - 1) as f64 / world as f64 * gradient_bytes / bytes_per_s;
+    let others = (world - 1) as f64 / world as f64;
+    let all_reduce_s = 2.0 * others * traffic.gradients / bytes_per_s;
+    let gather_s = passes * (2.0 * others * traffic.sharded_base / bytes_per_s - pass_s).max(0.0);
     if world == 1 {
         let tokens_per_second = gpu_tokens_per_second;
-        return Step { interconnect, compute_s, all_reduce_s, tokens_per_second, efficiency: 1.0 };
+        return Step {
+            interconnect,
+            compute_s,
+            gather_s,
+            all_reduce_s,
+            tokens_per_second,
+            efficiency: 1.0,
+        };
     }
-    let tokens_per_second = step_tokens / (compute_s + all_reduce_s);
+    let tokens_per_second = step_tokens / (compute_s + gather_s + all_reduce_s);
     Step {
         interconnect,
         compute_s,
+        gather_s,
         all_reduce_s,
         tokens_per_second,
         efficiency: tokens_per_second / (world as f64 * gpu_tokens_per_second),
@@ -134,7 +162,8 @@ mod tests {
 
     #[test]
     fn slower_links_and_uneven_shares_cost_throughput() {
-        let on = |gang, micro, link, gbps| step(gang, micro, 4096.0, 3000.0, ADAPTER, link, gbps);
+        let traffic = Traffic { gradients: ADAPTER, sharded_base: 0.0 };
+        let on = |gang, micro, link, gbps| step(gang, micro, 4096.0, 3000.0, traffic, link, gbps);
         let single = on(Gang::SINGLE, 8, Interconnect::Pcie, 25.0);
         assert_eq!((single.interconnect, single.efficiency), (None, 1.0));
         let eight = Gang { gpus: 8, nodes: 1 };
@@ -150,5 +179,22 @@ mod tests {
         let three = on(Gang { gpus: 3, nodes: 1 }, 8, Interconnect::Nvlink, 25.0);
         assert!((three.compute_s - 3.0 * 4096.0 / 3000.0).abs() < 1e-9);
         assert!(three.efficiency < 8.0 / 9.0 + 1e-9, "{three:?}");
+    }
+
+    #[test]
+    fn a_sharded_base_is_gathered_twice_a_pass_behind_its_compute() {
+        // A 70B base in bf16, sharded over 8 GPUs: each pass gathers 7/8 of it twice.
+        let base = 140e9;
+        let eight = Gang { gpus: 8, nodes: 1 };
+        let sharded = |link, gbps| {
+            let traffic = Traffic { gradients: ADAPTER, sharded_base: base };
+            step(eight, 8, 4096.0, 3000.0, traffic, link, gbps)
+        };
+        let nvlink = sharded(Interconnect::Nvlink, 25.0);
+        assert_eq!(nvlink.gather_s, 0.0, "NVLink gathers within the pass's compute: {nvlink:?}");
+        let pcie = sharded(Interconnect::Pcie, 25.0);
+        let gathers = 2.0 * 0.875 * base / PCIE_BYTES_PER_S;
+        assert!((pcie.gather_s - (gathers - 4096.0 / 3000.0)).abs() < 1e-6, "{pcie:?}");
+        assert!(pcie.efficiency < nvlink.efficiency, "{pcie:?} {nvlink:?}");
     }
 }

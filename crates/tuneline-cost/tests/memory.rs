@@ -25,6 +25,7 @@ fn request(
         optimizer: Optimizer::AdamW,
         engine: Engine::HfCuda,
         fused_loss: false,
+        shards: 1,
     }
 }
 

@@ -56,6 +56,16 @@ impl Rank {
     pub fn takes(&self, i: usize) -> bool {
         i % self.world as usize == self.rank as usize
     }
+
+    /// The most of the micro-batches numbered `taken` that any member takes:
+    /// the forward passes each runs under FSDP, whose gathers are collectives.
+    pub fn rounds(&self, taken: impl IntoIterator<Item = usize>) -> usize {
+        let mut each = vec![0; self.world as usize];
+        for i in taken {
+            each[i % self.world as usize] += 1;
+        }
+        each.into_iter().max().unwrap_or(0)
+    }
 }
 
 impl Rendezvous {
@@ -174,6 +184,11 @@ impl Gang {
         Self { members }
     }
 
+    /// The share of the frozen base each member holds (the first's).
+    pub fn base_share(&self) -> f64 {
+        self.members[0].base_share()
+    }
+
     /// `call` on every member at once: the first member's answer, or the first error.
     fn each<T: Send>(
         &mut self,
@@ -272,6 +287,14 @@ mod tests {
             [(2, 0), (3, 1)]
         );
         assert_eq!(gang.init_method(), "tcp://10.0.0.1:29500");
+    }
+
+    #[test]
+    fn every_member_runs_as_many_passes_as_the_busiest_one() {
+        let second = Rank { rank: 1, local: 1, world: 2 };
+        assert_eq!(second.rounds(0..3), 2, "ranks 0 and 1 take 2 and 1");
+        assert_eq!(second.rounds([1, 3, 5]), 3, "the skipped micro-batches were rank 0's");
+        assert_eq!(Rank::ALONE.rounds(0..0), 0);
     }
 
     #[test]

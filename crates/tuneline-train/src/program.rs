@@ -99,6 +99,9 @@ pub struct ProgramEngine {
     batches: Batches,
     progress: Progress,
     last_step_time: Option<Duration>,
+    /// The share of the frozen base this process holds: 1, or about
+    /// 1 / members when the gang shards it (`[training] fsdp`).
+    base_share: f64,
 }
 
 impl ProgramEngine {
@@ -148,10 +151,25 @@ impl ProgramEngine {
             batches,
             progress: Progress::default(),
             last_step_time: None,
+            base_share: 1.0,
         };
         let ready = engine.call(init(start, config, &engine.settings))?;
         tracing::info!("{kind} engine ready: {ready}");
+        engine.base_share = ready["base_share"].as_f64().unwrap_or(1.0);
+        if engine.base_share < 1.0 {
+            tracing::info!(
+                "rank {} holds {:.0}% of the base (FSDP)",
+                engine.rank.rank,
+                100.0 * engine.base_share
+            );
+        }
         Ok(engine)
+    }
+
+    /// The share of the frozen base this process holds: 1, or about
+    /// 1 / members when the gang shards it (`[training] fsdp`).
+    pub fn base_share(&self) -> f64 {
+        self.base_share
     }
 
     /// Sends one request and reads its answer.
@@ -270,6 +288,7 @@ fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Valu
             "backend": if start.device.starts_with("cuda") { "nccl" } else { "gloo" },
             "nproc_per_node": rendezvous.nproc_per_node,
             "timeout_s": config.workers.gang_timeout.0.as_secs(),
+            "fsdp": t.fsdp,
         })),
     })
 }
@@ -311,12 +330,15 @@ impl Engine for ProgramEngine {
         let step = self.progress.global_step;
         let (size, seed) = (self.settings.batch_size, self.settings.seed);
         let mut cursor: Cursor = self.progress.cursor;
-        let (mut micro, mut total, mut tokens) = (Vec::new(), 0, 0u64);
+        let (mut micro, mut total, mut tokens, mut kept) = (Vec::new(), 0, 0u64, Vec::new());
         for i in 0..self.settings.accumulation {
             let (rows, next) = self.batches.pick(cursor, size);
             cursor = next;
             let n = counted(&rows);
             tokens += rows.iter().map(|r| r.input_ids.len() as u64).sum::<u64>();
+            if n > 0 {
+                kept.push(i);
+            }
             if n > 0 && self.rank.takes(i) {
                 micro
                     .push(json!({ "seed": dropout_seed(seed, step, i), "rows": rows_json(&rows) }));
@@ -332,6 +354,7 @@ impl Engine for ProgramEngine {
         let lr = self.settings.schedule.rate(step);
         let request = json!({
             "op": "step", "step": step + 1, "lr": lr, "counted": total, "micro": micro,
+            "rounds": self.rank.rounds(kept),
             "max_grad_norm": self.settings.max_grad_norm,
         });
         let answer = self.call_within(request, abandon)?;
@@ -369,7 +392,9 @@ impl Engine for ProgramEngine {
             .filter(|(i, _)| self.rank.takes(*i))
             .map(|(_, refs)| json!({ "rows": rows_json(refs) }))
             .collect();
-        let request = json!({ "op": "eval", "batches": batches, "counted": total });
+        let rounds = self.rank.rounds(0..chunks.len());
+        let request =
+            json!({ "op": "eval", "batches": batches, "counted": total, "rounds": rounds });
         let answer = self.call_within(request, abandon)?;
         Ok(answer["loss"].as_f64().unwrap_or(f64::NAN))
     }

@@ -6,7 +6,8 @@
 //! CPU kernels' exponentials are approximations). And a run of either Python engine stopped and resumed from its
 //! checkpoint ends bit-identical to one that was not. A gang of two torch
 //! processes over gloo takes the steps of one process over the same global
-//! batch, and a smaller gang resumes its checkpoint.
+//! batch, and a smaller gang resumes its checkpoint; so does a gang that
+//! shards its base with FSDP.
 
 mod common;
 
@@ -17,12 +18,12 @@ use common::prepare;
 use tuneline_core::config::{Config, Engine as EngineKind};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_train::engine::Engine;
-use tuneline_train::gang::Rendezvous;
+use tuneline_train::gang::{Gang, Rendezvous};
 use tuneline_train::program::{self, Program, ProgramEngine};
 use tuneline_train::pyenv::env_dir;
 use tuneline_train::rows::Row;
 use tuneline_train::setup::{lora_settings, train_settings};
-use tuneline_train::trainer::{StepLog, Trainer};
+use tuneline_train::trainer::{StepLog, TrainSettings, Trainer};
 
 /// The engines' directory under the test cache, where the setup script made
 /// `kind`'s environment (`tuneline engines setup`). Panics, saying how to get it, when absent.
@@ -266,6 +267,50 @@ fn the_4_bit_round_trip_is_bitsandbytes_own() {
     }
 }
 
+/// `n` steps of `config` in one torch process, then its eval loss; the
+/// checkpoint in `<dir>/alone-<n>`.
+fn trained_alone(
+    config: &Config,
+    train: &[Row],
+    eval: &[Row],
+    dir: &Path,
+    n: usize,
+) -> (Vec<StepLog>, f64) {
+    let mut alone = program_run(EngineKind::Torch, config, train, &dir.join("alone"));
+    let logs = steps(&mut alone, n);
+    let eval = alone.eval_loss(eval, &|_| false).unwrap();
+    alone.save_checkpoint(&dir.join(format!("alone-{n}")), &logs).unwrap();
+    (logs, eval)
+}
+
+/// A gang of two torch processes on loopback, working in `work`.
+fn gang_of_two(config: &Config, settings: &TrainSettings, train: &[Row], work: &Path) -> Gang {
+    let rendezvous = Rendezvous::of(1, 1, 2, |_| None).unwrap().unwrap();
+    let engines = engines(EngineKind::Torch);
+    program::launch_gang(
+        config,
+        settings.clone(),
+        train.to_vec(),
+        &engines,
+        work,
+        "cpu",
+        &rendezvous,
+    )
+    .unwrap()
+}
+
+/// `ran`'s steps are `alone`'s, and its eval loss too: within 1e-5 relative.
+fn same_steps(alone: (&[StepLog], f64), ran: (&[StepLog], f64), how: &str) {
+    assert_eq!(alone.0.len(), ran.0.len(), "{how}");
+    for (a, r) in alone.0.iter().zip(ran.0) {
+        let relative = (a.loss - r.loss).abs() / a.loss;
+        assert!(relative < 1e-5, "step {}: losses {} alone and {} {how}", a.step, a.loss, r.loss);
+        assert_eq!((a.learning_rate, a.tokens), (r.learning_rate, r.tokens), "step {}", a.step);
+    }
+    let (a, r) = (alone.1, ran.1);
+    assert!((a - r).abs() / a < 1e-5, "eval {a} alone and {r} {how}");
+}
+
 /// Two torch processes, each with one micro-batch a step and their gradients
 /// all-reduced over gloo, against one process with both micro-batches: the
 /// same losses, learning rates, tokens and eval loss, and final adapters
@@ -284,22 +329,11 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
     let settings = train_settings(&pair, train.len(), 0);
     assert_eq!(settings, train_settings(&single, train.len(), 0), "one global batch");
 
-    let mut alone = program_run(EngineKind::Torch, &single, &train, &dir.path().join("alone"));
-    let alone_logs = steps(&mut alone, 8);
-    let alone_eval = alone.eval_loss(&eval, &|_| false).unwrap();
-    alone.save_checkpoint(&dir.path().join("alone-8"), &alone_logs).unwrap();
-    drop(alone);
+    let alone = trained_alone(&single, &train, &eval, dir.path(), 8);
 
-    let engines = engines(EngineKind::Torch);
-    let launch = |work: &str| {
-        let rendezvous = Rendezvous::of(1, 1, 2, |_| None).unwrap().unwrap();
-        let work = dir.path().join(work);
-        let settings = settings.clone();
-        program::launch_gang(&pair, settings, train.clone(), &engines, &work, "cpu", &rendezvous)
-            .unwrap()
-    };
-    let mut gang = launch("gang");
+    let mut gang = gang_of_two(&pair, &settings, &train, &dir.path().join("gang"));
     assert!(gang.leads(), "this machine holds rank 0");
+    assert_eq!(gang.base_share(), 1.0, "without fsdp every member holds the whole base");
     let mut gang_logs = steps(&mut gang, 4);
     gang.save_checkpoint(&dir.path().join("gang-4"), &gang_logs).unwrap();
     assert!(!gang.agree_stop(false, &|_| false).unwrap(), "no member was asked to stop");
@@ -307,22 +341,7 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
     let gang_eval = gang.eval_loss(&eval, &|_| false).unwrap();
     gang.save_checkpoint(&dir.path().join("gang-8"), &gang_logs).unwrap();
     drop(gang);
-
-    for (a, g) in alone_logs.iter().zip(&gang_logs) {
-        let relative = (a.loss - g.loss).abs() / a.loss;
-        assert!(
-            relative < 1e-5,
-            "step {}: losses {} alone and {} in the gang",
-            a.step,
-            a.loss,
-            g.loss
-        );
-        assert_eq!((a.learning_rate, a.tokens), (g.learning_rate, g.tokens), "step {}", a.step);
-    }
-    assert!(
-        (alone_eval - gang_eval).abs() / alone_eval < 1e-5,
-        "eval {alone_eval} and {gang_eval}"
-    );
+    same_steps((&alone.0, alone.1), (&gang_logs, gang_eval), "in the gang");
     let apart_gang =
         apart(&adapter(&dir.path().join("alone-8")), &adapter(&dir.path().join("gang-8")));
     eprintln!("final adapters: |one process - gang of two| / |one process| = {apart_gang:e}");
@@ -348,4 +367,45 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
     let mut refused = program_run(EngineKind::Torch, &other, &train, &dir.path().join("other"));
     let message = refused.restore_checkpoint(&dir.path().join("gang-4")).unwrap_err().to_string();
     assert!(message.contains("2 micro-batches") && message.contains("makes 4"), "{message}");
+}
+
+/// A gang of two that shards its base with FSDP (`[training] fsdp`), over
+/// three micro-batches a step (a gang of three's global batch, as a retry
+/// on fewer machines takes it: one member pads with a pass of nothing),
+/// against one process over the same batches: the same losses and eval
+/// loss, and the final adapter within 1e-5 of its norm, through a
+/// checkpoint saved by one sharded gang and resumed by another.
+#[test]
+fn a_gang_that_shards_its_base_trains_and_resumes_as_one_process_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, eval) = prepare(dir.path());
+    let mut single = config();
+    single.lora.lora_dropout = 0.1;
+    single.training.gradient_accumulation_steps = 3;
+    single.training.max_steps = Some(6);
+    let settings = train_settings(&single, train.len(), 0);
+    let mut sharded = single.clone();
+    sharded.training.gpus = tuneline_core::config::Gpus::Count(2);
+    sharded.training.fsdp = true;
+
+    let alone = trained_alone(&single, &train, &eval, dir.path(), 6);
+
+    let launch = |work: &str| gang_of_two(&sharded, &settings, &train, &dir.path().join(work));
+    let mut first = launch("first");
+    let share = first.base_share();
+    assert!((0.45..0.55).contains(&share), "each member holds {share} of the base, not half");
+    let logs = steps(&mut first, 3);
+    first.save_checkpoint(&dir.path().join("sharded-3"), &logs).unwrap();
+    drop(first);
+    let mut second = launch("second");
+    let mut logs = second.restore_checkpoint(&dir.path().join("sharded-3")).unwrap();
+    logs.extend(steps(&mut second, 3));
+    let sharded_eval = second.eval_loss(&eval, &|_| false).unwrap();
+    second.save_checkpoint(&dir.path().join("sharded-6"), &logs).unwrap();
+    drop(second);
+    same_steps((&alone.0, alone.1), (&logs, sharded_eval), "sharded");
+    let apart =
+        apart(&adapter(&dir.path().join("alone-6")), &adapter(&dir.path().join("sharded-6")));
+    eprintln!("final adapters: |one process - sharded gang of two| / |one process| = {apart:e}");
+    assert!(apart < 1e-5, "the sharded gang's adapter is {apart:e} of its norm from one process's");
 }

@@ -45,6 +45,9 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let gpus = setup::gpus_per_machine(config, &host)?;
     let min_nodes = t.min_nodes.unwrap_or(t.nodes);
     let gang = Rendezvous::of(t.nodes, min_nodes, gpus, |name| std::env::var(name).ok())?;
+    if t.fsdp && gang.is_none() {
+        eprintln!("[training] fsdp: one process trains here (gpus = \"all\" found one GPU), so the base is not sharded");
+    }
     // The native engine's device is checked before any data moves.
     let native_device = match engine {
         EngineKind::Native => Some(setup::compute_device(config.model.device)?),

@@ -420,8 +420,21 @@ fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
 /// gang resumes from it instead of from the start.
 #[test]
 fn a_gang_that_loses_a_member_fails_after_rank_0_commits_its_last_step() {
-    let extra = "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n";
-    let ctx = project_with(40, 1000, extra);
+    loses_a_member("");
+}
+
+/// So does a gang that shards its base (`fsdp`), whose members meet in
+/// every forward pass: the gather that fails is the machines' fault.
+#[test]
+fn a_sharded_gang_that_loses_a_member_fails_as_the_machines_fault_after_rank_0_commits() {
+    loses_a_member("fsdp = true\n");
+}
+
+/// A gang of two on loopback, `[training]` holding `extra`, whose follower
+/// is killed after step 3: rank 0 fails naming the member gone, and commits.
+fn loses_a_member(extra: &str) {
+    let extra = format!("gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n{extra}");
+    let ctx = project_with(40, 1000, &extra);
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut leader = gang_member(&ctx, port, 0);
@@ -450,6 +463,10 @@ fn a_gang_that_loses_a_member_fails_after_rank_0_commits_its_last_step() {
     let status = leader.wait().unwrap();
     let err = reader.join().unwrap();
     assert!(!status.success(), "the gang cannot go on without its member: {err}");
+    assert!(err.contains("a member of the gang is gone"), "the machines' fault: {err}");
+    if extra.contains("fsdp = true") {
+        assert!(err.contains("rank 0 holds 50% of the base (FSDP)"), "sharded: {err}");
+    }
     rank_0_committed_a_finished_step(&ctx, &err);
 }
 
@@ -516,7 +533,8 @@ fn signal(pid: u32, signal: &str) {
 }
 
 /// `tuneline train` in `ctx` as machine `rank` of a gang of two that meets
-/// at `port` on loopback, with torchrun's variables as a worker gives them.
+/// at `port` on loopback, with torchrun's variables as a worker gives them,
+/// logging at `info` (a sharded member says what share of the base it holds).
 fn gang_member(ctx: &TestContext, port: u16, rank: u32) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
         .args(["train", "--cache-dir", &format!("node-{rank}")])
@@ -527,6 +545,7 @@ fn gang_member(ctx: &TestContext, port: u16, rank: u32) -> std::process::Child {
         .env("NODE_RANK", rank.to_string())
         .env("NNODES", "2")
         .env("TUNELINE_NODE_IPS", "127.0.0.1,127.0.0.2")
+        .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

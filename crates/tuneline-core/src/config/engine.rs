@@ -204,6 +204,7 @@ pub fn unsupported(engine: Engine, c: &Config) -> Vec<(String, String)> {
         let one = "trains in one process on one machine: remove it, or use engine = \"torch\", which trains data-parallel over torch.distributed";
         refuse("training.gpus", !t.gpus.is_one(), one);
         refuse("training.nodes", t.nodes != 1, one);
+        refuse("training.fsdp", t.fsdp, one);
     }
     if t.bf16 && t.fp16 {
         out.push(("training.fp16".into(), "and bf16 are both true; pick one".into()));
@@ -244,9 +245,10 @@ mod tests {
         let mut c = Config::default();
         c.training.nodes = 2;
         c.training.gpus = super::super::Gpus::All;
+        c.training.fsdp = true;
         for engine in [Engine::Native, Engine::Mlx] {
             let refused: Vec<_> = unsupported(engine, &c).into_iter().map(|(f, _)| f).collect();
-            assert_eq!(refused, ["training.gpus", "training.nodes"], "{engine}");
+            assert_eq!(refused, ["training.gpus", "training.nodes", "training.fsdp"], "{engine}");
         }
         assert!(unsupported(Engine::Torch, &c).is_empty());
     }

@@ -9,8 +9,8 @@ answer is one JSON line on stdout (anything a library prints goes to stderr):
 
   {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`,
                                  and join the gang in `dist` if there is one
-  {"op": "step", "step", "lr", "micro"}  optimizer step `step` over micro-batches of packed rows
-  {"op": "eval", "batches"}      mean loss per labeled token, without dropout
+  {"op": "step", "step", "lr", "micro", "rounds"}  optimizer step `step` over micro-batches of packed rows
+  {"op": "eval", "batches", "rounds"}  mean loss per labeled token, without dropout
   {"op": "save", "dir", "step"}  the PEFT adapter and optimizer.pt into dir, if at step `step`
   {"op": "load", "dir", "step"}  the adapter and optimizer state of step `step` from dir
   {"op": "agree", "stop"}        whether any member of the gang stops after this step
@@ -19,6 +19,15 @@ In a gang (torch.distributed: gloo on CPUs, NCCL on GPUs) each member gets
 its share of a step's micro-batches, and the summed adapter gradients and
 losses are all-reduced once per step, as DDP does under accumulation; the
 loss of every micro-batch is divided by the labeled tokens of the whole step.
+
+With `dist.fsdp` the frozen base is sharded over the gang (FSDP2's
+`fully_shard`, a decoder layer at a time), and gathered a layer at a time
+in forward and backward; the adapter and its optimizer are left out of
+the sharding (`ignored_params`): they are small, stay whole on every
+member, and are all-reduced and saved as without FSDP. A layer's gather
+is a collective, so every member runs `rounds` forward passes (the most
+micro-batches any member has), padding its own with passes that count no
+token.
 
 The gang meets at rank 0's TCP store. Rank 0 waits up to `timeout_s` for
 every member to check in and, when one does not, fails naming it (its node,
@@ -44,6 +53,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 PROTOCOL = sys.stdout
 sys.stdout = sys.stderr
@@ -103,13 +113,26 @@ def meet(dist):
     )
 
 
-def all_reduce(tensor, op):
-    """`tensor` reduced in place over the gang; a collective that fails or
-    times out (gloo raises a plain RuntimeError) is a member gone: GangError."""
+@contextlib.contextmanager
+def collectives():
+    """A RuntimeError raised in torch.distributed's own code (a collective that
+    fails or times out: gloo raises a plain one, as do FSDP's gathers inside a
+    forward pass) is a member gone: GangError. Any other is the training's."""
     try:
-        torch.distributed.all_reduce(tensor, op=op)
+        yield
+    except GangError:
+        raise
     except RuntimeError as e:
-        raise GangError(f"a member of the gang is gone or silent: {str(e).splitlines()[0]}") from e
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames and "/torch/distributed/" in frames[-1].filename.replace(os.sep, "/"):
+            raise GangError(f"a member of the gang is gone or silent: {str(e).splitlines()[0]}") from e
+        raise
+
+
+def all_reduce(tensor, op):
+    """`tensor` reduced in place over the gang."""
+    with collectives():
+        torch.distributed.all_reduce(tensor, op=op)
 
 
 class Run:
@@ -167,8 +190,33 @@ class Run:
         self.at = 0
         self.load_adapter(spec["adapter"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.sharded = bool(self.dist and self.dist.get("fsdp"))
+        if self.sharded:
+            self.shard(model)
         self.optimizer = self.make_optimizer()
         self.model.train()
+
+    def shard(self, base):
+        """The frozen base sharded over the gang: each decoder layer (the
+        classes transformers keeps whole, `_no_split_modules`), then the rest."""
+        from torch.distributed.fsdp import fully_shard
+
+        whole = set(getattr(base, "_no_split_modules", None) or [])
+        layers = [m for m in self.model.modules() if type(m).__name__ in whole]
+        if not layers:
+            raise ValueError(f"fsdp: {type(base).__name__} names no decoder layer class to shard by")
+        adapter = set(self.params)
+        for layer in layers:
+            fully_shard(layer, ignored_params=adapter)
+        fully_shard(self.model, ignored_params=adapter)
+
+    def base_share(self):
+        """The share of the frozen base this member holds: 1 unsharded."""
+        from torch.distributed.tensor import DTensor
+
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        held = sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in frozen)
+        return held / max(1, sum(p.numel() for p in frozen))
 
     def make_optimizer(self):
         a = self.spec["adamw"]
@@ -206,6 +254,13 @@ class Run:
         mask |= torch.eye(length, dtype=torch.bool, device=self.device)
         return ids, labels, positions, mask[:, None]
 
+    # A micro-batch that counts no token: a member's padding to the gang's rounds.
+    NOTHING = [{"ids": [0, 0], "labels": [-100, -100], "positions": [0, 1], "segments": [1, 1]}]
+
+    def padding(self, request, have):
+        """Passes of nothing that bring `have` up to the gang's rounds (sharded only)."""
+        return range(have, request["rounds"]) if self.sharded else range(0)
+
     def loss(self, rows, counted):
         """The summed loss of `rows`' labeled tokens, divided by `counted`."""
         ids, labels, positions, mask = self.tensors(rows)
@@ -223,11 +278,14 @@ class Run:
         started = time.perf_counter()
         counted = request["counted"]
         total = 0.0
-        for micro in request["micro"]:
-            torch.manual_seed(micro["seed"])
-            loss = self.loss(micro["rows"], counted)
-            loss.backward()
-            total += loss.item()
+        with collectives():
+            for micro in request["micro"]:
+                torch.manual_seed(micro["seed"])
+                loss = self.loss(micro["rows"], counted)
+                loss.backward()
+                total += loss.item()
+            for _ in self.padding(request, len(request["micro"])):
+                self.loss(self.NOTHING, counted).backward()
         if self.dist:
             self.all_reduce_grads()
             total = self.summed([total])[0]
@@ -269,9 +327,11 @@ class Run:
     def eval(self, request):
         self.model.eval()
         total = 0.0
-        with torch.no_grad():
+        with torch.no_grad(), collectives():
             for batch in request["batches"]:
                 total += self.loss(batch["rows"], 1).item()
+            for _ in self.padding(request, len(request["batches"])):
+                self.loss(self.NOTHING, 1)
         self.model.train()
         if self.dist:
             total = self.summed([total])[0]
@@ -285,7 +345,10 @@ class Run:
         with self.held, side:
             if self.at != request["step"]:
                 raise RuntimeError(f"asked to save step {request['step']}, but step {self.at} finished meanwhile")
-            self.model.save_pretrained(request["dir"])
+            # The adapter's own tensors: the model's whole state dict would
+            # touch the sharded base, which a running step may hold gathered.
+            adapter = {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
+            self.model.save_pretrained(request["dir"], state_dict=adapter)
             torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
         return {}
 
@@ -320,7 +383,8 @@ class Server:
             if op == "init":
                 self.run = Run(request)
                 trainable = sum(p.numel() for p in self.run.params)
-                return {"ok": {"trainable": trainable, "liger": self.run.liger, "torch": torch.__version__}}
+                ok = {"trainable": trainable, "base_share": self.run.base_share(), "liger": self.run.liger}
+                return {"ok": {**ok, "torch": torch.__version__}}
             return {"ok": getattr(run, op)(request)}
         except torch.OutOfMemoryError as e:
             return run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0}
