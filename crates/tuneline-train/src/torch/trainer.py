@@ -159,7 +159,10 @@ class Run:
             )
             load["device_map"] = {"": self.device}
         model = AutoModelForCausalLM.from_pretrained(spec["base"], **load)
-        if not spec["load_in_4bit"]:
+        self.sharded = bool(self.dist and self.dist.get("fsdp"))
+        # A base to shard stays in host memory: `fully_shard` moves it to
+        # the device a layer at a time, so no GPU holds it whole.
+        if not spec["load_in_4bit"] and not self.sharded:
             model.to(self.device)
         self.liger = spec["use_liger_kernel"] and cuda
         if self.liger:
@@ -190,7 +193,6 @@ class Run:
         self.at = 0
         self.load_adapter(spec["adapter"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.sharded = bool(self.dist and self.dist.get("fsdp"))
         if self.sharded:
             self.shard(model)
         self.optimizer = self.make_optimizer()
@@ -209,6 +211,9 @@ class Run:
         for layer in layers:
             fully_shard(layer, ignored_params=adapter)
         fully_shard(self.model, ignored_params=adapter)
+        # FSDP moves what it shards to the device, and leaves the adapter where it is.
+        for p in self.params:
+            p.data = p.data.to(self.device)
 
     def base_share(self):
         """The share of the frozen base this member holds: 1 unsharded."""
