@@ -124,6 +124,7 @@ fn secrets_are_masked_and_may_come_from_the_environment() {
     use_liger_kernel = true
     gpus = 1
     nodes = 1
+    fsdp = false
 
     [lora]
     lora_r = 64
