@@ -132,8 +132,12 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
 
     // The control plane dies: nothing but the worker itself can stop its instance now.
     drop(first);
+    // The worker says so once the cloud has answered, a moment after the state changes.
+    let said = format!("terminated this instance, {orphan}");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while state_of(&cloud, &orphan) != "terminated" && Instant::now() < deadline {
+    while (state_of(&cloud, &orphan) != "terminated" || !cloud.logs(&orphan).contains(&said))
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(500));
     }
     let log = cloud.logs(&orphan);
@@ -142,11 +146,7 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
         "terminated",
         "the orphaned worker terminated its own instance:\n{log}"
     );
-    assert!(
-        log.contains("orphan timeout")
-            && log.contains(&format!("terminated this instance, {orphan}")),
-        "{log}"
-    );
+    assert!(log.contains("orphan timeout") && log.contains(&said), "{log}");
     assert!(cloud.logs(&noticed).contains("AWS spot instance-action"), "{}", cloud.logs(&noticed));
     assert_eq!(state_of(&cloud, &foreign), "running", "someone else's instance is left alone");
 
