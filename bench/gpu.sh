@@ -5,7 +5,8 @@
 # ~0.5B model (Qwen2.5-0.5B's shape, random weights, SmolLM2's tokenizer);
 # tokens/s and peak GPU memory side by side. On a machine of several GPUs,
 # then a torch gang of 1, 2, 4 and 8 of them over the same global batch,
-# with the base whole and sharded (`fsdp`) (issue 30's GPU rows). Under 8 minutes on one GPU.
+# with the base whole and sharded (`fsdp`, 16-bit and 4-bit) (issue 30's
+# GPU rows). Under 8 minutes on one GPU.
 #
 #   TUNELINE       a tuneline binary [default: target/release/tuneline]; the
 #                  native rows need one built with --features cuda
@@ -128,7 +129,8 @@ done
 
 # A gang on this machine's GPUs: the torch engine's DDP over NCCL, the same
 # global batch (8 micro-batches a step) on 1, 2, 4 and 8 of them, then the
-# same gang with its base sharded by FSDP. Peak memory is rank 0's GPU.
+# same gang with its base sharded by FSDP, 16-bit and 4-bit (QLoRA). Peak
+# memory is rank 0's GPU.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 echo
 echo "SmolLM2-135M, torch bf16, a gang on this machine's $gpus GPU(s): 8 micro-batches of 4 x 1024 tokens a step"
@@ -144,6 +146,8 @@ else
     if [ "$n" -gt 1 ]; then
       sed -E "s/^gpus = .*/&\nfsdp = true/" "gang-$n.toml" > "fsdp-$n.toml"
       train_row "fsdp-$n" "$n GPU(s), the base sharded (fsdp)" -c "fsdp-$n.toml" --engine torch
+      sed -E "s/^\[model\]$/&\nload_in_4bit = true/" "fsdp-$n.toml" > "qlora-fsdp-$n.toml"
+      train_row "qlora-fsdp-$n" "$n GPU(s), the 4-bit base sharded (QLoRA, fsdp)" -c "qlora-fsdp-$n.toml" --engine torch
     fi
   done
   cd ..

@@ -254,22 +254,19 @@ fn a_slurm_time_limit_is_typed_and_one_slurm_would_refuse_is_refused_at_load() {
 }
 
 #[test]
-fn fsdp_without_a_gang_or_with_a_4_bit_base_is_refused_at_its_line() {
+fn fsdp_without_a_gang_is_refused_at_its_line() {
     let msg = problems("[training]\nengine = \"torch\"\nfsdp = true\n");
     assert!(
         msg.starts_with("tuneline.toml:3: training.fsdp: shards the base over a gang's members")
             && msg.contains("set gpus or nodes above 1"),
         "{msg}"
     );
-    let msg = problems(
-        "[model]\nload_in_4bit = true\n[training]\nengine = \"torch\"\ngpus = 2\nfsdp = true\n",
-    );
-    assert!(
-        msg.contains(
-            "tuneline.toml:6: training.fsdp: with model.load_in_4bit (QLoRA) is not offered yet"
-        ),
-        "{msg}"
-    );
     let text = "[training]\nengine = \"torch\"\ngpus = \"all\"\nfsdp = true\n";
     assert!(Config::parse(text, "tuneline.toml", no_env).unwrap().config.training.fsdp);
+    let qlora =
+        "[model]\nload_in_4bit = true\n[training]\nengine = \"torch\"\ngpus = 2\nfsdp = true\n";
+    assert!(
+        Config::parse(qlora, "tuneline.toml", no_env).unwrap().config.training.fsdp,
+        "QLoRA + FSDP"
+    );
 }

@@ -126,7 +126,7 @@ pub struct MemoryRequest {
     /// Liger's fused linear cross-entropy (torch on CUDA): the logits are
     /// computed and dropped a chunk at a time, never held whole.
     pub fused_loss: bool,
-    /// Members the 16-bit base is sharded over (`[training] fsdp`); 1 when
+    /// Members the base is sharded over (`[training] fsdp`); 1 when
     /// each holds it whole. A member gathers two decoder layers at a time
     /// (one computing, the next prefetched) and the embeddings and head
     /// for the whole step.
@@ -196,19 +196,11 @@ impl Fit {
 pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
     let m = &req.model;
     let tokens = (req.seq_len * req.micro_batch) as f64;
-    let (linear_bytes, other_bytes, overhead) = match req.engine {
-        Engine::HfCuda => (hf_linear_bytes(req.quant), 2.0, 1.0 * GIB),
-        // f32 where no bitsandbytes quantization applies; the process is
-        // Python with torch, transformers, peft and bitsandbytes imported.
-        Engine::HfCpu => (hf_cpu_linear_bytes(req.quant), 4.0, HF_CPU_RUNTIME),
-        Engine::TunelineCpu => (gguf_linear_bytes(req.quant), 4.0, 0.15 * GIB),
-        Engine::NativeCuda => (gguf_linear_bytes(req.quant), 4.0, 1.0 * GIB),
-    };
-    let linear = m.linear_params() as f64 * linear_bytes;
+    let (linear, other) = base_parts(req);
     let weights = match req.shards {
         0 | 1 => linear,
         n => linear / n as f64 + 2.0 * linear / m.layers.max(1) as f64,
-    } + m.other_params() as f64 * other_bytes;
+    } + other;
     // f32 weights and gradients, plus the optimizer's moments.
     let adapter =
         m.lora_params(req.lora_r, &req.targets) as f64 * (8.0 + req.optimizer.state_bytes());
@@ -235,7 +227,37 @@ pub fn estimate(req: &MemoryRequest) -> MemoryEstimate {
         (Engine::HfCuda, true) => tokens * m.hidden as f64 * (4.0 + 2.0),
         _ => tokens * m.vocab as f64 * logit_bytes(req.engine),
     };
-    MemoryEstimate { weights, adapter, activations, logits, overhead }
+    MemoryEstimate { weights, adapter, activations, logits, overhead: runtime_bytes(req.engine) }
+}
+
+/// The whole base as `req`'s engine holds it, in bytes: what a sharded
+/// gang gathers over a pass.
+pub fn base_bytes(req: &MemoryRequest) -> f64 {
+    let (linear, other) = base_parts(req);
+    linear + other
+}
+
+/// The base's decoder linear weights and the rest (embeddings, norms,
+/// head), in bytes as `req`'s engine holds them.
+fn base_parts(req: &MemoryRequest) -> (f64, f64) {
+    let (linear_bytes, other_bytes) = match req.engine {
+        Engine::HfCuda => (hf_linear_bytes(req.quant), 2.0),
+        // f32 where no bitsandbytes quantization applies.
+        Engine::HfCpu => (hf_cpu_linear_bytes(req.quant), 4.0),
+        Engine::TunelineCpu | Engine::NativeCuda => (gguf_linear_bytes(req.quant), 4.0),
+    };
+    let m = &req.model;
+    (m.linear_params() as f64 * linear_bytes, m.other_params() as f64 * other_bytes)
+}
+
+/// What an engine's process holds before any model: on the CPU, Python with
+/// torch, transformers, peft and bitsandbytes imported for the torch engine.
+fn runtime_bytes(engine: Engine) -> f64 {
+    match engine {
+        Engine::HfCuda | Engine::NativeCuda => 1.0 * GIB,
+        Engine::HfCpu => HF_CPU_RUNTIME,
+        Engine::TunelineCpu => 0.15 * GIB,
+    }
 }
 
 /// Bytes per linear weight on the GPU: bitsandbytes int8 carries a per-row

@@ -23,7 +23,7 @@ use tuneline_core::config::{micro_batches_per_step, Gpus};
 use crate::catalog::{Catalog, Offer};
 use crate::checkpointing::{expected_wall, young_daly_interval};
 use crate::gpus::Gpu;
-use crate::memory::{estimate, Engine, Fit, MemoryRequest, Quant};
+use crate::memory::{base_bytes, estimate, Engine, Fit, MemoryRequest, Quant};
 use crate::scaling::{step, Gang, Interconnect, Traffic};
 use crate::throughput::{cpu_tokens_per_second, gpu_tokens_per_second, NATIVE_CUDA_SLOWDOWN};
 use crate::{GB, GIB, HOURS_PER_MONTH};
@@ -99,8 +99,8 @@ pub struct Job {
     /// The gang it trains on (`[training] gpus` and `nodes`), which sets the
     /// global batch: `accumulation x gpus x nodes` micro-batches a step.
     pub shape: Shape,
-    /// The gang shards its 16-bit base with FSDP (`[training] fsdp`): each
-    /// GPU holds its share, and gathers it in every pass.
+    /// The gang shards its base with FSDP (`[training] fsdp`): each GPU
+    /// holds its share, and gathers it in every pass.
     pub fsdp: bool,
     /// Bytes of the tokenized dataset each start downloads.
     pub dataset_bytes: f64,
@@ -123,6 +123,22 @@ impl Job {
     pub fn micro_batches(&self, offer: &Offer) -> u64 {
         let gang = self.shape.on(offer);
         micro_batches_per_step(self.accumulation, gang.gpus, gang.nodes)
+    }
+
+    /// Whether FSDP can shard this job's base: the torch engine shards a
+    /// 16-bit or a 4-bit base, not an 8-bit one; the native engine none.
+    pub fn shardable(&self) -> bool {
+        matches!(self.memory.quant, Quant::Bits16 | Quant::Bits4)
+            && self.memory.engine != Engine::NativeCuda
+    }
+
+    /// Members the base is sharded over on `gang`: its GPUs with `fsdp`, else 1.
+    pub fn shards_on(&self, gang: Gang) -> u64 {
+        if self.fsdp && self.shardable() {
+            gang.world().max(1) as u64
+        } else {
+            1
+        }
     }
 
     /// Tokens in one micro-batch.
@@ -333,7 +349,7 @@ pub fn judge(
     let estimate = estimate_offer(job, offer, shape, market, catalog, today, max_age_days);
     if estimate.fit == Fit::NoFit {
         let world = shape.on(offer).world();
-        let hint = if world > 1 && !job.fsdp && job.memory.quant == Quant::Bits16 {
+        let hint = if world > 1 && !job.fsdp && job.shardable() {
             format!(" a GPU; [training] fsdp = true would shard the base over the gang's {world}")
         } else {
             String::new()
@@ -408,8 +424,6 @@ pub fn estimate_offer(
     let tokens = job.steps as f64 * tokens_per_step;
     // f32 adapter weights (and their gradients, which a gang all-reduces).
     let adapter_bytes = req.model.lora_params(req.lora_r, &req.targets) as f64 * 4.0;
-    // The torch engine shards 16-bit bases only (see `[training] fsdp`).
-    let sharded = job.fsdp && gang.world() > 1 && req.quant == Quant::Bits16;
     let (tokens_per_second, capacity_gib, hardware, interconnect, scaling) = match offer.gpu {
         Some(gpu) => {
             let native = memory.engine == Engine::NativeCuda;
@@ -419,13 +433,10 @@ pub fn estimate_offer(
                 memory.fused_loss = false;
             } else {
                 memory.engine = Engine::HfCuda;
-                if sharded {
-                    memory.shards = gang.world() as u64;
-                }
+                memory.shards = job.shards_on(gang);
             }
-            // The torch engine's FSDP gathers the bf16 base.
-            let sharded_base =
-                if memory.shards > 1 { req.model.params() as f64 * 2.0 } else { 0.0 };
+            // FSDP gathers the base as the GPU holds it (bf16, or nf4 blocks).
+            let sharded_base = if memory.shards > 1 { base_bytes(&memory) } else { 0.0 };
             let traffic = Traffic { gradients: adapter_bytes, sharded_base };
             let one = gpu_tokens_per_second(
                 gpu,

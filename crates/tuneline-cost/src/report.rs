@@ -160,7 +160,11 @@ fn render(
         job.steps,
         format!("{:?}", job.phase).to_lowercase(),
         gangs.join(", "),
-        if job.fsdp { "; a gang shards a 16-bit base over its GPUs (fsdp)" } else { "" }
+        if job.fsdp && job.shardable() {
+            "; a gang shards its base over its GPUs (fsdp)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,

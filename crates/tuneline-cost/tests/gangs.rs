@@ -123,43 +123,53 @@ fn gpus_beyond_an_offer_leave_it_out_and_a_tight_deadline_makes_a_gang_the_cheap
     );
 }
 
-/// A 16-bit Qwen2.5-32B (64 GB of weights) fits no A100-40GB whole. A gang
-/// of the p4d's eight left whole is left out, saying that `fsdp` would
-/// shard it; with `fsdp = true` each GPU holds an eighth, and the plan
-/// prices the gathers every pass makes.
+/// A 16-bit Qwen2.5-32B (64 GB of weights), and a 4-bit Qwen2.5-72B
+/// (QLoRA: 41 GB in nf4 blocks and 16-bit embeddings), fit no A100-40GB
+/// whole. A gang of the p4d's eight left whole is left out, saying that
+/// `fsdp` would shard it; with `fsdp = true` each GPU holds an eighth,
+/// and the plan prices the gathers every pass makes.
 #[test]
 fn a_base_too_big_for_one_gpu_is_planned_sharded_over_the_gang_with_fsdp() {
-    let job = |fsdp: bool| {
-        let text = format!(
-            "[project]\nname = \"fsdp\"\n[model]\npath = \"qwen2.5-32b\"\n[data]\nmax_seq_length = 2048\n\
-             [training]\nengine = \"torch\"\nmax_steps = 100\nper_device_train_batch_size = 1\n\
-             gradient_accumulation_steps = 2\ngradient_checkpointing = true\ngpus = \"all\"\nfsdp = {fsdp}\n"
-        );
-        let c = Config::parse(&text, "tuneline.toml", |_| None)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .config;
-        let model = ModelShape::preset("qwen2.5-32b").unwrap();
-        let job = config_job::job(&c, model, &Overrides::default()).unwrap();
-        let shapes = config_job::shapes(&c, None, None).unwrap();
-        plan(&job, &shapes, &Catalog::shipped(), None, chrono::NaiveDate::MIN, i64::MAX)
-    };
     let p4d = "aws/p4d.24xlarge/us-east-1";
-    let whole = job(false);
-    let out = whole
-        .excluded
-        .iter()
-        .find(|e| e.offer == p4d && e.market == Market::OnDemand && e.reason.contains("fsdp"))
-        .unwrap_or_else(|| panic!("{:#?}", whole.excluded));
-    assert_eq!(out.cause, Cause::Memory);
-    assert!(out.reason.contains("gang's 8"), "{}", out.reason);
+    for (model, load_in_4bit) in [("qwen2.5-32b", false), ("qwen2.5-72b", true)] {
+        let job = |fsdp: bool| {
+            let text = format!(
+                "[project]\nname = \"fsdp\"\n[model]\npath = \"{model}\"\nload_in_4bit = {load_in_4bit}\n\
+                 [data]\nmax_seq_length = 2048\n\
+                 [training]\nengine = \"torch\"\nmax_steps = 100\nper_device_train_batch_size = 1\n\
+                 gradient_accumulation_steps = 2\ngradient_checkpointing = true\ngpus = \"all\"\nfsdp = {fsdp}\n"
+            );
+            let c = Config::parse(&text, "tuneline.toml", |_| None)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .config;
+            let shape = ModelShape::preset(model).unwrap();
+            let job = config_job::job(&c, shape, &Overrides::default()).unwrap();
+            let shapes = config_job::shapes(&c, None, None).unwrap();
+            plan(&job, &shapes, &Catalog::shipped(), None, chrono::NaiveDate::MIN, i64::MAX)
+        };
+        let whole = job(false);
+        let out = whole
+            .excluded
+            .iter()
+            .find(|e| e.offer == p4d && e.market == Market::OnDemand && e.reason.contains("fsdp"))
+            .unwrap_or_else(|| panic!("{model}: {:#?}", whole.excluded));
+        assert_eq!(out.cause, Cause::Memory);
+        assert!(out.reason.contains("gang's 8"), "{}", out.reason);
 
-    let sharded = job(true);
-    let gang = find(&sharded, p4d, Market::OnDemand, 8, 1);
-    eprintln!("p4d, 8 GPUs sharded: {:.1} GiB a GPU, scaling {:.4}", gang.peak_gib, gang.scaling);
-    assert!(gang.peak_gib < 40.0 * 0.85, "an eighth of the base and two layers gathered: {gang:?}");
-    assert!(gang.scaling < 1.0, "the gathers cost something: {gang:?}");
-    assert!(
-        sharded.ranked.iter().all(|e| !(e.offer == p4d && e.gang.gpus == 1)),
-        "one A100-40GB still cannot hold it"
-    );
+        let sharded = job(true);
+        let gang = find(&sharded, p4d, Market::OnDemand, 8, 1);
+        eprintln!(
+            "{model} (4-bit: {load_in_4bit}) on a p4d's 8 GPUs sharded: {:.1} GiB a GPU, scaling {:.4}",
+            gang.peak_gib, gang.scaling
+        );
+        assert!(
+            gang.peak_gib < 40.0 * 0.85,
+            "an eighth of the base and two layers gathered: {gang:?}"
+        );
+        assert!(gang.scaling < 1.0, "the gathers cost something: {gang:?}");
+        assert!(
+            sharded.ranked.iter().all(|e| !(e.offer == p4d && e.gang.gpus == 1)),
+            "{model}: one A100-40GB still cannot hold it"
+        );
+    }
 }

@@ -375,9 +375,10 @@ pub struct TrainingConfig {
     /// The fewest machines a retry may take when a whole gang of `nodes` is not
     /// to be had (default: `nodes`); the global batch stays the same.
     pub min_nodes: Option<u32>,
-    /// Shard the frozen 16-bit base over the gang's members with FSDP
-    /// (torch), so that a base too big for one GPU trains on several; the
-    /// adapter and its optimizer stay whole on each member.
+    /// Shard the frozen base (16-bit, or 4-bit with `load_in_4bit`) over
+    /// the gang's members with FSDP (torch), so that a base too big for one
+    /// GPU trains on several; the adapter and its optimizer stay whole on
+    /// each member.
     pub fsdp: bool,
 }
 

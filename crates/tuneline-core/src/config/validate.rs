@@ -175,9 +175,6 @@ pub fn validate(c: &Config) -> Vec<(String, String)> {
     if t.fsdp && t.gpus.is_one() && t.nodes == 1 {
         v.fail("training.fsdp", "shards the base over a gang's members, and gpus = 1 with nodes = 1 is one process: set gpus or nodes above 1, or remove it");
     }
-    if t.fsdp && c.model.load_in_4bit {
-        v.fail("training.fsdp", "with model.load_in_4bit (QLoRA) is not offered yet: bitsandbytes' 4-bit weights do not implement FSDP2's sharding, and FSDP1's path needs CUDA to be checked; shard a 16-bit base (load_in_4bit = false), or train the 4-bit base data-parallel (fsdp = false)");
-    }
 
     // A named engine is checked here; `auto` once a host resolves it.
     v.0.extend(super::engine::unsupported(t.engine, c));

@@ -20,14 +20,17 @@ its share of a step's micro-batches, and the summed adapter gradients and
 losses are all-reduced once per step, as DDP does under accumulation; the
 loss of every micro-batch is divided by the labeled tokens of the whole step.
 
-With `dist.fsdp` the frozen base is sharded over the gang (FSDP2's
-`fully_shard`, a decoder layer at a time), and gathered a layer at a time
-in forward and backward; the adapter and its optimizer are left out of
-the sharding (`ignored_params`): they are small, stay whole on every
-member, and are all-reduced and saved as without FSDP. A layer's gather
-is a collective, so every member runs `rounds` forward passes (the most
-micro-batches any member has), padding its own with passes that count no
-token.
+With `dist.fsdp` the frozen base is sharded over the gang, a decoder
+layer at a time, and gathered a layer at a time in forward and backward:
+a 16-bit base by FSDP2's `fully_shard`; a 4-bit one (QLoRA) by FSDP1,
+since bitsandbytes' 4-bit weights implement none of FSDP2's hooks, with
+their blocks stored in the base's dtype (`bnb_4bit_quant_storage`) so a
+layer flattens into one tensor, as accelerate and TRL shard QLoRA. The
+adapter and its optimizer are left out of the sharding (ignored): they
+are small, stay whole on every member, and are all-reduced and saved as
+without FSDP. A layer's gather is a collective, so every member runs
+`rounds` forward passes (the most micro-batches any member has), padding
+its own with passes that count no token.
 
 The gang meets at rank 0's TCP store. Rank 0 waits up to `timeout_s` for
 every member to check in and, when one does not, fails naming it (its node,
@@ -44,6 +47,7 @@ the step and saves.
 """
 
 import contextlib
+import copy
 import datetime
 import json
 import os
@@ -61,12 +65,13 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import torch  # noqa: E402
 import torch.distributed  # noqa: E402
-from peft import LoraConfig, get_peft_model, set_peft_model_state_dict  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 
 ANSWERING = threading.Lock()
+ADAPTER = "adapter_model.safetensors"
 
 
 def answer(op, value):
@@ -147,6 +152,10 @@ class Run:
             meet(self.dist)
         dtype = torch.bfloat16 if spec["bf16"] else torch.float16 if spec["fp16"] else torch.float32
         self.autocast = dtype if dtype != torch.float32 else None
+        self.sharded = bool(self.dist and self.dist.get("fsdp"))
+        # A base to shard stays in host memory (quantized there when 4-bit):
+        # FSDP moves it to the device a layer at a time, so no GPU holds it whole.
+        home = torch.device("cpu") if self.sharded else self.device
         load = {"dtype": dtype, "attn_implementation": "sdpa"}
         if spec["load_in_4bit"]:
             from transformers import BitsAndBytesConfig
@@ -156,23 +165,24 @@ class Run:
                 bnb_4bit_quant_type=spec["bnb_4bit_quant_type"],
                 bnb_4bit_use_double_quant=spec["bnb_4bit_use_double_quant"],
                 bnb_4bit_compute_dtype=dtype,
+                # FSDP flattens a layer into one tensor of one dtype.
+                bnb_4bit_quant_storage=dtype if self.sharded else torch.uint8,
             )
-            load["device_map"] = {"": self.device}
+            load["device_map"] = {"": home}
         model = AutoModelForCausalLM.from_pretrained(spec["base"], **load)
-        self.sharded = bool(self.dist and self.dist.get("fsdp"))
-        # A base to shard stays in host memory: `fully_shard` moves it to
-        # the device a layer at a time, so no GPU holds it whole.
-        if not spec["load_in_4bit"] and not self.sharded:
-            model.to(self.device)
+        if not spec["load_in_4bit"]:
+            model.to(home)
         self.liger = spec["use_liger_kernel"] and cuda
         if self.liger:
             from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
             _apply_liger_kernel_to_instance(model=model)
         model.config.use_cache = False
-        if spec["load_in_4bit"]:
+        if spec["load_in_4bit"] and not self.sharded:
             from peft import prepare_model_for_kbit_training
 
+            # It keeps norms and embeddings in f32; a base to shard keeps
+            # them in its dtype, one per flattened layer, as TRL does.
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         if spec["gradient_checkpointing"]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -186,13 +196,22 @@ class Run:
             bias="none",
             task_type="CAUSAL_LM",
         )
-        self.model = get_peft_model(model, config)
+        # The PEFT model, which saves and loads the adapter; `self.model` is
+        # what a pass goes through: it, or FSDP1's wrapper of it.
+        self.peft = self.model = get_peft_model(model, config)
+        self.lora = config
+        adapter = {n: p for n, p in self.peft.named_parameters() if p.requires_grad}
+        self.params = list(adapter.values())
+        # The adapter's parameters under the names PEFT saves them by, taken
+        # before FSDP1 renames the modules they are in (FSDP leaves them
+        # whole: they are its ignored states).
+        self.saved = get_peft_model_state_dict(self.peft, state_dict=adapter, save_embedding_layers=False)
+        self.base_numel = sum(p.numel() for p in self.peft.parameters() if not p.requires_grad)
         # The adapter and the optimizer's state, at step `self.at`: a step
         # changes them, and a save reads them, holding `self.held`.
         self.held = threading.Lock()
         self.at = 0
         self.load_adapter(spec["adapter"])
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
         if self.sharded:
             self.shard(model)
         self.optimizer = self.make_optimizer()
@@ -201,27 +220,41 @@ class Run:
     def shard(self, base):
         """The frozen base sharded over the gang: each decoder layer (the
         classes transformers keeps whole, `_no_split_modules`), then the rest."""
-        from torch.distributed.fsdp import fully_shard
-
         whole = set(getattr(base, "_no_split_modules", None) or [])
-        layers = [m for m in self.model.modules() if type(m).__name__ in whole]
+        layers = [m for m in self.peft.modules() if type(m).__name__ in whole]
         if not layers:
             raise ValueError(f"fsdp: {type(base).__name__} names no decoder layer class to shard by")
-        adapter = set(self.params)
-        for layer in layers:
-            fully_shard(layer, ignored_params=adapter)
-        fully_shard(self.model, ignored_params=adapter)
+        if self.spec["load_in_4bit"]:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+            from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+            self.model = FullyShardedDataParallel(
+                self.peft,
+                auto_wrap_policy=ModuleWrapPolicy({type(layer) for layer in layers}),
+                ignored_states=self.params,
+                use_orig_params=True,
+                device_id=self.device,
+            )
+        else:
+            from torch.distributed.fsdp import fully_shard
+
+            adapter = set(self.params)
+            for layer in layers:
+                fully_shard(layer, ignored_params=adapter)
+            fully_shard(self.peft, ignored_params=adapter)
         # FSDP moves what it shards to the device, and leaves the adapter where it is.
         for p in self.params:
             p.data = p.data.to(self.device)
 
     def base_share(self):
-        """The share of the frozen base this member holds: 1 unsharded."""
+        """The share of the frozen base this member holds: 1 unsharded. A
+        sharded parameter is FSDP2's DTensor, or FSDP1's view of this
+        member's part of a flattened layer (empty where it holds none)."""
         from torch.distributed.tensor import DTensor
 
-        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        frozen = [p for p in self.peft.parameters() if not p.requires_grad]
         held = sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in frozen)
-        return held / max(1, sum(p.numel() for p in frozen))
+        return held / max(1, self.base_numel)
 
     def make_optimizer(self):
         a = self.spec["adamw"]
@@ -235,10 +268,18 @@ class Run:
         return kind(self.params, **kwargs)
 
     def load_adapter(self, directory):
-        weights = load_file(os.path.join(directory, "adapter_model.safetensors"))
-        result = set_peft_model_state_dict(self.model, weights)
-        if result.unexpected_keys:
-            raise ValueError(f"{directory}: tensors this adapter does not have: {result.unexpected_keys[:3]}")
+        """The adapter in `directory`, copied into the adapter's own
+        parameters: loading through the model's state dict would gather a
+        sharded base (a collective)."""
+        weights = load_file(os.path.join(directory, ADAPTER))
+        params = self.saved
+        if unexpected := sorted(set(weights) - set(params)):
+            raise ValueError(f"{directory}: tensors this adapter does not have: {unexpected[:3]}")
+        if missing := sorted(set(params) - set(weights)):
+            raise ValueError(f"{directory}: tensors missing from this adapter: {missing[:3]}")
+        with torch.no_grad():
+            for name, param in params.items():
+                param.copy_(weights[name])
 
     def tensors(self, rows):
         """Packed rows as a padded batch: ids, labels, positions, and the
@@ -350,10 +391,15 @@ class Run:
         with self.held, side:
             if self.at != request["step"]:
                 raise RuntimeError(f"asked to save step {request['step']}, but step {self.at} finished meanwhile")
-            # The adapter's own tensors: the model's whole state dict would
-            # touch the sharded base, which a running step may hold gathered.
-            adapter = {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
-            self.model.save_pretrained(request["dir"], state_dict=adapter)
+            # PEFT's adapter files, from the adapter's own tensors: the model's
+            # state dict would gather a sharded base (a collective) that a
+            # running step may hold, and `save_pretrained` finds an adapter's
+            # tensors by module names that FSDP1 has changed.
+            weights = {name: p.detach().contiguous() for name, p in self.saved.items()}
+            save_file(weights, os.path.join(request["dir"], ADAPTER), metadata={"format": "pt"})
+            config = copy.copy(self.lora)
+            config.base_model_name_or_path, config.inference_mode = self.spec["base"], True
+            config.save_pretrained(request["dir"])
             torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
         return {}
 
