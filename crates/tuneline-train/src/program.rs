@@ -402,11 +402,6 @@ impl Engine for ProgramEngine {
     fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError> {
         std::fs::create_dir_all(dir)?;
         self.call(json!({ "op": "save", "dir": dir, "step": self.progress.global_step }))?;
-        // PEFT's model card names the local base directory; the checkpoint records its origin instead.
-        let card = dir.join("README.md");
-        if card.exists() {
-            std::fs::remove_file(card)?;
-        }
         if let Some(base) = &self.base_4bit {
             base.write(dir)?;
         }

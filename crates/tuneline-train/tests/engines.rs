@@ -373,7 +373,7 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
 /// A run that `shards_as` holds a sharded gang to: `n` steps of a config
 /// over training and eval rows, in a directory, its checkpoint in
 /// `<dir>/reference`; its steps and eval loss.
-type Reference = dyn Fn(&Config, &[Row], &[Row], &Path) -> (Vec<StepLog>, f64);
+type Reference = dyn Fn(&Config, &[Row], &[Row], &Path, usize) -> (Vec<StepLog>, f64);
 
 /// A gang of two that shards its base with FSDP (`[training] fsdp`), over
 /// three micro-batches a step (a gang of three's global batch, as a retry
@@ -394,7 +394,7 @@ fn shards_as(reference: &Reference, config: Config, n: usize) {
     sharded.training.gpus = tuneline_core::config::Gpus::Count(2);
     sharded.training.fsdp = true;
 
-    let reference = reference(&single, &train, &eval, dir.path());
+    let reference = reference(&single, &train, &eval, dir.path(), n);
 
     let launch = |work: &str| gang_of_two(&sharded, &settings, &train, &dir.path().join(work));
     let mut first = launch("first");
@@ -422,8 +422,8 @@ fn shards_as(reference: &Reference, config: Config, n: usize) {
 /// A 16-bit base, sharded by FSDP2, against one process.
 #[test]
 fn a_gang_that_shards_its_base_trains_and_resumes_as_one_process_does() {
-    let alone = |config: &Config, train: &[Row], eval: &[Row], dir: &Path| {
-        trained_alone(config, train, eval, dir, 6, "reference")
+    let alone = |config: &Config, train: &[Row], eval: &[Row], dir: &Path, n: usize| {
+        trained_alone(config, train, eval, dir, n, "reference")
     };
     shards_as(&alone, config(), 6);
 }
@@ -435,12 +435,12 @@ fn a_gang_that_shards_its_base_trains_and_resumes_as_one_process_does() {
 /// steps, measured).
 #[test]
 fn a_gang_that_shards_its_4_bit_base_trains_and_resumes_as_it_does_whole() {
-    let whole = |config: &Config, train: &[Row], eval: &[Row], dir: &Path| {
+    let whole = |config: &Config, train: &[Row], eval: &[Row], dir: &Path, n: usize| {
         let mut pair = config.clone();
         pair.training.gpus = tuneline_core::config::Gpus::Count(2);
         let settings = train_settings(config, train.len(), 0);
         let mut gang = gang_of_two(&pair, &settings, train, &dir.join("whole"));
-        let logs = steps(&mut gang, 4);
+        let logs = steps(&mut gang, n);
         let eval = gang.eval_loss(eval, &|_| false).unwrap();
         gang.save_checkpoint(&dir.join("reference"), &logs).unwrap();
         (logs, eval)

@@ -199,7 +199,6 @@ class Run:
         # The PEFT model, which saves and loads the adapter; `self.model` is
         # what a pass goes through: it, or FSDP1's wrapper of it.
         self.peft = self.model = get_peft_model(model, config)
-        self.lora = config
         adapter = {n: p for n, p in self.peft.named_parameters() if p.requires_grad}
         self.params = list(adapter.values())
         # The adapter's parameters under the names PEFT saves them by, taken
@@ -397,7 +396,7 @@ class Run:
             # tensors by module names that FSDP1 has changed.
             weights = {name: p.detach().contiguous() for name, p in self.saved.items()}
             save_file(weights, os.path.join(request["dir"], ADAPTER), metadata={"format": "pt"})
-            config = copy.copy(self.lora)
+            config = copy.copy(self.peft.peft_config["default"])
             config.base_model_name_or_path, config.inference_mode = self.spec["base"], True
             config.save_pretrained(request["dir"])
             torch.save(self.optimizer.state_dict(), os.path.join(request["dir"], "optimizer.pt"))
