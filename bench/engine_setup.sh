@@ -3,9 +3,8 @@
 # makes them: `tuneline engines setup --engine torch|mlx` (uv, from PyPI,
 # every wheel hash-checked) cold, warm (already there), and again with uv's
 # wheel cache warm; against pip installing the torch lock into a plain venv
-# with no cache, in the same run.
-# (bench/remote.sh's namespace hosts reach no package index, so the engine's
-# setup is measured here, on this machine's network.) Needs about 12 GB free.
+# with no cache, in the same run, on this machine's network (bench/remote.sh
+# times the torch engine's on a namespace host). Needs about 12 GB free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh

@@ -69,8 +69,9 @@ measure() { # PROJECT LABEL ENGINE BF16 LIGER
   cd "$1"
   sed -i -E "s/^bf16 = .*/bf16 = $4/; /^use_liger_kernel/d" tuneline.toml
   sed -i -E "s/^\[lora\]/use_liger_kernel = $5\n[lora]/" tuneline.toml
-  local run="r-$3-$4-$5"
-  train_row "$run" "$2" --engine "$3"
+  # On the GPU by name: a build without `cuda` is refused rather than timed on the CPU.
+  sed -E "s/^\[model\]$/&\ndevice = \"cuda:0\"/" tuneline.toml > on-gpu.toml
+  train_row "r-$3-$4-$5" "$2" -c on-gpu.toml --engine "$3"
   cd ..
 }
 
@@ -126,6 +127,32 @@ for model in smol half; do
   measure "$model" "$label, torch f32, Liger off" torch false false
   measure "$model" "$label, native f32 (CUDA, experimental)" native false false
 done
+
+# The native engine's CUDA path draws its dropout masks on the GPU with the
+# CPU's hash: the same 3 steps with lora_dropout = 0.1 on the GPU and on the
+# CPU must end on the same adapter, up to f32 rounding.
+echo
+cd smol
+sed -E "s/^max_steps = .*/max_steps = 3/; s/^lora_dropout = .*/lora_dropout = 0.1/; s/^bf16 = .*/bf16 = false/; /^use_liger_kernel/d" tuneline.toml > mask-cuda.toml
+sed -E "s/^\[model\]$/&\ndevice = \"cpu\"/" mask-cuda.toml > mask-cpu.toml
+sed -i -E "s/^\[model\]$/&\ndevice = \"cuda:0\"/" mask-cuda.toml
+if "$tuneline" -q train --run mask-cuda -c mask-cuda.toml --engine native > out 2> err \
+  && "$tuneline" -q train --run mask-cpu -c mask-cpu.toml --engine native >> out 2>> err; then
+  "$python" - <<'PY'
+from safetensors.torch import load_file
+ckpt = ".tuneline/store/runs/{}/checkpoints/3/adapter_model.safetensors"
+cuda, cpu = load_file(ckpt.format("mask-cuda")), load_file(ckpt.format("mask-cpu"))
+# Adam's first steps move each weight by about the learning rate (2e-4), so a
+# weight whose gradient sits near zero may still flip; a wrong mask moves many.
+apart = sum(((cuda[k] - cpu[k]).abs() > 2e-5).sum().item() for k in cpu)
+total = sum(t.numel() for t in cpu.values())
+print(f"native, dropout 0.1, 3 steps: {apart} of {total} adapter weights apart by more than 2e-5 between CUDA and CPU"
+      f" ({'the same masks' if apart < total * 1e-4 else 'MASKS DIFFER: the CUDA kernel is not the CPU hash'})")
+PY
+else
+  echo "native, dropout 0.1, CUDA vs CPU: - ($(tail -n1 err | cut -c1-100))"
+fi
+cd ..
 
 # A gang on this machine's GPUs: the torch engine's DDP over NCCL, the same
 # global batch (8 micro-batches a step) on 1, 2, 4 and 8 of them, then the

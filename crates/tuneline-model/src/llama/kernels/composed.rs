@@ -12,9 +12,8 @@ use candle_core::{DType, Result, Tensor, D};
 
 use super::super::config::Activation;
 use super::attention::Attention;
-use super::dropout::Dropout;
+use super::drawn_mask::drawn_mask;
 use super::projection::{Adapter, Projection};
-use super::real::{by_dtype, Real};
 
 /// `1 / sqrt(mean(x²) + eps)` of each row, `(rows, 1)`.
 fn inverse_rms(x: &Tensor, eps: f64) -> Result<Tensor> {
@@ -172,20 +171,11 @@ pub fn attention_backward(
     Ok((dq, dk, dv))
 }
 
-/// The dropout mask over all of `x`, on its device: the mask the CPU kernels
-/// draw block by block, drawn whole on the CPU and copied over.
-fn mask(dropout: &Dropout, x: &Tensor) -> Result<Tensor> {
-    fn drawn<T: Real>(dropout: &Dropout, x: &Tensor) -> Result<Tensor> {
-        Tensor::from_vec(dropout.mask::<T>(0, x.elem_count()), x.shape(), x.device())
-    }
-    by_dtype!(x.dtype(), drawn(dropout, x))
-}
-
 /// `x` through the adapter's dropout, and the mask when there is one.
 fn dropped(adapter: &Adapter, x: &Tensor) -> Result<(Tensor, Option<Tensor>)> {
     match &adapter.dropout {
         Some(d) => {
-            let m = mask(d, x)?;
+            let m = drawn_mask(d, x)?;
             Ok((x.mul(&m)?, Some(m)))
         }
         None => Ok((x.clone(), None)),

@@ -24,6 +24,22 @@ impl Dropout {
         Self { p, seed }
     }
 
+    /// The seed the mask is drawn from.
+    #[cfg(feature = "cuda")]
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// A lane whose 16 bits fall below this is dropped.
+    pub fn threshold(&self) -> u32 {
+        (self.p * 65536.0).round() as u32
+    }
+
+    /// The kept elements' value, `1 / (1 - p)`.
+    pub fn keep<T: Real>(&self) -> T {
+        T::from_f64(1.0 / (1.0 - self.p))
+    }
+
     /// Elements `start..start + len` of the mask (`start` a multiple of 4):
     /// 0 where dropped, `1 / (1 - p)` where kept. One 64-bit hash of a
     /// 4-element block's index decides its four elements, 16 bits each (so
@@ -33,8 +49,8 @@ impl Dropout {
         let draw = Draw {
             seed: self.seed,
             first: (start / 4) as u64,
-            threshold: (self.p * 65536.0).round() as u64,
-            keep: T::from_f64(1.0 / (1.0 - self.p)),
+            threshold: self.threshold().into(),
+            keep: self.keep(),
         };
         // SAFETY: `fill` writes every value.
         unsafe {

@@ -8,6 +8,7 @@
 
 pub mod attention;
 pub mod composed;
+pub mod drawn_mask;
 pub mod dropout;
 pub mod gated;
 pub mod gemm;
