@@ -85,7 +85,7 @@ mod cuda {
     }
 }
 
-/// Needs a CUDA GPU and the `cuda` feature: `bench/gpu.sh` runs it.
+/// Needs a CUDA GPU: `cargo test -p tuneline-model --features cuda --lib drawn_mask`.
 #[cfg(all(test, feature = "cuda"))]
 mod tests {
     use candle_core::{DType, Device, Tensor};

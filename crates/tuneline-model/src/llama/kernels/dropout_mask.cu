@@ -1,8 +1,8 @@
 // The dropout mask drawn on the GPU: element for element the mask that
 // `Dropout::mask` (dropout.rs) draws on the CPU, so that a run resumed on
-// either device stays bit-exact. Keep the two hashes the same:
-// `composed_check.rs` holds the op to the CPU's mask, and `bench/gpu.sh`
-// holds a CUDA run to a CPU run with dropout on.
+// either device stays bit-exact. Keep the two hashes the same: the test in
+// `drawn_mask.rs` holds this kernel's mask to the CPU's (on a GPU, with the
+// `cuda` feature), and `bench/gpu.sh` a CUDA run to a CPU run with dropout on.
 #include <stdint.h>
 
 // SplitMix64's finalizer of a 4-element block's index (dropout.rs's `Draw::hash`).
