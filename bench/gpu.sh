@@ -3,7 +3,9 @@
 # the same LoRA job on the same GPU with the torch engine (Liger on and off)
 # and the native engine's experimental CUDA path, for SmolLM2-135M and a
 # ~0.5B model (Qwen2.5-0.5B's shape, random weights, SmolLM2's tokenizer);
-# tokens/s and peak GPU memory side by side. On a machine of several GPUs,
+# tokens/s and peak GPU memory side by side; then the native engine's 3
+# steps with dropout on CUDA against the same on the CPU (the same masks, the
+# same adapter up to rounding). On a machine of several GPUs,
 # then a torch gang of 1, 2, 4 and 8 of them over the same global batch,
 # with the base whole and sharded (`fsdp`, 16-bit and 4-bit) (issue 30's
 # GPU rows). Under 8 minutes on one GPU.
