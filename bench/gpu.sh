@@ -67,12 +67,16 @@ EOF
   cd ..
 }
 
+on_device() { # DEVICE: tuneline.toml on stdin, with `[model] device = DEVICE`, on stdout
+  sed -E "s/^\[model\]$/&\ndevice = \"$1\"/"
+}
+
 measure() { # PROJECT LABEL ENGINE BF16 LIGER
   cd "$1"
   sed -i -E "s/^bf16 = .*/bf16 = $4/; /^use_liger_kernel/d" tuneline.toml
   sed -i -E "s/^\[lora\]/use_liger_kernel = $5\n[lora]/" tuneline.toml
   # On the GPU by name: a build without `cuda` is refused rather than timed on the CPU.
-  sed -E "s/^\[model\]$/&\ndevice = \"cuda:0\"/" tuneline.toml > on-gpu.toml
+  on_device cuda:0 < tuneline.toml > on-gpu.toml
   train_row "r-$3-$4-$5" "$2" -c on-gpu.toml --engine "$3"
   cd ..
 }
@@ -135,9 +139,9 @@ done
 # CPU must end on the same adapter, up to f32 rounding.
 echo
 cd smol
-sed -E "s/^max_steps = .*/max_steps = 3/; s/^lora_dropout = .*/lora_dropout = 0.1/; s/^bf16 = .*/bf16 = false/; /^use_liger_kernel/d" tuneline.toml > mask-cuda.toml
-sed -E "s/^\[model\]$/&\ndevice = \"cpu\"/" mask-cuda.toml > mask-cpu.toml
-sed -i -E "s/^\[model\]$/&\ndevice = \"cuda:0\"/" mask-cuda.toml
+sed -E "s/^max_steps = .*/max_steps = 3/; s/^lora_dropout = .*/lora_dropout = 0.1/; s/^bf16 = .*/bf16 = false/; /^use_liger_kernel/d" tuneline.toml > mask.toml
+on_device cuda:0 < mask.toml > mask-cuda.toml
+on_device cpu < mask.toml > mask-cpu.toml
 if "$tuneline" -q train --run mask-cuda -c mask-cuda.toml --engine native > out 2> err \
   && "$tuneline" -q train --run mask-cpu -c mask-cpu.toml --engine native >> out 2>> err; then
   "$python" - <<'PY'

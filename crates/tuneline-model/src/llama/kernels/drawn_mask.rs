@@ -41,12 +41,8 @@ impl CustomOp1 for DrawnMask {
         use candle_core::cuda_backend::CudaStorageSlice;
         let n = layout.shape().elem_count();
         let mask = match &storage.slice {
-            CudaStorageSlice::F32(_) => {
-                cuda::draw::<f32>(&self.0, &storage.device, n, "dropout_mask_f32")?
-            }
-            CudaStorageSlice::F64(_) => {
-                cuda::draw::<f64>(&self.0, &storage.device, n, "dropout_mask_f64")?
-            }
+            CudaStorageSlice::F32(_) => cuda::draw::<f32>(&self.0, &storage.device, n)?,
+            CudaStorageSlice::F64(_) => cuda::draw::<f64>(&self.0, &storage.device, n)?,
             _ => bail!("tuneline's kernels run in f32 or f64"),
         };
         Ok((mask, layout.shape().clone()))
@@ -65,14 +61,15 @@ mod cuda {
 
     include!(concat!(env!("OUT_DIR"), "/ptx.rs"));
 
-    /// `n` elements of `dropout`'s mask, drawn on `device` by the kernel `name`.
+    /// `n` elements of `dropout`'s mask, drawn on `device` by the kernel for
+    /// `T` (`dropout_mask_f32` or `_f64`).
     pub(super) fn draw<T: Real + CudaDType + DeviceRepr>(
         dropout: &Dropout,
         device: &CudaDevice,
         n: usize,
-        name: &str,
     ) -> Result<CudaStorage> {
-        let func = device.get_or_load_custom_func(name, "tuneline_dropout_mask", DROPOUT_MASK)?;
+        let name = format!("dropout_mask_{}", T::DTYPE.as_str());
+        let func = device.get_or_load_custom_func(&name, "tuneline_dropout_mask", DROPOUT_MASK)?;
         // SAFETY: the kernel writes all `n` elements.
         let out = unsafe { device.alloc::<T>(n)? };
         let (seed, threshold, keep) = (dropout.seed(), dropout.threshold(), dropout.keep::<T>());
