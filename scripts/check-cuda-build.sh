@@ -28,7 +28,19 @@ REQ
 fi
 echo "check-cuda-build: $("$root/bin/nvcc" --version | tail -n2 | head -n1)"
 
+# A check that passed is not run again for the same inputs: the key hashes
+# everything `cargo check` compiles here (every crate's files but its tests,
+# the workspace's manifest and lock, this script, the toolchain).
+key=$( { rustc -vV; cat "$0"; find Cargo.toml Cargo.lock crates \( -name tests -o -name __pycache__ \) -prune -o -type f -print \
+  | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -d' ' -f1)
+passed="$cache/cuda-check.passed"
+if [ "$(cat "$passed" 2>/dev/null)" = "$key" ]; then
+  echo "check-cuda-build: passed before for these exact inputs ($key); not run again"
+  exit 0
+fi
+
 # cudarc 0.19 knows CUDA up to 13.4, whose driver API 13.5 keeps.
 export PATH="$root/bin:$PATH" CUDA_ROOT="$root" CUDA_PATH="$root" CUDARC_CUDA_VERSION=13040 CUDA_COMPUTE_CAP=90
 cargo check --quiet -p tuneline-cli --features cuda --target-dir "${CARGO_TARGET_DIR:-target}/cuda-check"
+echo "$key" > "$passed"
 echo "check-cuda-build: tuneline with --features cuda compiles"

@@ -18,7 +18,8 @@
 #   venv/                  a Python with Hugging Face datasets, for compatibility tests, gguf-py
 #                          and numpy, for reading exported GGUFs independently, sacrebleu and
 #                          rouge-score, for metric parity, and schemathesis,
-#                          for fuzzing the API against its OpenAPI document
+#                          for fuzzing the API against its OpenAPI document, and ruff,
+#                          the lint of the embedded Python
 #   moto/                  moto[server] 5.2.5: a real EC2 Query API on loopback for the aws provider
 #   mlflow/                MLflow 3.1.4, a real tracking server for the [tracking] mirror's tests
 #   npm/                   GitHub's own workflow parser (@actions/workflow-parser, npm), which checks
@@ -175,6 +176,13 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5"; then
   "$venv/bin/pip" install --quiet schemathesis==4.32.5
 fi
 echo "setup: $("$venv/bin/schemathesis" --version)"
+
+# ruff, the lint of the embedded Python (scripts/lint-python.sh).
+if ! "$venv/bin/ruff" --version 2>/dev/null | grep -q "0.17.6"; then
+  echo "setup: installing ruff==0.17.6 into $venv"
+  "$venv/bin/pip" install --quiet ruff==0.17.6
+fi
+echo "setup: $("$venv/bin/ruff" --version)"
 
 # moto's server, a real EC2 Query API for the aws provider's tests, in a venv of
 # its own (its boto3 and Flask pins stay out of the compatibility venv).

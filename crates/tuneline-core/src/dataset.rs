@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-/// The manifest's file name in a dataset version's directory.
-pub const MANIFEST: &str = "manifest.json";
+pub use crate::layout::MANIFEST;
 
 /// The shards' columns, in order; each holds a list of int32 per row.
 pub const COLUMNS: [&str; 4] = ["input_ids", "labels", "position_ids", "segment_ids"];

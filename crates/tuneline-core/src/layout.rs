@@ -10,6 +10,11 @@
 //! models/base/<name>/<sha256>/          base models, content-addressed
 //! models/<name>/<version>/              delivery outputs
 //! ```
+//!
+//! The file names an artifact holds that tuneline reads back by name are
+//! here too ([`COMMIT_FILE`], [`MANIFEST`], [`ORIGIN_FILE`],
+//! [`TRAINER_STATE`], [`RECORD_FILE`]), and [`Slot::of`] reads a key back
+//! into the artifact it lies in.
 
 /// This machine's cache under the project directory: base models and Hub
 /// downloads (`hub/`), dataset inputs (`inputs/`), runs' checkpoints, staging.
@@ -62,24 +67,30 @@ pub fn dataset(name: &str, version: &str) -> String {
     format!("datasets/{name}/{version}")
 }
 
+/// Everything of run `run`; also its directory under this machine's
+/// [`LOCAL_CACHE`], which mirrors the store.
+pub fn run(run: &str) -> String {
+    format!("runs/{run}")
+}
+
 /// Where run `run`'s checkpoints live.
 pub fn checkpoints(run: &str) -> String {
-    format!("runs/{run}/checkpoints")
+    format!("{}/checkpoints", self::run(run))
 }
 
 /// Run `run`'s checkpoint at `step`.
 pub fn checkpoint(run: &str, step: u64) -> String {
-    format!("runs/{run}/checkpoints/{step}")
+    format!("{}/{step}", checkpoints(run))
 }
 
 /// Run `run`'s step log.
 pub fn metrics(run: &str) -> String {
-    format!("runs/{run}/metrics.jsonl")
+    format!("{}/metrics.jsonl", self::run(run))
 }
 
 /// Where run `run`'s evaluations live.
 pub fn evals(run: &str) -> String {
-    format!("runs/{run}/eval")
+    format!("{}/eval", self::run(run))
 }
 
 /// Run `run`'s evaluation of its checkpoint at `step`.
@@ -95,7 +106,84 @@ pub const SPOT_CHECK_SHEET: &str = "spot_check.html";
 
 /// What the delivery of run `run`'s checkpoint at `step` made.
 pub fn delivery(run: &str, step: u64) -> String {
-    format!("runs/{run}/delivery/{step}")
+    format!("{}/delivery/{step}", self::run(run))
+}
+
+/// The manifest that makes an artifact exist, written last: every file
+/// with its size and sha256.
+pub const COMMIT_FILE: &str = "COMMIT.json";
+
+/// A dataset version's manifest: its splits, shards and tokenizer.
+pub const MANIFEST: &str = "manifest.json";
+
+/// A checkpoint's origin: the base it was trained on and the dataset version.
+pub const ORIGIN_FILE: &str = "origin.json";
+
+/// A checkpoint's trainer state, transformers' `trainer_state.json`,
+/// which a Hugging Face `Trainer` also writes last into its checkpoints.
+pub const TRAINER_STATE: &str = "trainer_state.json";
+
+/// A delivery's record of the model it made, in [`delivery`]'s prefix.
+pub const RECORD_FILE: &str = "delivered.json";
+
+/// The artifact a store key lies in: a slot of the layout that is
+/// committed as a whole (a dataset version, a delivered model, a checkpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot<'a> {
+    /// Version `version` of dataset `name`.
+    Dataset {
+        /// The dataset's name.
+        name: &'a str,
+        /// Its version.
+        version: &'a str,
+    },
+    /// `models/<name>/<version>`: a delivered model, or a base model
+    /// (`models/base/<name>/<sha256>`, whose `<name>` is `base`'s).
+    Model {
+        /// The second segment: the model's name, or `base`.
+        name: &'a str,
+        /// The third.
+        version: &'a str,
+    },
+    /// Run `run`'s checkpoint at step `step`, as the key spells it.
+    Checkpoint {
+        /// The run.
+        run: &'a str,
+        /// The step's segment (a number, for tuneline's own).
+        step: &'a str,
+    },
+}
+
+impl<'a> Slot<'a> {
+    /// The slot `key` is (with nothing after it) or lies inside (with the
+    /// path within it after), or `None` for a key outside every slot
+    /// (`runs/<run>/metrics.jsonl`, say).
+    pub fn of(key: &'a str) -> Option<(Slot<'a>, Option<&'a str>)> {
+        /// The first segment of `path`, and what follows it.
+        fn first(path: &str) -> (&str, Option<&str>) {
+            path.split_once('/').map_or((path, None), |(head, rest)| (head, Some(rest)))
+        }
+        let (top, rest) = first(key);
+        let (second, rest) = first(rest?);
+        let (third, inside) = first(rest?);
+        match top {
+            "datasets" => Some((Slot::Dataset { name: second, version: third }, inside)),
+            "models" => Some((Slot::Model { name: second, version: third }, inside)),
+            "runs" if third == "checkpoints" => {
+                let (step, inside) = first(inside?);
+                Some((Slot::Checkpoint { run: second, step }, inside))
+            }
+            _ => None,
+        }
+    }
+
+    /// A checkpoint's step, when it is one of tuneline's numbered ones.
+    pub fn step(&self) -> Option<u64> {
+        match self {
+            Slot::Checkpoint { step, .. } => step.parse().ok(),
+            _ => None,
+        }
+    }
 }
 
 /// Base model `name` with content hash `sha256`.
@@ -135,5 +223,24 @@ mod tests {
             Some(base_model("smollm2", "ab12").as_str())
         );
         assert_eq!(store_ref("models/smollm2.gguf"), None);
+    }
+
+    #[test]
+    fn a_key_reads_back_into_its_slot() {
+        let key = format!("{}/adapter/{ORIGIN_FILE}", checkpoint("r1", 200));
+        let (slot, inside) = Slot::of(&key).expect("a checkpoint's file");
+        assert_eq!(slot, Slot::Checkpoint { run: "r1", step: "200" });
+        assert_eq!((slot.step(), inside), (Some(200), Some("adapter/origin.json")));
+        let version = dataset("chat", "3f2a");
+        assert_eq!(
+            Slot::of(&version),
+            Some((Slot::Dataset { name: "chat", version: "3f2a" }, None))
+        );
+        let shard = format!("{version}/train-0.parquet");
+        assert_eq!(Slot::of(&shard).map(|(_, inside)| inside), Some(Some("train-0.parquet")));
+        assert!(matches!(Slot::of("models/base/smollm2/ab12/x"), Some((Slot::Model { name: "base", .. }, _))));
+        assert_eq!(Slot::of(&metrics("r1")), None);
+        assert_eq!(Slot::of(&checkpoints("r1")), None);
+        assert_eq!(Slot::of("runs/r1/config.json"), None);
     }
 }

@@ -5,8 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The record's file name.
-pub const RECORD_FILE: &str = "delivered.json";
+pub use tuneline_core::layout::RECORD_FILE;
 
 /// A delivered model and its GGUF export.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

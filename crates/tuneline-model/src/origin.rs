@@ -11,8 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::error::ModelError;
 use crate::source::ModelSource;
 
-/// The file a checkpoint records its origin in.
-pub const ORIGIN_FILE: &str = "origin.json";
+pub use tuneline_core::layout::ORIGIN_FILE;
 
 /// A base model and its content hash.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

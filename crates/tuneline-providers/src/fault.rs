@@ -122,6 +122,9 @@ impl<P: Provider + ?Sized> FaultyProvider<P> {
     }
 }
 
+// Every method forwards to the inner provider, so a backend's own (a gang's
+// placement group, a worker's notice) still runs under the faults.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait::async_trait]
 impl<P: Provider + ?Sized> Provider for FaultyProvider<P> {
     fn name(&self) -> &str {
@@ -135,6 +138,15 @@ impl<P: Provider + ?Sized> Provider for FaultyProvider<P> {
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         self.faults(Call::Launch, &offer.instance_type).await?;
         self.inner.launch(offer).await
+    }
+
+    /// Each member counts as a launch, and every member's faults apply
+    /// before the gang is asked for: a failure launches none of it.
+    async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
+        for _ in 0..count {
+            self.faults(Call::Launch, &offer.instance_type).await?;
+        }
+        self.inner.launch_gang(offer, count).await
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {

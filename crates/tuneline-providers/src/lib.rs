@@ -1,5 +1,5 @@
 //! Providers: where workers come from. Every backend answers the same four
-//! calls, and one conformance suite (`tests/conformance.rs`) holds each to them.
+//! calls, and one conformance suite (`tests/it/conformance.rs`) holds each to them.
 //!
 //! - [`local`]: `tuneline worker` processes on this machine;
 //! - [`aws`]: workers on EC2 instances, spot or on-demand;

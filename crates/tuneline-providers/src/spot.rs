@@ -41,28 +41,17 @@ impl<P: Provider + ?Sized + 'static> SpotProvider<P> {
         let rng = Mutex::new(StdRng::seed_from_u64(settings.seed));
         Self { inner, settings, rng }
     }
-}
 
-#[async_trait::async_trait]
-impl<P: Provider + ?Sized + 'static> Provider for SpotProvider<P> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
-        let offers = self.inner.offers().await?;
-        Ok(offers.into_iter().map(|o| Offer { spot: true, ..o }).collect())
-    }
-
-    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
-        let instance = self.inner.launch(&Offer { spot: true, ..offer.clone() }).await?;
+    /// Draws `id`'s lifetime and, when it is over, gives the notice and
+    /// then reclaims the instance.
+    fn preempt_later(&self, id: String) {
         let hours = self
             .settings
             .source
             .lifetime_h(&mut self.rng.lock().unwrap_or_else(|p| p.into_inner()));
         let life = Duration::try_from_secs_f64(hours * 3600.0 / self.settings.speedup)
             .unwrap_or(Duration::MAX);
-        let (inner, id, notice) = (self.inner.clone(), instance.id.clone(), self.settings.notice);
+        let (inner, notice) = (self.inner.clone(), self.settings.notice);
         tokio::spawn(async move {
             tokio::time::sleep(life).await;
             match inner.notify(&id).await {
@@ -77,7 +66,36 @@ impl<P: Provider + ?Sized + 'static> Provider for SpotProvider<P> {
                 tracing::warn!("spot: reclaiming {id} failed: {e}");
             }
         });
+    }
+}
+
+// Every method forwards to the inner provider, so a backend's own (a gang's
+// placement group, a worker's notice) still runs under the spot market.
+#[deny(clippy::missing_trait_methods)]
+#[async_trait::async_trait]
+impl<P: Provider + ?Sized + 'static> Provider for SpotProvider<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn offers(&self) -> Result<Vec<Offer>, ProviderError> {
+        let offers = self.inner.offers().await?;
+        Ok(offers.into_iter().map(|o| Offer { spot: true, ..o }).collect())
+    }
+
+    async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
+        let instance = self.inner.launch(&Offer { spot: true, ..offer.clone() }).await?;
+        self.preempt_later(instance.id.clone());
         Ok(instance)
+    }
+
+    async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
+        let spot = Offer { spot: true, ..offer.clone() };
+        let instances = self.inner.launch_gang(&spot, count).await?;
+        for instance in &instances {
+            self.preempt_later(instance.id.clone());
+        }
+        Ok(instances)
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {
@@ -86,5 +104,13 @@ impl<P: Provider + ?Sized + 'static> Provider for SpotProvider<P> {
 
     async fn list(&self) -> Result<Vec<Instance>, ProviderError> {
         self.inner.list().await
+    }
+
+    async fn notify(&self, id: &str) -> Result<(), ProviderError> {
+        self.inner.notify(id).await
+    }
+
+    async fn reclaim(&self, id: &str) -> Result<(), ProviderError> {
+        self.inner.reclaim(id).await
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use object_store::path::Path;
+use tuneline_core::layout::Slot;
 
 use crate::error::Result;
 use crate::key;
@@ -80,7 +81,7 @@ impl ArtifactStore {
                 Some(prefix) => {
                     let rel = crate::commit::relative(prefix, k).expect("owner contains it");
                     (rel != COMMIT_FILE && !listed[prefix].iter().any(|f| f == rel))
-                        .then(|| format!("not listed in {prefix}/COMMIT.json"))
+                        .then(|| format!("not listed in {prefix}/{COMMIT_FILE}"))
                 }
                 None => in_artifact_slot(k).then(|| "never committed".to_string()),
             };
@@ -110,11 +111,7 @@ impl ArtifactStore {
 
 /// Whether `key` lies inside an artifact slot of the store layout.
 fn in_artifact_slot(key: &str) -> bool {
-    let s: Vec<&str> = key.split('/').collect();
-    matches!(
-        s.as_slice(),
-        ["datasets" | "models", _, _, _, ..] | ["runs", _, "checkpoints", _, _, ..]
-    )
+    Slot::of(key).is_some_and(|(_, inside)| inside.is_some())
 }
 
 /// Committed checkpoints past the newest `limit` of each run.
@@ -122,9 +119,8 @@ fn rotated_checkpoints(committed: &[String], limit: Option<u32>) -> Vec<String> 
     let Some(limit) = limit else { return Vec::new() };
     let mut by_run: BTreeMap<&str, Vec<(u64, &String)>> = BTreeMap::new();
     for prefix in committed {
-        if let ["runs", run, "checkpoints", step] = prefix.split('/').collect::<Vec<_>>().as_slice()
-        {
-            if let Ok(step) = step.parse::<u64>() {
+        if let Some((slot @ Slot::Checkpoint { run, .. }, None)) = Slot::of(prefix) {
+            if let Some(step) = slot.step() {
                 by_run.entry(run).or_default().push((step, prefix));
             }
         }

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The name of the commit manifest inside an artifact prefix.
-pub const COMMIT_FILE: &str = "COMMIT.json";
+pub use tuneline_core::layout::COMMIT_FILE;
 
 /// Format tag written into every manifest.
 pub const COMMIT_FORMAT: &str = "tuneline.commit/1";

@@ -16,8 +16,7 @@ use crate::engine::{Abandon, Engine, EngineError};
 use crate::rows::Row;
 use crate::trainer::{Progress, StepLog, TrainSettings, Trainer};
 
-/// The file transformers and tuneline read the step from.
-pub const TRAINER_STATE: &str = "trainer_state.json";
+pub use tuneline_core::layout::TRAINER_STATE;
 
 /// `trainer_state.json`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -12,6 +12,7 @@ pub mod hf_base;
 pub mod hub;
 pub mod mlx;
 pub mod program;
+pub mod protocol;
 pub mod pyenv;
 pub mod rows;
 pub mod run;

@@ -1,7 +1,7 @@
 //! The Python engines (`torch`, `mlx`): the engine's program, embedded in
 //! the binary, runs as a child in its pinned environment and is driven one
-//! JSON request a line (see `torch/trainer.py`'s doc; both programs answer
-//! the same requests). tuneline keeps the data order, the learning rate,
+//! JSON request a line ([`crate::protocol`]; both programs answer the same
+//! requests). tuneline keeps the data order, the learning rate,
 //! `trainer_state.json` and the commits; the program keeps the model, the
 //! adapter and the optimizer. Every engine starts from the adapter tuneline
 //! initializes, so the same seed gives the same run on any of them.
@@ -14,7 +14,6 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device};
-use serde_json::{json, Value};
 use tuneline_core::config::{Config, Engine as EngineKind, QuantType};
 use tuneline_model::bnb::{Bnb4bit, Bnb4bitType, LoadDtype};
 use tuneline_model::llama::{Llama, Lora, LoraSettings};
@@ -24,6 +23,7 @@ use crate::batches::{Batches, Cursor};
 use crate::checkpoint::{read_state, write_state};
 use crate::engine::{Abandon, Engine, EngineError};
 use crate::gang::{Gang, Rank, Rendezvous};
+use crate::protocol::{self, AnswerLine, FailureKind, PackedRow, Request};
 use crate::pyenv::{self, Lock};
 use crate::rows::Row;
 use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
@@ -117,6 +117,8 @@ impl ProgramEngine {
         let program = start.work.join(format!("tuneline_{kind}_trainer.py"));
         std::fs::create_dir_all(start.work)?;
         std::fs::write(&program, start.program.trainer)?;
+        std::fs::write(start.work.join("tuneline_protocol.py"), protocol::PYTHON)?;
+        std::fs::write(start.work.join("tuneline_protocol.json"), protocol::FIELD_LIST)?;
         let mut command = Command::new(start.python);
         command
             .arg("-u")
@@ -153,9 +155,14 @@ impl ProgramEngine {
             last_step_time: None,
             base_share: 1.0,
         };
-        let ready = engine.call(init(start, config, &engine.settings))?;
-        tracing::info!("{kind} engine ready: {ready}");
-        engine.base_share = ready["base_share"].as_f64().unwrap_or(1.0);
+        let ready = engine.call(&init(start, config, &engine.settings))?;
+        tracing::info!(
+            "{kind} engine ready: {}, {} trainable parameters{}",
+            ready.library,
+            ready.trainable,
+            if ready.liger { ", Liger's kernels" } else { "" }
+        );
+        engine.base_share = ready.base_share;
         if engine.base_share < 1.0 {
             tracing::info!(
                 "rank {} holds {:.0}% of the base (FSDP)",
@@ -173,7 +180,7 @@ impl ProgramEngine {
     }
 
     /// Sends one request and reads its answer.
-    fn call(&mut self, request: Value) -> Result<Value, EngineError> {
+    fn call<R: Request>(&mut self, request: &R) -> Result<R::Answer, EngineError> {
         self.call_within(request, &|_| false)
     }
 
@@ -183,14 +190,18 @@ impl ProgramEngine {
     /// collective for the gang's whole timeout. The answer that may come
     /// later is passed over, and the torch program saves the last finished
     /// step beside the request given up, so rank 0 can still commit it.
-    fn call_within(&mut self, request: Value, abandon: Abandon<'_>) -> Result<Value, EngineError> {
-        let op = request["op"].as_str().unwrap_or("?").to_string();
+    fn call_within<R: Request>(
+        &mut self,
+        request: &R,
+        abandon: Abandon<'_>,
+    ) -> Result<R::Answer, EngineError> {
+        let op = R::OP;
         let (kind, gang) = (self.kind, self.rank.world > 1);
         let gone = |this: &mut Self, why: String| {
             let status = this.child.wait().map(|s| s.to_string()).unwrap_or_default();
             EngineError::Infra(format!("the {kind} engine stopped during `{op}` ({why}; {status}); its error is above in the log"))
         };
-        let mut line = request.to_string();
+        let mut line = protocol::line(request);
         line.push('\n');
         if let Err(e) =
             self.requests.write_all(line.as_bytes()).and_then(|()| self.requests.flush())
@@ -210,32 +221,34 @@ impl ProgramEngine {
                 }
                 Err(RecvTimeoutError::Timeout) => continue,
             };
-            let answer: Value = serde_json::from_str(&line).map_err(|e| {
-                EngineError::Infra(format!(
-                    "the {kind} engine answered `{op}` with `{}`: {e}",
+            let unreadable = |e: serde_json::Error| {
+                EngineError::Train(format!(
+                    "the {kind} engine answered `{op}` with `{}`, which the protocol does not have: {e}",
                     line.trim()
                 ))
-            })?;
+            };
+            let answer: AnswerLine = serde_json::from_str(&line).map_err(unreadable)?;
             // The answer to a request given up before: no longer awaited.
-            if answer["op"].as_str().is_some_and(|answered| answered != op) {
+            if answer.op != op {
                 continue;
+            }
+            if let Some(ok) = answer.ok {
+                return serde_json::from_value(ok).map_err(unreadable);
             }
             break answer;
         };
-        if let Some(ok) = answer.get("ok") {
-            return Ok(ok.clone());
-        }
-        let message = answer["error"].as_str().unwrap_or("no message").to_string();
-        Err(match answer["kind"].as_str() {
-            Some("oom") => EngineError::OutOfMemory(out_of_memory(
+        let message = answer.error.unwrap_or_else(|| "no message".into());
+        let at = format!("the {kind} engine, at `{op}`: {message}");
+        Err(match answer.kind {
+            Some(FailureKind::Oom) => EngineError::OutOfMemory(out_of_memory(
                 self.progress.global_step + 1,
                 &message,
-                answer["peak"].as_u64().unwrap_or(0),
-                answer["total"].as_u64().unwrap_or(0),
+                answer.peak.unwrap_or(0),
+                answer.total.unwrap_or(0),
             )),
-            Some("input") => EngineError::Input(format!("the {kind} engine, at `{op}`: {message}")),
-            Some("infra") => EngineError::Infra(format!("the {kind} engine, at `{op}`: {message}")),
-            _ => EngineError::Train(format!("the {kind} engine, at `{op}`: {message}")),
+            Some(FailureKind::Input) => EngineError::Input(at),
+            Some(FailureKind::Infra) => EngineError::Infra(at),
+            Some(FailureKind::Train) | None => EngineError::Train(at),
         })
     }
 }
@@ -271,35 +284,47 @@ fn out_of_memory(step: u64, message: &str, peak: u64, total: u64) -> String {
 }
 
 /// The `init` request: the model, the adapter and the optimizer, from the config.
-fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> Value {
-    let (t, m, l) = (&config.training, &config.model, start.lora);
+fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> protocol::Init {
+    let (t, m) = (&config.training, &config.model);
     let a = &settings.adamw;
-    json!({
-        "op": "init",
-        "base": start.base, "adapter": start.adapter, "device": start.device,
-        "bf16": t.bf16, "fp16": t.fp16, "optim": t.optim,
-        "gradient_checkpointing": t.gradient_checkpointing, "use_liger_kernel": t.use_liger_kernel,
-        "load_in_4bit": m.load_in_4bit, "bnb_4bit_quant_type": m.bnb_4bit_quant_type,
-        "bnb_4bit_use_double_quant": m.bnb_4bit_use_double_quant,
-        "lora": l,
-        "adamw": { "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps, "weight_decay": a.weight_decay },
-        "dist": start.gang.map(|(rendezvous, rank)| json!({
-            "rank": rank.rank, "world": rank.world, "init_method": rendezvous.init_method(),
-            "backend": if start.device.starts_with("cuda") { "nccl" } else { "gloo" },
-            "nproc_per_node": rendezvous.nproc_per_node,
-            "timeout_s": config.workers.gang_timeout.0.as_secs(),
-            "fsdp": t.fsdp,
-        })),
-    })
+    protocol::Init {
+        base: start.base.to_path_buf(),
+        adapter: start.adapter.to_path_buf(),
+        device: start.device.clone(),
+        bf16: t.bf16,
+        fp16: t.fp16,
+        optim: t.optim,
+        gradient_checkpointing: t.gradient_checkpointing,
+        use_liger_kernel: t.use_liger_kernel,
+        load_in_4bit: m.load_in_4bit,
+        bnb_4bit_quant_type: m.bnb_4bit_quant_type,
+        bnb_4bit_use_double_quant: m.bnb_4bit_use_double_quant,
+        lora: start.lora.clone(),
+        adamw: protocol::Adamw {
+            beta1: a.beta1,
+            beta2: a.beta2,
+            eps: a.eps,
+            weight_decay: a.weight_decay,
+        },
+        dist: start.gang.map(|(rendezvous, rank)| protocol::Dist {
+            rank: rank.rank,
+            world: rank.world,
+            init_method: rendezvous.init_method(),
+            backend: if start.device.starts_with("cuda") {
+                protocol::Backend::Nccl
+            } else {
+                protocol::Backend::Gloo
+            },
+            nproc_per_node: rendezvous.nproc_per_node,
+            timeout_s: config.workers.gang_timeout.0.as_secs(),
+            fsdp: t.fsdp,
+        }),
+    }
 }
 
 /// Rows as the program reads them.
-fn rows_json(rows: &[&Row]) -> Value {
-    rows.iter()
-        .map(|r| {
-            json!({ "ids": r.input_ids, "labels": r.labels, "positions": r.position_ids, "segments": r.segment_ids })
-        })
-        .collect()
+fn packed<'a>(rows: &[&'a Row]) -> Vec<PackedRow<'a>> {
+    rows.iter().map(|&r| r.into()).collect()
 }
 
 /// Labels the loss counts in `rows`.
@@ -340,8 +365,10 @@ impl Engine for ProgramEngine {
                 kept.push(i);
             }
             if n > 0 && self.rank.takes(i) {
-                micro
-                    .push(json!({ "seed": dropout_seed(seed, step, i), "rows": rows_json(&rows) }));
+                micro.push(protocol::Micro {
+                    seed: dropout_seed(seed, step, i),
+                    rows: packed(&rows),
+                });
             }
             total += n;
         }
@@ -352,15 +379,18 @@ impl Engine for ProgramEngine {
             )));
         }
         let lr = self.settings.schedule.rate(step);
-        let request = json!({
-            "op": "step", "step": step + 1, "lr": lr, "counted": total, "micro": micro,
-            "rounds": self.rank.rounds(kept),
-            "max_grad_norm": self.settings.max_grad_norm,
-        });
-        let answer = self.call_within(request, abandon)?;
+        let request = protocol::Step {
+            step: step + 1,
+            lr,
+            counted: total,
+            micro,
+            rounds: self.rank.rounds(kept),
+            max_grad_norm: self.settings.max_grad_norm,
+        };
+        let answer = self.call_within(&request, abandon)?;
         self.progress = Progress { global_step: step + 1, cursor };
         self.last_step_time = Some(started.elapsed());
-        let compute = answer["seconds"].as_f64().unwrap_or(0.0);
+        let compute = answer.seconds;
         tracing::debug!(
             "step {}: {compute:.3} s in the {} engine of {:.3} s",
             step + 1,
@@ -369,13 +399,13 @@ impl Engine for ProgramEngine {
         );
         Ok(Some(StepLog {
             step: step + 1,
-            loss: answer["loss"].as_f64().unwrap_or(f64::NAN),
+            loss: answer.loss,
             learning_rate: lr,
-            grad_norm: answer["grad_norm"].as_f64().unwrap_or(f64::NAN),
+            grad_norm: answer.grad_norm,
             tokens,
             tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
             eval_loss: None,
-            peak_memory: answer["peak_memory"].as_u64(),
+            peak_memory: answer.peak_memory,
         }))
     }
 
@@ -386,22 +416,20 @@ impl Engine for ProgramEngine {
             .filter(|refs| counted(refs) > 0)
             .collect();
         let total: usize = chunks.iter().map(|refs| counted(refs)).sum();
-        let batches: Vec<Value> = chunks
+        let batches = chunks
             .iter()
             .enumerate()
             .filter(|(i, _)| self.rank.takes(*i))
-            .map(|(_, refs)| json!({ "rows": rows_json(refs) }))
+            .map(|(_, refs)| protocol::EvalBatch { rows: packed(refs) })
             .collect();
         let rounds = self.rank.rounds(0..chunks.len());
-        let request =
-            json!({ "op": "eval", "batches": batches, "counted": total, "rounds": rounds });
-        let answer = self.call_within(request, abandon)?;
-        Ok(answer["loss"].as_f64().unwrap_or(f64::NAN))
+        let request = protocol::Eval { batches, counted: total, rounds };
+        Ok(self.call_within(&request, abandon)?.loss)
     }
 
     fn save_checkpoint(&mut self, dir: &Path, history: &[StepLog]) -> Result<(), EngineError> {
         std::fs::create_dir_all(dir)?;
-        self.call(json!({ "op": "save", "dir": dir, "step": self.progress.global_step }))?;
+        self.call(&protocol::Save { dir, step: self.progress.global_step })?;
         if let Some(base) = &self.base_4bit {
             base.write(dir)?;
         }
@@ -411,7 +439,7 @@ impl Engine for ProgramEngine {
 
     fn restore_checkpoint(&mut self, dir: &Path) -> Result<Vec<StepLog>, EngineError> {
         let state = read_state(dir, self.kind, &self.settings)?;
-        self.call(json!({ "op": "load", "dir": dir, "step": state.tuneline.global_step }))?;
+        self.call(&protocol::Load { dir, step: state.tuneline.global_step })?;
         self.progress = state.tuneline;
         Ok(state.log_history)
     }
@@ -428,8 +456,7 @@ impl Engine for ProgramEngine {
         if self.rank.world == 1 {
             return Ok(local);
         }
-        let answer = self.call_within(json!({ "op": "agree", "stop": local }), abandon)?;
-        Ok(answer["stop"].as_bool().unwrap_or(true))
+        Ok(self.call_within(&protocol::Agree { stop: local }, abandon)?.stop)
     }
 }
 

@@ -313,7 +313,6 @@ fn save(
     on_event(RunEvent::Saved { step, bytes });
     let commit = commit_checkpoint(
         spec.store.clone(),
-        spec.checkpoints(),
         step,
         dir,
         metrics.to_path_buf(),
@@ -327,14 +326,13 @@ fn save(
 /// checkpoints, and removes the local copy.
 async fn commit_checkpoint(
     store: ArtifactStore,
-    checkpoints: String,
     step: u64,
     dir: PathBuf,
     metrics: PathBuf,
     run: String,
     save_total_limit: Option<u32>,
 ) -> Result<(), StoreError> {
-    match store.push_dir(&dir, &format!("{checkpoints}/{step}"), &NoProgress).await {
+    match store.push_dir(&dir, &layout::checkpoint(&run, step), &NoProgress).await {
         Ok(_) | Err(StoreError::AlreadyCommitted { .. }) => {}
         Err(e) => return Err(e),
     }

@@ -10,8 +10,7 @@ use tuneline_core::layout;
 
 use tuneline_store::{ArtifactStore, NoProgress, StoreError};
 
-/// The file Hugging Face writes last into a checkpoint.
-pub const TRAINER_STATE: &str = "trainer_state.json";
+pub use tuneline_core::layout::TRAINER_STATE;
 
 /// Name, size and modification time of every file under a directory.
 type Snapshot = Vec<(PathBuf, u64, std::time::SystemTime)>;

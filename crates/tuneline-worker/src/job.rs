@@ -59,7 +59,7 @@ fn infra(e: impl std::fmt::Display) -> SetupError {
 
 /// `<cache>/runs/<run>/<what>`, proven to stay under the cache whatever the job names its run.
 fn run_dir(cache: &Path, run: &str, what: &str) -> Result<PathBuf, SetupError> {
-    tuneline_core::confine::under(cache, &format!("runs/{run}/{what}"))
+    tuneline_core::confine::under(cache, &format!("{}/{what}", tuneline_core::layout::run(run)))
         .map_err(|e| SetupError::User(format!("spec.run: {e}")))
 }
 

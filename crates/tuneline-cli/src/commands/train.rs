@@ -75,7 +75,7 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     let spec = RunSpec {
         store: &store,
         run: run_id.clone(),
-        work: tuneline_core::confine::under(&cache, &format!("runs/{run_id}"))
+        work: tuneline_core::confine::under(&cache, &tuneline_core::layout::run(&run_id))
             .map_err(|e| Failure::input(format!("--run: {e}")))?,
         save_steps,
         eval_steps: t.eval_steps,

@@ -3,10 +3,15 @@
 
 use crate::common::{cli_snapshot, TestContext};
 
-/// Holds `tuneline WORDS --help` to the inline snapshot beside it.
+/// A test of its own that holds `tuneline WORDS --help` to the inline
+/// snapshot beside it, so one command's change never hides another's.
 macro_rules! help {
-    ($ctx:expr, [$($word:literal),+], @$snapshot:literal) => {
-        cli_snapshot!($ctx, $ctx.run(&[$($word),+, "--help"]), @$snapshot)
+    ($test:ident, [$($word:literal),+], @$snapshot:literal) => {
+        #[test]
+        fn $test() {
+            let ctx = TestContext::new();
+            cli_snapshot!(ctx, ctx.run(&[$($word),+, "--help"]), @$snapshot);
+        }
     };
 }
 
@@ -76,11 +81,8 @@ fn top_level_help_lists_commands_and_exit_codes() {
     ");
 }
 
-/// Every command a user can run, by its words.
-#[test]
-fn every_command_has_help() {
-    let ctx = TestContext::new();
-    help!(ctx, ["init"], @"
+// Every command a user can run, by its words.
+    help!(init_help, ["init"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -103,7 +105,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["config", "check"], @"
+    help!(config_check_help, ["config", "check"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -122,7 +124,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["config", "reference"], @"
+    help!(config_reference_help, ["config", "reference"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -141,7 +143,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["store", "ls"], @r#"
+    help!(store_ls_help, ["store", "ls"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -163,7 +165,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     "#);
-    help!(ctx, ["store", "push"], @"
+    help!(store_push_help, ["store", "push"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -186,7 +188,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["store", "pull"], @"
+    help!(store_pull_help, ["store", "pull"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -209,7 +211,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["store", "verify"], @r#"
+    help!(store_verify_help, ["store", "verify"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -231,7 +233,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     "#);
-    help!(ctx, ["store", "gc"], @"
+    help!(store_gc_help, ["store", "gc"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -253,7 +255,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["data", "prepare"], @"
+    help!(data_prepare_help, ["data", "prepare"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -276,7 +278,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["data", "show"], @"
+    help!(data_show_help, ["data", "show"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -298,7 +300,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["data", "ls"], @"
+    help!(data_ls_help, ["data", "ls"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -317,7 +319,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["train"], @"
+    help!(train_help, ["train"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -345,7 +347,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["server"], @r#"
+    help!(server_help, ["server"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -373,7 +375,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     "#);
-    help!(ctx, ["worker"], @r#"
+    help!(worker_help, ["worker"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -432,7 +434,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     "#);
-    help!(ctx, ["run"], @"
+    help!(run_help, ["run"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -455,7 +457,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["jobs", "ls"], @"
+    help!(jobs_ls_help, ["jobs", "ls"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -474,7 +476,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["jobs", "submit"], @"
+    help!(jobs_submit_help, ["jobs", "submit"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -508,7 +510,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["jobs", "cancel"], @"
+    help!(jobs_cancel_help, ["jobs", "cancel"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -530,7 +532,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["jobs", "logs"], @"
+    help!(jobs_logs_help, ["jobs", "logs"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -553,7 +555,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["cost", "report"], @"
+    help!(cost_report_help, ["cost", "report"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -576,7 +578,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["model", "add"], @r#"
+    help!(model_add_help, ["model", "add"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -603,7 +605,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     "#);
-    help!(ctx, ["plan"], @"
+    help!(plan_help, ["plan"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -648,7 +650,7 @@ fn every_command_has_help() {
     ----- stderr -----
 
     ");
-    help!(ctx, ["simulate"], @"
+    help!(simulate_help, ["simulate"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -684,7 +686,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["eval"], @"
+    help!(eval_help, ["eval"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -708,7 +710,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["merge"], @"
+    help!(merge_help, ["merge"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -733,7 +735,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["export"], @"
+    help!(export_help, ["export"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -768,7 +770,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["deliver"], @"
+    help!(deliver_help, ["deliver"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -806,7 +808,7 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-    help!(ctx, ["push"], @"
+    help!(push_help, ["push"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -838,4 +840,3 @@ fn every_command_has_help() {
 
     ----- stderr -----
     ");
-}

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `tuneline` binary: real files, a real Garage
 //! server, and assertions on what a user sees. One module per command.
 
+mod architecture;
 mod chaos;
 mod ci_workflow;
 mod cloud;

@@ -25,7 +25,7 @@ pub const MODULES: [&str; 9] = {
 };
 
 /// PEFT's `LoraConfig`, the fields tuneline uses.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct LoraSettings {
     /// The rank of A and B: the adapter's width.
     pub r: usize,

@@ -4,16 +4,11 @@ process over stdin and stdout.
 
 The protocol is the torch engine's: tuneline keeps the run (the data order,
 the learning rate, the SIGTERM grace, trainer_state.json and the commits),
-this program holds the model, the adapter and the optimizer. Each request is
-one JSON line on stdin; each answer one JSON line on stdout:
-
-  {"op": "init", ...}            load the base, add LoRA layers, load the adapter in `adapter`
-  {"op": "step", "lr", "micro"}  one optimizer step over micro-batches of packed rows
-  {"op": "eval", "batches"}      mean loss per labeled token, without dropout
-  {"op": "save", "dir"}          the adapter in PEFT's layout and optimizer.safetensors into dir
-  {"op": "load", "dir"}          the adapter and optimizer state from dir
-
-An answer is {"ok": ...} or {"error": message, "kind": "input" | "train"}.
+this program holds the model, the adapter and the optimizer. Its requests
+and answers are defined once, in tuneline-train's `protocol.rs`;
+`tuneline_protocol` checks each request against them. It trains alone:
+a gang's requests (`agree`, `dist`) are the torch engine's. It saves the
+adapter in PEFT's layout and `optimizer.safetensors`.
 
 Adapters cross in PEFT's layout both ways, so tuneline's delivery takes them
 as they are: mlx-lm's `lora_a` is (in, r) where PEFT's `lora_A` is (r, in),
@@ -23,7 +18,6 @@ mlx-lm's own trainer saves no optimizer state; this loop saves AdamW's
 moments and step, so a resumed run continues exactly.
 """
 
-import json
 import math
 import os
 import resource
@@ -33,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-PROTOCOL = sys.stdout
-sys.stdout = sys.stderr
+import tuneline_protocol as protocol  # first: print goes to stderr from here on
+
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import mlx.core as mx  # noqa: E402
@@ -49,11 +43,6 @@ PEFT_PREFIX = "base_model.model."
 ADAPTER = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 OPTIMIZER = "optimizer.safetensors"
-
-
-def answer(value):
-    PROTOCOL.write(json.dumps(value) + "\n")
-    PROTOCOL.flush()
 
 
 class Run:
@@ -201,18 +190,24 @@ class Run:
 def main():
     run = None
     for line in sys.stdin:
-        request = json.loads(line)
+        try:
+            request = protocol.read(line)
+        except protocol.ProtocolError as e:
+            protocol.answer(e.op, {"error": str(e), "kind": "train"})
+            continue
         op = request["op"]
         try:
             if op == "init":
                 run = Run(request)
-                answer({"ok": {"trainable": run.trainable(), "mlx": mx.__version__}})
+                ready = {"trainable": run.trainable(), "base_share": 1.0, "liger": False}
+                protocol.answer(op, {"ok": {**ready, "library": f"mlx {mx.__version__}"}})
             else:
-                answer({"ok": getattr(run, op)(request)})
+                protocol.answer(op, {"ok": getattr(run, op)(request)})
         except (ValueError, KeyError, OSError) as e:
-            answer({"error": f"{type(e).__name__}: {e}", "kind": "input" if op in ("init", "load") else "train"})
+            kind = "input" if op in ("init", "load") else "train"
+            protocol.answer(op, {"error": f"{type(e).__name__}: {e}", "kind": kind})
         except RuntimeError as e:
-            answer({"error": f"{type(e).__name__}: {e}", "kind": "train"})
+            protocol.answer(op, {"error": f"{type(e).__name__}: {e}", "kind": "train"})
 
 
 if __name__ == "__main__":

@@ -5,15 +5,10 @@ CUDA), driven by a tuneline process over stdin and stdout.
 tuneline keeps the run: the data order, the learning rate, the SIGTERM grace,
 trainer_state.json and the commits to the store. This program holds the model,
 the adapter and the optimizer. Each request is one JSON line on stdin; each
-answer is one JSON line on stdout (anything a library prints goes to stderr):
-
-  {"op": "init", ...}            load the base, wrap it with PEFT, load the adapter in `adapter`,
-                                 and join the gang in `dist` if there is one
-  {"op": "step", "step", "lr", "micro", "rounds"}  optimizer step `step` over micro-batches of packed rows
-  {"op": "eval", "batches", "rounds"}  mean loss per labeled token, without dropout
-  {"op": "save", "dir", "step"}  the PEFT adapter and optimizer.pt into dir, if at step `step`
-  {"op": "load", "dir", "step"}  the adapter and optimizer state of step `step` from dir
-  {"op": "agree", "stop"}        whether any member of the gang stops after this step
+answer is one JSON line on stdout (anything a library prints goes to stderr).
+The requests, their fields and their answers are defined once, in
+tuneline-train's `protocol.rs`; `tuneline_protocol` checks each request
+against them. This program saves the PEFT adapter and `optimizer.pt`.
 
 In a gang (torch.distributed: gloo on CPUs, NCCL on GPUs) each member gets
 its share of a step's micro-batches, and the summed adapter gradients and
@@ -38,8 +33,7 @@ and its address from TUNELINE_NODE_IPS, which a plane's worker sets); a
 collective that fails because a member is gone fails the same way. Both are
 the machines' fault: kind "infra".
 
-An answer is {"ok": ...} or {"error": message, "kind": "oom" | "input" | "train" | "infra"},
-with the request's "op". Requests are served in order, but for "save": it is
+Requests are served in order, but for "save": it is
 served at once, beside a step still running, so that tuneline can give up a
 step that waits on a member gone silent (a cut link) and still save the last
 step it finished. SIGTERM is tuneline's to handle: it finishes or abandons
@@ -49,7 +43,6 @@ the step and saves.
 import contextlib
 import copy
 import datetime
-import json
 import os
 import queue
 import resource
@@ -59,8 +52,8 @@ import threading
 import time
 import traceback
 
-PROTOCOL = sys.stdout
-sys.stdout = sys.stderr
+import tuneline_protocol as protocol  # first: print goes to stderr from here on
+
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import torch  # noqa: E402
@@ -70,14 +63,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 
-ANSWERING = threading.Lock()
 ADAPTER = "adapter_model.safetensors"
-
-
-def answer(op, value):
-    with ANSWERING:
-        PROTOCOL.write(json.dumps({**value, "op": op}) + "\n")
-        PROTOCOL.flush()
 
 
 class GangError(RuntimeError):
@@ -433,8 +419,8 @@ class Server:
             if op == "init":
                 self.run = Run(request)
                 trainable = sum(p.numel() for p in self.run.params)
-                ok = {"trainable": trainable, "base_share": self.run.base_share(), "liger": self.run.liger}
-                return {"ok": {**ok, "torch": torch.__version__}}
+                library = f"torch {torch.__version__}"
+                return {"ok": {"trainable": trainable, "base_share": self.run.base_share(), "liger": self.run.liger, "library": library}}
             return {"ok": getattr(run, op)(request)}
         except torch.OutOfMemoryError as e:
             return run.out_of_memory(e) if run else {"error": str(e), "kind": "oom", "peak": 0, "total": 0}
@@ -453,16 +439,20 @@ def main():
     def read():
         # A save is served here, at once (see the module's doc); the rest in order, below.
         for line in sys.stdin:
-            request = json.loads(line)
+            try:
+                request = protocol.read(line)
+            except protocol.ProtocolError as e:
+                protocol.answer(e.op, {"error": str(e), "kind": "train"})
+                continue
             if request["op"] == "save":
-                answer("save", server.serve(request))
+                protocol.answer("save", server.serve(request))
             else:
                 waiting.put(request)
         waiting.put(None)
 
     threading.Thread(target=read, daemon=True).start()
     while (request := waiting.get()) is not None:
-        answer(request["op"], server.serve(request))
+        protocol.answer(request["op"], server.serve(request))
     if server.run is not None and server.run.dist:
         torch.distributed.destroy_process_group()
 

@@ -4,7 +4,7 @@
 //! terminates instances nobody registered, requeues the job of a worker whose
 //! instance vanished, and reports what it could not terminate. The provider
 //! here is a recording double of the trait; the real ones pass
-//! `tuneline-providers/tests/conformance.rs`.
+//! `tuneline-providers/tests/it/conformance.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -14,7 +14,7 @@ use tuneline_providers::process::alive;
 use tuneline_providers::spot::{SpotProvider, SpotSettings};
 use tuneline_providers::{ErrorKind, Instance, Offer, Provider, ProviderError};
 
-mod common;
+use crate::common;
 use common::{conformance, planes_apart};
 
 /// A stand-in for `tuneline worker`: notes SIGTERM in `term` and keeps running.

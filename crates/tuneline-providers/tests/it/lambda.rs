@@ -8,9 +8,9 @@ use std::time::Duration;
 use tuneline_providers::lambda::LambdaProvider;
 use tuneline_providers::Provider;
 
-mod common;
-mod market;
-mod remote;
+use crate::common;
+use crate::market;
+use crate::remote;
 use market::{contract, is_boot_script_of, of_another_plane, settings};
 use tuneline_providers::market::MarketSettings;
 

@@ -7,9 +7,9 @@ use tuneline_providers::runpod::RunPodProvider;
 use tuneline_providers::self_stop::terminate_self;
 use tuneline_providers::Provider;
 
-mod common;
-mod market;
-mod remote;
+use crate::common;
+use crate::market;
+use crate::remote;
 use market::{contract, is_boot_script_of, of_another_plane, settings};
 use tuneline_providers::market::MarketSettings;
 

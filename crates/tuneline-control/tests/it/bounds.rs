@@ -3,7 +3,7 @@
 //! guessed tokens, mass registration at the highest price. The bill stays as it was, the state
 //! database and the answers stay bounded, and each refusal names its field.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -14,8 +14,8 @@ use tuneline_providers::ssh::{SshProvider, SshSettings};
 use tuneline_providers::{Offer, Provider};
 use tuneline_testkit::Fleet;
 
-mod common;
-mod remote;
+use crate::common;
+use crate::remote;
 use common::{conformance, no_room_is_no_capacity, planes_apart};
 use remote::link;
 

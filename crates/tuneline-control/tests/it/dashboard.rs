@@ -3,7 +3,7 @@
 //! session cookie; the pages and `/v1` read with it; a change without the
 //! page's CSRF token is refused; a logged-out or made-up session reads nothing.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

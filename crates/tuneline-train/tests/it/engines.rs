@@ -9,7 +9,7 @@
 //! batch, and a smaller gang resumes its checkpoint; so does a gang that
 //! shards its base with FSDP, 16-bit or 4-bit (QLoRA).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

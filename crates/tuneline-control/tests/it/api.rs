@@ -2,7 +2,7 @@
 //! bad requests named by field, the lease / start / release cycle with its
 //! ledger, lost workers, and one server per state database.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

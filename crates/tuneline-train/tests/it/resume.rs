@@ -3,7 +3,7 @@
 //! bit-identical to the uninterrupted run's. A step abandoned on a stop
 //! (it would not finish in time) changes nothing.
 
-mod common;
+use crate::common;
 
 use candle_core::{DType, Device};
 use common::prepare;

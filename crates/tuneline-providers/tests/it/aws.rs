@@ -16,8 +16,8 @@ use tuneline_providers::aws::{
 use tuneline_providers::boot::Boot;
 use tuneline_providers::{Offer, Provider};
 
-mod common;
-mod remote;
+use crate::common;
+use crate::remote;
 use common::{conformance, no_room_is_no_capacity, planes_apart};
 use remote::link;
 

@@ -15,7 +15,7 @@ fn docs_config_md_is_the_reference_the_schema_generates() {
     assert!(
         written == generated,
         "docs/config.md is stale: `tuneline config reference > docs/config.md` (or \
-         TUNELINE_WRITE_REFERENCE=1 cargo test -p tuneline-core --test config_reference) writes it again"
+         TUNELINE_WRITE_REFERENCE=1 cargo test -p tuneline-core --test it config_reference) writes it again"
     );
 }
 

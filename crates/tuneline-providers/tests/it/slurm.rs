@@ -13,8 +13,8 @@ use tuneline_providers::slurm::{SlurmProvider, SlurmSettings};
 use tuneline_providers::{Offer, Provider};
 use tuneline_testkit::Fleet;
 
-mod common;
-mod remote;
+use crate::common;
+use crate::remote;
 use common::{conformance, planes_apart};
 use remote::link;
 
