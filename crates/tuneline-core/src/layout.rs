@@ -238,7 +238,10 @@ mod tests {
         );
         let shard = format!("{version}/train-0.parquet");
         assert_eq!(Slot::of(&shard).map(|(_, inside)| inside), Some(Some("train-0.parquet")));
-        assert!(matches!(Slot::of("models/base/smollm2/ab12/x"), Some((Slot::Model { name: "base", .. }, _))));
+        assert!(matches!(
+            Slot::of("models/base/smollm2/ab12/x"),
+            Some((Slot::Model { name: "base", .. }, _))
+        ));
         assert_eq!(Slot::of(&metrics("r1")), None);
         assert_eq!(Slot::of(&checkpoints("r1")), None);
         assert_eq!(Slot::of("runs/r1/config.json"), None);

@@ -355,7 +355,8 @@ impl Engine for ProgramEngine {
         let step = self.progress.global_step;
         let (size, seed) = (self.settings.batch_size, self.settings.seed);
         let mut cursor: Cursor = self.progress.cursor;
-        let (mut micro, mut total, mut tokens, mut kept) = (Vec::new(), 0, 0u64, Vec::new());
+        let (mut micro, mut total, mut tokens, mut kept): (Vec<(u64, Vec<Row>)>, _, _, _) =
+            (Vec::new(), 0, 0u64, Vec::new());
         for i in 0..self.settings.accumulation {
             let (rows, next) = self.batches.pick(cursor, size);
             cursor = next;
@@ -365,10 +366,8 @@ impl Engine for ProgramEngine {
                 kept.push(i);
             }
             if n > 0 && self.rank.takes(i) {
-                micro.push(protocol::Micro {
-                    seed: dropout_seed(seed, step, i),
-                    rows: packed(&rows),
-                });
+                // Owned: the next pick borrows the batches again.
+                micro.push((dropout_seed(seed, step, i), rows.into_iter().cloned().collect()));
             }
             total += n;
         }
@@ -383,7 +382,13 @@ impl Engine for ProgramEngine {
             step: step + 1,
             lr,
             counted: total,
-            micro,
+            micro: micro
+                .iter()
+                .map(|(seed, rows)| protocol::Micro {
+                    seed: *seed,
+                    rows: rows.iter().map(PackedRow::from).collect(),
+                })
+                .collect(),
             rounds: self.rank.rounds(kept),
             max_grad_norm: self.settings.max_grad_norm,
         };

@@ -397,7 +397,8 @@ fn object_inside<'a>(property: &'a Value, root: &'a Value) -> Option<&'a Value> 
     if let Some(items) = property.get("items") {
         return object_inside(items, root);
     }
-    property["anyOf"].as_array()?.iter().find_map(|choice| object_inside(choice, root))
+    let choices = property.get("anyOf").or_else(|| property.get("oneOf"))?.as_array()?;
+    choices.iter().find_map(|choice| object_inside(choice, root))
 }
 
 /// `schema`, or the definition it refers to.
@@ -477,7 +478,11 @@ mod tests {
                 rounds: 1,
                 max_grad_norm: 1.0,
             }),
-            line(&Eval { batches: vec![EvalBatch { rows: vec![(&row).into()] }], counted: 1, rounds: 1 }),
+            line(&Eval {
+                batches: vec![EvalBatch { rows: vec![(&row).into()] }],
+                counted: 1,
+                rounds: 1,
+            }),
             line(&Save { dir, step: 1 }),
             line(&Load { dir, step: 1 }),
             line(&Agree { stop: false }),
@@ -513,7 +518,7 @@ mod tests {
         let step = every_request().remove(1);
         let extra = step.replacen("\"lr\"", "\"loss_type\":\"sigmoid\",\"lr\"", 1);
         let missing = step.replacen("\"counted\":1,", "", 1);
-        let nested = step.replacen("\"seed\":7,", "", 1);
+        let nested = step.replacen(",\"seed\":7", "", 1);
         assert_eq!(
             python_checks(&[extra, missing, nested]),
             [
@@ -556,7 +561,9 @@ mod tests {
         };
         // PEFT's name for the one adapter, not a field of ours.
         let theirs = ["default"];
-        for (program, source) in [("torch", crate::torch::PROGRAM.trainer), ("mlx", crate::mlx::PROGRAM.trainer)] {
+        for (program, source) in
+            [("torch", crate::torch::PROGRAM.trainer), ("mlx", crate::mlx::PROGRAM.trainer)]
+        {
             let unknown: Vec<String> = keys(source)
                 .into_iter()
                 .filter(|k| !known.contains(k) && !theirs.contains(&k.as_str()))

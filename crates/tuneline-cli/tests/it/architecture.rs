@@ -143,14 +143,25 @@ impl Tree {
     fn symbol(&self, name: &str) -> bool {
         let name = name.trim_end_matches('!');
         let crate_dir = format!("crates/{}/", name.replace('_', "-"));
-        let defined = ["fn ", "struct ", "enum ", "trait ", "mod ", "const ", "static ", "type ", "macro_rules! ", "pub "]
-            .iter()
-            .any(|keyword| {
-                self.sources.match_indices(&format!("{keyword}{name}")).any(|(at, m)| {
-                    let next = self.sources[at + m.len()..].chars().next().unwrap_or(' ');
-                    !(next.is_alphanumeric() || next == '_')
-                })
-            });
+        let defined = [
+            "fn ",
+            "struct ",
+            "enum ",
+            "trait ",
+            "mod ",
+            "const ",
+            "static ",
+            "type ",
+            "macro_rules! ",
+            "pub ",
+        ]
+        .iter()
+        .any(|keyword| {
+            self.sources.match_indices(&format!("{keyword}{name}")).any(|(at, m)| {
+                let next = self.sources[at + m.len()..].chars().next().unwrap_or(' ');
+                !(next.is_alphanumeric() || next == '_')
+            })
+        });
         defined
             || self.paths.iter().any(|p| p == &crate_dir || p.ends_with(&format!("/{name}.rs")))
             || self.manifests.contains(&format!("\n{name} ="))

@@ -82,7 +82,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 }
 
 // Every command a user can run, by its words.
-    help!(init_help, ["init"], @"
+help!(init_help, ["init"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -105,7 +105,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(config_check_help, ["config", "check"], @"
+help!(config_check_help, ["config", "check"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -124,7 +124,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(config_reference_help, ["config", "reference"], @"
+help!(config_reference_help, ["config", "reference"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -143,7 +143,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(store_ls_help, ["store", "ls"], @r#"
+help!(store_ls_help, ["store", "ls"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -165,7 +165,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     "#);
-    help!(store_push_help, ["store", "push"], @"
+help!(store_push_help, ["store", "push"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -188,7 +188,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(store_pull_help, ["store", "pull"], @"
+help!(store_pull_help, ["store", "pull"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -211,7 +211,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(store_verify_help, ["store", "verify"], @r#"
+help!(store_verify_help, ["store", "verify"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -233,7 +233,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     "#);
-    help!(store_gc_help, ["store", "gc"], @"
+help!(store_gc_help, ["store", "gc"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -255,7 +255,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(data_prepare_help, ["data", "prepare"], @"
+help!(data_prepare_help, ["data", "prepare"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -278,7 +278,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(data_show_help, ["data", "show"], @"
+help!(data_show_help, ["data", "show"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -300,7 +300,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(data_ls_help, ["data", "ls"], @"
+help!(data_ls_help, ["data", "ls"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -319,7 +319,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(train_help, ["train"], @"
+help!(train_help, ["train"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -347,7 +347,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(server_help, ["server"], @r#"
+help!(server_help, ["server"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -375,7 +375,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     "#);
-    help!(worker_help, ["worker"], @r#"
+help!(worker_help, ["worker"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -434,7 +434,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     "#);
-    help!(run_help, ["run"], @"
+help!(run_help, ["run"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -457,7 +457,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(jobs_ls_help, ["jobs", "ls"], @"
+help!(jobs_ls_help, ["jobs", "ls"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -476,7 +476,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(jobs_submit_help, ["jobs", "submit"], @"
+help!(jobs_submit_help, ["jobs", "submit"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -510,7 +510,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(jobs_cancel_help, ["jobs", "cancel"], @"
+help!(jobs_cancel_help, ["jobs", "cancel"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -532,7 +532,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(jobs_logs_help, ["jobs", "logs"], @"
+help!(jobs_logs_help, ["jobs", "logs"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -555,7 +555,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(cost_report_help, ["cost", "report"], @"
+help!(cost_report_help, ["cost", "report"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -578,7 +578,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(model_add_help, ["model", "add"], @r#"
+help!(model_add_help, ["model", "add"], @r#"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -605,7 +605,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     "#);
-    help!(plan_help, ["plan"], @"
+help!(plan_help, ["plan"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -650,7 +650,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
     ----- stderr -----
 
     ");
-    help!(simulate_help, ["simulate"], @"
+help!(simulate_help, ["simulate"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -686,7 +686,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(eval_help, ["eval"], @"
+help!(eval_help, ["eval"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -710,7 +710,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(merge_help, ["merge"], @"
+help!(merge_help, ["merge"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -735,7 +735,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(export_help, ["export"], @"
+help!(export_help, ["export"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -770,7 +770,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(deliver_help, ["deliver"], @"
+help!(deliver_help, ["deliver"], @"
     success: true
     exit_code: 0
     ----- stdout -----
@@ -808,7 +808,7 @@ fn top_level_help_lists_commands_and_exit_codes() {
 
     ----- stderr -----
     ");
-    help!(push_help, ["push"], @"
+help!(push_help, ["push"], @"
     success: true
     exit_code: 0
     ----- stdout -----
