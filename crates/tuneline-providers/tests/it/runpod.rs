@@ -9,7 +9,6 @@ use tuneline_providers::Provider;
 
 use crate::common;
 use crate::market;
-use crate::remote;
 use market::{contract, is_boot_script_of, of_another_plane, settings};
 use tuneline_providers::market::MarketSettings;
 
