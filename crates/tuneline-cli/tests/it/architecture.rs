@@ -190,6 +190,16 @@ impl Tree {
                 .output()
                 .expect("the binary runs");
             out.status.success()
+        } else if let Some(args) = name.strip_prefix("cargo ") {
+            // Each crate (`-p`) and test binary (`--test`) it names exists.
+            let words: Vec<&str> = args.split_whitespace().collect();
+            let named = |flag: &str| words.windows(2).filter(move |w| w[0] == flag).map(|w| w[1]);
+            named("-p").all(|c| self.root.join("crates").join(c).is_dir())
+                && named("--test").all(|t| {
+                    self.path(&format!("tests/{t}/")) || self.path(&format!("tests/{t}.rs"))
+                })
+        } else if let Some(lint) = name.strip_prefix("clippy::") {
+            self.sources.contains(&format!("clippy::{lint})"))
         } else if let Some(script) = name.strip_prefix("bash ") {
             self.root.join(script).is_file()
         } else if let Some(feature) = name.strip_prefix("--features ") {
