@@ -193,9 +193,12 @@ impl Tree {
         } else if let Some(args) = name.strip_prefix("cargo ") {
             // Each crate (`-p`) and test binary (`--test`) it names exists.
             let words: Vec<&str> = args.split_whitespace().collect();
-            let named = |flag: &str| words.windows(2).filter(move |w| w[0] == flag).map(|w| w[1]);
-            named("-p").all(|c| self.root.join("crates").join(c).is_dir())
-                && named("--test").all(|t| {
+            let named = |flag: &str| -> Vec<&str> {
+                let given = words.windows(2).filter(|w| w[0] == flag).map(|w| w[1]);
+                given.filter(|w| !w.starts_with('<')).collect()
+            };
+            named("-p").iter().all(|c| self.root.join("crates").join(c).is_dir())
+                && named("--test").iter().all(|t| {
                     self.path(&format!("tests/{t}/")) || self.path(&format!("tests/{t}.rs"))
                 })
         } else if let Some(lint) = name.strip_prefix("clippy::") {
