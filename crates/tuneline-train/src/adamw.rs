@@ -7,8 +7,10 @@ use std::collections::HashMap;
 
 use candle_core::{Result, Tensor, Var};
 
-/// Hyperparameters, PyTorch's defaults but for the rate.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Hyperparameters, PyTorch's defaults but for the rate (as the trainer
+/// protocol's `init` sends them to a Python engine).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AdamWParams {
     /// First-moment decay.
     pub beta1: f64,

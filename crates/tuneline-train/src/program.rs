@@ -286,7 +286,6 @@ fn out_of_memory(step: u64, message: &str, peak: u64, total: u64) -> String {
 /// The `init` request: the model, the adapter and the optimizer, from the config.
 fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> protocol::Init {
     let (t, m) = (&config.training, &config.model);
-    let a = &settings.adamw;
     protocol::Init {
         base: start.base.to_path_buf(),
         adapter: start.adapter.to_path_buf(),
@@ -300,12 +299,7 @@ fn init(start: &ProgramStart, config: &Config, settings: &TrainSettings) -> prot
         bnb_4bit_quant_type: m.bnb_4bit_quant_type,
         bnb_4bit_use_double_quant: m.bnb_4bit_use_double_quant,
         lora: start.lora.clone(),
-        adamw: protocol::Adamw {
-            beta1: a.beta1,
-            beta2: a.beta2,
-            eps: a.eps,
-            weight_decay: a.weight_decay,
-        },
+        adamw: settings.adamw,
         dist: start.gang.map(|(rendezvous, rank)| protocol::Dist {
             rank: rank.rank,
             world: rank.world,

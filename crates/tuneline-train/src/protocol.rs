@@ -20,6 +20,8 @@ use serde_json::{json, Map, Value};
 use tuneline_core::config::{Optim, QuantType};
 use tuneline_model::llama::LoraSettings;
 
+use crate::adamw::AdamWParams;
+
 /// The field list the programs check requests against, as committed in
 /// `protocol.json` (which a test holds to [`field_list`]).
 pub const FIELD_LIST: &str = include_str!("protocol.json");
@@ -66,23 +68,9 @@ pub struct Init {
     /// The adapter's settings, with the target modules named as this model has them.
     pub lora: LoraSettings,
     /// AdamW's hyperparameters but for the rate, which each step sends.
-    pub adamw: Adamw,
+    pub adamw: AdamWParams,
     /// The gang this member trains in; `null` alone.
     pub dist: Option<Dist>,
-}
-
-/// AdamW's hyperparameters (PyTorch's names but for the betas).
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Adamw {
-    /// First-moment decay.
-    pub beta1: f64,
-    /// Second-moment decay.
-    pub beta2: f64,
-    /// Added to the denominator.
-    pub eps: f64,
-    /// Decoupled weight decay.
-    pub weight_decay: f64,
 }
 
 /// A gang's member: torch.distributed's settings, as torchrun would give them.
@@ -456,7 +444,7 @@ mod tests {
                 target_modules: vec!["q_proj".into()],
                 use_rslora: false,
             },
-            adamw: Adamw { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+            adamw: AdamWParams::default(),
             dist: Some(Dist {
                 rank: 0,
                 world: 2,
