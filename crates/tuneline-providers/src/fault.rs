@@ -122,8 +122,9 @@ impl<P: Provider + ?Sized> FaultyProvider<P> {
     }
 }
 
-// Every method forwards to the inner provider, so a backend's own (a gang's
-// placement group, a worker's notice) still runs under the faults.
+// Every method is written out, so none silently falls back to the trait's
+// default: each forwards to the inner provider (a worker's notice and
+// reclaim run under the faults), but a gang, launched member by member.
 #[deny(clippy::missing_trait_methods)]
 #[async_trait::async_trait]
 impl<P: Provider + ?Sized> Provider for FaultyProvider<P> {
@@ -140,13 +141,12 @@ impl<P: Provider + ?Sized> Provider for FaultyProvider<P> {
         self.inner.launch(offer).await
     }
 
-    /// Each member counts as a launch, and every member's faults apply
-    /// before the gang is asked for: a failure launches none of it.
+    /// Member by member through [`FaultyProvider::launch`], so that each
+    /// member's launch meets its own faults and a gang can be launched in
+    /// part and given back; the inner provider's own gang launch (a
+    /// placement group) is not used under faults.
     async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
-        for _ in 0..count {
-            self.faults(Call::Launch, &offer.instance_type).await?;
-        }
-        self.inner.launch_gang(offer, count).await
+        crate::launch_each(self, offer, count).await
     }
 
     async fn terminate(&self, id: &str) -> Result<(), ProviderError> {

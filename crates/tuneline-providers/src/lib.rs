@@ -135,6 +135,27 @@ pub async fn give_back<P: Provider + ?Sized>(provider: &P, launched: &[Instance]
     }
 }
 
+/// Launches a gang of `count` instances of `offer` one at a time with
+/// `provider`'s [`Provider::launch`], giving back what was launched when
+/// the next cannot be: [`Provider::launch_gang`]'s default.
+pub async fn launch_each<P: Provider + ?Sized>(
+    provider: &P,
+    offer: &Offer,
+    count: u32,
+) -> Result<Vec<Instance>, ProviderError> {
+    let mut launched = Vec::new();
+    for _ in 0..count {
+        match provider.launch(offer).await {
+            Ok(instance) => launched.push(instance),
+            Err(e) => {
+                give_back(provider, &launched).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(launched)
+}
+
 /// A source of worker instances.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
@@ -149,17 +170,7 @@ pub trait Provider: Send + Sync {
     /// be, and the error returned). A provider with placement groups puts
     /// them in one (EC2's `cluster`).
     async fn launch_gang(&self, offer: &Offer, count: u32) -> Result<Vec<Instance>, ProviderError> {
-        let mut launched = Vec::new();
-        for _ in 0..count {
-            match self.launch(offer).await {
-                Ok(instance) => launched.push(instance),
-                Err(e) => {
-                    give_back(self, &launched).await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(launched)
+        launch_each(self, offer, count).await
     }
     /// Destroys instance `id`; once this returns, it no longer bills.
     async fn terminate(&self, id: &str) -> Result<(), ProviderError>;
