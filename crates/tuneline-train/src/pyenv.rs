@@ -26,7 +26,13 @@ pub struct Lock {
     pub text: &'static str,
     /// Whether an image's own PyTorch stands in for the lock's.
     pub over_image_torch: bool,
+    /// What the environment needs once its packages are in, given its
+    /// directory (before it is put in place): `None` for nothing.
+    pub finish: Option<Finish>,
 }
+
+/// A step that completes an environment, given its directory.
+pub type Finish = fn(&Path) -> Result<(), EngineError>;
 
 /// The uv release that installs the environment (from PyPI).
 pub const UV_VERSION: &str = "0.13.9";
@@ -150,6 +156,9 @@ pub fn ensure(engines: &Path, lock: &Lock) -> Result<PathBuf, EngineError> {
     );
     let _ = std::fs::remove_file(&file);
     installed?;
+    if let Some(finish) = lock.finish {
+        finish(&partial)?;
+    }
     match std::fs::rename(&partial, &dir) {
         Ok(()) => Ok(python),
         // Another worker on this machine finished first: theirs is as good.
@@ -208,12 +217,12 @@ fn uv(engines: &Path, base: &Path) -> Result<PathBuf, EngineError> {
     Ok(uv)
 }
 
-/// Runs `command`; a failure is the machine's (the index, the network, the
-/// disk), with the tool's last words, which name the package.
-fn run(command: &mut Command, what: &str) -> Result<(), EngineError> {
+/// Runs `command` for its standard output; a failure is the machine's (the
+/// index, the network, the disk), with the tool's last words, which name the package.
+pub(crate) fn run(command: &mut Command, what: &str) -> Result<String, EngineError> {
     let out = command.output().map_err(|e| EngineError::Infra(format!("{what}: {e}")))?;
     if out.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
