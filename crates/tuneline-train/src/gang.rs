@@ -141,6 +141,15 @@ impl Rendezvous {
         self.nnodes * self.nproc_per_node
     }
 
+    /// Where this machine's members train, for a person: `device`, then
+    /// their ranks and this machine's place in the gang.
+    pub fn describe(&self, device: &str) -> String {
+        let ranks = self.ranks();
+        let (first, last) = (ranks[0].rank, ranks[ranks.len() - 1].rank);
+        let (world, node, nodes) = (self.world(), self.node_rank, self.nnodes);
+        format!("{device}, ranks {first}-{last} of {world} (node {node} of {nodes})")
+    }
+
     /// This machine's members.
     pub fn ranks(&self) -> Vec<Rank> {
         (0..self.nproc_per_node)

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod gang;
 pub mod hf_base;
 pub mod hub;
+pub mod launch;
 pub mod mlx;
 pub mod program;
 pub mod protocol;

@@ -5,19 +5,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use candle_core::DType;
 use tuneline_api::TrainerEvent;
-use tuneline_core::config::{engine_for, Engine as EngineKind, Host};
+use tuneline_core::config::Host;
 use tuneline_core::layout;
 use tuneline_core::progress::{Progress, Unit};
-use tuneline_model::llama::Lora;
-use tuneline_train::engine::Engine;
-use tuneline_train::gang::Rendezvous;
-use tuneline_train::program;
+use tuneline_train::launch;
 use tuneline_train::pyenv::engines_dir;
 use tuneline_train::run::{run, Ended, Resume, RunEvent, RunSpec, StopRequest};
 use tuneline_train::setup;
-use tuneline_train::trainer::Trainer;
 
 use crate::cli::{Global, TrainArgs};
 use crate::context::{fetch_dataset, load_config, localize_model, open_store};
@@ -34,37 +29,16 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
         config.training.max_steps = Some(steps);
     }
     let store = open_store(global, &config)?;
-    let cache =
-        args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(tuneline_core::layout::LOCAL_CACHE));
+    let cache = args.cache_dir.clone().unwrap_or_else(|| PathBuf::from(layout::LOCAL_CACHE));
     localize_model(global, &store, &mut config, &cache).await?;
     let config = &config;
-    setup::check_memory_budget(config)?;
     let host = Host::this(tuneline_worker::resources::Gpu::count());
-    let engine = engine_for(config, args.engine, &host).map_err(Failure::input)?;
-    let t = &config.training;
-    let gpus = setup::gpus_per_machine(config, &host)?;
-    let min_nodes = t.min_nodes.unwrap_or(t.nodes);
-    let gang = Rendezvous::of(t.nodes, min_nodes, gpus, |name| std::env::var(name).ok())?;
-    if t.fsdp && gang.is_none() {
-        eprintln!("[training] fsdp: one process trains here (gpus = \"all\" found one GPU), so the base is not sharded");
-    }
-    // The native engine's device is checked before any data moves.
-    let native_device = match engine {
-        EngineKind::Native => Some(setup::compute_device(config.model.device)?),
-        _ => None,
-    };
+    let plan = launch::plan(config, args.engine, host, |name| std::env::var(name).ok())?;
     let (dataset, local) =
         fetch_dataset(global, &store, config, args.dataset.as_deref(), &cache).await?;
-    setup::check_tokenizer(config, &dataset, &local)?;
-    setup::check_architecture(config, engine)?;
-    let (train_rows, eval_rows) = setup::read_splits(&dataset, &local)?;
-    let origin = tuneline_model::Origin {
-        base: tokio::task::block_in_place(|| setup::base_model(config))?,
-        dataset: dataset.clone(),
-    };
-    let settings = setup::train_settings(config, train_rows.len(), host.cuda_gpus);
-    let max_steps = settings.max_steps;
-    let (batch, accumulation) = (settings.batch_size, settings.accumulation);
+    let inputs = tokio::task::block_in_place(|| plan.inputs(config, &dataset, &local))?;
+    let max_steps = inputs.settings.max_steps;
+    let (batch, accumulation) = (inputs.settings.batch_size, inputs.settings.accumulation);
     let run_id = args.run.clone().unwrap_or_else(|| setup::run_id(config, &dataset));
     let (save_steps, why) = setup::save_steps(config, max_steps);
     if let Some(why) = why {
@@ -72,76 +46,37 @@ pub async fn train(global: &Global, args: &TrainArgs) -> CliResult {
     }
     let stop = Arc::new(StopRequest::default());
     listen_for_sigterm(stop.clone());
+    let t = &config.training;
     let spec = RunSpec {
         store: &store,
         run: run_id.clone(),
-        work: tuneline_core::confine::under(&cache, &tuneline_core::layout::run(&run_id))
+        work: tuneline_core::confine::under(&cache, &layout::run(&run_id))
             .map_err(|e| Failure::input(format!("--run: {e}")))?,
         save_steps,
         eval_steps: t.eval_steps,
         save_total_limit: t.save_total_limit,
         resume: Resume::parse(&t.resume_from_checkpoint),
         stop: &stop,
-        origin: &origin,
+        origin: &inputs.origin,
         grace: t.sigterm_grace.0,
     };
-    let model;
-    let (mut trainer, on): (Box<dyn Engine>, String) = match engine {
-        EngineKind::Torch | EngineKind::Mlx => {
-            let work = spec.work.join(engine.as_str());
-            let device = setup::program_device(engine, config.model.device, &host)?;
-            let on = device.clone();
-            let engines = engines_dir(&cache);
-            tokio::task::block_in_place(|| match &gang {
-                None => {
-                    program::launch(engine, config, settings, train_rows, &engines, &work, device)
-                        .map(|e| (Box::new(e) as Box<dyn Engine>, on))
-                }
-                Some(gang) => program::launch_gang(
-                    config, settings, train_rows, &engines, &work, &device, gang,
-                )
-                .map(|e| {
-                    let ranks = gang.ranks();
-                    let (first, last) = (ranks[0].rank, ranks[ranks.len() - 1].rank);
-                    (
-                        Box::new(e) as Box<dyn Engine>,
-                        format!(
-                            "{on}, ranks {first}-{last} of {} (node {} of {})",
-                            gang.world(),
-                            gang.node_rank,
-                            gang.nnodes
-                        ),
-                    )
-                }),
-            })?
-        }
-        _ => {
-            let device = native_device.expect("the native engine's device");
-            model = tokio::task::block_in_place(|| setup::load_model(config, &device))?;
-            let lora = Lora::init(
-                setup::lora_settings(config),
-                &model.config,
-                t.seed,
-                DType::F32,
-                &device,
-            )
-            .map_err(|e| Failure::input(format!("[lora]: {e}")))?;
-            (Box::new(Trainer::new(&model, lora, settings, train_rows)), format!("{device:?}"))
-        }
-    };
-    if !global.quiet {
-        eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, engine {engine} on {on}");
-    }
-    let leads = trainer.leads();
+    let engines = engines_dir(&cache);
     let handle = tokio::runtime::Handle::current();
     let shown = Shown::new(&format!("train {run_id}"), global.quiet || global.json);
-    shown.start("steps", max_steps, Unit::Items);
     let ended = tokio::task::block_in_place(|| {
-        run(trainer.as_mut(), &eval_rows, &spec, &handle, &mut |event| {
-            report(event, max_steps, global, &shown)
+        plan.with_engine(config, inputs.settings, inputs.train, (&engines, &spec.work), |trainer, on| {
+            if !global.quiet {
+                eprintln!("train {run_id}: {dataset}, {max_steps} steps of {batch} x {accumulation} rows, engine {} on {on}", plan.engine);
+            }
+            shown.start("steps", max_steps, Unit::Items);
+            let ended = run(trainer, &inputs.eval, &spec, &handle, &mut |event| {
+                report(event, max_steps, global, &shown)
+            });
+            (ended, trainer.leads())
         })
     });
     shown.finish();
+    let (ended, leads) = ended?;
     let ended = ended?;
     match ended {
         Ended::Completed { steps } if !leads => {
