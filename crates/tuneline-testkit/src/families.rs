@@ -4,7 +4,8 @@
 //! download: what the model and delivery tests hold tuneline to.
 
 use std::path::Path;
-use std::process::Command;
+
+use crate::Reference;
 
 /// The families `reference/family.py` builds: `qwen3`, `llama3`, `phi4`
 /// (Phi-3's fused layout) and `gemma3` (its text model).
@@ -16,19 +17,16 @@ pub const FAMILIES: [&str; 4] = ["qwen3", "llama3", "phi4", "gemma3"];
 /// transformers and PEFT compute with them in `out/reference.json` (the
 /// logit cases' ids, a text's token ids, greedy ids, the LoRA loss) and
 /// `out/reference.safetensors` (logits `logits.<case>`, the LoRA gradients
-/// `grad.<PEFT name>`). Panics with Python's stderr on failure.
+/// `grad.<PEFT name>`), computed once per distinct input ([`Reference`]).
+/// Panics with Python's stderr on failure.
 pub fn family_model(family: &str, tokenizer: &Path, out: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference/family.py");
-    let run = Command::new(crate::reference_python())
-        .arg(script)
-        .args([Path::new(family), tokenizer, &crate::sharegpt_json(), out])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "transformers could not build the {family} model:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    Reference::script(&script)
+        .text(family)
+        .input(tokenizer)
+        .input(&crate::sharegpt_json())
+        .output(out)
+        .run(&format!("transformers building the {family} model"));
     if family == "gemma3" {
         // Gemma's chat template (Gemma 3 shares Gemma 2's for text), as transformers 5 saves it.
         let template = crate::llama_cpp_template("google-gemma-2-2b-it");

@@ -17,6 +17,7 @@ mod hosts;
 mod mlflow;
 mod moto;
 mod process;
+mod reference;
 mod registry;
 
 pub use cloud::{Cloud, CloudInstance};
@@ -34,4 +35,5 @@ pub use mlflow::{mlflow, mlflow_get};
 pub use moto::instances as moto_instances;
 pub use moto::moto;
 pub use process::free_port;
+pub use reference::Reference;
 pub use registry::{registry, Registry};

@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
@@ -22,6 +21,7 @@ use tuneline_deliver::gguf::quant::Quant;
 use tuneline_deliver::{gguf, hf_dir, merge, modelfile};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_model::{ChatTemplate, Message, ModelTokenizer, SpecialTokens};
+use tuneline_testkit::Reference;
 
 use crate::fixture::{random_adapter, NAME};
 use crate::llama_cpp::{llama_cpp, llama_quantize, prompts, tuneline, warnings};
@@ -57,22 +57,12 @@ fn delivers(family: &str, dir: &Path) {
         ids = torch.tensor([[int(i) for i in sys.argv[2].split(',')]])\n\
         print(','.join(str(x) for x in m(ids).logits[0].flatten().tolist()))";
     let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-    let run = Command::new(tuneline_testkit::reference_python())
-        .args(["-c", script])
-        .arg(&hf)
-        .arg(list.join(","))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{family}: transformers refused the merged directory:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let theirs: Vec<f32> = String::from_utf8_lossy(&run.stdout)
-        .trim()
-        .split(',')
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let stdout = Reference::code(script)
+        .input(&hf)
+        .text(&list.join(","))
+        .run(&format!("{family}: transformers loading the merged directory"));
+    let theirs: Vec<f32> =
+        String::from_utf8_lossy(&stdout).trim().split(',').map(|x| x.parse().unwrap()).collect();
     let ours = adapted.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let largest = theirs.iter().fold(0f32, |m, x| m.max(x.abs()));
     let diff = ours.iter().zip(&theirs).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
@@ -143,20 +133,20 @@ fn agreeing(model: &Path, lora: Option<&Path>, prompt: &str, expected: &str) -> 
     run
 }
 
-/// llama.cpp's own converter (the vendored `convert_hf_to_gguf.py`) on `dir`, as f32, into `out`.
+/// llama.cpp's own converter (the vendored `convert_hf_to_gguf.py`, with
+/// the `gguf-py` and `conversion` packages it imports) on `dir`, as f32, into `out`.
 fn converted_by_llama_cpp(dir: &Path, out: &Path) {
-    let run = Command::new(tuneline_testkit::reference_python())
-        .arg(tuneline_testkit::llama_cpp_source("convert_hf_to_gguf.py"))
-        .arg(dir)
-        .args(["--outtype", "f32", "--outfile"])
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "convert_hf_to_gguf.py failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let script = tuneline_testkit::llama_cpp_source("convert_hf_to_gguf.py");
+    let tree = script.parent().unwrap();
+    Reference::script(&script)
+        .input(dir)
+        .text("--outtype")
+        .text("f32")
+        .text("--outfile")
+        .output(out)
+        .reads(&tree.join("gguf-py"))
+        .reads(&tree.join("conversion"))
+        .run("convert_hf_to_gguf.py");
 }
 
 /// llama-quantize's `ftype` of the GGUF `f32`, beside it.

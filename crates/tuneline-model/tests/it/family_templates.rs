@@ -4,10 +4,10 @@
 //! renders them, text and tokens, and refused where transformers refuses.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
 use tuneline_model::{hf_files, Message, ModelTokenizer};
+use tuneline_testkit::Reference;
 
 /// The templates, by llama.cpp's file name.
 const TEMPLATES: [&str; 5] = [
@@ -62,14 +62,12 @@ fn each_family_s_chat_template_renders_as_transformers_renders_it() {
         TEMPLATES.iter().map(|t| with_template(&smollm2, dir.path(), t)).collect();
     std::fs::write(dir.path().join("cases.json"), cases().to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/family_templates.py");
-    let run = Command::new(tuneline_testkit::reference_python())
-        .arg(script)
-        .arg(dir.path().join("cases.json"))
-        .args(&dirs)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "transformers failed:\n{}", String::from_utf8_lossy(&run.stderr));
-    let reported: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let run = dirs
+        .iter()
+        .fold(Reference::script(&script).input(&dir.path().join("cases.json")), |run, d| {
+            run.input(d)
+        });
+    let reported: Value = serde_json::from_slice(&run.run("transformers")).unwrap();
     let mut refused = Vec::new();
     for ((name, d), expected) in TEMPLATES.iter().zip(&dirs).zip(reported.as_array().unwrap()) {
         let tokenizer = ModelTokenizer::load(d).unwrap();

@@ -4,10 +4,10 @@
 //! from `chat_template.json`.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{json, Value};
 use tuneline_model::{Message, ModelTokenizer};
+use tuneline_testkit::Reference;
 
 /// Conversations to render, with and without the generation prompt.
 fn cases() -> Value {
@@ -34,13 +34,12 @@ fn saved_by_transformers(dir: &Path) -> Value {
     std::fs::write(dir.join("cases.json"), cases().to_string()).unwrap();
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/saved_by_transformers.py");
-    let run = Command::new(tuneline_testkit::reference_python())
-        .arg(script)
-        .args([&source, &out, &dir.join("cases.json")])
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "transformers failed:\n{}", String::from_utf8_lossy(&run.stderr));
-    serde_json::from_slice(&run.stdout).unwrap()
+    let stdout = Reference::script(&script)
+        .input(&source)
+        .output(&out)
+        .input(&dir.join("cases.json"))
+        .run("transformers");
+    serde_json::from_slice(&stdout).unwrap()
 }
 
 /// Asserts that the tokenizer in `dir` renders and tokenizes every case as transformers did.
