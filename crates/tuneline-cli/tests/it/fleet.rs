@@ -361,12 +361,11 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
     fleet.ssh(0, &format!("scancel {foreign}"));
     // Slurm ends a job's processes after squeue stops listing it: a worker still checkpointing
     // on its SIGTERM gets SIGKILL after KillWait (30 s here), later on a loaded machine.
+    // The hosts share the machine's process table, and other tests' SSH hosts run
+    // workers too: only Slurm's are counted.
     let workers = || {
-        String::from_utf8_lossy(
-            &fleet.ssh(0, "ps -eo args | grep -c '^bin/tuneline worker' || true").stdout,
-        )
-        .trim()
-        .to_string()
+        let count = "ps -eo args | grep -c '^bin/tuneline worker .*--provider slurm ' || true";
+        String::from_utf8_lossy(&fleet.ssh(0, count).stdout).trim().to_string()
     };
     let deadline = Instant::now() + Duration::from_secs(75);
     while workers() != "0" && Instant::now() < deadline {
