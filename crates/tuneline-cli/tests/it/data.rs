@@ -111,9 +111,14 @@ fn bad_data_inputs_are_named() {
     let (code, _, err) = ctx.run(&["data", "prepare", "nowhere/*.jsonl"]);
     assert_eq!(code, 2);
     assert_eq!(err.trim(), "error: nowhere/*.jsonl: matches no file");
-    let (code, _, err) = ctx.run(&["data", "show", "missing"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("no committed dataset `missing`"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["data", "show", "missing"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no committed dataset `missing` in file://./.tuneline/store; versions of `missing`: none (see `tuneline data ls`)
+    ");
 }
 
 #[test]
@@ -125,7 +130,12 @@ fn raw_data_can_come_from_the_store() {
     let (code, out, err) = ctx.run(&["data", "prepare", "store:raw/tickets/v1"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("read                24"), "{out}");
-    let (code, _, err) = ctx.run(&["data", "prepare", "store:raw/none/v1"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("no committed artifact at `raw/none/v1`"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["data", "prepare", "store:raw/none/v1"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no committed artifact at `raw/none/v1` (uploads that never committed are invisible); see `tuneline store ls`
+    ");
 }

@@ -237,23 +237,50 @@ fn offers_away_from_the_data_pay_egress_and_user_offers_join() {
 #[test]
 fn bad_requests_and_catalogs_are_named() {
     let ctx = TestContext::new();
-    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--gpu", "H300"]].concat());
-    assert_eq!(code, 2);
-    assert!(err.contains("--gpu H300: not a GPU tuneline knows; known: T4, V100"), "{err}");
-    let (code, _, err) = ctx.run(&["plan", "--model", "gpt-5", "--steps", "1"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("model `gpt-5` is neither") && err.contains("qwen2.5-7b"), "{err}");
-    let (code, _, err) = ctx.run(&["plan", "--model", "qwen2.5-7b"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("set [training] max_steps in the config or pass --steps"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&[&GUIDE[..], &["--gpu", "H300"]].concat()), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
 
-    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--gpus", "0"]].concat());
-    assert_eq!(code, 2);
-    assert!(err.contains("write a positive number of GPUs or \"all\""), "{err}");
+    ----- stderr -----
+    error: --gpu H300: not a GPU tuneline knows; known: T4, V100, V100-32GB, A10, A10G, L4, L40S, RTX3090, RTX4090, RTXA6000, A100-40GB, A100-80GB, H100, H200
+    ");
+    cli_snapshot!(ctx, ctx.run(&["plan", "--model", "gpt-5", "--steps", "1"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: model `gpt-5` is neither a file or directory nor a model tuneline knows (smollm2-135m, smollm2-360m, smollm2-1.7b, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, qwen2.5-72b, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, llama-3.3-70b, llama-2-7b, llama-2-13b, llama-2-70b, mistral-7b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-3-1b, gemma-3-4b, gemma-3-12b, gemma-3-27b, phi-4, phi-4-mini)
+    ");
+    cli_snapshot!(ctx, ctx.run(&["plan", "--model", "qwen2.5-7b"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: the plan needs the run's length: set [training] max_steps in the config or pass --steps
+    ");
+
+    cli_snapshot!(ctx, ctx.run(&[&GUIDE[..], &["--gpus", "0"]].concat()), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: invalid value '0' for '--gpus <N|all>': `0`: write a positive number of GPUs or "all"
+
+    For more information, try '--help'.
+    "#);
     ctx.write("tuneline.toml", "[training]\nengine = \"native\"\n");
-    let (code, _, err) = ctx.run(&[&GUIDE[..], &["--nodes", "2"]].concat());
-    assert_eq!(code, 2);
-    assert!(err.contains("the native engine trains on one GPU of one machine"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&[&GUIDE[..], &["--nodes", "2"]].concat()), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: --gpus/--nodes: the native engine trains on one GPU of one machine; set [training] engine = "torch" to plan a gang
+    "#);
 
     ctx.write(
         "offers.toml",
@@ -264,17 +291,24 @@ fn bad_requests_and_catalogs_are_named() {
         "tuneline.toml",
         "[cost]\ncatalog = \"offers.toml\"\n[lora]\ntarget_modules = [\"qkv_proj\"]\n",
     );
-    let (code, _, err) = ctx.run(&GUIDE);
-    assert_eq!(code, 2);
-    assert!(err.contains("offers.toml:1: cheap-box: on_demand_per_hour: missing"), "{err}");
-    assert!(err.contains("offers.toml:1: cheap-box: spot_per_hour: is -1"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&GUIDE), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: offers.toml:1: cheap-box: on_demand_per_hour: missing; write it in dollars (0 if free)
+    offers.toml:1: cheap-box: spot_per_hour: is -1; a price must be a non-negative number of dollars
+    ");
     ctx.write("tuneline.toml", "[lora]\ntarget_modules = [\"qkv_proj\"]\n");
-    let (code, _, err) = ctx.run(&GUIDE);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("`qkv_proj` is not a module of the model; it has q_proj, k_proj"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&GUIDE), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: lora.target_modules: `qkv_proj` is not a module of the model; it has q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj
+    ");
 }
 
 /// `--gpus` and `--nodes` rank a gang against one GPU for the same global

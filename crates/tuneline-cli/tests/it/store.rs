@@ -68,18 +68,27 @@ fn verify_names_each_corrupt_or_missing_file_and_exits_3() {
     ctx.write(".tuneline/store/models/m/v1/trainer_state.json", "{\"global_step\": 99}");
     std::fs::remove_file(ctx.path(".tuneline/store/models/m/v1/adapter_model.safetensors"))
         .unwrap();
-    let (code, out, err) = ctx.run(&["store", "verify", "models"]);
-    assert_eq!(code, 3, "{out}{err}");
-    assert!(out.contains("CORRUPT  models/m/v1/adapter_model.safetensors: missing"), "{out}");
-    assert!(out.contains("CORRUPT  models/m/v1/trainer_state.json: sha256 "), "{out}");
-    assert!(err.contains("2 file(s) corrupt or missing under `models`"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["store", "verify", "models"]), @"
+    success: false
+    exit_code: 3
+    ----- stdout -----
+    CORRUPT  models/m/v1/adapter_model.safetensors: missing
+    CORRUPT  models/m/v1/trainer_state.json: sha256 [HASH], commit says [HASH]
 
-    let (_, out, err) = ctx.run(&["store", "ls"]);
-    assert!(
-        out.contains("no committed artifacts"),
-        "a commit with a missing file is not listed: {out}"
-    );
-    assert!(err.contains("warning: models/m/v1 is committed but 1 file(s) missing"), "{err}");
+    ----- stderr -----
+    verify models: verify models/m/v1 (292.99 KiB)
+    error: 2 file(s) corrupt or missing under `models`
+    ");
+    // A commit with a missing file is not listed.
+    cli_snapshot!(ctx, ctx.run(&["store", "ls"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    no committed artifacts in file://./.tuneline/store
+
+    ----- stderr -----
+    warning: models/m/v1 is committed but 1 file(s) missing or the wrong size: adapter_model.safetensors; run `tuneline store verify models/m/v1`
+    ");
 }
 
 #[test]
@@ -91,14 +100,16 @@ fn gc_dry_run_lists_and_gc_removes_per_save_total_limit() {
     ctx.write(".tuneline/store/runs/r1/checkpoints/30/partial.bin", "half an upload");
     ctx.write(".tuneline/store/runs/r1/metrics.jsonl", "{\"step\": 20}\n");
 
-    let (code, out, _) = ctx.run(&["store", "gc", "--dry-run", "--older-than", "0s"]);
-    assert_eq!(code, 0);
-    assert!(out.contains("would remove runs/r1/checkpoints/10/  (past save_total_limit"), "{out}");
-    assert!(
-        out.contains("would remove runs/r1/checkpoints/30/partial.bin  (never committed"),
-        "{out}"
-    );
-    assert!(out.contains("would remove 2 item(s)"), "{out}");
+    cli_snapshot!(ctx, ctx.run(&["store", "gc", "--dry-run", "--older-than", "0s"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    would remove runs/r1/checkpoints/10/  (past save_total_limit, 293.45 KiB)
+    would remove runs/r1/checkpoints/30/partial.bin  (never committed, 14 B)
+    would remove 2 item(s), 293.46 KiB
+
+    ----- stderr -----
+    ");
     assert!(
         ctx.path(".tuneline/store/runs/r1/checkpoints/10/COMMIT.json").exists(),
         "a dry run removes nothing"
