@@ -131,6 +131,15 @@ impl Plan {
         )
         .map_err(|e| EngineError::Input(format!("[lora]: {e}")))?;
         let mut trainer = Trainer::new(&model, lora, settings, rows);
-        Ok(body(&mut trainer, &format!("{device:?}")))
+        Ok(body(&mut trainer, &device_name(device)))
+    }
+}
+
+/// `device` as the Python engines and `[model] device` name it: `cpu`, `cuda:0`.
+fn device_name(device: &Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".into(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
     }
 }

@@ -253,22 +253,24 @@ fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
 #[test]
 fn a_config_over_the_memory_budget_is_refused_before_training() {
     let ctx = project_with(4, 2, "gradient_accumulation_steps = 1\nmemory_budget = \"512 MiB\"\n");
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("training.memory_budget: this run is estimated to peak at"), "{err}");
-    assert!(
-        err.contains("over the budget of 512.0 MiB")
-            && err.contains("set model.quantized_base = true"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["train"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: training.memory_budget: this run is estimated to peak at 0.8 GiB (weights 0.5, adapter and optimizer 0.0, activations 0.1, logits 0.1, runtime 0.1), over the budget of 512.0 MiB; lower training.per_device_train_batch_size (1) or data.max_seq_length (128), set model.quantized_base = true, or raise the budget
+    ");
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", config.replace("512 MiB", "lots"));
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("training.memory_budget") && err.contains("`lots` is not an amount of memory"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["train"]), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: tuneline.toml:12: training.memory_budget: `lots` is not an amount of memory (couldn't parse "lots" into a ByteSize, cannot parse float from empty string); write it like "8 GiB" or "16GB"
+    "#);
 }
 
 /// In a build without the `cuda` feature, asking for a GPU is refused before any work.
@@ -278,15 +280,15 @@ fn a_cuda_device_in_a_build_without_cuda_is_refused_before_training() {
     let ctx = project(4, 2);
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", format!("{config}[model]\ndevice = \"cuda:1\"\n"));
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("model.device = \"cuda:1\"")
-            && err.contains("built without CUDA")
-            && err.contains("--features cuda"),
-        "{err}"
-    );
-    assert!(!err.contains("no committed dataset"), "the device is checked before the data: {err}");
+    // Checked before the data, which was never prepared.
+    cli_snapshot!(ctx, ctx.run(&["train"]), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: model.device = "cuda:1", but this tuneline was built without CUDA; rebuild it with `cargo build --release --features cuda` (needs the CUDA toolkit's nvcc), or set model.device = "cpu"
+    "#);
 }
 
 #[test]
@@ -309,25 +311,43 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
     }
 
     // Another engine on the same run is refused, naming both, and nothing is trained.
-    let (code, _, err) =
-        ctx.run(&["train", "--engine", "native", "--run", run, "--max-steps", "4"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("written by the `torch` engine") && err.contains("uses `native`"),
-        "{err}"
-    );
-    let (code, _, err) = ctx.run(&["train", "--engine", "mlx", "--run", run]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("written by the `torch` engine") && err.contains("uses `mlx`"), "{err}");
+    let native = ctx.run(&["train", "--engine", "native", "--run", run, "--max-steps", "4"]);
+    cli_snapshot!(ctx, native, @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    fetch datasets/support/[HASH]: download (7.92 KiB)
+    train support-[HASH]: datasets/support/[HASH], 4 steps of 1 x 1 rows, engine native on cpu
+    train support-[HASH]: steps (4)
+    error: the checkpoint at step 2 was written by the `torch` engine, and this run uses `native`; an engine resumes only its own checkpoints: set [training] engine = "torch" to continue it, or resume_from_checkpoint = "none" to start over
+    "#);
+    cli_snapshot!(ctx, ctx.run(&["train", "--engine", "mlx", "--run", run]), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    fetch datasets/support/[HASH]: download (7.92 KiB)
+    train support-[HASH]: datasets/support/[HASH], 2 steps of 1 x 1 rows, engine mlx on cpu
+    train support-[HASH]: steps (2)
+    error: the checkpoint at step 2 was written by the `torch` engine, and this run uses `mlx`; an engine resumes only its own checkpoints: set [training] engine = "torch" to continue it, or resume_from_checkpoint = "none" to start over
+    "#);
     // A setting the engine cannot honour is named with what to use instead.
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write(
         "tuneline.toml",
         config.replace("engine = \"torch\"\n", "engine = \"torch\"\nfp16 = true\n"),
     );
-    let (code, _, err) = ctx.run(&["train", "--engine", "mlx"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("training.fp16") && err.contains("use bf16 = true"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["train", "--engine", "mlx"]), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: `training.fp16` is not available with engine = "mlx"; use bf16 = true, or neither
+    "#);
 }
 
 #[test]
@@ -353,17 +373,16 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
         // Refused before the server is asked: none runs here.
         let mut submit = ctx.cmd(&["jobs", "submit", "--train"]);
         submit.env("TUNELINE_TOKEN", "unused").env("TUNELINE_SERVER", "http://127.0.0.1:9");
-        let (code, _, err) = crate::common::output(submit);
-        assert_eq!(code, 2, "{err}");
-        assert!(
-            err.contains("model_type `olmo2`") && err.contains(&format!("engine = \"{engine}\"")),
-            "{err}"
-        );
-        assert!(
-            err.contains("[model] path")
-                && err.contains("llama, mistral, qwen2, qwen3, phi3, gemma3_text"),
-            "{err}"
-        );
+        let (_, _, err) = cli_snapshot!(ctx, crate::common::output(submit), [r#"engine = "(auto|torch)""# => r#"engine = "[ENGINE]""#], @r#"
+        success: false
+        exit_code: 2
+        ----- stdout -----
+
+        ----- stderr -----
+        add phi: upload (141 B)
+        error: [model] path: engine = "[ENGINE]" cannot train this base: phi/config.json: model_type `olmo2` is not supported; tuneline reads ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"]; use a base of a family tuneline reads: llama, mistral, qwen2, qwen3, phi3, gemma3_text
+        "#);
+        assert!(err.contains(&format!("engine = \"{engine}\"")), "{err}");
     }
 }
 
@@ -377,12 +396,22 @@ fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
     let ctx =
         project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n");
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("nodes = 2") && err.contains("MASTER_ADDR, MASTER_PORT"), "{err}");
-    let (code, _, err) = ctx.run(&["train", "--engine", "native"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("training.nodes") && err.contains("engine = \"torch\""), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["train"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: [training] nodes = 2: this process is one member of a gang, and MASTER_ADDR, MASTER_PORT, NODE_RANK and NNODES are not set; submit the job to a plane (`tuneline jobs submit --train`), whose workers set them, or set them as torchrun's
+    ");
+    cli_snapshot!(ctx, ctx.run(&["train", "--engine", "native"]), @r#"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: `training.nodes` is not available with engine = "native"; trains in one process on one machine: remove it, or use engine = "torch", which trains data-parallel over torch.distributed
+    "#);
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (leader, follower) = (gang_member(&ctx, port, 0), gang_member(&ctx, port, 1));
