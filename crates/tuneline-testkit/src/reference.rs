@@ -122,12 +122,13 @@ impl Reference {
         for arg in &self.args {
             match arg {
                 Arg::Text(text) => hash.update(format!("text {}\0{text}\0", text.len())),
-                // A tool may write a path's last name (a GGUF's `general.name`), never the rest.
+                // A tool may write an input's last name (the converter's `general.name`),
+                // never the rest of its path, nor where it writes.
                 Arg::Input(path) => {
                     hash_tree(&mut hash, &format!("input {}", last_name(path)), path)
                 }
                 Arg::Reads(path) => hash_tree(&mut hash, "reads", path),
-                Arg::Output(path) => hash.update(format!("output {}\0", last_name(path))),
+                Arg::Output(_) => hash.update("output\0"),
             }
         }
         format!("{:x}", hash.finalize())
