@@ -74,7 +74,8 @@ impl Reference {
     pub fn run(self, what: &str) -> Vec<u8> {
         let entry = cache_dir().join("reference-outputs").join(self.key());
         if !entry.join("stdout").is_file() {
-            self.compute(what, &entry);
+            // The tool wrote its outputs in place; the entry keeps copies.
+            return self.compute(what, &entry);
         }
         for (i, out) in self.outputs().enumerate() {
             copy(&entry.join(format!("out{i}")), out);
@@ -89,9 +90,9 @@ impl Reference {
         })
     }
 
-    /// Runs the tool and keeps what it printed and wrote in `entry`, which
-    /// appears whole or not at all.
-    fn compute(&self, what: &str, entry: &Path) {
+    /// Runs the tool, keeps what it printed and wrote in `entry` (which
+    /// appears whole or not at all), and returns what it printed.
+    fn compute(&self, what: &str, entry: &Path) -> Vec<u8> {
         let mut command = Command::new(reference_python());
         for arg in &self.args {
             match arg {
@@ -113,6 +114,7 @@ impl Reference {
             // Another test made the same entry first: theirs is the same.
             let _ = std::fs::remove_dir_all(&partial);
         }
+        run.stdout
     }
 
     /// The sha256 of the tools, the arguments and the bytes they name.
