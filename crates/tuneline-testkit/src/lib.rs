@@ -19,6 +19,7 @@ mod moto;
 mod process;
 mod reference;
 mod registry;
+mod small_model;
 
 pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
@@ -37,3 +38,4 @@ pub use moto::moto;
 pub use process::free_port;
 pub use reference::Reference;
 pub use registry::{registry, Registry};
+pub use small_model::{smollm2_small_gguf, SMALL_LAYERS};

@@ -29,10 +29,23 @@ pub fn hf_base(path: &Path, base: &BaseModel, engines: &Path) -> Result<PathBuf,
             );
             std::fs::create_dir_all(engines.join("bases"))?;
             let model = tuneline_deliver::merge::open(&file).map_err(|e| input(&e))?;
-            match hf_dir::write(&model, WeightDtype::F32, SHARD_BYTES, &out) {
-                // Another process sharing the directory (a gang's member) wrote it first.
-                Err(_) if out.join(tuneline_model::hf_files::CONFIG).exists() => Ok(out),
-                written => written.map_err(|e| input(&e)),
+            // Written under a name of its own, then renamed: processes and threads
+            // sharing the directory (a gang's members, tests) may write it at once.
+            let mine = engines.join("bases").join(format!(
+                ".{}.{}-{:016x}",
+                &base.sha256[..16],
+                std::process::id(),
+                rand::random::<u64>()
+            ));
+            hf_dir::write(&model, WeightDtype::F32, SHARD_BYTES, &mine).map_err(|e| input(&e))?;
+            match std::fs::rename(&mine, &out) {
+                Ok(()) => Ok(out),
+                // Another process put its copy in place first: the same bytes.
+                Err(_) if out.join(tuneline_model::hf_files::CONFIG).exists() => {
+                    let _ = std::fs::remove_dir_all(&mine);
+                    Ok(out)
+                }
+                Err(e) => Err(e.into()),
             }
         }
     }

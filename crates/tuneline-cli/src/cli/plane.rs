@@ -61,13 +61,19 @@ pub enum JobsCommand {
         /// The job's id
         id: i64,
     },
-    /// A job's log and metric lines
+    /// A job's log and metric lines: the newest page, control characters shown escaped
     Logs {
         /// The job's id
         id: i64,
-        /// Keep printing new lines until the job ends
+        /// Keep printing new lines, from where the printed ones end, until the job ends
         #[arg(short, long)]
         follow: bool,
+        /// The first page instead of the newest
+        #[arg(long, conflicts_with = "all")]
+        head: bool,
+        /// Every line from the first, page after page
+        #[arg(long)]
+        all: bool,
     },
 }
 

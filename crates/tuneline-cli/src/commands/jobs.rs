@@ -12,6 +12,7 @@ use crate::connect::{client, token};
 use crate::context::{load_config, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::follow::follow;
+use crate::terminal::terminal_safe;
 use crate::train_job::train_job;
 
 /// Runs a `tuneline jobs` command.
@@ -111,21 +112,38 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
         JobsCommand::Cancel { id } => {
             show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested")
         }
-        JobsCommand::Logs { id, follow } => {
-            let mut after = 0;
+        JobsCommand::Logs { id, follow, head, all } => {
+            let first = match *head || *all {
+                true => client.logs(*id, 0).await,
+                false => client.last_logs(*id).await,
+            };
+            let mut after = print_logs(&first.map_err(failed)?, 0);
+            if !(*all || *follow) {
+                return Ok(());
+            }
             loop {
-                for line in client.logs(*id, after).await.map_err(failed)? {
-                    println!("{}", line.text);
-                    after = line.seq;
+                // The state is read first: a job that had ended has no line after the page that follows.
+                let ended = *follow && client.job(*id).await.map_err(failed)?.state.is_final();
+                let page = client.logs(*id, after).await.map_err(failed)?;
+                after = print_logs(&page, after);
+                if page.is_empty() {
+                    if !follow || ended {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
-                if !follow || client.job(*id).await.map_err(failed)?.state.is_final() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
     }
     Ok(())
+}
+
+/// Prints `lines` for a terminal, and returns the last one's number (`after` when there is none).
+fn print_logs(lines: &[tuneline_api::LogLine], after: i64) -> i64 {
+    for line in lines {
+        println!("{}", terminal_safe(&line.text));
+    }
+    lines.last().map_or(after, |l| l.seq)
 }
 
 /// Ctrl-C while waiting: the job goes on on the server.

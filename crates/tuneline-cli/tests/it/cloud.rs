@@ -54,7 +54,7 @@ fn state_of(cloud: &Cloud, id: &str) -> String {
 
 #[test]
 fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(
+    let ctx = crate::train::small_project_with(
         MAX_STEPS,
         SAVE_STEPS,
         "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",

@@ -22,6 +22,7 @@ use tuneline_control::db::Db;
 use tuneline_testkit::{Fleet, Garage};
 
 use crate::common::{output, Killed, TestContext};
+use crate::train::SMALL_MODEL;
 
 const SAVE_STEPS: u32 = 2;
 const MAX_STEPS: u32 = 10;
@@ -71,8 +72,8 @@ pub(crate) fn wait(
     }
 }
 
-/// The project on Garage `g` (its credentials in the config file) with
-/// the model in the store, its data prepared and an uninterrupted local run
+/// The small project on Garage `g` (its credentials in the config file) with
+/// its model in the store, its data prepared and an uninterrupted local run
 /// `whole` trained. Returns the config so far.
 pub(crate) fn project_on(ctx: &TestContext, g: &Garage) -> String {
     let base = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
@@ -84,13 +85,11 @@ pub(crate) fn project_on(ctx: &TestContext, g: &Garage) -> String {
         g.secret
     );
     ctx.write("tuneline.toml", format!("{base}{store}"));
-    let added = run_ok(
-        ctx,
-        &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"],
-    );
+    let added = run_ok(ctx, &["model", "add", SMALL_MODEL, "--name", "smollm2"]);
     let model = added.split("path = ").nth(1).unwrap().trim().trim_matches('"').to_string();
     let project = format!(
-        "{base}{store}[model]\npath = \"{model}\"\n[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n"
+        "{}{store}[eval]\nmax_new_tokens = 4\nsmoke_prompts = 1\n",
+        base.replace(SMALL_MODEL, &model)
     );
     ctx.write("tuneline.toml", &project);
     run_ok(ctx, &["data", "prepare"]);
@@ -167,7 +166,7 @@ pub(crate) fn outcomes(ctx: &TestContext, garage: &Garage) -> Vec<String> {
 /// on their Garage with `whole` trained (see [`project_on`]).
 fn on_two_hosts(extra: &str) -> (TestContext, Fleet, String) {
     let extra = format!("{extra}sigterm_grace = \"10s\"\n");
-    let ctx = crate::train::project_with(MAX_STEPS, SAVE_STEPS, &extra);
+    let ctx = crate::train::small_project_with(MAX_STEPS, SAVE_STEPS, &extra);
     let fleet = Fleet::new(2, &[ctx.dir.path()]);
     let project = project_on(&ctx, &fleet.garage);
     store_credentials_on_hosts(&fleet);
@@ -277,7 +276,7 @@ fn our_allocations(fleet: &Fleet) -> Vec<(String, String)> {
 
 #[test]
 fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical() {
-    let ctx = crate::train::project_with(
+    let ctx = crate::train::small_project_with(
         MAX_STEPS,
         SAVE_STEPS,
         "gradient_accumulation_steps = 1\nsigterm_grace = \"10s\"\n",

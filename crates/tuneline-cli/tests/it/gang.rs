@@ -22,7 +22,7 @@ fn gang_worker(ctx: &TestContext, url: &str, name: &str) -> Killed {
 /// two manual workers; a silent worker is lost after 6 s.
 fn gang_project(max_steps: u32, extra: &str) -> TestContext {
     let extra = format!("gradient_accumulation_steps = 1\nengine = \"torch\"\n{extra}");
-    let ctx = crate::train::project_with(max_steps, 2, &extra);
+    let ctx = crate::train::small_project_with(max_steps, 2, &extra);
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write(
         "tuneline.toml",
@@ -117,7 +117,7 @@ fn a_job_of_two_machines_waits_for_a_whole_gang_and_trains_on_both() {
 
 #[test]
 fn a_plane_of_local_workers_refuses_a_job_of_two_machines_at_submit() {
-    let ctx = crate::train::project_with(2, 2, "engine = \"torch\"\nnodes = 2\n");
+    let ctx = crate::train::small_project_with(2, 2, "engine = \"torch\"\nnodes = 2\n");
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", format!("{config}[workers]\nprovider = \"local\"\n"));
     let (_plane, url) = server(&ctx);

@@ -536,7 +536,7 @@ help!(jobs_logs_help, ["jobs", "logs"], @"
     success: true
     exit_code: 0
     ----- stdout -----
-    A job's log and metric lines
+    A job's log and metric lines: the newest page, control characters shown escaped
 
     Usage: tuneline jobs logs [OPTIONS] <ID>
 
@@ -545,9 +545,11 @@ help!(jobs_logs_help, ["jobs", "logs"], @"
 
     Options:
       -c, --config <FILE>  Config file [default: ./tuneline.toml, optional for store commands]
-      -f, --follow         Keep printing new lines until the job ends
+      -f, --follow         Keep printing new lines, from where the printed ones end, until the job ends
+          --head           The first page instead of the newest
           --store <URL>    Store URL, overriding [store] url: file://DIR, a path, s3://bucket/prefix or
                            memory://
+          --all            Every line from the first, page after page
           --json           Machine-readable JSON on stdout
       -v, --verbose...     More log output (-v, -vv)
       -q, --quiet          Only errors

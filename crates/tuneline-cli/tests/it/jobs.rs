@@ -161,3 +161,36 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     ");
     assert_eq!(code, 1);
 }
+
+#[test]
+fn logs_show_their_end_by_default_every_page_on_request_and_no_raw_control_characters() {
+    let ctx = TestContext::new();
+    ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
+    let (_server, url) = server(&ctx);
+    // 2,500 lines, more than a page (1,000), and a last one that would clear the
+    // screen, return the cursor over a fake "succeeded", ring and set the title.
+    let lines = "for i in range(2500): print(f'line {i}')\n\
+                 print('error: \\x1b[2J\\x1b]0;owned\\x07 \\r job 1 succeeded\\x00 \\x9b31m')";
+    let submit = ["submit", "--run", "long", "--store", "store", "--", "python3", "-c", lines];
+    assert_eq!(jobs(&ctx, &url, &submit).0, 0);
+    let _worker = worker(&ctx, &url, "cache");
+    assert_eq!(finished(&ctx, &url, 1)["state"], "succeeded");
+
+    let shown = |args: &[&str]| {
+        let (code, out, err) = jobs(&ctx, &url, &[&["logs", "1"][..], args].concat());
+        assert_eq!(code, 0, "{err}");
+        out.lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let escaped = r"error: \x1b[2J\x1b]0;owned\x07 \x0d job 1 succeeded\x00 \u{9b}31m";
+    let newest = shown(&[]);
+    assert_eq!(newest.len(), 1000, "a page, from the end");
+    assert_eq!((newest[0].as_str(), newest[999].as_str()), ("line 1501", escaped));
+    assert_eq!(shown(&["--follow"]), newest, "a finished job's follow ends where the page does");
+    let head = shown(&["--head"]);
+    assert_eq!((head.len(), head[0].as_str(), head[999].as_str()), (1000, "line 0", "line 999"));
+    let all = shown(&["--all"]);
+    assert_eq!(all.len(), 2501, "every line, page after page");
+    assert_eq!((all[2499].as_str(), all[2500].as_str()), ("line 2499", escaped));
+    let (code, _, err) = jobs(&ctx, &url, &["logs", "1", "--head", "--all"]);
+    assert_eq!(code, 2, "{err}");
+}

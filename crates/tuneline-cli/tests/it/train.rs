@@ -15,6 +15,34 @@ fn project(max_steps: u32, save_steps: u32) -> TestContext {
 pub fn project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext {
     let ctx = TestContext::new();
     crate::data::link_model(&ctx);
+    write_project(&ctx, max_steps, save_steps, extra, "");
+    ctx
+}
+
+/// Where [`small_project_with`] links the small model.
+pub const SMALL_MODEL: &str = "models/SmolLM2-135M-Instruct-4-blocks.Q4_1.gguf";
+
+/// [`project_with`] on the real SmolLM2 cut to its first blocks
+/// ([`tuneline_testkit::smollm2_small_gguf`], linked as [`SMALL_MODEL`]):
+/// for the tests whose subject is orchestration, not the model.
+pub fn small_project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext {
+    let ctx = TestContext::new();
+    std::fs::create_dir(ctx.path("models")).unwrap();
+    std::os::unix::fs::symlink(tuneline_testkit::smollm2_small_gguf(), ctx.path(SMALL_MODEL))
+        .unwrap();
+    write_project(
+        &ctx,
+        max_steps,
+        save_steps,
+        extra,
+        &format!("[model]\npath = \"{SMALL_MODEL}\"\n"),
+    );
+    ctx
+}
+
+/// The tickets and a config of `max_steps` steps, a checkpoint every
+/// `save_steps`, `extra` in `[training]` and `tail` at the end.
+fn write_project(ctx: &TestContext, max_steps: u32, save_steps: u32, extra: &str, tail: &str) {
     ctx.write("data/tickets.jsonl", crate::data::tickets());
     ctx.write(
         "tuneline.toml",
@@ -22,10 +50,9 @@ pub fn project_with(max_steps: u32, save_steps: u32, extra: &str) -> TestContext
             "[project]\nname = \"support\"\n[data]\nname = \"support\"\ninputs = [\"data/*.jsonl\"]\nmax_seq_length = 128\neval_count = 2\n\
              [training]\nmax_steps = {max_steps}\nper_device_train_batch_size = 1\n{extra}learning_rate = 1e-3\n\
              save_steps = {save_steps}\neval_steps = 2\nsave_total_limit = 1\n[lora]\nlora_r = 4\nlora_alpha = 8\n\
-             target_modules = [\"q_proj\", \"v_proj\"]\n"
+             target_modules = [\"q_proj\", \"v_proj\"]\n{tail}"
         ),
     );
-    ctx
 }
 
 #[test]
@@ -293,7 +320,7 @@ fn a_cuda_device_in_a_build_without_cuda_is_refused_before_training() {
 
 #[test]
 fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
-    let ctx = project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\n");
+    let ctx = small_project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\n");
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     let (code, out, err) = ctx.run(&["train"]);
     assert_eq!(code, 0, "{err}");
@@ -318,7 +345,7 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
     ----- stdout -----
 
     ----- stderr -----
-    fetch datasets/support/[HASH]: download (7.92 KiB)
+    fetch datasets/support/[HASH]: download (7.93 KiB)
     train support-[HASH]: datasets/support/[HASH], 4 steps of 1 x 1 rows, engine native on cpu
     train support-[HASH]: steps (4)
     error: the checkpoint at step 2 was written by the `torch` engine, and this run uses `native`; an engine resumes only its own checkpoints: set [training] engine = "torch" to continue it, or resume_from_checkpoint = "none" to start over
@@ -329,7 +356,7 @@ fn the_torch_engine_commits_checkpoints_that_only_it_resumes() {
     ----- stdout -----
 
     ----- stderr -----
-    fetch datasets/support/[HASH]: download (7.92 KiB)
+    fetch datasets/support/[HASH]: download (7.93 KiB)
     train support-[HASH]: datasets/support/[HASH], 2 steps of 1 x 1 rows, engine mlx on cpu
     train support-[HASH]: steps (2)
     error: the checkpoint at step 2 was written by the `torch` engine, and this run uses `mlx`; an engine resumes only its own checkpoints: set [training] engine = "torch" to continue it, or resume_from_checkpoint = "none" to start over
@@ -402,8 +429,11 @@ fn a_base_no_engine_can_train_is_refused_at_submit_naming_its_architecture() {
 /// variables, and an engine that trains in one process, are refused by name.
 #[test]
 fn two_machines_of_a_torch_gang_train_one_run_that_rank_0_commits() {
-    let ctx =
-        project_with(2, 2, "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n");
+    let ctx = small_project_with(
+        2,
+        2,
+        "gradient_accumulation_steps = 1\nengine = \"torch\"\nnodes = 2\n",
+    );
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     cli_snapshot!(ctx, ctx.run(&["train"]), @"
     success: false

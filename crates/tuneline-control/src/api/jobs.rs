@@ -105,6 +105,10 @@ pub struct LogsQuery {
     /// Only lines after this one (0: from the start).
     #[serde(default)]
     after: i64,
+    /// The newest lines instead, oldest first: as many as `limit` and
+    /// `max_bytes` allow, counted from the end (not with `after`).
+    #[serde(default)]
+    last: bool,
     /// At most this many lines (default 1000, at most 10,000).
     #[param(minimum = 0)]
     limit: Option<i64>,
@@ -114,7 +118,7 @@ pub struct LogsQuery {
 }
 
 /// A job's log and metric lines, readable while it runs.
-#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "the job's id"), LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 404, body = ApiError)))]
+#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "the job's id"), LogsQuery), responses((status = 200, body = Vec<LogLine>), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn logs(
     State(shared): State<Arc<Shared>>,
     PathId(id): PathId,
@@ -128,7 +132,14 @@ pub async fn logs(
         Some(n) if n < 0 => return Err(Failure::bad("max_bytes", "max_bytes: must be at least 0")),
         n => n.map_or(1 << 20, |n| n as usize).min(bounds::MAX_LOG_PAGE_BYTES),
     };
-    Ok(Json(shared.db().logs(id, q.after, limit, max_bytes)?))
+    let db = shared.db();
+    Ok(Json(match (q.last, q.after) {
+        (false, after) => db.logs(id, after, limit, max_bytes)?,
+        (true, 0) => db.last_logs(id, limit, max_bytes)?,
+        (true, _) => {
+            return Err(Failure::bad("last", "last: reads from the end; give it without `after`"))
+        }
+    }))
 }
 
 /// How finely to draw a job's curves.

@@ -17,19 +17,25 @@ impl Db {
     ) -> Result<Vec<LogLine>, DbError> {
         self.get(job)?;
         let mut stmt = self.conn.prepare_cached("SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
-        let rows = stmt.query_map(params![job, after, limit], |r| {
-            Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? })
-        })?;
-        let mut lines = Vec::new();
-        let mut bytes = 0;
-        for line in rows {
-            let line = line?;
-            bytes += line.text.len();
-            if bytes > max_bytes && !lines.is_empty() {
-                break;
-            }
-            lines.push(line);
-        }
+        let rows = stmt.query_map(params![job, after, limit], log_line)?;
+        bounded(rows, max_bytes)
+    }
+
+    /// Job `job`'s newest lines, oldest first: up to `limit` of them and no
+    /// more than `max_bytes` of text (but at least one line), read from the end.
+    pub fn last_logs(
+        &self,
+        job: i64,
+        limit: u32,
+        max_bytes: usize,
+    ) -> Result<Vec<LogLine>, DbError> {
+        self.get(job)?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, at, kind, text FROM logs WHERE job = ?1 ORDER BY seq DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![job, limit], log_line)?;
+        let mut lines = bounded(rows, max_bytes)?;
+        lines.reverse();
         Ok(lines)
     }
 
@@ -172,3 +178,26 @@ pub(super) fn append(
 
 /// How the event line that counts a job's dropped log lines begins.
 const DROPPED_MARK: &str = "tuneline: older log lines dropped";
+
+/// A `logs` row as a line.
+fn log_line(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogLine> {
+    Ok(LogLine { seq: r.get(0)?, at: r.get(1)?, kind: r.get(2)?, text: r.get(3)? })
+}
+
+/// The lines of `rows`, in their order, until `max_bytes` of text (at least one line).
+fn bounded(
+    rows: impl Iterator<Item = rusqlite::Result<LogLine>>,
+    max_bytes: usize,
+) -> Result<Vec<LogLine>, DbError> {
+    let mut lines = Vec::new();
+    let mut bytes = 0;
+    for line in rows {
+        let line = line?;
+        bytes += line.text.len();
+        if bytes > max_bytes && !lines.is_empty() {
+            break;
+        }
+        lines.push(line);
+    }
+    Ok(lines)
+}

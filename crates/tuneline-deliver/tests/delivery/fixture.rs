@@ -1,6 +1,7 @@
 //! What every test starts from, made once per test binary: a random LoRA
-//! adapter on the real SmolLM2 GGUF (every projection of every layer, B not
-//! zero), merged into an f32 Hugging Face directory and exported as f32,
+//! adapter on the real SmolLM2 GGUF cut to its first blocks
+//! (`smollm2_small_gguf`: every tensor kind, a third of the bytes; every
+//! projection of every layer adapted, B not zero), merged into an f32 Hugging Face directory and exported as f32,
 //! f16, q8_0 and q4_k_m GGUFs and as a LoRA GGUF.
 
 use std::collections::HashMap;
@@ -22,6 +23,8 @@ pub const R: usize = 8;
 pub const ALPHA: f64 = 16.0;
 /// The exported model's `general.name`.
 pub const NAME: &str = "support-bot";
+/// The base's tensors: nine a block, the embeddings and the final norm.
+pub const TENSORS: usize = 9 * tuneline_testkit::SMALL_LAYERS as usize + 2;
 
 /// The files the tests read.
 pub struct Fixture {
@@ -47,7 +50,7 @@ pub fn fixture() -> &'static Fixture {
 
 fn make() -> Fixture {
     let dir = fixture_dir();
-    let base = tuneline_testkit::smollm2_gguf();
+    let base = tuneline_testkit::smollm2_small_gguf();
     let adapter = dir.join("checkpoint");
     random_adapter(&base, &adapter);
     let m = merge::merge(&base, &adapter).unwrap();
@@ -66,7 +69,7 @@ fn make() -> Fixture {
     Fixture { base, adapter, merged, exports, adapter_gguf, base_f32 }
 }
 
-/// The fixture's directory (2 GB): one per test process under Cargo's
+/// The fixture's directory (660 MB): one per test process under Cargo's
 /// scratch directory. A static is never dropped, so a temporary directory
 /// would outlive every run; instead each run removes the directories of
 /// processes that have ended.

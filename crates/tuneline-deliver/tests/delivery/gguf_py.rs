@@ -43,5 +43,7 @@ fn gguf_py_reads_the_lora_gguf() {
         "check_gguf.py",
         &["adapter", arg(&f.adapter_gguf), arg(&f.base), arg(&f.adapter), &ALPHA.to_string()],
     );
-    assert!(report.contains("\"pairs\": 210"), "{report}");
+    // q, k, v, o, gate, up and down of every block.
+    let pairs = 7 * tuneline_testkit::SMALL_LAYERS;
+    assert!(report.contains(&format!("\"pairs\": {pairs}")), "{report}");
 }

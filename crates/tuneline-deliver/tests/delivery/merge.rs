@@ -6,14 +6,14 @@ use tuneline_deliver::{hf_dir, merge};
 use tuneline_model::llama::{Llama, Lora};
 use tuneline_model::{BaseModel, Origin};
 
-use crate::fixture::{arg, fixture, python};
+use crate::fixture::{arg, fixture, python, TENSORS};
 
 #[test]
 fn merged_weights_equal_gguf_py_plus_numpy_tensor_by_tensor() {
     let f = fixture();
     let report = python("check_merge.py", &[arg(&f.base), arg(&f.adapter), arg(&f.merged)]);
     eprintln!("check_merge: {report}");
-    assert!(report.contains("\"tensors\": 272"), "{report}");
+    assert!(report.contains(&format!("\"tensors\": {TENSORS}")), "{report}");
 }
 
 #[test]
@@ -42,19 +42,20 @@ fn a_sharded_directory_loads_to_the_same_model() {
     let m = merge::open(&f.merged).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sharded");
-    hf_dir::write(&m, hf_dir::WeightDtype::F32, 200_000_000, &out).unwrap();
+    hf_dir::write(&m, hf_dir::WeightDtype::F32, 60_000_000, &out).unwrap();
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("model.safetensors.index.json")).unwrap())
             .unwrap();
     let files: std::collections::BTreeSet<&str> =
         index["weight_map"].as_object().unwrap().values().map(|v| v.as_str().unwrap()).collect();
+    // 170 MB of f32 in shards of about 60 MB (the 113 MB embedding in one of its own).
+    let shards = files.len();
+    assert!(shards >= 2, "{files:?}");
     assert_eq!(
         files.into_iter().collect::<Vec<_>>(),
-        [
-            "model-00001-of-00003.safetensors",
-            "model-00002-of-00003.safetensors",
-            "model-00003-of-00003.safetensors"
-        ]
+        (1..=shards)
+            .map(|i| format!("model-{i:05}-of-{shards:05}.safetensors"))
+            .collect::<Vec<_>>()
     );
     for name in [
         "config.json",
@@ -92,7 +93,7 @@ fn an_adapter_of_another_base_is_refused_naming_both() {
     let e = merge::merge(&f.base, &other).err().unwrap().to_string();
     assert!(
         e.contains("was trained on models/other.gguf (sha256 abababababab), not on")
-            && e.contains("SmolLM2-135M-Instruct.Q4_1.gguf"),
+            && e.contains(&f.base.display().to_string()),
         "{e}"
     );
 }
@@ -139,7 +140,7 @@ fn an_adapter_on_a_hugging_face_base_merges_too() {
         tuneline_deliver::gguf::export(&m, "q8_0".parse().unwrap(), "hf-base", &out).unwrap();
     assert_eq!(
         (exported.tensors.len(), exported.tensors.iter().filter(|t| t.copied).count()),
-        (272, 0)
+        (TENSORS, 0)
     );
 }
 
