@@ -26,8 +26,8 @@ pub const RUN_NAME_MAX: usize = 128;
 /// A name tuneline cannot use as a segment of store paths.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadName {
-    /// It uses characters other than [`check_name`]'s, or starts with `.`.
-    #[error("`{}` is not a valid name; use letters, digits, `-`, `_` and `.`", .0.escape_debug())]
+    /// It uses characters other than [`check_name`]'s, or starts with `.` or `-`.
+    #[error("`{}` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first", .0.escape_debug())]
     Alphabet(String),
     /// A run's name longer than [`RUN_NAME_MAX`] (its length).
     #[error("a run's name is at most {RUN_NAME_MAX} characters; this one has {0}")]
@@ -35,11 +35,12 @@ pub enum BadName {
 }
 
 /// Checks a name that becomes one segment of store paths (a project, dataset
-/// or run): ASCII letters, digits, `-`, `_` and `.`, not starting with `.`.
+/// or run): ASCII letters, digits, `-`, `_` and `.`, not starting with `.`
+/// (hidden, or `..`) or `-` (read as a flag by `tuneline` and by scripts).
 /// With no `/`, no run's prefix can lie inside another's (`a/checkpoints/7` in `a`).
 pub fn check_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
-        && !name.starts_with('.')
+        && !name.starts_with(['.', '-'])
         && name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     if ok {
         Ok(())

@@ -119,10 +119,17 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     assert_eq!(code, 2);
     assert!(
         err.contains(
-            "spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`"
+            "spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first"
         ),
         "{err}"
     );
+    // A name that would read as a flag in `tuneline` commands and users' scripts.
+    let (code, _, err) = jobs(
+        &ctx,
+        &url,
+        &["submit", "--run=--all", "--store", "store", "--", "python3", "train.py"],
+    );
+    assert!(code == 2 && err.contains("spec.run: `--all` is not a valid name"), "{err}");
     // No run lies inside another's prefix, and a name stays short enough for every store's keys.
     let (code, _, err) = jobs(
         &ctx,

@@ -234,14 +234,14 @@ fn losses(ctx: &TestContext, run: &str) -> Vec<(u64, u64)> {
 
 #[test]
 fn a_run_killed_three_times_ends_bit_identical_to_an_uninterrupted_one() {
-    let ctx = project(8, 2);
+    let ctx = small_project_with(8, 2, "gradient_accumulation_steps = 1\n");
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
     let (code, _, err) = ctx.run(&["train", "--run", "whole"]);
     assert_eq!(code, 0, "{err}");
 
     // SIGKILL right after a checkpoint step (while it is saved and uploaded),
     // mid-step, and after a random delay; resume each time.
-    let kills: [(&str, u64); 3] = [("step 2/8", 0), ("step 3/8", 400), ("step 5/8", 0)];
+    let kills: [(&str, u64); 3] = [("step 2/8", 0), ("step 3/8", 150), ("step 5/8", 0)];
     for (after, delay_ms) in kills {
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tuneline"))
             .args(["train", "--run", "killed"])

@@ -105,8 +105,8 @@ pub struct LogsQuery {
     /// Only lines after this one (0: from the start).
     #[serde(default)]
     after: i64,
-    /// The newest lines instead, oldest first: as many as `limit` and
-    /// `max_bytes` allow, counted from the end (not with `after`).
+    /// The newest lines after `after` instead, oldest first: as many as
+    /// `limit` and `max_bytes` allow, counted from the end.
     #[serde(default)]
     last: bool,
     /// At most this many lines (default 1000, at most 10,000).
@@ -133,12 +133,9 @@ pub async fn logs(
         n => n.map_or(1 << 20, |n| n as usize).min(bounds::MAX_LOG_PAGE_BYTES),
     };
     let db = shared.db();
-    Ok(Json(match (q.last, q.after) {
-        (false, after) => db.logs(id, after, limit, max_bytes)?,
-        (true, 0) => db.last_logs(id, limit, max_bytes)?,
-        (true, _) => {
-            return Err(Failure::bad("last", "last: reads from the end; give it without `after`"))
-        }
+    Ok(Json(match q.last {
+        false => db.logs(id, q.after, limit, max_bytes)?,
+        true => db.last_logs(id, q.after, limit, max_bytes)?,
     }))
 }
 

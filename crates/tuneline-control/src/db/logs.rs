@@ -21,19 +21,21 @@ impl Db {
         bounded(rows, max_bytes)
     }
 
-    /// Job `job`'s newest lines, oldest first: up to `limit` of them and no
-    /// more than `max_bytes` of text (but at least one line), read from the end.
+    /// Job `job`'s newest lines after line `after`, oldest first: up to
+    /// `limit` of them and no more than `max_bytes` of text (but at least
+    /// one line), read from the end.
     pub fn last_logs(
         &self,
         job: i64,
+        after: i64,
         limit: u32,
         max_bytes: usize,
     ) -> Result<Vec<LogLine>, DbError> {
         self.get(job)?;
         let mut stmt = self.conn.prepare_cached(
-            "SELECT seq, at, kind, text FROM logs WHERE job = ?1 ORDER BY seq DESC LIMIT ?2",
+            "SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![job, limit], log_line)?;
+        let rows = stmt.query_map(params![job, after, limit], log_line)?;
         let mut lines = bounded(rows, max_bytes)?;
         lines.reverse();
         Ok(lines)
