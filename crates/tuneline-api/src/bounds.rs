@@ -4,6 +4,7 @@
 
 use crate::error::ApiError;
 use crate::leases::Heartbeat;
+use crate::workers::WorkerRegister;
 
 /// The longest log line kept, in bytes; a longer one is cut and marked.
 pub const MAX_LOG_LINE: usize = 16 * 1024;
@@ -13,6 +14,8 @@ pub const MAX_BEAT_LOG_BYTES: usize = 4 << 20;
 pub const MAX_JOB_LOG_BYTES: u64 = 64 << 20;
 /// The most bytes of log lines one `GET /v1/jobs/{id}/logs` answers with (at least one line).
 pub const MAX_LOG_PAGE_BYTES: usize = 8 << 20;
+/// The most step records one heartbeat carries; a worker sends the rest with the next.
+pub const MAX_BEAT_METRICS: usize = 1000;
 /// The largest heartbeat or release body: a heartbeat's logs and a few thousand step records.
 pub const MAX_BEAT_BODY: usize = 8 << 20;
 /// The largest body of any other worker request (register, lease, start).
@@ -88,13 +91,80 @@ impl Heartbeat {
         if self.loss.is_some_and(|l| !l.is_finite()) {
             return refuse("loss", "must be a finite number".to_string());
         }
+        if self.metrics.len() > MAX_BEAT_METRICS {
+            return refuse(
+                "metrics",
+                format!(
+                    "{} step records; a heartbeat carries at most {MAX_BEAT_METRICS}",
+                    self.metrics.len()
+                ),
+            );
+        }
         Ok(())
     }
+}
+
+impl WorkerRegister {
+    /// Checks what a registration names that others read back: `address`
+    /// (a gang's members dial it, and it is shown) must be an IP address or
+    /// a DNS host name. `Err` names the field.
+    pub fn check(&self) -> Result<(), ApiError> {
+        match &self.address {
+            Some(address) if !is_host(address) => Err(ApiError::at(
+                "address",
+                format!(
+                    "address: `{}` is neither an IP address nor a host name (letters, digits, `-` and `.`); give the address the gang's other machines reach this one at",
+                    address.chars().take(64).collect::<String>().escape_debug()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether `address` is an IP address or a DNS host name: dot-separated
+/// labels of letters, digits and inner `-`, at most 63 characters each and 253 in all.
+fn is_host(address: &str) -> bool {
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    address.parse::<std::net::IpAddr>().is_ok()
+        || (address.len() <= 253 && address.split('.').all(label))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registration_names_an_address_others_can_dial() {
+        let with = |a: &str| WorkerRegister { address: Some(a.into()), ..Default::default() };
+        for fine in ["10.0.0.2", "fe80::1", "gpu-7.internal.example", "localhost"] {
+            assert_eq!(with(fine).check(), Ok(()), "{fine}");
+        }
+        for bad in ["", "10.0.0.2:29500", "-oProxyCommand=x", "a\x1b[2Jb", "a..b", "host name"] {
+            let refused = with(bad).check().unwrap_err();
+            assert_eq!(refused.field.as_deref(), Some("address"), "{bad}");
+        }
+        assert_eq!(WorkerRegister::default().check(), Ok(()), "no address: the host's");
+    }
+
+    /// A record of step `step`.
+    fn step_log(step: u64) -> crate::StepLog {
+        crate::StepLog {
+            step,
+            loss: 1.0,
+            learning_rate: 1e-4,
+            grad_norm: 1.0,
+            tokens: 100,
+            tokens_per_second: 50.0,
+            eval_loss: None,
+            peak_memory: None,
+        }
+    }
 
     #[test]
     fn figures_no_attempt_could_reach_are_refused_by_field() {
@@ -111,6 +181,10 @@ mod tests {
             ("compute_s", Heartbeat { compute_s: -1.0, ..fine.clone() }),
             ("bytes_up", Heartbeat { bytes_up: i64::MAX as u64, ..fine.clone() }),
             ("loss", Heartbeat { loss: Some(f64::NAN), ..fine.clone() }),
+            (
+                "metrics",
+                Heartbeat { metrics: vec![step_log(1); MAX_BEAT_METRICS + 1], ..fine.clone() },
+            ),
         ];
         for (field, beat) in cases {
             assert_eq!(beat.check(60.0).unwrap_err().field.as_deref(), Some(field));

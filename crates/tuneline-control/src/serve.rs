@@ -166,6 +166,12 @@ pub enum ServeError {
         /// What is wrong with it.
         why: String,
     },
+    /// `[server] token` (or `TUNELINE_TOKEN`) is too short or too plain to resist guessing.
+    #[error("[server] token (or TUNELINE_TOKEN) is too weak: {why}; set 32 or more random characters (`openssl rand -hex 32` makes some), or remove it to use the token file the server generates")]
+    WeakToken {
+        /// What is weak about it.
+        why: String,
+    },
     /// The token file or the listening socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -176,12 +182,32 @@ pub enum ServeError {
     },
 }
 
+/// Where the admin token in force comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// `[server] token`, or `TUNELINE_TOKEN`.
+    Set,
+    /// The token file in the state directory, generated on the first start.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Set => f.write_str("set by [server] token (or TUNELINE_TOKEN)"),
+            Self::File(path) => write!(f, "in {}", path.display()),
+        }
+    }
+}
+
 /// A running server.
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
     /// The admin token: every right.
     pub token: String,
+    /// Where the admin token in force comes from.
+    pub token_source: TokenSource,
     /// What a worker joins with: the join secret and the certificate's fingerprint.
     pub join: JoinToken,
     /// Its state, for in-process users (the autoscaler).
@@ -227,14 +253,24 @@ impl Server {
             .map_err(io(format!("making {} its owner's alone", state_dir.display())))?;
         let lock = StateLock::acquire(&db_path)?;
         let token_path = state_dir.join(TOKEN_FILE);
-        let token = endpoint
+        let set = endpoint
             .token
             .as_ref()
             .map(|t| t.expose().to_string())
             .or_else(|| std::env::var("TUNELINE_TOKEN").ok())
-            .filter(|t| !t.is_empty())
-            .map_or_else(|| crate::token::load_or_create(&token_path), Ok)
-            .map_err(io(format!("token file {}", token_path.display())))?;
+            .filter(|t| !t.is_empty());
+        let (token, token_source) = match set {
+            Some(token) => {
+                crate::token::check_strength(&token)
+                    .map_err(|why| ServeError::WeakToken { why })?;
+                (token, TokenSource::Set)
+            }
+            None => (
+                crate::token::load_or_create(&token_path)
+                    .map_err(io(format!("token file {}", token_path.display())))?,
+                TokenSource::File(token_path),
+            ),
+        };
         let join = join_secret(state_dir)?;
         let identity =
             endpoint.tls.as_ref().map(|source| identity(source, state_dir)).transpose()?;
@@ -286,6 +322,7 @@ impl Server {
         Ok(Self {
             addr,
             token,
+            token_source,
             join: JoinToken { secret: join, fingerprint },
             shared,
             serving,

@@ -36,9 +36,42 @@ pub fn load_or_create(path: &Path) -> std::io::Result<String> {
     Ok(token)
 }
 
+/// The fewest characters, and of them the fewest different ones, of an
+/// admin token a person sets: a generated one has 64 (hex, 16 different).
+pub const MIN_TOKEN_CHARS: usize = 32;
+/// The fewest different characters in an admin token a person sets.
+pub const MIN_TOKEN_VARIETY: usize = 10;
+
+/// Checks an admin token a person set (`[server] token`): at least
+/// [`MIN_TOKEN_CHARS`] characters, [`MIN_TOKEN_VARIETY`] of them different.
+/// `Err` says what is short, without the token.
+pub fn check_strength(token: &str) -> Result<(), String> {
+    let chars = token.chars().count();
+    let variety = token.chars().collect::<std::collections::HashSet<_>>().len();
+    if chars < MIN_TOKEN_CHARS {
+        return Err(format!("{chars} characters, fewer than {MIN_TOKEN_CHARS}"));
+    }
+    if variety < MIN_TOKEN_VARIETY {
+        return Err(format!("only {variety} different characters, fewer than {MIN_TOKEN_VARIETY}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_token_must_be_long_and_varied() {
+        assert_eq!(check_strength("abc"), Err("3 characters, fewer than 32".into()));
+        assert!(check_strength(&"ab".repeat(20)).unwrap_err().contains("only 2 different"));
+        assert_eq!(
+            check_strength(&hex::encode(
+                [0x5au8, 0x17, 0xc3, 0x9e, 0x42, 0x08, 0xf1, 0x6d].repeat(2)
+            )),
+            Ok(())
+        );
+    }
 
     #[test]
     fn the_token_is_made_once_and_only_its_owner_can_read_it() {

@@ -7,7 +7,9 @@ use object_store::ObjectStoreExt;
 use crate::error::{Result, StoreError};
 use crate::exclusive::Created;
 use crate::key;
-use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
+use crate::manifest::{
+    BadManifest, Commit, FileEntry, COMMIT_FILE, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES,
+};
 use crate::store::ArtifactStore;
 
 impl ArtifactStore {
@@ -19,6 +21,13 @@ impl ArtifactStore {
     /// other gets [`StoreError::AlreadyCommitted`].
     pub async fn commit(&self, prefix: &str, files: Vec<FileEntry>) -> Result<Commit> {
         key::check(prefix)?;
+        // Refused before anything is written: a commit no reader would read back.
+        if files.len() > MAX_COMMIT_ENTRIES {
+            return Err(StoreError::BadKey {
+                key: prefix.to_string(),
+                reason: BadManifest::TooMany(files.len()).to_string(),
+            });
+        }
         let present = self.sizes_under(prefix).await?;
         for f in &files {
             match present.get(&f.path) {
@@ -55,6 +64,17 @@ impl ArtifactStore {
     pub async fn read_commit(&self, prefix: &str) -> Result<Commit> {
         let location = key::path(&key::join(prefix, COMMIT_FILE))?;
         let bytes = match self.inner.get(&location).await {
+            Ok(got) if got.meta.size > MAX_COMMIT_BYTES => {
+                return Err(StoreError::Corrupt {
+                    key: location.to_string(),
+                    what: format!(
+                        "{} bytes, more than the {} MiB a commit may be: not read (tuneline writes none so large; whoever can write under `{}` did)",
+                        got.meta.size,
+                        MAX_COMMIT_BYTES >> 20,
+                        prefix.trim_matches('/')
+                    ),
+                })
+            }
             Ok(got) => got.bytes().await.map_err(|e| self.err(e))?,
             Err(object_store::Error::NotFound { .. }) => {
                 return Err(StoreError::NotCommitted {

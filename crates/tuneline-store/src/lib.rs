@@ -30,7 +30,7 @@ pub use hashing::hash_file;
 pub use key::check as check_key;
 pub use listing::{Artifact, Listing};
 pub use location::Location;
-pub use manifest::{Commit, FileEntry, COMMIT_FILE};
+pub use manifest::{Commit, FileEntry, COMMIT_FILE, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES};
 pub use store::{ArtifactStore, PART_SIZE};
 pub use tuneline_core::progress::{NoProgress, Progress};
 pub use verify::{FileProblem, Verified};

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::manifest::{Commit, COMMIT_FILE};
 use crate::store::ArtifactStore;
 
@@ -57,13 +57,25 @@ impl ArtifactStore {
         let sizes: HashMap<&str, u64> =
             objects.iter().map(|m| (m.location.as_ref(), m.size)).collect();
         let prefixes: Vec<String> = commit_prefixes(objects.iter().map(|m| m.location.as_ref()));
-        let commits: Vec<Commit> = futures::stream::iter(prefixes)
-            .map(|p| async move { self.read_commit(&p).await })
+        let read: Vec<(String, Result<Commit>)> = futures::stream::iter(prefixes)
+            .map(|p| async move {
+                let commit = self.read_commit(&p).await;
+                (p, commit)
+            })
             .buffered(self.concurrency)
-            .try_collect()
-            .await?;
+            .collect()
+            .await;
         let mut listing = Listing::default();
-        for commit in commits {
+        for (prefix, commit) in read {
+            // A commit no reader can rely on is named broken; the rest are listed still.
+            let commit = match commit {
+                Ok(commit) => commit,
+                Err(StoreError::Corrupt { what, .. }) => {
+                    listing.broken.push((prefix, format!("{COMMIT_FILE}: {what}")));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let bad: Vec<String> = commit
                 .files
                 .iter()

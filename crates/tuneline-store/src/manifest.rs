@@ -34,9 +34,20 @@ pub struct Commit {
     pub files: Vec<FileEntry>,
 }
 
+/// The largest `COMMIT.json` read: a larger one is refused unread, so no
+/// writer to the store can make a reader (the server among them) hold more.
+pub const MAX_COMMIT_BYTES: u64 = 16 << 20;
+/// The most files a commit lists (about 10 MiB of manifest).
+pub const MAX_COMMIT_ENTRIES: usize = 100_000;
+
 /// A `COMMIT.json` a reader cannot rely on; each names the entry (its index).
 #[derive(Debug, thiserror::Error)]
 pub enum BadManifest {
+    /// More files than a commit may list.
+    #[error(
+        "lists {0} files, more than the {MAX_COMMIT_ENTRIES} a commit may; split the artifact"
+    )]
+    TooMany(usize),
     /// Not the manifest's JSON.
     #[error("unreadable manifest: {0}")]
     Unreadable(#[source] serde_json::Error),
@@ -75,6 +86,9 @@ impl Commit {
     /// path ([`tuneline_core::confine::check_relative`]) listed once, and
     /// every sha256 is 64 lowercase hex digits. Says which entry breaks which rule.
     pub fn check(&self) -> Result<(), BadManifest> {
+        if self.files.len() > MAX_COMMIT_ENTRIES {
+            return Err(BadManifest::TooMany(self.files.len()));
+        }
         let mut seen = std::collections::HashSet::new();
         for (i, f) in self.files.iter().enumerate() {
             tuneline_core::confine::check_relative(&f.path).map_err(|e| BadManifest::Path(i, e))?;

@@ -192,7 +192,11 @@ fn check_python(base: &Path, engine: &str) -> Result<(), EngineError> {
     }
 }
 
-/// uv, installed from PyPI into `<engines>/uv-<version>/` the first time.
+/// [`UV_VERSION`]'s wheels by hash, every platform's (`uv.lock`).
+const UV_LOCK: &str = include_str!("uv.lock");
+
+/// uv, installed from PyPI into `<engines>/uv-<version>/` the first time,
+/// by hash (`pip --require-hashes`), as the engines' own locks are.
 fn uv(engines: &Path, base: &Path) -> Result<PathBuf, EngineError> {
     let dir = engines.join(format!("uv-{UV_VERSION}"));
     let uv = dir.join("bin/uv");
@@ -202,13 +206,12 @@ fn uv(engines: &Path, base: &Path) -> Result<PathBuf, EngineError> {
     let partial = engines.join(format!(".uv-{UV_VERSION}.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
     run(Command::new(base).args(["-m", "venv"]).arg(&partial), "python -m venv")?;
+    let lock = partial.join("uv.lock");
+    std::fs::write(&lock, UV_LOCK)?;
     run(
-        Command::new(partial.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("uv=={UV_VERSION}"),
-        ]),
+        Command::new(partial.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "--require-hashes", "-r"])
+            .arg(&lock),
         "installing uv",
     )?;
     if std::fs::rename(&partial, &dir).is_err() && !uv.exists() {
@@ -254,5 +257,13 @@ mod tests {
         assert!(
             rest.lines().filter(|l| l.trim_start().starts_with("--hash")).count() > names.len()
         );
+    }
+
+    #[test]
+    fn uv_is_pinned_by_hash_at_its_version() {
+        let pins: Vec<&str> = UV_LOCK.lines().filter(|l| !l.starts_with([' ', '#'])).collect();
+        assert_eq!(pins, [format!("uv=={UV_VERSION} \\")]);
+        assert!(UV_LOCK.matches("--hash=sha256:").count() > 10, "every platform's wheel");
+        assert!(UV_LOCK.contains(&format!("echo uv=={UV_VERSION} ")), "made for this version");
     }
 }

@@ -106,7 +106,11 @@ impl Progress {
             bytes_up: self.bytes_up,
             bytes_down: self.bytes_down,
             logs: self.pending_logs(),
-            metrics: std::mem::take(&mut self.metrics),
+            // The oldest a heartbeat may carry; the rest go with the next.
+            metrics: self
+                .metrics
+                .drain(..self.metrics.len().min(bounds::MAX_BEAT_METRICS))
+                .collect(),
         }
     }
 }

@@ -41,10 +41,10 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     let fingerprint =
         plane.server.fingerprint().map_or(String::new(), |fp| format!(", certificate {fp}"));
     eprintln!(
-        "tuneline server: {} (OpenAPI at /openapi.json){fingerprint}, state in {}, admin token in {}",
+        "tuneline server: {} (OpenAPI at /openapi.json){fingerprint}, state in {}, admin token {}",
         plane.server.url(),
         state_dir.display(),
-        state_dir.join(tuneline_control::serve::TOKEN_FILE).display()
+        plane.server.token_source
     );
     // The join token is a credential: printed to a person at a terminal, never into a log file.
     let url = public_url(&config.server, &endpoint, &plane.server.addr.to_string());

@@ -71,7 +71,6 @@ pub async fn authorize(
     next: Next,
 ) -> Result<Response, Failure> {
     let source = source_of(&request);
-    shared.throttle.check(source).map_err(too_many)?;
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -100,7 +99,7 @@ pub async fn authorize(
         match shared.db().worker_of_token(&digest(token))? {
             Some(id) => Caller::Worker(id),
             None => {
-                shared.throttle.failed(source);
+                shared.throttle.wrong(source, token).map_err(too_many)?;
                 return Err(unauthorized(
                     "wrong or revoked bearer token (a worker's token ends with the worker)",
                 ));

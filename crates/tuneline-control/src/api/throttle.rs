@@ -1,24 +1,29 @@
-//! Throttles on guessing and flooding: wrong bearer tokens and wrong
-//! dashboard logins (not missing ones) are counted per source address, and a source past
-//! [`MAX_FAILURES`] in a [`WINDOW`] is answered 429 until the window ends.
-//! A request that presents a right credential from another source is never
-//! slowed: it takes no lock past a map lookup. Registrations through the
-//! join secret, which anyone holding it may send, share one budget.
+//! Throttles on guessing and flooding. Only wrong credentials are counted
+//! (bearer tokens and dashboard logins), each per source address and per
+//! presented credential (its SHA-256): past [`MAX_FAILURES`] of either in a
+//! [`WINDOW`], every further wrong one is answered 429 until that window
+//! ends. A right credential is never throttled, whatever others sent from
+//! its address: workers and the admin behind one NAT or proxy keep working
+//! while a misconfigured client or a guesser there is refused. Registrations
+//! through the join secret, which anyone holding it may send, share one budget.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Wrong credentials one source may present per window: more than a
-/// misconfigured client retries, far fewer than a guesser needs.
+use sha2::{Digest, Sha256};
+
+/// Wrong credentials one source may present, or one wrong credential be
+/// presented, per window: more than a misconfigured client retries, far
+/// fewer than a guesser needs.
 pub const MAX_FAILURES: u32 = 100;
 /// Registrations the join secret may make per window.
 pub const MAX_JOINS: u32 = 120;
 /// The window both are counted over.
 pub const WINDOW: Duration = Duration::from_secs(60);
-/// Sources remembered at most; past it, ended windows are forgotten first.
-const MAX_SOURCES: usize = 100_000;
+/// Sources and credentials remembered at most; past it, ended windows are forgotten first.
+const MAX_KEYS: usize = 100_000;
 
 /// A count over a window that began at `start`.
 #[derive(Clone, Copy)]
@@ -38,9 +43,18 @@ impl Window {
     }
 }
 
-/// Counts of failures by source, and of joins.
+/// What failures are counted by.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    /// The address a request came from.
+    Source(IpAddr),
+    /// The SHA-256 of the credential presented (never the credential itself).
+    Credential([u8; 32]),
+}
+
+/// Counts of failures by source and by credential, and of joins.
 pub struct Throttle {
-    failures: Mutex<HashMap<IpAddr, Window>>,
+    failures: Mutex<HashMap<Key, Window>>,
     joins: Mutex<Option<Window>>,
 }
 
@@ -51,30 +65,35 @@ impl Default for Throttle {
 }
 
 impl Throttle {
-    /// `Err(seconds to wait)` while `source` has failed too often in this window.
-    pub fn check(&self, source: Option<IpAddr>) -> Result<(), u64> {
-        let Some(source) = source else { return Ok(()) };
+    /// Counts the wrong credential `presented` from `source` (`None`: in
+    /// process, not counted by address), or `Err(seconds to wait)` when its
+    /// address or the credential itself already failed too often in this window.
+    pub fn wrong(&self, source: Option<IpAddr>, presented: &str) -> Result<(), u64> {
         let now = Instant::now();
-        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        match failures.get(&source).map(|w| w.at(now)) {
-            Some(w) if w.count >= MAX_FAILURES => {
-                Err((WINDOW - now.duration_since(w.start)).as_secs().max(1))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Counts a failed credential from `source`.
-    pub fn failed(&self, source: Option<IpAddr>) {
-        let Some(source) = source else { return };
-        let now = Instant::now();
+        let keys = [
+            source.map(Key::Source),
+            Some(Key::Credential(Sha256::digest(presented.as_bytes()).into())),
+        ];
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if failures.len() >= MAX_SOURCES {
+        if failures.len() >= MAX_KEYS {
             failures.retain(|_, w| now.duration_since(w.start) < WINDOW);
         }
-        let w = failures.entry(source).or_insert(Window { start: now, count: 0 });
-        *w = w.at(now);
-        w.count += 1;
+        let wait = keys
+            .iter()
+            .flatten()
+            .filter_map(|key| failures.get(key).map(|w| w.at(now)))
+            .filter(|w| w.count >= MAX_FAILURES)
+            .map(|w| (WINDOW - now.duration_since(w.start)).as_secs().max(1))
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
+        }
+        for key in keys.into_iter().flatten() {
+            let w = failures.entry(key).or_insert(Window { start: now, count: 0 });
+            *w = w.at(now);
+            w.count += 1;
+        }
+        Ok(())
     }
 
     /// Takes one registration from the join secret's budget; `Err(seconds to wait)` when it is spent.
@@ -100,16 +119,17 @@ mod tests {
         let t = Throttle::default();
         let (guesser, other) =
             (Some("10.0.0.1".parse().unwrap()), Some("10.0.0.2".parse().unwrap()));
-        for _ in 0..MAX_FAILURES {
-            assert_eq!(t.check(guesser), Ok(()));
-            t.failed(guesser);
+        for i in 0..MAX_FAILURES {
+            assert_eq!(t.wrong(guesser, &format!("guess {i}")), Ok(()));
         }
-        assert!(t.check(guesser).is_err_and(|wait| (1..=60).contains(&wait)));
-        assert_eq!(t.check(other), Ok(()));
-        assert_eq!(
-            t.check(None),
-            Ok(()),
-            "a request with no address (in-process) is not throttled"
+        assert!(t.wrong(guesser, "another").is_err_and(|wait| (1..=60).contains(&wait)));
+        assert_eq!(t.wrong(other, "another"), Ok(()), "another address is counted apart");
+        for _ in 0..MAX_FAILURES {
+            let _ = t.wrong(None, "one stale token");
+        }
+        assert!(
+            t.wrong(other, "one stale token").is_err(),
+            "a credential is counted wherever it comes from"
         );
         for _ in 0..MAX_JOINS {
             assert_eq!(t.join(), Ok(()));

@@ -16,7 +16,7 @@ use tuneline_api::workers::MAX_PRICE_PER_HOUR;
 use tuneline_api::{ApiError, Heartbeat, Orders, Registered, Worker, WorkerRegister};
 
 /// Register a worker and its resources; the answer carries the worker's own token.
-#[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError)))]
+#[utoipa::path(post, path = "/v1/workers", request_body = WorkerRegister, responses((status = 201, body = Registered), (status = 400, body = ApiError), (status = 422, description = "names the field whose value cannot be used", body = ApiError)))]
 pub async fn register(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
@@ -25,6 +25,7 @@ pub async fn register(
     if caller == Caller::Joiner {
         shared.throttle.join().map_err(super::credentials::too_many)?;
     }
+    info.check().map_err(|e| Failure::unprocessable(e.field.unwrap_or_default(), e.error))?;
     if !(0.0..=MAX_PRICE_PER_HOUR).contains(&info.price_per_hour) {
         return Err(Failure::bad(
             "price_per_hour",

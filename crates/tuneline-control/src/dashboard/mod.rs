@@ -114,14 +114,13 @@ async fn login(
     https: bool,
 ) -> Response {
     let source = connect.map(|c| c.0 .0.ip());
-    if let Err(wait) = shared.throttle.check(source) {
-        return page(
-            StatusCode::TOO_MANY_REQUESTS,
-            &login_page(&format!("Too many wrong tokens from this address; wait {wait} s.")),
-        );
-    }
     if !same(form.token.trim().as_bytes(), shared.secrets().admin.as_bytes()) {
-        shared.throttle.failed(source);
+        if let Err(wait) = shared.throttle.wrong(source, form.token.trim()) {
+            return page(
+                StatusCode::TOO_MANY_REQUESTS,
+                &login_page(&format!("Too many wrong tokens from this address; wait {wait} s.")),
+            );
+        }
         // The form again, as a page (200: a browser logs any other status as an error), with no session.
         return page(
             StatusCode::OK,

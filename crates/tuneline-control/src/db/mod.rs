@@ -119,7 +119,8 @@ CREATE TABLE IF NOT EXISTS segments (
     error TEXT,
     trainer_at REAL,
     engine TEXT,
-    node_rank INTEGER
+    node_rank INTEGER,
+    metric_step INTEGER
 );
 CREATE INDEX IF NOT EXISTS segments_by_job ON segments (job, id);
 CREATE TABLE IF NOT EXISTS logs (
@@ -166,6 +167,10 @@ impl Db {
             conn.execute_batch(
                 "ALTER TABLE jobs ADD COLUMN rendezvous TEXT; ALTER TABLE segments ADD COLUMN node_rank INTEGER",
             )?;
+        }
+        // Databases from before a segment kept its last step record's step.
+        if conn.prepare("SELECT metric_step FROM segments LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE segments ADD COLUMN metric_step INTEGER")?;
         }
         // Databases from before workers had tokens of their own.
         if conn.prepare("SELECT token_digest FROM workers LIMIT 0").is_err() {

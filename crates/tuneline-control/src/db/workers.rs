@@ -381,14 +381,14 @@ fn record_progress(
     beat: &Heartbeat,
 ) -> Result<(), DbError> {
     // The figures that reach a bill must fit the attempt's own wall time, by the server's clock.
-    let started: Option<f64> = tx
+    let open: Option<(f64, Option<u64>)> = tx
         .query_row(
-            "SELECT started_at FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
+            "SELECT started_at, metric_step FROM segments WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL",
             params![job, worker],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
-    if let Some(started) = started {
+    if let Some((started, _)) = open {
         beat.check(now() - started).map_err(DbError::Refused)?;
     }
     if let Some(step) = beat.step {
@@ -405,13 +405,23 @@ fn record_progress(
         params![job, worker, beat.step, beat.compute_s, beat.tokens, beat.bytes_up, beat.bytes_down, beat.utilization],
     )?;
     super::logs::append(tx, job, &beat.logs)?;
-    let at = now();
+    // Only records past the attempt's last are kept: a heartbeat sent again
+    // (its answer lost) or replayed adds nothing.
+    let (at, mut last) = (now(), open.and_then(|(_, step)| step).unwrap_or(0));
     for metric in &beat.metrics {
+        if metric.step <= last {
+            continue;
+        }
         tx.execute(
             "INSERT INTO logs (job, at, kind, text) VALUES (?1, ?2, 'metric', ?3)",
             params![job, at, serde_json::to_string(metric).expect("step logs serialize")],
         )?;
+        last = metric.step;
     }
+    tx.execute(
+        "UPDATE segments SET metric_step = ?3 WHERE job = ?1 AND worker = ?2 AND ended_at IS NULL AND ?3 > 0",
+        params![job, worker, last],
+    )?;
     Ok(())
 }
 

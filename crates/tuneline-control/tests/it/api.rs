@@ -16,7 +16,7 @@ use tuneline_api::{
 };
 use tuneline_control::api::{Services, Timing};
 use tuneline_control::check::StoreCheck;
-use tuneline_control::serve::{Endpoint, Server};
+use tuneline_control::serve::{Endpoint, ServeError, Server, TokenSource};
 
 fn command_job(run: &str) -> JobSubmit {
     JobSubmit::new(
@@ -88,26 +88,29 @@ async fn requests_without_the_token_learn_nothing() {
     assert_eq!((mode(""), mode("state.db")), (0o700, 0o600));
 }
 
-#[tokio::test]
-async fn the_configs_server_token_is_the_admin_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = tuneline_core::config::Config::parse(
-        "[server]\ntoken = \"from-the-config\"\n",
-        "t.toml",
-        |_| None,
-    )
-    .unwrap()
-    .config;
+/// A server started in `dir` with `[server] token = token`.
+async fn with_token(dir: &std::path::Path, token: &str) -> Result<Server, ServeError> {
+    let text = format!("[server]\ntoken = \"{token}\"\n");
+    let config = tuneline_core::config::Config::parse(&text, "t.toml", |_| None).unwrap().config;
     let endpoint = Endpoint::from_config(&config.server, "127.0.0.1:0", false);
-    let server = Server::start(
-        dir.path(),
-        &endpoint,
-        Services::new(timing(Duration::from_secs(30)), Box::new(StoreCheck::default())),
-    )
-    .await
-    .unwrap();
-    assert_eq!(server.token, "from-the-config");
-    Client::new(&server.url(), "from-the-config").jobs().await.unwrap();
+    let services = Services::new(timing(Duration::from_secs(30)), Box::new(StoreCheck::default()));
+    Server::start(dir, &endpoint, services).await
+}
+
+#[tokio::test]
+async fn the_configs_server_token_is_the_admin_token_and_a_weak_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (weak, why) in [
+        ("abc", "3 characters, fewer than 32"),
+        (&"ab".repeat(20)[..], "only 2 different characters"),
+    ] {
+        let e = with_token(dir.path(), weak).await.err().expect("refused").to_string();
+        assert!(e.contains(why) && e.contains("openssl rand -hex 32") && !e.contains(weak), "{e}");
+    }
+    let token = "a7Kq2-Zx9mPw4Lr8Tn3Vb6Hc1Dy5Fs0Gj";
+    let server = with_token(dir.path(), token).await.unwrap();
+    assert_eq!((server.token.as_str(), &server.token_source), (token, &TokenSource::Set));
+    Client::new(&server.url(), token).jobs().await.unwrap();
     assert!(!dir.path().join("token").exists(), "no other admin token was made");
 }
 
@@ -608,7 +611,7 @@ async fn a_runs_curves_have_a_point_per_step_and_a_long_run_is_downsampled_in_th
             s
         })
         .collect();
-    for beat in long.chunks(5000) {
+    for beat in long.chunks(tuneline_api::bounds::MAX_BEAT_METRICS) {
         client
             .heartbeat(
                 worker,

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::refused;
 
-use tuneline_api::bounds::{MAX_BEAT_BODY, MAX_JOB_LOG_BYTES, MAX_LOG_LINE};
+use tuneline_api::bounds::{MAX_BEAT_BODY, MAX_BEAT_METRICS, MAX_JOB_LOG_BYTES, MAX_LOG_LINE};
 use tuneline_api::client::Client;
-use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Start, WorkerRegister};
+use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Start, StepLog, WorkerRegister};
 use tuneline_control::api::throttle::{MAX_FAILURES, MAX_JOINS};
 
 /// A worker holding a started job: (worker, job, the worker's own client).
@@ -167,6 +167,10 @@ async fn guessed_tokens_and_mass_registration_are_throttled() {
     }
     let (status, _, error) = refused(guesser.jobs().await.unwrap_err());
     assert!(status == 429 && error.contains("too many tries; wait"), "{status} {error}");
+    // The admin and a worker behind the same address (one NAT, one host) go on.
+    client.jobs().await.expect("a right token is never throttled");
+    let (worker, job, own) = running(&client).await;
+    own.heartbeat(worker, &Heartbeat::of(job)).await.expect("nor is a worker's");
 
     let other = tempfile::tempdir().unwrap();
     let (joining, _) = common::server(other.path(), Duration::from_secs(60)).await;
@@ -212,4 +216,74 @@ async fn a_worker_cannot_declare_its_own_attempt_lost() {
     assert!(error.contains("the server's verdict"), "{error}");
     let ledger = client.ledger(None).await.unwrap();
     assert_eq!(ledger[0].outcome, None, "the attempt still runs: {ledger:?}");
+}
+
+#[tokio::test]
+async fn a_registration_whose_address_no_machine_could_dial_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
+    let info = |address: &str| WorkerRegister {
+        provider: "manual".into(),
+        price_per_hour: 1.0,
+        cpus: 1,
+        pid: 1,
+        address: Some(address.into()),
+        ..Default::default()
+    };
+    let (status, field, error) =
+        refused(client.register(&info("\u{1b}]0;owned\u{7}")).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (422, Some("address")), "{error}");
+    assert!(error.contains("neither an IP address nor a host name"), "{error}");
+    assert!(client.workers(true).await.unwrap().is_empty(), "nothing registered");
+    client.register(&info("10.0.0.2")).await.unwrap();
+}
+
+/// The record of step `step`.
+fn step_log(step: u64) -> StepLog {
+    StepLog {
+        step,
+        loss: 2.0,
+        learning_rate: 1e-4,
+        grad_norm: 1.0,
+        tokens: 128,
+        tokens_per_second: 100.0,
+        eval_loss: None,
+        peak_memory: None,
+    }
+}
+
+#[tokio::test]
+async fn step_records_are_bounded_per_heartbeat_and_a_replay_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
+    let (worker, job, own) = running(&client).await;
+    let records = |n: u64| (1..=n).map(step_log).collect::<Vec<_>>();
+    let beat = |metrics| Heartbeat { step: Some(10), metrics, ..Heartbeat::of(job) };
+
+    // 8 MB of step records: past the body limit, or past the count.
+    let flood = (0..40_000).map(|_| step_log(11)).collect::<Vec<_>>();
+    let (status, _, _) = refused(own.heartbeat(worker, &beat(flood)).await.unwrap_err());
+    assert!(status == 413 || status == 422, "{status}");
+    let (status, field, error) = refused(
+        own.heartbeat(worker, &beat(records(MAX_BEAT_METRICS as u64 + 1))).await.unwrap_err(),
+    );
+    assert_eq!((status, field.as_deref()), (422, Some("metrics")), "{error}");
+
+    // Ten steps, sent three times (answers lost, or replayed): each step is kept once.
+    for _ in 0..3 {
+        own.heartbeat(worker, &beat(records(10))).await.unwrap();
+    }
+    let steps: Vec<u64> = client
+        .logs(job, 0)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|l| l.kind == "metric")
+        .map(|l| serde_json::from_str::<StepLog>(&l.text).unwrap().step)
+        .collect();
+    assert_eq!(steps, (1..=10).collect::<Vec<_>>());
+    assert_eq!(client.series(job, None).await.unwrap().logged, 10, "the curve is intact");
+    let started = std::time::Instant::now();
+    client.jobs().await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(100), "{:?}", started.elapsed());
 }

@@ -14,7 +14,7 @@ use tuneline_core::config::StoreConfig;
 use tuneline_store::fault::{Fault, FaultyStore, Target};
 use tuneline_store::{
     hash_file, part_path, ArtifactStore, FileEntry, GcOptions, Location, NoProgress, StoreError,
-    PART_SIZE,
+    MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES, PART_SIZE,
 };
 
 /// Larger than two parts, so uploads go multipart.
@@ -470,6 +470,43 @@ async fn raw_objects_are_mirrored_and_kept_current(b: Backend) {
     assert!(matches!(err, StoreError::NoObject { .. }), "{err}");
 }
 
+/// A `COMMIT.json` of 200,000 entries (21 MB; the attack tried a million),
+/// as anyone who can write to the store could put there: refused unread,
+/// naming the limit, and the
+/// listing names it broken while the artifacts beside it stay listed.
+async fn a_commit_past_its_limits_is_refused_unread(b: Backend) {
+    let store = b.store(0);
+    let src = TempDir::new().unwrap();
+    std::fs::write(src.path().join("a.txt"), b"a").unwrap();
+    store.push_dir(src.path(), "datasets/chat/v1", &NoProgress).await.unwrap();
+    let entry =
+        |i: usize| format!("{{\"path\":\"f{i:07}\",\"size\":1,\"sha256\":\"{}\"}}", "0".repeat(64));
+    let files: Vec<String> = (0..200_000).map(entry).collect();
+    let huge = format!(
+        "{{\"format\":\"tuneline.commit/1\",\"prefix\":\"datasets/chat/v2\",\"committed_at\":\"2026-12-07T00:00:00Z\",\"tuneline_version\":\"0\",\"files\":[{}]}}",
+        files.join(",")
+    );
+    assert!(huge.len() as u64 > MAX_COMMIT_BYTES);
+    b.raw.put(&"datasets/chat/v2/COMMIT.json".into(), huge.into_bytes().into()).await.unwrap();
+    let e = store.read_commit("datasets/chat/v2").await.unwrap_err().to_string();
+    assert!(e.contains("more than the 16 MiB a commit may be: not read"), "{e}");
+    let listed = store.list_committed("datasets").await.unwrap();
+    let prefixes: Vec<_> = listed.artifacts.iter().map(|a| a.prefix.as_str()).collect();
+    assert_eq!(prefixes, ["datasets/chat/v1"], "the good artifact is still listed");
+    assert!(
+        listed.broken.iter().any(|(p, why)| p == "datasets/chat/v2" && why.contains("16 MiB")),
+        "{:?}",
+        listed.broken
+    );
+
+    // A writer of this crate cannot make one: refused before anything is written.
+    let many: Vec<FileEntry> = (0..=MAX_COMMIT_ENTRIES)
+        .map(|i| FileEntry { path: format!("f{i}"), size: 1, sha256: "0".repeat(64) })
+        .collect();
+    let e = store.commit("datasets/chat/v3", many).await.unwrap_err().to_string();
+    assert!(e.contains("more than the 100000 a commit may"), "{e}");
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory { $( #[tokio::test] async fn $case() { super::$case(super::Backend::memory()).await } )* }
@@ -491,4 +528,5 @@ conformance!(
     keys_cannot_escape_the_store,
     pulls_and_pushes_stay_inside_their_directory,
     raw_objects_are_mirrored_and_kept_current,
+    a_commit_past_its_limits_is_refused_unread,
 );
