@@ -1,4 +1,5 @@
-//! Training SmolLM2 with LoRA on a dataset prepared by the data plane, and
+//! Training SmolLM2 (cut to its first blocks: what is checked is the run
+//! loop, not the model) with LoRA on a dataset prepared by the data plane, and
 //! resuming from a checkpoint: the resumed run's losses and final adapter are
 //! bit-identical to the uninterrupted run's. A step abandoned on a stop
 //! (it would not finish in time) changes nothing.
@@ -41,7 +42,7 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
     let (train, eval) = prepare(dir.path());
     assert!(!train.is_empty() && !eval.is_empty());
-    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let model = Llama::load(&tuneline_testkit::smollm2_small_gguf()).unwrap();
 
     let mut whole = Trainer::new(&model, lora(&model), settings(), train.clone());
     let before = whole.eval_loss(&eval).unwrap();
@@ -84,7 +85,7 @@ fn a_resumed_run_repeats_the_uninterrupted_run_bit_for_bit() {
 fn a_step_that_would_outlast_the_notice_is_not_started_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (train, _) = prepare(dir.path());
-    let model = Llama::load(&tuneline_testkit::smollm2_gguf()).unwrap();
+    let model = Llama::load(&tuneline_testkit::smollm2_small_gguf()).unwrap();
     let mut whole = Trainer::new(&model, lora(&model), settings(), train.clone());
     let logs = [whole.step().unwrap(), whole.step().unwrap()];
 
