@@ -46,7 +46,10 @@ pub async fn follow(
                     format!(
                         " after attempt {} ended {outcome}{}",
                         ended.len(),
-                        a.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                        a.error
+                            .as_deref()
+                            .map(|e| format!(": {}", crate::terminal::terminal_safe(e)))
+                            .unwrap_or_default()
                     )
                 });
             let used = format!("{} of {} attempts used", job.attempts_used, job.max_attempts);

@@ -1,5 +1,5 @@
-//! Text from elsewhere (a worker's log lines) made safe to print on the
-//! operator's terminal.
+//! Text from elsewhere (a worker's log lines, a trainer's last words in an
+//! attempt's error) made safe to print on the operator's terminal.
 
 use std::borrow::Cow;
 use std::fmt::Write;

@@ -100,7 +100,11 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
                 .await?;
                 show(global, &ended, "ended");
                 if ended.state != State::Succeeded {
-                    let why = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                    let why = ended
+                        .error
+                        .as_deref()
+                        .map(|e| format!(": {}", terminal_safe(e)))
+                        .unwrap_or_default();
                     return Err(Failure::failed(format!(
                         "job {} {}{why}",
                         ended.id,

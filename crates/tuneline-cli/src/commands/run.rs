@@ -56,7 +56,8 @@ pub async fn run(global: &Global, args: &RunArgs) -> CliResult {
     let bill = Bill::of(&jobs, &workers, Prices::of(config), now());
     if let Some(job) = jobs.iter().find(|j| j.state != State::Succeeded) {
         print_report(global, &bill);
-        let why = job.error.clone().unwrap_or_default();
+        // The trainer's last lines: a worker's text, shown escaped.
+        let why = crate::terminal::terminal_safe(job.error.as_deref().unwrap_or_default());
         let after = if job.spec.kind() == JobKind::Deliver {
             "; the trained checkpoints are kept: `tuneline deliver` retries"
         } else {

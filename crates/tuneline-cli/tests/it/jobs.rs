@@ -200,4 +200,12 @@ fn logs_show_their_end_by_default_every_page_on_request_and_no_raw_control_chara
     assert_eq!((all[2499].as_str(), all[2500].as_str()), ("line 2499", escaped));
     let (code, _, err) = jobs(&ctx, &url, &["logs", "1", "--head", "--all"]);
     assert_eq!(code, 2, "{err}");
+
+    // A trainer's last words, in the error `--wait` prints, are escaped too.
+    let fails = "print('\\x1b[2Jjob 2 succeeded'); raise SystemExit(2)";
+    let submit =
+        ["submit", "--run", "fails", "--store", "store", "--wait", "--", "python3", "-c", fails];
+    let (code, _, err) = jobs(&ctx, &url, &submit);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(r"\x1b[2Jjob 2 succeeded") && !err.contains('\u{1b}'), "{err:?}");
 }
