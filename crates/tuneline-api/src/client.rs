@@ -10,12 +10,13 @@ use serde::Serialize;
 use crate::error::ApiError;
 use crate::jobs::{Job, JobSubmit};
 use crate::leases::{Heartbeat, Lease, LeaseRequest, Orders, Release, Start};
-use crate::ledger::{LogLine, Segment, Series};
+use crate::ledger::{LogEnd, LogLine, Segment, Series};
 use crate::trust::Trust;
 use crate::workers::{Registered, Worker, WorkerRegister};
 
-/// Jobs per page the server lists at most (`GET /v1/jobs?limit=`), and [`Client::jobs`] asks for.
-pub const JOBS_PAGE: usize = 1000;
+/// The most items a page of a list answer holds (`?limit=`), its default
+/// size, and what [`Client`] asks for while it reads every page.
+pub const PAGE: usize = 1000;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -201,11 +202,22 @@ impl Client {
 
     /// Every job, oldest first, read a page at a time.
     pub async fn jobs(&self) -> Result<Vec<Job>, ClientError> {
-        let mut all: Vec<Job> = Vec::new();
+        self.every_page("/jobs?", |j: &Job| j.id).await
+    }
+
+    /// Every item of list `path` (ending in `?` or a query), read a page at
+    /// a time: each page starts after the last item's `id` of the one before.
+    async fn every_page<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        id: impl Fn(&T) -> i64,
+    ) -> Result<Vec<T>, ClientError> {
+        let mut all: Vec<T> = Vec::new();
+        let sep = if path.ends_with('?') { "" } else { "&" };
         loop {
-            let after = all.last().map_or(String::new(), |j| format!("&after={}", j.id));
-            let page: Vec<Job> = self.get(&format!("/jobs?limit={JOBS_PAGE}{after}")).await?;
-            let last = page.len() < JOBS_PAGE;
+            let after = all.last().map_or(String::new(), |item| format!("&after={}", id(item)));
+            let page: Vec<T> = self.get(&format!("{path}{sep}limit={PAGE}{after}")).await?;
+            let last = page.len() < PAGE;
             all.extend(page);
             if last {
                 return Ok(all);
@@ -230,14 +242,16 @@ impl Client {
         self.post(&format!("/jobs/{id}/cancel"), &()).await
     }
 
-    /// A job's lines after `after`.
-    pub async fn logs(&self, id: i64, after: i64) -> Result<Vec<LogLine>, ClientError> {
-        self.get(&format!("/jobs/{id}/logs?after={after}")).await
-    }
-
-    /// Job `id`'s newest log lines (a page's worth), oldest first.
-    pub async fn last_logs(&self, id: i64) -> Result<Vec<LogLine>, ClientError> {
-        self.get(&format!("/jobs/{id}/logs?last=true")).await
+    /// Job `id`'s log lines after line `after` (a page's worth), oldest
+    /// first: the first such lines, or with [`LogEnd::Last`] the newest.
+    pub async fn logs(
+        &self,
+        id: i64,
+        after: i64,
+        end: LogEnd,
+    ) -> Result<Vec<LogLine>, ClientError> {
+        let last = end == LogEnd::Last;
+        self.get(&format!("/jobs/{id}/logs?after={after}&last={last}")).await
     }
 
     /// Job `id`'s loss and eval loss curves, at most `max_points` points each (the server's default when `None`).
@@ -251,7 +265,8 @@ impl Client {
 
     /// The ledger's segments, of one job or all.
     pub async fn ledger(&self, job: Option<i64>) -> Result<Vec<Segment>, ClientError> {
-        self.get(&job.map_or("/ledger".to_string(), |j| format!("/ledger?job={j}"))).await
+        let path = job.map_or("/ledger?".to_string(), |j| format!("/ledger?job={j}"));
+        self.every_page(&path, |s: &Segment| s.id).await
     }
 
     /// Registers a worker.
@@ -261,7 +276,7 @@ impl Client {
 
     /// Live workers (every one with `all`).
     pub async fn workers(&self, all: bool) -> Result<Vec<Worker>, ClientError> {
-        self.get(&format!("/workers?all={all}")).await
+        self.every_page(&format!("/workers?all={all}"), |w: &Worker| w.id).await
     }
 
     /// Sends a heartbeat.

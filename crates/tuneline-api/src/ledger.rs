@@ -9,6 +9,9 @@ use crate::workers::WorkerClass;
 /// One worker's attempt at one job, as the ledger bills it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Segment {
+    /// Its place in the ledger: ask for segments after it for the next page.
+    #[serde(default)]
+    pub id: i64,
     /// The job's id.
     pub job: i64,
     /// The worker's id.
@@ -123,6 +126,15 @@ pub struct LogLine {
     pub kind: String,
     /// The log line's text.
     pub text: String,
+}
+
+/// Which end of a job's log a page is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEnd {
+    /// The oldest lines (after the one asked for) first.
+    First,
+    /// The newest lines, still oldest first within the page.
+    Last,
 }
 
 /// A job's curves (loss and eval loss against step and time), downsampled

@@ -25,7 +25,7 @@ pub mod ledger;
 pub mod trust;
 pub mod workers;
 
-pub use client::{Client, ClientError, JOBS_PAGE};
+pub use client::{Client, ClientError, PAGE};
 pub use error::ApiError;
 pub use events::{StepLog, TrainerEvent};
 pub use gangs::{GangLease, GangShape};
@@ -34,7 +34,7 @@ pub use jobs::{
     WireSubmit,
 };
 pub use leases::{Heartbeat, Lease, LeaseRequest, Orders, Outcome, Release, Start, UnknownOutcome};
-pub use ledger::{LogLine, Segment, Series, SeriesPoint};
+pub use ledger::{LogEnd, LogLine, Segment, Series, SeriesPoint};
 pub use trust::{Fingerprint, JoinToken, Trust};
 pub use tuneline_core::clock::now;
 pub use workers::{Registered, Worker, WorkerClass, WorkerRegister, WorkerState};

@@ -75,6 +75,7 @@ async fn run(cli: &Cli) -> CliResult {
         Command::Deliver(args) => commands::deliver::deliver(&cli.global, args).await,
         Command::Push(args) => commands::push::push(&cli.global, args).await,
         Command::Engines(command) => commands::engines::run(command),
+        Command::Doctor => commands::doctor::doctor(&cli.global),
     }
 }
 

@@ -109,6 +109,7 @@ mod tests {
             worker(3, WorkerState::Gone, Some(5000.0)),
         ];
         let segment = |worker| Segment {
+            id: worker,
             job: 1,
             worker,
             provider: "ssh".into(),

@@ -1,13 +1,13 @@
 //! Where workers reach the running server, recorded in its state directory
-//! once it serves: `tuneline server join-token` reads it, so the command it
-//! prints names the running server's scheme, address and certificate,
-//! whatever flags started it, and never a guess from the config.
+//! once it serves: `tuneline server join-token` reads it, so the token and
+//! command it prints name the running server's scheme, address and
+//! certificate, whatever flags started it, and never a guess from the config.
 
 use std::path::Path;
 
 use tuneline_api::{Fingerprint, JoinToken};
 
-use crate::serve::{join_command, join_secret, ServeError};
+use crate::serve::{join_secret, ServeError};
 
 /// The record in a state directory.
 pub const REACHED_FILE: &str = "reached.json";
@@ -34,9 +34,9 @@ pub fn record(
         .map_err(|source| ServeError::Io { what: format!("writing {}", path.display()), source })
 }
 
-/// The command that joins a worker to the last server that served from
-/// `state_dir`; `None` when none has yet.
-pub fn join_command_of(state_dir: &Path) -> Result<Option<String>, ServeError> {
+/// The URL of the last server that served from `state_dir` and the join
+/// token for it; `None` when none has yet.
+pub fn joining(state_dir: &Path) -> Result<Option<(String, JoinToken)>, ServeError> {
     let path = state_dir.join(REACHED_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -55,7 +55,7 @@ pub fn join_command_of(state_dir: &Path) -> Result<Option<String>, ServeError> {
         None => None,
     };
     let join = JoinToken { secret: join_secret(state_dir)?, fingerprint };
-    Ok(Some(join_command(&reached.url, &join)))
+    Ok(Some((reached.url, join)))
 }
 
 #[cfg(test)]
@@ -66,22 +66,20 @@ mod tests {
     fn join_token_prints_the_url_and_certificate_the_server_recorded_and_nothing_before_it_serves()
     {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(join_command_of(dir.path()).unwrap(), None, "no server has served here yet");
+        assert!(joining(dir.path()).unwrap().is_none(), "no server has served here yet");
         let fingerprint = Fingerprint([7; 32]);
         record(dir.path(), "https://control-node:40123", Some(fingerprint)).unwrap();
-        let command = join_command_of(dir.path()).unwrap().unwrap();
-        assert!(
-            command.starts_with("tuneline worker --server https://control-node:40123 --join tlj1."),
-            "{command}"
-        );
-        let join = JoinToken::parse(command.rsplit(' ').next().unwrap()).unwrap();
+        let Some((url, join)) = joining(dir.path()).unwrap() else { panic!("recorded") };
+        assert_eq!(url, "https://control-node:40123");
+        assert_eq!(join.secret, join_secret(dir.path()).unwrap());
         assert_eq!(
             join.fingerprint,
             Some(fingerprint),
             "the certificate the running server serves is pinned"
         );
         std::fs::write(dir.path().join(REACHED_FILE), "{").unwrap();
-        let e = join_command_of(dir.path()).unwrap_err().to_string();
+        let Err(e) = joining(dir.path()) else { panic!("a broken record is refused") };
+        let e = e.to_string();
         assert!(e.contains(REACHED_FILE) && e.contains("start `tuneline server` again"), "{e}");
     }
 }

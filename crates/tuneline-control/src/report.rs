@@ -291,6 +291,7 @@ mod tests {
         outcome: &str,
     ) -> Segment {
         Segment {
+            id: 1,
             job: 1,
             worker: 1,
             provider: "local".into(),

@@ -23,6 +23,9 @@ pub struct RunArtifacts {
     pub checkpoints: Vec<Checkpoint>,
     /// Its checkpoints' evaluations, by step.
     pub evaluations: Vec<Evaluation>,
+    /// The step to ask for checkpoints and evaluations after, for the next
+    /// page; none on the last page.
+    pub next: Option<u64>,
 }
 
 /// One checkpoint directory of a run.
@@ -59,8 +62,15 @@ fn step_of(parent: &str, prefix: &str) -> Option<u64> {
     prefix.strip_prefix(parent)?.strip_prefix('/')?.split('/').next()?.parse().ok()
 }
 
-/// What run `run` left in `store`.
-pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts, StoreError> {
+/// What run `run` left in `store`: a page of its checkpoints and
+/// evaluations, those of the first `limit` steps after step `after` that
+/// have either.
+pub async fn artifacts(
+    store: &ArtifactStore,
+    run: &str,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<RunArtifacts, StoreError> {
     let parent = layout::checkpoints(run);
     let mut checkpoints: BTreeMap<u64, Checkpoint> = BTreeMap::new();
     for object in store.list_objects(&parent).await? {
@@ -101,11 +111,23 @@ pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts,
         }
     }
     let parent = layout::evals(run);
+    let evaluated: Vec<(u64, String)> = (store.list_committed(&parent).await?.artifacts)
+        .into_iter()
+        .filter_map(|a| Some((step_of(&parent, &a.prefix)?, a.prefix)))
+        .collect();
+    // The page: the first `limit` steps after `after` with a checkpoint or an evaluation.
+    let steps: BTreeSet<u64> = (checkpoints.keys().copied())
+        .chain(evaluated.iter().map(|(step, _)| *step))
+        .filter(|step| after.is_none_or(|after| *step > after))
+        .collect();
+    let through = steps.iter().nth(limit.saturating_sub(1)).copied();
+    let in_page =
+        |step: u64| after.is_none_or(|after| step > after) && through.is_none_or(|t| step <= t);
+    checkpoints.retain(|step, _| in_page(*step));
     let mut evaluations = Vec::new();
-    for artifact in store.list_committed(&parent).await?.artifacts {
-        let Some(step) = step_of(&parent, &artifact.prefix) else { continue };
-        let commit = store.read_commit(&artifact.prefix).await?;
-        let metrics = store.read_committed(&artifact.prefix, layout::EVAL_METRICS).await?;
+    for (step, prefix) in evaluated.into_iter().filter(|(step, _)| in_page(*step)) {
+        let commit = store.read_commit(&prefix).await?;
+        let metrics = store.read_committed(&prefix, layout::EVAL_METRICS).await?;
         evaluations.push(Evaluation {
             step,
             metrics: serde_json::from_slice(&metrics).unwrap_or(serde_json::Value::Null),
@@ -118,6 +140,7 @@ pub async fn artifacts(store: &ArtifactStore, run: &str) -> Result<RunArtifacts,
         store: store.url().to_string(),
         checkpoints: checkpoints.into_values().collect(),
         evaluations,
+        next: through.filter(|_| steps.len() > limit),
     })
 }
 

@@ -138,9 +138,10 @@ pub fn public_url(server: &ServerConfig, endpoint: &Endpoint, addr: &str) -> Str
     format!("{scheme}://{host}:{port}")
 }
 
-/// The command that joins a worker to the server at `url`.
-pub fn join_command(url: &str, join: &JoinToken) -> String {
-    format!("tuneline worker --server {url} --join {join}")
+/// The command that joins a worker to the server at `url`, with the join
+/// token in the file `token_file` (`-`: on its stdin), never in its arguments.
+pub fn join_command(url: &str, token_file: &str) -> String {
+    format!("tuneline worker --server {url} --join {token_file}")
 }
 
 /// Why the server could not start.
@@ -433,8 +434,8 @@ mod tests {
         };
         assert_eq!(public_url(&named, &https, "0.0.0.0:8470"), "https://control.example:8470");
         assert_eq!(
-            join_command("https://h:1", &JoinToken { secret: "ab".into(), fingerprint: None }),
-            "tuneline worker --server https://h:1 --join tlj1.ab"
+            join_command("https://h:1", "-"),
+            "tuneline worker --server https://h:1 --join -"
         );
     }
 }

@@ -128,6 +128,7 @@ mod tests {
             worker(4, WorkerClass::Gpu, 9.0, now - 30.0 * DAY_S, Some(now - 29.0 * DAY_S)),
         ];
         let mut segment = tuneline_api::Segment {
+            id: 1,
             job: 1,
             worker: 2,
             provider: "aws".into(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
-use tuneline_api::{Job, JobSpec, LogLine, State, StepLog};
+use tuneline_api::{Job, JobSpec, LogEnd, LogLine, State, StepLog};
 use tuneline_core::config::Config;
 use tuneline_core::layout;
 
@@ -215,7 +215,8 @@ impl Mirror {
                 id
             }
         };
-        let lines = self.shared.db().logs(job.id, mirrored.seq, u32::MAX, usize::MAX)?;
+        let lines =
+            self.shared.db().logs(job.id, mirrored.seq, LogEnd::First, u32::MAX, usize::MAX)?;
         let ended = job.state.is_final();
         let tags = if ended { self.end_tags(job) } else { Vec::new() };
         self.mlflow.log(&run_id, &metrics(&lines), &[], &tags).await?;

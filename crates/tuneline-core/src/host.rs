@@ -1,6 +1,9 @@
 //! This machine: its name (what a worker reports for its machine's bill, and
 //! the host in the URL a server tells its workers when it listens on all
-//! addresses) and, on EC2, where its instance metadata service answers.
+//! addresses), on EC2 where its instance metadata service answers, and
+//! whether an address is reachable from the internet.
+
+use std::net::{IpAddr, ToSocketAddrs};
 
 /// This machine's host name (gethostname), if it has one.
 pub fn host_name() -> Option<String> {
@@ -22,4 +25,71 @@ pub fn imds_endpoint() -> String {
         .unwrap_or_else(|| "http://169.254.169.254".to_string())
         .trim_end_matches('/')
         .to_string()
+}
+
+/// Whether `ip` is a public (globally routed) address: none of loopback,
+/// private (RFC 1918, IPv6 unique local), shared (100.64.0.0/10),
+/// link-local, broadcast, multicast or unspecified; documentation ranges
+/// count as public. The standard library's `is_global` is not stable yet,
+/// hence these ranges by hand.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_unspecified()
+                || v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || (a == 100 && (64..128).contains(&b)))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            !(v6.is_unspecified()
+                || v6.is_loopback()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// The first public address that `host` (an address or a name) resolves
+/// to, if any; `None` too when it does not resolve.
+pub fn public_address_of(host: &str) -> Option<IpAddr> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ips: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => (host, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect(),
+    };
+    ips.into_iter().find(|ip| is_public(*ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_loopback_and_shared_addresses_are_not_public() {
+        for private in [
+            "10.0.0.3",
+            "172.16.1.1",
+            "192.168.0.9",
+            "127.0.0.1",
+            "100.64.0.1",
+            "169.254.1.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["203.0.113.7", "8.8.8.8", "100.128.0.1", "2001:db8::1"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+        assert_eq!(public_address_of("10.0.0.1"), None);
+        assert_eq!(public_address_of("localhost"), None);
+        assert_eq!(public_address_of("[2001:db8::1]"), Some("2001:db8::1".parse().unwrap()));
+    }
 }

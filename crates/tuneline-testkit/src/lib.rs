@@ -20,6 +20,7 @@ mod process;
 mod reference;
 mod registry;
 mod small_model;
+mod sockets;
 
 pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
@@ -39,3 +40,4 @@ pub use process::free_port;
 pub use reference::Reference;
 pub use registry::{registry, Registry};
 pub use small_model::{smollm2_small_gguf, SMALL_LAYERS};
+pub use sockets::{listening, processes_running};

@@ -171,6 +171,15 @@ impl Rendezvous {
     }
 }
 
+/// The warning for a gang that meets at `master_addr` (`MASTER_ADDR`) when
+/// that is a public address: torch's store there has no authentication.
+pub fn exposure(master_addr: &str) -> Option<String> {
+    let ip = tuneline_core::host::public_address_of(master_addr)?;
+    Some(format!(
+        "MASTER_ADDR {master_addr} is a public address ({ip}): the gang's rendezvous (torch's TCP store) has no authentication, so anyone who reaches its port there can join or poison the gang; put the gang's machines on a private network (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) and give each worker its address there (`tuneline worker --address`)"
+    ))
+}
+
 /// A port no one listens on now, on loopback.
 fn free_port() -> Result<u16, SetupError> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))

@@ -543,6 +543,9 @@ pub fn launch_gang(
     device: &str,
     rendezvous: &Rendezvous,
 ) -> Result<Gang, EngineError> {
+    if let Some(warning) = crate::gang::exposure(&rendezvous.master_addr) {
+        tracing::warn!("{warning}");
+    }
     let prepared = Prepared::new(EngineKind::Torch, config, engines, work)?;
     let ranks = rendezvous.ranks();
     let works: Vec<PathBuf> = ranks.iter().map(|r| work.join(format!("rank-{}", r.rank))).collect();

@@ -101,4 +101,6 @@ pub enum Command {
     /// The training engines' environments: make a Python engine's pinned environment ahead of the first job
     #[command(subcommand)]
     Engines(EnginesCommand),
+    /// Check this machine as a worker or a gang's member: the config, the GPUs, a public rendezvous address
+    Doctor,
 }

@@ -119,7 +119,7 @@ pub struct ServerArgs {
 /// `tuneline server ...`.
 #[derive(Debug, Subcommand)]
 pub enum ServerCommand {
-    /// Print the command that joins a worker to this server, with its join token
+    /// Print the join token that registers a worker with this server, and the command that reads it
     JoinToken,
 }
 
@@ -129,15 +129,9 @@ pub struct WorkerArgs {
     /// The server's URL
     #[arg(long, env = "TUNELINE_SERVER", value_name = "URL")]
     pub server: String,
-    /// The join token `tuneline server join-token` prints: it registers the worker and pins the server's certificate
-    #[arg(
-        long,
-        env = "TUNELINE_JOIN",
-        hide_env_values = true,
-        value_name = "TOKEN",
-        conflicts_with = "token"
-    )]
-    pub join: Option<String>,
+    /// A file holding the join token `tuneline server join-token` prints, `-` for stdin: it registers the worker and pins the server's certificate [the token itself: env TUNELINE_JOIN]
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub join: Option<PathBuf>,
     /// The server's admin token instead of a join token [default: .tuneline/control/token]
     #[arg(long, env = "TUNELINE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tuneline_api::{ClientError, CommandSpec, GangShape, Job, JobSpec, JobSubmit, State};
+use tuneline_api::{ClientError, CommandSpec, GangShape, Job, JobSpec, JobSubmit, LogEnd, State};
 
 use crate::cli::{Global, JobsArgs, JobsCommand};
 use crate::connect::{client, token};
@@ -117,18 +117,15 @@ pub async fn run(global: &Global, args: &JobsArgs) -> CliResult {
             show(global, &client.cancel(*id).await.map_err(failed)?, "cancel requested")
         }
         JobsCommand::Logs { id, follow, head, all } => {
-            let first = match *head || *all {
-                true => client.logs(*id, 0).await,
-                false => client.last_logs(*id).await,
-            };
-            let mut after = print_logs(&first.map_err(failed)?, 0);
+            let end = if *head || *all { LogEnd::First } else { LogEnd::Last };
+            let mut after = print_logs(&client.logs(*id, 0, end).await.map_err(failed)?, 0);
             if !(*all || *follow) {
                 return Ok(());
             }
             loop {
                 // The state is read first: a job that had ended has no line after the page that follows.
                 let ended = *follow && client.job(*id).await.map_err(failed)?.state.is_final();
-                let page = client.logs(*id, after).await.map_err(failed)?;
+                let page = client.logs(*id, after, LogEnd::First).await.map_err(failed)?;
                 after = print_logs(&page, after);
                 if page.is_empty() {
                     if !follow || ended {

@@ -4,6 +4,7 @@ pub mod config;
 pub mod cost;
 pub mod data;
 pub mod deliver;
+pub mod doctor;
 pub mod engines;
 pub mod eval;
 pub mod export;

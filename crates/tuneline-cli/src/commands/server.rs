@@ -1,7 +1,6 @@
 //! `tuneline server`: the control plane on its own, until SIGINT or SIGTERM;
-//! `tuneline server join-token`: the command that joins a worker to it.
+//! `tuneline server join-token`: the token that joins a worker to it.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use tuneline_control::reached;
@@ -13,6 +12,9 @@ use crate::context::{load_config, localize_model, open_store};
 use crate::exit::{CliResult, Failure};
 use crate::plane;
 
+/// The file name the printed join command reads its token from.
+const JOIN_TOKEN_FILE: &str = "join.token";
+
 /// Runs `tuneline server`.
 pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     let mut config = load_config(global, true)?.config;
@@ -20,15 +22,20 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
     let listen = args.listen.clone().unwrap_or_else(|| config.server.listen.clone());
     let endpoint = Endpoint::from_config(&config.server, &listen, args.insecure_http);
     if let Some(ServerCommand::JoinToken) = args.command {
-        let command = match reached::join_command_of(&state_dir).map_err(Failure::failed)? {
-            Some(command) => command,
+        let (url, join) = match reached::joining(&state_dir).map_err(Failure::failed)? {
+            Some(joining) => joining,
             None => {
-                eprintln!("note: no server has served from {} yet; this command is the config's [server] as it would start", state_dir.display());
+                eprintln!("note: no server has served from {} yet; this token is for the config's [server] as it would start", state_dir.display());
                 let join = join_token(&state_dir, &endpoint).map_err(Failure::failed)?;
-                join_command(&public_url(&config.server, &endpoint, &listen), &join)
+                (public_url(&config.server, &endpoint, &listen), join)
             }
         };
-        println!("{command}");
+        // The token alone on stdout, to pipe or save; how to use it on stderr, never inside a command line.
+        println!("{join}");
+        eprintln!(
+            "join a worker with this token in a file that only its user reads, or on its stdin (`--join -`):\n  {}",
+            join_command(&url, JOIN_TOKEN_FILE)
+        );
         return Ok(());
     }
     // A ranked pool prices the config's job on each offer: a `store:` base is pulled to read its shape.
@@ -46,14 +53,13 @@ pub async fn server(global: &Global, args: &ServerArgs) -> CliResult {
         state_dir.display(),
         plane.server.token_source
     );
-    // The join token is a credential: printed to a person at a terminal, never into a log file.
+    // The join token is a credential: never printed here, where a log file may keep it.
     let url = public_url(&config.server, &endpoint, &plane.server.addr.to_string());
     reached::record(&state_dir, &url, plane.server.fingerprint()).map_err(Failure::failed)?;
-    if std::io::stderr().is_terminal() {
-        eprintln!("join a worker with:\n  {}", join_command(&url, &plane.server.join));
-    } else {
-        eprintln!("`tuneline server join-token` prints the command that joins a worker");
-    }
+    eprintln!(
+        "join a worker with `tuneline server join-token > {JOIN_TOKEN_FILE}`, then on the worker:\n  {}",
+        join_command(&url, JOIN_TOKEN_FILE)
+    );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(Failure::failed)?;
     tokio::select! {

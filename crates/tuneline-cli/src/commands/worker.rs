@@ -3,6 +3,7 @@
 //! environment, or `[providers.<provider>]` (its `delivery_*` settings for
 //! a `--class cpu` worker).
 
+use std::io::Read;
 use std::path::PathBuf;
 
 use tuneline_api::trust::check_transport;
@@ -19,12 +20,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     let config = load_config(global, true)?.config;
     check_transport(&args.server, args.trust.insecure_http).map_err(Failure::input)?;
     // A join token carries the secret that registers and the certificate to pin; an admin token trusts as any client does.
-    let (token, trust) = match &args.join {
-        Some(text) => {
-            let join =
-                JoinToken::parse(text).map_err(|e| Failure::input(format!("--join: {e}")))?;
-            (join.secret, join.fingerprint.map_or(Trust::System, Trust::Pinned))
-        }
+    let (token, trust) = match join_token(args)? {
+        Some(join) => (join.secret, join.fingerprint.map_or(Trust::System, Trust::Pinned)),
         None => {
             let token = token(args.token.as_deref())?;
             (token, trust(args.trust.fingerprint.as_deref())?)
@@ -94,3 +91,38 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> CliResult {
     }
     served.map(|_| ()).map_err(Failure::failed)
 }
+
+/// The join token: read from `--join`'s file or stdin, else from
+/// `TUNELINE_JOIN` (as providers pass it) unless `--token` is given; never
+/// from the command line, where shell history and `ps` would show it.
+fn join_token(args: &WorkerArgs) -> Result<Option<JoinToken>, Failure> {
+    let (text, from) = match &args.join {
+        Some(path) => {
+            let from = format!("--join {}", path.display());
+            let reader: Box<dyn Read> = match path.as_os_str() == "-" {
+                true => Box::new(std::io::stdin()),
+                false => Box::new(
+                    std::fs::File::open(path)
+                        .map_err(|e| Failure::input(format!("{from}: {e}")))?,
+                ),
+            };
+            let mut text = String::new();
+            reader
+                .take(MAX_JOIN_TOKEN)
+                .read_to_string(&mut text)
+                .map_err(|e| Failure::input(format!("{from}: {e}")))?;
+            (text, from)
+        }
+        None if args.token.is_none() => match std::env::var("TUNELINE_JOIN") {
+            Ok(text) => (text, "TUNELINE_JOIN".to_string()),
+            Err(_) => return Ok(None),
+        },
+        None => return Ok(None),
+    };
+    JoinToken::parse(&text).map(Some).map_err(|e| {
+        Failure::input(format!("{from}: {e}; `tuneline server join-token` prints one"))
+    })
+}
+
+/// The most bytes of a join token file read (a token is about 110).
+const MAX_JOIN_TOKEN: u64 = 4096;

@@ -19,6 +19,7 @@
 
 use std::time::{Duration, Instant};
 
+use tuneline_api::LogEnd;
 use tuneline_control::db::Db;
 use tuneline_testkit::{Cloud, CloudInstance};
 
@@ -97,7 +98,7 @@ fn a_run_on_ec2_survives_a_spot_notice_and_a_dead_server_and_ends_bit_identical(
     assert_eq!(kind(&noticed), "g6.xlarge", "no capacity for g5.xlarge: its fallback");
     let events: Vec<String> = Db::open(&ctx.path(".tuneline/control/state.db"))
         .unwrap()
-        .logs(1, 0, 1000, usize::MAX)
+        .logs(1, 0, LogEnd::First, 1000, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|l| l.text)

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use tuneline_api::{Client, CommandSpec, JobSpec, JobSubmit, State};
+use tuneline_api::{Client, CommandSpec, JobSpec, JobSubmit, LogEnd, State};
 
 use crate::common::{server, worker, TestContext};
 
@@ -81,7 +81,7 @@ async fn an_external_trainer_is_checkpointed_preempted_and_resumed() {
     assert!(done.retry.preempted, "the record states that a preemption uses an attempt");
     assert!(committed(&ctx, 8));
     let logs: Vec<String> =
-        client.logs(job.id, 0).await.unwrap().into_iter().map(|l| l.text).collect();
+        client.logs(job.id, 0, LogEnd::First).await.unwrap().into_iter().map(|l| l.text).collect();
     assert!(logs.contains(&format!("resumed from checkpoint-{saved} at step {saved}")), "{logs:?}");
     let ledger = client.ledger(Some(job.id)).await.unwrap();
     let outcomes: Vec<_> = ledger

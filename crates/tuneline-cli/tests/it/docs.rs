@@ -46,13 +46,20 @@ fn words(command: &str) -> Vec<String> {
     words
 }
 
-/// The `tuneline` commands of a code line: each part between `&&` and `;`
-/// that runs tuneline, its trailing `# comment` removed.
+/// The `tuneline` commands of a code line: each part between `&&`, `;` and
+/// `|` that runs tuneline, its trailing `# comment` and its redirections
+/// (`> FILE`, `< FILE`) removed.
 fn commands(line: &str) -> Vec<Vec<String>> {
     let line = line.split(" #").next().unwrap_or_default();
     line.split("&&")
-        .flat_map(|part| part.split(';'))
-        .map(words)
+        .flat_map(|part| part.split([';', '|']))
+        .map(|part| {
+            let mut words = words(part);
+            while let Some(at) = words.iter().position(|w| w == ">" || w == "<") {
+                words.drain(at..(at + 2).min(words.len()));
+            }
+            words
+        })
         .filter(|w| w.first().map(String::as_str) == Some("tuneline"))
         .map(|w| w[1..].to_vec())
         .collect()

@@ -378,7 +378,7 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
 /// link is cut mid-run; the whole gang is released once, as lost. A fresh
 /// gang resumes from the last committed checkpoint, and the run ends
 /// bit-identical to one torch process over the same global batch. Nothing
-/// is left running on either host.
+/// is left running on either host. The gang listens only at a host's address.
 #[test]
 fn a_gang_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     // `whole`: one process, two micro-batches a step.
@@ -399,6 +399,14 @@ fn a_gang_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     ctx.write("tuneline.toml", on_ssh_fleet(&gang, &fleet, 2));
     let mut run = start_run(&ctx, "run", &[]);
     wait("step 3", &ctx, (&mut run, "run"), || step(&ctx) >= 3);
+    // The gang's sockets listen at a host's own address, on no other interface.
+    let members = tuneline_testkit::processes_running("tuneline_torch_trainer.py");
+    let open = tuneline_testkit::listening(&members);
+    assert!(
+        open.iter().all(|a| !a.ip().is_unspecified())
+            && open.iter().any(|a| fleet.hosts.iter().any(|h| a.ip().to_string() == h.addr)),
+        "the gang's members {members:?} listen on {open:?}"
+    );
     fleet.link(1, false);
     let first_attempt = || {
         let segments =

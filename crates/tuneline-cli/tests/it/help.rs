@@ -58,6 +58,8 @@ fn top_level_help_lists_commands_and_exit_codes() {
                 card, to an OCI registry as an Ollama model, or to the Hugging Face Hub
       engines   The training engines' environments: make a Python engine's pinned environment ahead of
                 the first job
+      doctor    Check this machine as a worker or a gang's member: the config, the GPUs, a public
+                rendezvous address
       help      Print this message or the help of the given subcommand(s)
 
     Options:
@@ -356,7 +358,8 @@ help!(server_help, ["server"], @r#"
     Usage: tuneline server [OPTIONS] [COMMAND]
 
     Commands:
-      join-token  Print the command that joins a worker to this server, with its join token
+      join-token  Print the join token that registers a worker with this server, and the command that
+                  reads it
       help        Print this message or the help of the given subcommand(s)
 
     Options:
@@ -387,8 +390,9 @@ help!(worker_help, ["worker"], @r#"
       -c, --config <FILE>              Config file [default: ./tuneline.toml, optional for store
                                        commands]
           --server <URL>               The server's URL [env: TUNELINE_SERVER=]
-          --join <TOKEN>               The join token `tuneline server join-token` prints: it registers
-                                       the worker and pins the server's certificate [env: TUNELINE_JOIN]
+          --join <FILE>                A file holding the join token `tuneline server join-token`
+                                       prints, `-` for stdin: it registers the worker and pins the
+                                       server's certificate [the token itself: env TUNELINE_JOIN]
           --store <URL>                Store URL, overriding [store] url: file://DIR, a path,
                                        s3://bucket/prefix or memory://
           --json                       Machine-readable JSON on stdout
@@ -839,6 +843,25 @@ help!(push_help, ["push"], @"
           --state-dir <DIR>    The control plane's state directory, for the run's bill [default:
                                .tuneline/control]
       -h, --help               Print help
+
+    ----- stderr -----
+    ");
+help!(doctor_help, ["doctor"], @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    Check this machine as a worker or a gang's member: the config, the GPUs, a public rendezvous address
+
+    Usage: tuneline doctor [OPTIONS]
+
+    Options:
+      -c, --config <FILE>  Config file [default: ./tuneline.toml, optional for store commands]
+          --store <URL>    Store URL, overriding [store] url: file://DIR, a path, s3://bucket/prefix or
+                           memory://
+          --json           Machine-readable JSON on stdout
+      -v, --verbose...     More log output (-v, -vv)
+      -q, --quiet          Only errors
+      -h, --help           Print help
 
     ----- stderr -----
     ");

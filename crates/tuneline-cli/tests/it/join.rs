@@ -1,9 +1,11 @@
-//! `tuneline server join-token` and `tuneline worker --join`: a worker in a
-//! directory of its own, with neither the server's token nor its certificate,
-//! joins an HTTPS server by the token alone, pins its certificate and runs a
-//! job; a token with another fingerprint is refused with the reason; and no
-//! token reaches either log.
+//! `tuneline server join-token` and `tuneline worker --join FILE`: a worker in
+//! a directory of its own, with neither the server's token nor its
+//! certificate, joins an HTTPS server by the token alone, read from a file or
+//! stdin and never from its arguments, pins its certificate and runs a job; a
+//! token with another fingerprint is refused with the reason; and no token
+//! reaches either log.
 
+use std::io::Write;
 use std::process::Stdio;
 
 use crate::common::{server, Killed, TestContext};
@@ -36,30 +38,37 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n[server]\ntls = \"on\"\n");
     let (_server, url) = server(&ctx);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-    let (code, out, err) = ctx.run(&["server", "join-token"]);
+    let (code, join, err) = ctx.run(&["server", "join-token"]);
     assert_eq!(code, 0, "{err}");
+    let join = join.trim().to_string();
+    assert!(join.starts_with("tlj1.") && !join.contains(' '), "the token alone on stdout: {join}");
     assert!(
-        out.starts_with(&format!("tuneline worker --server {url} --join tlj1.")),
-        "the running server's own URL: {out}"
+        err.contains(&format!("tuneline worker --server {url} --join join.token")),
+        "the running server's own URL, and the token in a file: {err}"
     );
-    let join = out.split_whitespace().last().unwrap().to_string();
+    assert!(!err.contains(&join), "the token is not inside the command: {err}");
 
-    let worker = remote_worker(&ctx, &["--server", &url, "--join", &join, "--cache-dir", "cache"])
-        .stderr(std::fs::File::create(ctx.path("remote/worker.log")).unwrap())
-        .spawn()
-        .map(Killed)
-        .unwrap();
+    ctx.write("remote/join.token", format!("{join}\n"));
+    let worker =
+        remote_worker(&ctx, &["--server", &url, "--join", "join.token", "--cache-dir", "cache"])
+            .stderr(std::fs::File::create(ctx.path("remote/worker.log")).unwrap())
+            .spawn()
+            .map(Killed)
+            .unwrap();
     // The CLI on the server's machine pins the certificate in .tuneline/control by itself.
     let done = hello_job(&ctx, &url);
     assert_eq!(done["state"], "succeeded", "{done}");
     drop(worker);
 
-    // Another certificate's fingerprint: refused at once, with the reason.
+    // Another certificate's fingerprint, on stdin: refused at once, with the reason.
     let forged = format!("{}.{}", join.rsplit_once('.').unwrap().0, "00".repeat(32));
-    let out = remote_worker(&ctx, &["--server", &url, "--join", &forged])
+    let mut refused = remote_worker(&ctx, &["--server", &url, "--join", "-"])
+        .stdin(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .unwrap();
+    refused.stdin.take().unwrap().write_all(forged.as_bytes()).unwrap();
+    let out = refused.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("not the sha256:0000") && err.contains("the join token pins"), "{err}");
@@ -76,12 +85,17 @@ fn a_worker_joins_an_https_server_by_its_join_token_alone() {
 #[test]
 fn a_bad_join_token_or_plain_http_past_loopback_is_refused_before_connecting() {
     let ctx = TestContext::new();
+    ctx.write("bad.token", "not-a-token\n");
     let (code, _, err) =
-        ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "not-a-token"]);
+        ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "bad.token"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--join: not a join token"), "{err}");
+    assert!(err.contains("--join bad.token: not a join token"), "{err}");
     let (code, _, err) =
-        ctx.run(&["worker", "--server", "http://10.0.0.1:8470", "--join", "tlj1.ab"]);
+        ctx.run(&["worker", "--server", "https://10.0.0.1:8470", "--join", "missing.token"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--join missing.token: No such file"), "{err}");
+    let (code, _, err) =
+        ctx.run(&["worker", "--server", "http://10.0.0.1:8470", "--join", "bad.token"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("plain HTTP past loopback sends tokens in clear")
@@ -105,24 +119,30 @@ fn a_worker_on_another_host_joins_with_exactly_the_command_join_token_prints() {
     ctx.write("tuneline.toml", "[workers]\nprovider = \"manual\"\n");
     let (_server, url) = crate::common::server_on(&ctx, "0.0.0.0:0", &[]);
     let port = url.rsplit_once(':').unwrap().1;
-    let (code, out, err) = ctx.run(&["server", "join-token"]);
+    let (code, join, err) = ctx.run(&["server", "join-token"]);
     assert_eq!(code, 0, "{err}");
     let name = tuneline_core::host::host_name().unwrap();
-    let command = out.trim();
-    assert!(
-        command
-            .starts_with(&format!("tuneline worker --server https://{name}:{port} --join tlj1.")),
-        "{command}"
+    let command = err.lines().last().unwrap().trim();
+    assert_eq!(
+        command,
+        format!("tuneline worker --server https://{name}:{port} --join join.token"),
+        "{err}"
     );
 
-    // The host sees this machine only over its link; its own copy of the binary, run as printed.
-    let bin = fleet.hosts[0].dir.join("tuneline");
+    // The host sees this machine only over its link; its own copy of the binary and of the token, run as printed.
+    let host = &fleet.hosts[0].dir;
+    let bin = host.join("tuneline");
     std::fs::copy(assert_cmd::cargo::cargo_bin("tuneline"), &bin).unwrap();
+    std::fs::write(host.join("join.token"), join).unwrap();
     let args = command.strip_prefix("tuneline ").unwrap();
     let worker = fleet
         .ssh_command(
             0,
-            &format!("cd /root && RUST_LOG=info exec '{}' {args} --cache-dir cache", bin.display()),
+            &format!(
+                "cd '{}' && RUST_LOG=info exec '{}' {args} --cache-dir cache",
+                host.display(),
+                bin.display()
+            ),
         )
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(ctx.path("worker.log")).unwrap())

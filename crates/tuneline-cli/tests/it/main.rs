@@ -13,6 +13,7 @@ mod dashboard;
 mod data;
 mod deliver;
 mod docs;
+mod doctor;
 mod engines;
 mod fleet;
 mod gang;

@@ -9,12 +9,13 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::error::{Body, Failure, Params, PathId};
+use super::page::page_limit;
 use super::Shared;
 use crate::db::{Db, Page};
 use crate::report::Bill;
 use tuneline_api::State as JobState;
 use tuneline_api::{
-    bounds, ApiError, Job, JobSubmit, LogLine, Segment, Series, WireSubmit, JOBS_PAGE,
+    bounds, ApiError, Job, JobSubmit, LogEnd, LogLine, Segment, Series, WireSubmit,
 };
 
 /// Attempts a job gets when the submitter does not say.
@@ -61,15 +62,7 @@ pub async fn list(
     State(shared): State<Arc<Shared>>,
     Params(q): Params<ListQuery>,
 ) -> Result<Json<Vec<Job>>, Failure> {
-    let limit = match q.limit {
-        Some(n) if !(1..=JOBS_PAGE as i64).contains(&n) => {
-            return Err(Failure::bad(
-                "limit",
-                format!("limit: {n} is not between 1 and {JOBS_PAGE}"),
-            ))
-        }
-        n => n.unwrap_or(JOBS_PAGE as i64) as u32,
-    };
+    let limit = page_limit(q.limit)?;
     let page = Page {
         state: q.state,
         run: q.run,
@@ -132,11 +125,8 @@ pub async fn logs(
         Some(n) if n < 0 => return Err(Failure::bad("max_bytes", "max_bytes: must be at least 0")),
         n => n.map_or(1 << 20, |n| n as usize).min(bounds::MAX_LOG_PAGE_BYTES),
     };
-    let db = shared.db();
-    Ok(Json(match q.last {
-        false => db.logs(id, q.after, limit, max_bytes)?,
-        true => db.last_logs(id, q.after, limit, max_bytes)?,
-    }))
+    let end = if q.last { LogEnd::Last } else { LogEnd::First };
+    Ok(Json(shared.db().logs(id, q.after, end, limit, max_bytes)?))
 }
 
 /// How finely to draw a job's curves.
@@ -173,15 +163,21 @@ pub async fn series(
 pub struct LedgerQuery {
     /// Only this job's segments.
     job: Option<i64>,
+    /// Only segments past this id: the last id of the previous page.
+    after: Option<i64>,
+    /// At most this many segments (default and most 1000); a shorter page is the last.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<i64>,
 }
 
-/// The ledger: every worker segment, as billed.
-#[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>)))]
+/// The ledger: every worker segment, as billed, oldest first, a page at a time.
+#[utoipa::path(get, path = "/v1/ledger", params(LedgerQuery), responses((status = 200, body = Vec<Segment>), (status = 400, body = ApiError)))]
 pub async fn ledger(
     State(shared): State<Arc<Shared>>,
     Params(q): Params<LedgerQuery>,
 ) -> Result<Json<Vec<Segment>>, Failure> {
-    Ok(Json(shared.db().segments(q.job)?))
+    let limit = page_limit(q.limit)?;
+    Ok(Json(shared.db().segments_page(q.job, q.after.unwrap_or(0), limit)?))
 }
 
 /// Whose bill.

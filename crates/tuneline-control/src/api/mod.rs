@@ -9,13 +9,15 @@
 //! - [`openapi`]: the OpenAPI document, generated from the types;
 //! - [`session`]: the dashboard's browser sessions and their CSRF tokens;
 //! - [`throttle`]: wrong credentials counted per source (429 past a budget), and the join secret's registrations;
-//! - [`error`]: error bodies and the field-naming JSON extractor.
+//! - [`error`]: error bodies and the field-naming JSON extractor;
+//! - [`page`]: the size of a list answer's page, checked.
 
 pub mod credentials;
 pub mod error;
 mod jobs;
 mod leases;
 pub mod openapi;
+mod page;
 mod runs;
 pub mod session;
 pub mod throttle;

@@ -20,12 +20,18 @@ use tuneline_api::{now, ApiError, Job};
 use tuneline_core::layout;
 use tuneline_store::{ArtifactStore, StoreError};
 
-/// Whose artifacts.
+/// Which run's artifacts, a page at a time.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct RunQuery {
-    /// The run, by name, from the path.
+pub struct ArtifactsQuery {
+    /// The run, by name.
     run: String,
+    /// Only checkpoints and evaluations past this step: the previous page's `next`.
+    #[param(minimum = 0)]
+    after: Option<u64>,
+    /// At most this many steps (default and most 1000); `next` is none on the last page.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<i64>,
 }
 
 /// The store that run `run`'s newest job writes to.
@@ -44,13 +50,16 @@ fn unreachable(store: &ArtifactStore, e: StoreError) -> Failure {
 }
 
 /// A run's checkpoints (each marked committed or not) and evaluations, from its store.
-#[utoipa::path(get, path = "/v1/artifacts", params(RunQuery), responses((status = 200, body = RunArtifacts), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
+#[utoipa::path(get, path = "/v1/artifacts", params(ArtifactsQuery), responses((status = 200, body = RunArtifacts), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 422, description = "the run's name is no store key", body = ApiError), (status = 502, body = ApiError)))]
 pub async fn artifacts(
     State(shared): State<Arc<Shared>>,
-    Params(q): Params<RunQuery>,
+    Params(q): Params<ArtifactsQuery>,
 ) -> Result<Json<RunArtifacts>, Failure> {
+    let limit = super::page::page_limit(q.limit)? as usize;
     let store = store_of(&shared, &q.run)?;
-    read_artifacts(&store, &q.run).await.map(Json).map_err(|e| unreachable(&store, e))
+    (read_artifacts(&store, &q.run, q.after, limit).await)
+        .map(Json)
+        .map_err(|e| unreachable(&store, e))
 }
 
 /// Which sheet.

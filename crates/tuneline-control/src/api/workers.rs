@@ -62,15 +62,21 @@ pub struct ListQuery {
     /// Also those gone or lost.
     #[serde(default)]
     all: bool,
+    /// Only workers past this id: the last id of the previous page.
+    after: Option<i64>,
+    /// At most this many workers (default and most 1000); a shorter page is the last.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<i64>,
 }
 
-/// List workers.
-#[utoipa::path(get, path = "/v1/workers", params(ListQuery), responses((status = 200, body = Vec<Worker>)))]
+/// List workers, oldest first, a page at a time.
+#[utoipa::path(get, path = "/v1/workers", params(ListQuery), responses((status = 200, body = Vec<Worker>), (status = 400, body = ApiError)))]
 pub async fn list(
     State(shared): State<Arc<Shared>>,
     Params(q): Params<ListQuery>,
 ) -> Result<Json<Vec<Worker>>, Failure> {
-    Ok(Json(shared.db().workers(q.all)?))
+    let limit = super::page::page_limit(q.limit)?;
+    Ok(Json(shared.db().workers_page(q.all, q.after.unwrap_or(0), limit)?))
 }
 
 /// A worker's heartbeat: it is alive, and its job has got this far.

@@ -10,7 +10,7 @@ use tuneline_api::{Outcome, Segment, WorkerRegister};
 
 const SELECT: &str = "SELECT s.job, s.worker, w.info, s.started_at, s.ended_at, s.start_step, s.max_step, s.lost_steps, s.outcome,
     s.compute_s, s.util_sum, s.util_n, s.tokens, s.bytes_up, s.bytes_down, s.error, s.trainer_at, s.engine, s.node_rank,
-    json_extract(j.spec, '$.gang.gpus')
+    json_extract(j.spec, '$.gang.gpus'), s.id
     FROM segments s JOIN workers w ON w.id = s.worker JOIN jobs j ON j.id = s.job";
 
 /// The outcome stored in column `i` as [`Outcome::as_str`] names it.
@@ -37,6 +37,7 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
     // A job's `gpus = 0` is every GPU of the machine (one process without any).
     let processes = gang_gpus.map(|gpus| if gpus == 0 { info.gpus.max(1) } else { gpus });
     Ok(Segment {
+        id: row.get(20)?,
         job: row.get(0)?,
         worker: row.get(1)?,
         provider: info.provider,
@@ -68,7 +69,17 @@ fn segment(row: &Row) -> rusqlite::Result<Segment> {
 impl Db {
     /// The segments of job `job` (of every job when `None`), oldest first.
     pub fn segments(&self, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
-        segments(&self.conn, job)
+        self.segments_page(job, 0, u32::MAX)
+    }
+
+    /// A page of [`Db::segments`]: at most `limit` of them, after segment `after`.
+    pub fn segments_page(
+        &self,
+        job: Option<i64>,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Segment>, DbError> {
+        segments(&self.conn, job, after, limit)
     }
 
     /// The segments running at some time after `since`: still open, or ended after it.
@@ -104,10 +115,16 @@ pub(super) fn segments_between(
     Ok(by_job)
 }
 
-/// [`Db::segments`] on `conn`, inside a transaction too.
-pub(super) fn segments(conn: &Connection, job: Option<i64>) -> Result<Vec<Segment>, DbError> {
-    let mut stmt =
-        conn.prepare_cached(&format!("{SELECT} WHERE ?1 IS NULL OR s.job = ?1 ORDER BY s.id"))?;
-    let rows = stmt.query_map(params![job], segment)?;
+/// At most `limit` segments of job `job` (of every job when `None`) after segment `after`, oldest first.
+pub(super) fn segments(
+    conn: &Connection,
+    job: Option<i64>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<Segment>, DbError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE (?1 IS NULL OR s.job = ?1) AND s.id > ?2 ORDER BY s.id LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(params![job, after, limit], segment)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -3,41 +3,33 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{kinds_of, Db, DbError};
-use tuneline_api::{bounds, now, LogLine, Series, SeriesPoint, WorkerClass};
+use tuneline_api::{bounds, now, LogEnd, LogLine, Series, SeriesPoint, WorkerClass};
 
 impl Db {
     /// Up to `limit` lines of job `job` after line `after`, and no more than
-    /// `max_bytes` of text (but at least one line).
+    /// `max_bytes` of text (but at least one line), oldest first: the first
+    /// such lines, or with [`LogEnd::Last`] the newest (read from the end).
     pub fn logs(
         &self,
         job: i64,
         after: i64,
+        end: LogEnd,
         limit: u32,
         max_bytes: usize,
     ) -> Result<Vec<LogLine>, DbError> {
         self.get(job)?;
-        let mut stmt = self.conn.prepare_cached("SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
-        let rows = stmt.query_map(params![job, after, limit], log_line)?;
-        bounded(rows, max_bytes)
-    }
-
-    /// Job `job`'s newest lines after line `after`, oldest first: up to
-    /// `limit` of them and no more than `max_bytes` of text (but at least
-    /// one line), read from the end.
-    pub fn last_logs(
-        &self,
-        job: i64,
-        after: i64,
-        limit: u32,
-        max_bytes: usize,
-    ) -> Result<Vec<LogLine>, DbError> {
-        self.get(job)?;
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq DESC LIMIT ?3",
-        )?;
+        let order = match end {
+            LogEnd::First => "ASC",
+            LogEnd::Last => "DESC",
+        };
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT seq, at, kind, text FROM logs WHERE job = ?1 AND seq > ?2 ORDER BY seq {order} LIMIT ?3"
+        ))?;
         let rows = stmt.query_map(params![job, after, limit], log_line)?;
         let mut lines = bounded(rows, max_bytes)?;
-        lines.reverse();
+        if end == LogEnd::Last {
+            lines.reverse();
+        }
         Ok(lines)
     }
 

@@ -365,5 +365,5 @@ fn decode(
 fn get(conn: &Connection, id: i64) -> Result<Job, DbError> {
     let raw =
         conn.query_row(&format!("{SELECT} WHERE id = ?1"), [id], |row| Ok(raw(row))).optional()?;
-    decode(raw.ok_or(DbError::NoJob(id))??, ledger::segments(conn, Some(id))?)
+    decode(raw.ok_or(DbError::NoJob(id))??, ledger::segments(conn, Some(id), 0, u32::MAX)?)
 }

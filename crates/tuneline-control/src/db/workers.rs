@@ -82,10 +82,15 @@ impl Db {
 
     /// Workers not yet gone or lost (every one with `all`).
     pub fn workers(&self, all: bool) -> Result<Vec<Worker>, DbError> {
+        self.workers_page(all, 0, u32::MAX)
+    }
+
+    /// A page of [`Db::workers`]: at most `limit` of them, after worker `after`.
+    pub fn workers_page(&self, all: bool, after: i64, limit: u32) -> Result<Vec<Worker>, DbError> {
         let mut stmt = self.conn.prepare_cached(&format!(
-            "{SELECT} WHERE ?1 OR state IN ('idle', 'busy') ORDER BY id"
+            "{SELECT} WHERE (?1 OR state IN ('idle', 'busy')) AND id > ?2 ORDER BY id LIMIT ?3"
         ))?;
-        let rows = stmt.query_map([all], worker)?;
+        let rows = stmt.query_map(params![all, after, limit], worker)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -11,8 +11,8 @@ use serde_json::json;
 use tuneline_api::client::Client;
 use tuneline_api::State;
 use tuneline_api::{
-    CommandSpec, DeliverSpec, Heartbeat, JobSpec, JobSubmit, Outcome, Release, Start, TrainSpec,
-    WorkerRegister, WorkerState,
+    CommandSpec, DeliverSpec, Heartbeat, JobSpec, JobSubmit, LogEnd, Outcome, Release, Start,
+    TrainSpec, WorkerRegister, WorkerState,
 };
 use tuneline_control::api::{Services, Timing};
 use tuneline_control::check::StoreCheck;
@@ -392,7 +392,13 @@ async fn a_preempted_attempt_is_requeued_and_the_ledger_bills_its_lost_steps() {
         "the attempt names its engine"
     );
     assert_eq!(
-        client.logs(job.id, 0).await.unwrap().iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+        client
+            .logs(job.id, 0, LogEnd::First)
+            .await
+            .unwrap()
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>(),
         ["step 5"]
     );
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use tuneline_api::State;
 use tuneline_api::{
-    now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, WorkerClass, WorkerRegister, WorkerState,
+    now, CommandSpec, DeliverSpec, JobSpec, JobSubmit, LogEnd, WorkerClass, WorkerRegister,
+    WorkerState,
 };
 use tuneline_control::api::credentials::Secrets;
 use tuneline_control::api::error::Failure;
@@ -425,7 +426,7 @@ async fn a_provider_that_keeps_refusing_fails_the_job_at_its_retry_limit_but_a_f
 fn log_of(shared: &Shared, job: i64) -> String {
     shared
         .db()
-        .logs(job, 0, 100, usize::MAX)
+        .logs(job, 0, LogEnd::First, 100, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|l| l.text)

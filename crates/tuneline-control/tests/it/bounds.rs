@@ -11,7 +11,9 @@ use common::refused;
 
 use tuneline_api::bounds::{MAX_BEAT_BODY, MAX_BEAT_METRICS, MAX_JOB_LOG_BYTES, MAX_LOG_LINE};
 use tuneline_api::client::Client;
-use tuneline_api::{CommandSpec, Heartbeat, JobSpec, JobSubmit, Start, StepLog, WorkerRegister};
+use tuneline_api::{
+    CommandSpec, Heartbeat, JobSpec, JobSubmit, LogEnd, Start, StepLog, WorkerRegister, PAGE,
+};
 use tuneline_control::api::throttle::{MAX_FAILURES, MAX_JOINS};
 
 /// A worker holding a started job: (worker, job, the worker's own client).
@@ -97,7 +99,7 @@ async fn log_floods_are_cut_bounded_per_job_and_read_back_in_bounded_pages() {
             .await
             .unwrap();
     }
-    let lines = client.logs(job, 0).await.unwrap();
+    let lines = client.logs(job, 0, LogEnd::First).await.unwrap();
     assert_eq!(lines.len(), 60);
     assert!(lines.iter().all(|l| l.text.len() < MAX_LOG_LINE + 64 && l.text.ends_with("bytes cut by tuneline]")), "every line cut and marked");
     assert!(size() - start < 8 << 20, "state grew by {} bytes", size() - start);
@@ -274,7 +276,7 @@ async fn step_records_are_bounded_per_heartbeat_and_a_replay_adds_nothing() {
         own.heartbeat(worker, &beat(records(10))).await.unwrap();
     }
     let steps: Vec<u64> = client
-        .logs(job, 0)
+        .logs(job, 0, LogEnd::First)
         .await
         .unwrap()
         .iter()
@@ -286,4 +288,43 @@ async fn step_records_are_bounded_per_heartbeat_and_a_replay_adds_nothing() {
     let started = std::time::Instant::now();
     client.jobs().await.unwrap();
     assert!(started.elapsed() < Duration::from_millis(100), "{:?}", started.elapsed());
+}
+
+/// Every list answer is paged: workers and the ledger by id, at most
+/// [`PAGE`] at a time, a page past its bounds refused naming `limit`; the
+/// client reads every page.
+#[tokio::test]
+async fn every_list_answer_is_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = common::server(dir.path(), Duration::from_secs(60)).await;
+    let (worker, job, _own) = running(&client).await;
+    for _ in 0..2 {
+        running(&client).await;
+    }
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let request = http.get(format!("{}/v1/{path}", server.url())).bearer_auth(&server.token);
+        async move {
+            let answer = request.send().await.unwrap();
+            (answer.status().as_u16(), answer.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let ids = |page: &serde_json::Value| -> Vec<i64> {
+        page.as_array().unwrap().iter().map(|item| item["id"].as_i64().unwrap()).collect()
+    };
+    for list in ["workers?all=true", "ledger?"] {
+        let (status, first) = get(format!("{list}&limit=2")).await;
+        assert_eq!((status, ids(&first).len()), (200, 2), "{list}: {first}");
+        let after = ids(&first)[1];
+        let (_, rest) = get(format!("{list}&limit=2&after={after}")).await;
+        assert_eq!(ids(&rest).len(), 1, "{list}: the page after {after}: {rest}");
+        assert!(ids(&rest)[0] > after, "{list}: {rest}");
+        for limit in [0, PAGE as i64 + 1] {
+            let (status, refusal) = get(format!("{list}&limit={limit}")).await;
+            assert_eq!((status, refusal["field"].as_str()), (400, Some("limit")), "{refusal}");
+        }
+    }
+    assert_eq!(client.workers(true).await.unwrap().len(), 3, "the client reads every page");
+    let ledger = client.ledger(None).await.unwrap();
+    assert_eq!((ledger.len(), ledger[0].worker, ledger[0].job), (3, worker, job));
 }

@@ -208,11 +208,7 @@ async fn ten_thousand_jobs_are_listed_a_page_at_a_time_newest_first_or_by_run() 
         ids(get("newest_first=true&limit=50&after=9951").await.unwrap().json().await.unwrap());
     assert_eq!(next.first(), Some(&9950), "the next page goes on from the last id");
     let page = get("").await.unwrap().json::<serde_json::Value>().await.unwrap();
-    assert_eq!(
-        page.as_array().unwrap().len(),
-        tuneline_api::JOBS_PAGE,
-        "no page is longer than 1000"
-    );
+    assert_eq!(page.as_array().unwrap().len(), tuneline_api::PAGE, "no page is longer than 1000");
     let of_run = ids(get("run=run-7").await.unwrap().json().await.unwrap());
     assert_eq!(of_run.len(), 100);
     assert!(of_run.iter().all(|id| id % 100 == 7));
@@ -292,6 +288,19 @@ async fn a_runs_store_shows_its_checkpoints_marked_committed_and_its_evaluation_
         "{stored}"
     );
     assert_eq!(evaluation["metrics"]["tuned"]["rouge_l"], 0.7);
+    assert_eq!(stored["next"], serde_json::Value::Null, "one page: {stored}");
+    // A page at a time: step 2's checkpoint and evaluation, then step 4's checkpoint.
+    let page: serde_json::Value =
+        get("artifacts?run=r&limit=1").await.unwrap().json().await.unwrap();
+    let steps = |page: &serde_json::Value, list: &str| -> Vec<u64> {
+        page[list].as_array().unwrap().iter().map(|a| a["step"].as_u64().unwrap()).collect()
+    };
+    assert_eq!((steps(&page, "checkpoints"), steps(&page, "evaluations")), (vec![2], vec![2]));
+    assert_eq!(page["next"], 2, "{page}");
+    let page: serde_json::Value =
+        get("artifacts?run=r&limit=1&after=2").await.unwrap().json().await.unwrap();
+    assert_eq!((steps(&page, "checkpoints"), steps(&page, "evaluations")), (vec![4], vec![]));
+    assert_eq!(page["next"], serde_json::Value::Null, "{page}");
 
     let sheet = get("spot-check?run=r&step=2").await.unwrap();
     assert_eq!(sheet.status(), StatusCode::OK);

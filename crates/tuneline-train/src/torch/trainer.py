@@ -43,10 +43,12 @@ the step and saves.
 import contextlib
 import copy
 import datetime
+import ipaddress
 import os
 import queue
 import resource
 import signal
+import socket
 import sys
 import threading
 import time
@@ -78,15 +80,45 @@ def member(rank, dist):
     return f"rank {rank} on node {node}{where}"
 
 
+def listener(host, port):
+    """Rank 0's socket for the gang's store, bound to `host` alone: loopback
+    for a gang on one machine, the address the other machines reach it at
+    for a gang of machines. torch's TCPStore would listen on every interface
+    by itself, and it has no authentication."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise GangError(f"the gang's rendezvous address {host} does not resolve: {e}") from e
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        raise GangError(f"rank 0 cannot listen at {host}:{port} ({e.strerror}): "
+                        "MASTER_ADDR must be an address of rank 0's machine on the gang's private network") from e
+    sock.listen(128)
+    return sock
+
+
 def meet(dist):
-    """Joins the gang at rank 0's TCP store (`init_method` tcp://host:port):
-    every member checks in, and rank 0 names those that never do."""
+    """Joins the gang at rank 0's TCP store (`init_method` tcp://host:port),
+    which listens at that address alone: every member checks in, and rank 0
+    names those that never do. A gang on one machine keeps gloo's own
+    sockets on loopback too."""
     host, port = dist["init_method"].removeprefix("tcp://").rsplit(":", 1)
+    host = host.removeprefix("[").removesuffix("]")
     rank, world, timeout_s = dist["rank"], dist["world"], dist["timeout_s"]
     timeout = datetime.timedelta(seconds=timeout_s)
+    # The store takes the socket's descriptor (detached: Python no longer closes it).
+    listen_fd = listener(host, int(port)).detach() if rank == 0 else None
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback and sys.platform == "linux":
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     try:
         store = torch.distributed.TCPStore(
-            host, int(port), world, is_master=rank == 0, timeout=timeout, wait_for_workers=False
+            host, int(port), world, is_master=rank == 0, timeout=timeout, wait_for_workers=False,
+            master_listen_fd=listen_fd,
         )
     except (RuntimeError, TimeoutError) as e:
         raise GangError(f"the gang's rendezvous at {host}:{port} timed out after {timeout_s} s: "

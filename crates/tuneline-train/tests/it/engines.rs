@@ -321,6 +321,7 @@ fn same_steps(alone: (&[StepLog], f64), ran: (&[StepLog], f64), how: &str) {
 /// within 1e-5 of their norm (the sums are added in another order; measured
 /// below). The gang's checkpoint at step 4, resumed by one process (a gang
 /// of one: `min_nodes`), ends within the same tolerance of the whole gang run.
+/// The gang listens on loopback alone.
 #[test]
 fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
     let dir = tempfile::tempdir().unwrap();
@@ -337,6 +338,14 @@ fn a_gang_of_two_torch_processes_trains_as_one_over_the_same_global_batch() {
 
     let mut gang = gang_of_two(&pair, &settings, &train, &dir.path().join("gang"));
     assert!(gang.leads(), "this machine holds rank 0");
+    // The gang met: its store and gloo's sockets listen on loopback only (torch's store has no authentication).
+    let members =
+        tuneline_testkit::processes_running(&dir.path().join("gang").display().to_string());
+    let open = tuneline_testkit::listening(&members);
+    assert!(
+        !open.is_empty() && open.iter().all(|a| a.ip().is_loopback()),
+        "the gang's members {members:?} listen on {open:?}"
+    );
     assert_eq!(gang.base_share(), 1.0, "without fsdp every member holds the whole base");
     let mut gang_logs = steps(&mut gang, 4);
     gang.save_checkpoint(&dir.path().join("gang-4"), &gang_logs).unwrap();
