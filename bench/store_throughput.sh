@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 command -v rclone >/dev/null || { echo "rclone missing: apt-get install -y rclone" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "GNU time missing: apt-get install -y time" >&2; exit 1; }
 cargo build --release --quiet -p tuneline-cli -p tuneline-testkit
-bin=target/release
+bin="${CARGO_TARGET_DIR:-target}/release"
 
 work=$(mktemp -d)
 trap 'kill $serve 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use object_store::ObjectStoreExt;
 
 use crate::error::{Result, StoreError};
-use crate::exclusive::Created;
+use crate::exclusive::{Claim, Created};
 use crate::key;
 use crate::manifest::{
     BadManifest, Commit, FileEntry, COMMIT_FILE, MAX_COMMIT_BYTES, MAX_COMMIT_ENTRIES,
@@ -20,8 +20,34 @@ impl ArtifactStore {
     /// writers racing to commit the same prefix, exactly one succeeds and the
     /// other gets [`StoreError::AlreadyCommitted`].
     pub async fn commit(&self, prefix: &str, files: Vec<FileEntry>) -> Result<Commit> {
-        key::check(prefix)?;
-        // Refused before anything is written: a commit no reader would read back.
+        let claim = self.claim(&commit_location(prefix)?).await?;
+        self.commit_claimed(claim, prefix, files).await
+    }
+
+    /// [`Self::commit`] under a claim on the manifest taken before (see [`Self::claim`]).
+    pub(crate) async fn commit_claimed(
+        &self,
+        claim: Claim,
+        prefix: &str,
+        files: Vec<FileEntry>,
+    ) -> Result<Commit> {
+        if let Err(e) = self.check_uploaded(prefix, &files).await {
+            self.release(claim).await;
+            return Err(e);
+        }
+        let commit = Commit::new(prefix, files);
+        let body = serde_json::to_vec_pretty(&commit).expect("a commit serializes");
+        match self.create_claimed(claim, body).await? {
+            Created::Yes => Ok(commit),
+            Created::AlreadyExists => {
+                Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() })
+            }
+        }
+    }
+
+    /// Refuses a commit no reader would read back, or one of files not all
+    /// stored at their uploaded size.
+    async fn check_uploaded(&self, prefix: &str, files: &[FileEntry]) -> Result<()> {
         if files.len() > MAX_COMMIT_ENTRIES {
             return Err(StoreError::BadKey {
                 key: prefix.to_string(),
@@ -29,7 +55,7 @@ impl ArtifactStore {
             });
         }
         let present = self.sizes_under(prefix).await?;
-        for f in &files {
+        for f in files {
             match present.get(&f.path) {
                 Some(&size) if size == f.size => {}
                 Some(&size) => {
@@ -49,20 +75,12 @@ impl ArtifactStore {
                 }
             }
         }
-        let commit = Commit::new(prefix, files);
-        let body = serde_json::to_vec_pretty(&commit).expect("a commit serializes");
-        let location = key::path(&key::join(prefix, COMMIT_FILE))?;
-        match self.create_exclusive(&location, body).await? {
-            Created::Yes => Ok(commit),
-            Created::AlreadyExists => {
-                Err(StoreError::AlreadyCommitted { prefix: prefix.to_string() })
-            }
-        }
+        Ok(())
     }
 
     /// The commit manifest of `prefix`, or [`StoreError::NotCommitted`].
     pub async fn read_commit(&self, prefix: &str) -> Result<Commit> {
-        let location = key::path(&key::join(prefix, COMMIT_FILE))?;
+        let location = commit_location(prefix)?;
         let bytes = match self.inner.get(&location).await {
             Ok(got) if got.meta.size > MAX_COMMIT_BYTES => {
                 return Err(StoreError::Corrupt {
@@ -135,6 +153,12 @@ impl ArtifactStore {
             })
             .collect())
     }
+}
+
+/// Where the manifest of `prefix` lies.
+pub(crate) fn commit_location(prefix: &str) -> Result<object_store::path::Path> {
+    key::check(prefix)?;
+    key::path(&key::join(prefix, COMMIT_FILE))
 }
 
 /// `key` relative to `prefix`, if it lies under it.

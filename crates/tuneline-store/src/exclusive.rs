@@ -5,18 +5,22 @@
 //! servers ignore the header and overwrite: Garage does. A one-time probe
 //! finds out, and on such a store the create is guarded by claims instead:
 //!
-//! 1. give up if the object exists;
-//! 2. write a claim object `<dir>/.claims/<random>`;
-//! 3. list the claims; the oldest live claim (server timestamp, then name) wins;
-//! 4. wait until the server clock is past the second of our claim, list again,
+//! 1. write a claim object `<dir>/.claims/<random>`;
+//! 2. list the claims; the oldest live claim (server timestamp, then name) wins;
+//! 3. wait until the server clock is past the second of our claim, list again,
 //!    and write the object only if ours is still the oldest and the object is
 //!    still absent.
 //!
-//! Any claim written after step 4's wait carries a later timestamp, and any
+//! Any claim written after step 3's wait carries a later timestamp, and any
 //! written before it shows up in the second listing, so two writers can never
-//! both pass step 4 (S3 listings are strongly consistent, and so is a
+//! both pass step 3 (S3 listings are strongly consistent, and so is a
 //! single-node Garage). A loser waits for the winner's object and reports
 //! that it exists. Claims of writers that died are ignored after [`CLAIM_TTL`].
+//!
+//! A [`Claim`] can be taken before the work that precedes the create (a
+//! push's uploads), so that step 3's wait has passed by the time the object
+//! is written. One older than half the TTL is renewed first: a claim must not
+//! expire while it is settled.
 
 use std::time::{Duration, Instant};
 
@@ -41,10 +45,37 @@ pub(crate) enum Created {
     AlreadyExists,
 }
 
+/// The right to create one object, taken ahead of writing it.
+pub(crate) struct Claim {
+    location: Path,
+    /// Our claim object and when it was written; `None` where conditional puts work.
+    mine: Option<(Path, Instant)>,
+}
+
 impl ArtifactStore {
-    /// Writes `body` to `location` only if nothing is there yet.
-    pub(crate) async fn create_exclusive(&self, location: &Path, body: Vec<u8>) -> Result<Created> {
-        if self.conditional_put_works().await? {
+    /// Claims `location` for [`Self::create_claimed`]; a claim that will not
+    /// be used goes back through [`Self::release`].
+    pub(crate) async fn claim(&self, location: &Path) -> Result<Claim> {
+        let mine = if self.conditional_put_works().await? {
+            None
+        } else {
+            Some(self.write_claim(location).await?)
+        };
+        Ok(Claim { location: location.clone(), mine })
+    }
+
+    /// Gives back a claim without creating its object.
+    pub(crate) async fn release(&self, claim: Claim) {
+        if let Some((mine, _)) = claim.mine {
+            let _ = self.inner.delete(&mine).await;
+        }
+    }
+
+    /// Writes `body` to the claimed location only if nothing is there yet,
+    /// and gives the claim back.
+    pub(crate) async fn create_claimed(&self, claim: Claim, body: Vec<u8>) -> Result<Created> {
+        let location = &claim.location;
+        let Some((mut mine, mut claimed_at)) = claim.mine else {
             let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
             return match self.inner.put_opts(location, body.into(), opts).await {
                 Ok(_) => Ok(Created::Yes),
@@ -54,8 +85,30 @@ impl ArtifactStore {
                 ) => Ok(Created::AlreadyExists),
                 Err(e) => Err(self.err(e)),
             };
+        };
+        if claimed_at.elapsed() > CLAIM_TTL / 2 {
+            let _ = self.inner.delete(&mine).await;
+            (mine, claimed_at) = self.write_claim(location).await?;
         }
-        self.create_by_claim(location, body).await
+        let claims = claims_dir(location);
+        let outcome = async {
+            if self.oldest_claim(&claims, &mine).await? {
+                // Past this wait the server clock has left the second our claim was stamped in.
+                tokio::time::sleep(
+                    (claimed_at + Duration::from_millis(1100))
+                        .saturating_duration_since(Instant::now()),
+                )
+                .await;
+                if self.oldest_claim(&claims, &mine).await? && !self.exists(location).await? {
+                    self.inner.put(location, body.into()).await.map_err(|e| self.err(e))?;
+                    return Ok(Created::Yes);
+                }
+            }
+            self.await_winner(location).await
+        }
+        .await;
+        let _ = self.inner.delete(&mine).await;
+        outcome
     }
 
     /// Whether the backend refuses a second conditional create; probed once per store.
@@ -84,34 +137,11 @@ impl ArtifactStore {
         self.conditional_put.get_or_try_init(probe).await.copied()
     }
 
-    async fn create_by_claim(&self, location: &Path, body: Vec<u8>) -> Result<Created> {
-        if self.exists(location).await? {
-            return Ok(Created::AlreadyExists);
-        }
-        let dir =
-            location.as_ref().rsplit_once('/').map(|(d, _)| format!("{d}/")).unwrap_or_default();
-        let claims = Path::from(format!("{dir}.claims"));
-        let mine = Path::from(format!("{dir}.claims/{}", random_name()));
+    /// Writes a claim object of our own for `location`; returns it and when it was written.
+    async fn write_claim(&self, location: &Path) -> Result<(Path, Instant)> {
+        let mine = Path::from(format!("{}/{}", claims_dir(location), random_name()));
         self.inner.put(&mine, PutPayload::new()).await.map_err(|e| self.err(e))?;
-        let claimed_at = Instant::now();
-        let outcome = async {
-            if self.oldest_claim(&claims, &mine).await? {
-                // Past this wait the server clock has left the second our claim was stamped in.
-                tokio::time::sleep(
-                    (claimed_at + Duration::from_millis(1100))
-                        .saturating_duration_since(Instant::now()),
-                )
-                .await;
-                if self.oldest_claim(&claims, &mine).await? && !self.exists(location).await? {
-                    self.inner.put(location, body.into()).await.map_err(|e| self.err(e))?;
-                    return Ok(Created::Yes);
-                }
-            }
-            self.await_winner(location).await
-        }
-        .await;
-        let _ = self.inner.delete(&mine).await;
-        outcome
+        Ok((mine, Instant::now()))
     }
 
     /// Whether `mine` is the oldest live claim under `claims`.
@@ -146,6 +176,14 @@ impl ArtifactStore {
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(self.err(e)),
         }
+    }
+}
+
+/// The directory of the claims on `location`: `.claims` beside it.
+fn claims_dir(location: &Path) -> Path {
+    match location.as_ref().rsplit_once('/') {
+        Some((dir, _)) => Path::from(format!("{dir}/.claims")),
+        None => Path::from(".claims"),
     }
 }
 

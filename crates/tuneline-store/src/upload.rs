@@ -9,6 +9,7 @@ use object_store::ObjectStoreExt;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::commit::commit_location;
 use crate::error::{Result, StoreError};
 use crate::hashing::CHUNK;
 use crate::key;
@@ -114,16 +115,26 @@ impl ArtifactStore {
         }
         let files = local_files(dir, links)?;
         progress.start("upload", files.iter().map(|(_, _, size)| size).sum(), Unit::Bytes);
-        let entries: Vec<FileEntry> = futures::stream::iter(files)
+        let uploads = futures::stream::iter(files)
             .map(|(rel, abs, _)| async move {
                 let (size, sha256) =
                     self.put_file(&abs, &key::join(prefix, &rel), progress).await?;
                 Ok::<_, StoreError>(FileEntry { path: rel, size, sha256 })
             })
             .buffer_unordered(self.concurrency)
-            .try_collect()
-            .await?;
-        self.commit(prefix, entries).await
+            .try_collect::<Vec<FileEntry>>();
+        // The manifest is claimed while the files upload: on a store without
+        // conditional puts, the claim's wait for the server clock passes meanwhile.
+        let manifest = commit_location(prefix)?;
+        let (claim, entries) = futures::join!(self.claim(&manifest), uploads);
+        match (claim, entries) {
+            (Ok(claim), Ok(entries)) => self.commit_claimed(claim, prefix, entries).await,
+            (Ok(claim), Err(e)) => {
+                self.release(claim).await;
+                Err(e)
+            }
+            (Err(e), _) => Err(e),
+        }
     }
 
     /// An io error from a buffered upload, unwrapped to the store error inside when there is one.

@@ -3,7 +3,7 @@
 //! Face directory, a GGUF with its Modelfile and a LoRA GGUF, each named in
 //! the output; bad input named with what to do, and nothing partial left.
 
-use crate::common::{files_under, TestContext};
+use crate::common::{cli_snapshot, files_under, TestContext};
 
 /// A project with a committed two-step run.
 fn trained() -> TestContext {
@@ -38,12 +38,16 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     ] {
         assert!(files.iter().any(|f| f == name), "{name} missing from {files:?}");
     }
-    let (code, _, err) = ctx.run(&["merge", "--out", "merged"]);
-    assert_eq!(code, 2, "an existing directory is refused");
-    assert!(
-        err.contains("merged exists and is not empty; remove it or choose another --out"),
-        "{err}"
-    );
+    // An existing directory is refused.
+    cli_snapshot!(ctx, ctx.run(&["merge", "--out", "merged"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    fetch runs/support-[HASH]/checkpoints/2: download (2.68 MiB)
+    error: merged exists and is not empty; remove it or choose another --out
+    ");
 
     let (code, out, err) =
         ctx.run(&["export", "--quant", "q4_k_m", "--out", "out/support.q4_k_m.gguf"]);
@@ -109,8 +113,14 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     assert!(err.contains("refused the credentials for cli/support"), "{err}");
     let mut cmd = ctx.cmd(&["push", "hf://acme/support", "--dir", "out"]);
     cmd.env_remove("HF_TOKEN");
-    let (code, _, err) = crate::common::output(cmd);
-    assert!(code == 2 && err.contains("HF_TOKEN is not set"), "{err}");
+    cli_snapshot!(ctx, crate::common::output(cmd), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: HF_TOKEN is not set; set it to a Hugging Face token with write access to the repository
+    ");
 
     let (code, out, err) =
         ctx.run(&["export", "--model", "merged", "--quant", "f16", "--out", "merged.f16.gguf"]);
@@ -153,15 +163,30 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
 #[test]
 fn bad_input_is_named_and_leaves_nothing_partial() {
     let ctx = trained();
-    let (code, _, err) = ctx.run(&["export", "--quant", "q3_k", "--out", "x.gguf"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("--quant: unknown quant type `q3_k`; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k"), "{err}");
-    let (code, _, err) = ctx.run(&["merge", "nosuchrun", "--out", "m"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("run nosuchrun has no committed checkpoint"), "{err}");
-    let (code, _, err) = ctx.run(&["merge", "--checkpoint", "7", "--out", "m"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("no committed checkpoint at step 7"), "{err}");
+    cli_snapshot!(ctx, ctx.run(&["export", "--quant", "q3_k", "--out", "x.gguf"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: --quant: unknown quant type `q3_k`; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, q6_k
+    ");
+    cli_snapshot!(ctx, ctx.run(&["merge", "nosuchrun", "--out", "m"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: run nosuchrun has no committed checkpoint in file://./.tuneline/store; train it first (`tuneline run` or `tuneline train`)
+    ");
+    cli_snapshot!(ctx, ctx.run(&["merge", "--checkpoint", "7", "--out", "m"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: run support-[HASH] has no committed checkpoint at step 7 in file://./.tuneline/store; `tuneline store ls runs/support-[HASH]/checkpoints` lists them
+    ");
 
     // A smoke test that fails (no loss increase tolerated) leaves no file.
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();

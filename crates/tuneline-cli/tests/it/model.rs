@@ -4,24 +4,35 @@
 
 use tuneline_model::{BaseModel, Origin};
 
+use crate::common::cli_snapshot;
+
 #[test]
 fn a_model_in_the_store_serves_where_its_file_is_not() {
     let ctx = crate::train::project_with(2, 2, "gradient_accumulation_steps = 1\n");
     let add = ["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "--name", "smollm2"];
-    let (code, out, err) = ctx.run(&add);
-    assert_eq!(code, 0, "{err}");
     let sha = BaseModel::identify(&tuneline_testkit::smollm2_gguf()).unwrap().sha256;
     let reference = format!("store:models/base/smollm2/{sha}");
-    assert!(
-        out.starts_with("added ")
-            && out.contains(&format!("use it with [model] path = \"{reference}\"")),
-        "{out}"
-    );
-    let (code, again, _) = ctx.run(&add);
-    assert!(
-        code == 0 && again.starts_with("already in the store:"),
-        "content-addressed, committed once: {again}"
-    );
+    let (_, out, _) = cli_snapshot!(ctx, ctx.run(&add), @r#"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    added models/SmolLM2-135M-Instruct.Q4_1.gguf (1 files, 98.4 MB) -> store:models/base/smollm2/[HASH]
+    use it with [model] path = "store:models/base/smollm2/[HASH]"
+
+    ----- stderr -----
+    add models/SmolLM2-135M-Instruct.Q4_1.gguf: upload (93.81 MiB)
+    "#);
+    assert!(out.contains(&reference), "{out}");
+    // Content-addressed: committed once.
+    cli_snapshot!(ctx, ctx.run(&add), @r#"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    already in the store: models/SmolLM2-135M-Instruct.Q4_1.gguf (1 files, 98.4 MB) -> store:models/base/smollm2/[HASH]
+    use it with [model] path = "store:models/base/smollm2/[HASH]"
+
+    ----- stderr -----
+    "#);
 
     // Nothing of the model is left outside the store.
     std::fs::remove_dir_all(ctx.path("models")).unwrap();
@@ -75,13 +86,14 @@ fn a_model_in_the_store_serves_where_its_file_is_not() {
         "tuneline.toml",
         format!("{config}[model]\npath = \"store:models/base/smollm2/0123\"\n"),
     );
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("no model committed at models/base/smollm2/0123")
-            && err.contains("tuneline model add PATH"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["train"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: [model] path `store:models/base/smollm2/0123`: no model committed at models/base/smollm2/0123 in file://./.tuneline/store; `tuneline model add PATH` commits one and prints its reference
+    ");
 }
 
 #[test]
@@ -91,32 +103,52 @@ fn a_truncated_model_is_refused_before_anything_is_committed_or_planned() {
     std::fs::remove_file(ctx.path("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
     // Cut in its tensor data (the header is whole), then in its header.
     ctx.write("models/SmolLM2-135M-Instruct.Q4_1.gguf", &model[..50 << 20]);
-    for args in [
-        &["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf"][..],
-        &["plan", "--top", "1"],
-        &["data", "prepare"],
-    ] {
-        let (code, out, err) = ctx.run(args);
-        assert_eq!(code, 2, "{args:?}: {out}{err}");
-        assert!(
-            err.contains("SmolLM2-135M-Instruct.Q4_1.gguf: tensor `")
-                && err.contains(&format!("but the file has {} bytes", 50 << 20)),
-            "{args:?}: {err}"
-        );
-        assert!(err.contains("truncated or damaged"), "{err}");
-    }
-    let (_, listing, _) = ctx.run(&["store", "ls"]);
-    assert!(listing.contains("no committed artifacts"), "nothing was committed: {listing}");
+    cli_snapshot!(ctx, ctx.run(&["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: tensor `blk.17.ffn_gate.weight` (Q4_1, [1536, 576]) needs bytes 52369984..52922944 but the file has 52428800 bytes: the file is truncated or damaged; download or copy it again
+    ");
+    cli_snapshot!(ctx, ctx.run(&["plan", "--top", "1"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: tensor `blk.17.ffn_gate.weight` (Q4_1, [1536, 576]) needs bytes 52369984..52922944 but the file has 52428800 bytes: the file is truncated or damaged; download or copy it again
+    ");
+    cli_snapshot!(ctx, ctx.run(&["data", "prepare"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: ./models/SmolLM2-135M-Instruct.Q4_1.gguf: tensor `blk.17.ffn_gate.weight` (Q4_1, [1536, 576]) needs bytes 52369984..52922944 but the file has 52428800 bytes: the file is truncated or damaged; download or copy it again
+    ");
+    // Nothing was committed.
+    cli_snapshot!(ctx, ctx.run(&["store", "ls"]), @"
+    success: true
+    exit_code: 0
+    ----- stdout -----
+    no committed artifacts in file://./.tuneline/store
+
+    ----- stderr -----
+    ");
 
     ctx.write("models/SmolLM2-135M-Instruct.Q4_1.gguf", &model[..1 << 20]);
     let mut add = ctx.cmd(&["model", "add", "models/SmolLM2-135M-Instruct.Q4_1.gguf"]);
     add.env("RUST_BACKTRACE", "1");
-    let (code, _, err) = crate::common::output(add);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("bad GGUF header") && err.lines().count() <= 2,
-        "one line, no backtrace: {err}"
-    );
+    // One line, no backtrace.
+    cli_snapshot!(ctx, crate::common::output(add), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: bad GGUF header: gguf: array of 48900 elements needs at least 391200 bytes, only 88381 remaining; the file may be truncated or damaged: download or copy it again
+    ");
 }
 
 #[test]
@@ -131,20 +163,22 @@ fn a_hugging_face_directory_with_a_short_or_missing_shard_is_refused() {
     ctx.write("m/model-00001-of-00002.safetensors", tensor(64));
     let index = serde_json::json!({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}});
     ctx.write("m/model.safetensors.index.json", index.to_string());
-    let (code, _, err) = ctx.run(&["model", "add", "m"]);
-    assert!(
-        code == 2
-            && err.contains("names the shard")
-            && err.contains("model-00002-of-00002.safetensors which is not there"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["model", "add", "m"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: m/model.safetensors.index.json: names the shard m/model-00002-of-00002.safetensors which is not there: the file is truncated or damaged; download or copy it again
+    ");
     let whole = tensor(64);
     ctx.write("m/model-00002-of-00002.safetensors", &whole[..whole.len() - 10]);
-    let (code, _, err) = ctx.run(&["model", "add", "m"]);
-    assert!(
-        code == 2
-            && err.contains("model-00002-of-00002.safetensors: its header declares")
-            && err.contains("tensor `w` ends at data byte 64"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["model", "add", "m"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: m/model-00002-of-00002.safetensors: its header declares 128 bytes (tensor `w` ends at data byte 64) but the file has 118: the file is truncated or damaged; download or copy it again
+    ");
 }

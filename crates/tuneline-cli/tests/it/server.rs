@@ -82,18 +82,18 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
         "{err}"
     );
     ctx.write("tuneline.toml", config("lambda", "instance_type = \"gpu_1x_a10\"\n"));
-    let (code, _, err) = output({
+    let (_, _, err) = cli_snapshot!(ctx, output({
         let mut cmd = ctx.cmd(&["server", "--listen", "127.0.0.1:0"]);
         cmd.env("LAMBDA_API_KEY", "secret-lambda-key");
         cmd
-    });
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains(
-            "[providers.lambda] binary_url: missing; give a URL the instances can download"
-        ),
-        "{err}"
-    );
+    }), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: [providers.lambda] binary_url: missing; give a URL the instances can download this tuneline binary from (its SHA-256 is checked)
+    ");
     assert!(!err.contains("secret-lambda-key"), "the key is never printed: {err}");
     ctx.write(
         "tuneline.toml",
@@ -102,13 +102,14 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
             "instance_type = \"RTX 4090\"\nimage = \"runpod/pytorch\"\ncloud_type = \"CHEAP\"\n",
         ),
     );
-    let (code, _, err) = serve(&ctx);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("providers.runpod.cloud_type")
-            && err.contains("expected `SECURE` or `COMMUNITY`"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, serve(&ctx), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: tuneline.toml:6: providers.runpod.cloud_type: unknown variant `CHEAP`, expected `SECURE` or `COMMUNITY`
+    ");
     // cloud_type is RunPod's alone: on another table it is named as RunPod's, not checked as if it were that table's.
     ctx.write(
         "tuneline.toml",
@@ -117,9 +118,14 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
             "instance_type = \"RTX 4090\"\nimage = \"vastai/base\"\ncloud_type = \"SECURE\"\n",
         ),
     );
-    let (code, _, err) = serve(&ctx);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("providers.vast.cloud_type: `cloud_type` is a key of [providers.runpod], not of [providers.vast]"), "{err}");
+    cli_snapshot!(ctx, serve(&ctx), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: tuneline.toml:6: providers.vast.cloud_type: `cloud_type` is a key of [providers.runpod], not of [providers.vast]; move it there, or leave it out
+    ");
 }
 
 /// `[workers] providers` on two clouds: aws on moto's EC2, Lambda on a
@@ -235,17 +241,24 @@ fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to
         output(cmd)
     };
     ctx.write("tuneline.toml", config("instance_type = \"g9.huge\"\n"));
-    let (code, _, err) = serve(&ctx);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("providers.aws: the catalog has no aws/g9.huge/us-east-1; add it with its prices to [cost] catalog"), "{err}");
+    cli_snapshot!(ctx, serve(&ctx), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: providers.aws: the catalog has no aws/g9.huge/us-east-1; add it with its prices to [cost] catalog (an [[offer]] with provider, region, instance and on_demand_per_hour)
+    ");
 
     ctx.write("tuneline.toml", config("instance_type = \"g5.xlarge\"\n"));
-    let (code, _, err) = serve(&ctx);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("[workers] providers: none of aws names a delivery_instance_type"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, serve(&ctx), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: [workers] providers: none of aws names a delivery_instance_type; name a CPU machine in one of their tables, so that no GPU bills while a model is delivered
+    ");
 
     // Validation rents only on-demand GPUs: a spot-only pool has nothing left, and says why.
     ctx.write(
@@ -253,8 +266,13 @@ fn a_ranked_pool_that_cannot_be_priced_or_cannot_deliver_is_refused_with_what_to
         config("instance_type = \"g5.xlarge\"\nspot = true\ndelivery_instance_type = \"c6i.2xlarge\"\n")
             .replace("[workers]\n", "[workers]\nphase = \"validation\"\n"),
     );
-    let (code, _, err) = serve(&ctx);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("warning: [workers] providers: aws/g5.xlarge/us-east-1 (spot): validation runs on-demand; left out of the training pool"), "{err}");
-    assert!(err.contains("[workers] providers: no listed offer can run this job (aws/g5.xlarge/us-east-1 (spot): validation runs on-demand)"), "{err}");
+    cli_snapshot!(ctx, serve(&ctx), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    warning: [workers] providers: aws/g5.xlarge/us-east-1 (spot): validation runs on-demand; left out of the training pool
+    error: [workers] providers: no listed offer can run this job (aws/g5.xlarge/us-east-1 (spot): validation runs on-demand); list another provider or instance type, or see `tuneline plan`
+    ");
 }

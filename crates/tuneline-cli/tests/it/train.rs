@@ -58,12 +58,14 @@ fn write_project(ctx: &TestContext, max_steps: u32, save_steps: u32, extra: &str
 #[test]
 fn train_commits_rotated_checkpoints_and_a_rerun_resumes() {
     let ctx = project(4, 2);
-    let (code, _, err) = ctx.run(&["train"]);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("no committed dataset `support`") && err.contains("tuneline data prepare"),
-        "{err}"
-    );
+    cli_snapshot!(ctx, ctx.run(&["train"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no committed dataset `support` in file://./.tuneline/store; run `tuneline data prepare` first
+    ");
     assert_eq!(ctx.run(&["data", "prepare"]).0, 0);
 
     let (code, out, err) = ctx.run(&["train"]);

@@ -170,6 +170,33 @@ async fn racing_commits_have_exactly_one_winner(b: Backend) {
     );
 }
 
+/// Pushes claim their manifest while they upload (on a store without
+/// conditional puts): still exactly one wins, and no claim outlives its push.
+/// (Small files: Garage fails one of two multipart uploads of a key at once.)
+async fn racing_pushes_have_exactly_one_winner_and_leave_no_claims(b: Backend) {
+    use futures::TryStreamExt;
+    let store = b.store(0);
+    let src = TempDir::new().unwrap();
+    std::fs::write(src.path().join("a.txt"), b"a").unwrap();
+    std::fs::write(src.path().join("b.txt"), b"bb").unwrap();
+    let racers = (0..4).map(|_| {
+        let (store, dir) = (store.clone(), src.path().to_path_buf());
+        tokio::spawn(async move { store.push_dir(&dir, "models/m/v1", &NoProgress).await })
+    });
+    let results: Vec<_> =
+        futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(matches!(r, StoreError::AlreadyCommitted { .. }), "{r}");
+    }
+    let left: Vec<_> = b.raw.list(None).try_collect().await.unwrap();
+    let claims: Vec<_> = left.iter().filter(|m| m.location.as_ref().contains(".claims")).collect();
+    assert!(claims.is_empty(), "claims left behind: {claims:?}");
+    let dest = TempDir::new().unwrap();
+    store.pull("models/m/v1", dest.path(), &NoProgress).await.unwrap();
+    assert_eq!(std::fs::read(dest.path().join("b.txt")).unwrap(), b"bb");
+}
+
 async fn lists_committed_artifacts_under_a_prefix(b: Backend) {
     let store = b.store(0);
     let src = TempDir::new().unwrap();
@@ -519,6 +546,7 @@ conformance!(
     round_trips_empty_small_and_multipart_files,
     only_committed_artifacts_are_visible,
     racing_commits_have_exactly_one_winner,
+    racing_pushes_have_exactly_one_winner_and_leave_no_claims,
     lists_committed_artifacts_under_a_prefix,
     an_interrupted_pull_resumes_where_it_stopped,
     checksums_catch_corruption_and_loss,
