@@ -4,22 +4,21 @@
 use std::path::{Path, PathBuf};
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::buffered::BufWriter;
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStoreExt, WriteMultipart};
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use crate::commit::commit_location;
 use crate::error::{Result, StoreError};
-use crate::hashing::CHUNK;
 use crate::key;
 use crate::manifest::{Commit, FileEntry, COMMIT_FILE};
 use crate::retry::with_backoff;
 use crate::store::{ArtifactStore, PART_SIZE};
 use tuneline_core::progress::{Progress, Unit};
 
-/// Multipart parts in flight per file; with [`PART_SIZE`] this bounds memory per upload.
-const PARTS_IN_FLIGHT: usize = 4;
+/// Multipart parts in flight per file; with [`PART_SIZE`] this bounds memory
+/// per upload: these parts and the one being read.
+const PARTS_IN_FLIGHT: usize = 2;
 
 impl ArtifactStore {
     /// Uploads the local file at `local` to `key`, retrying transient failures,
@@ -41,32 +40,49 @@ impl ArtifactStore {
         progress: &dyn Progress,
     ) -> Result<(u64, String)> {
         let location = key::path(key)?;
-        let mut file =
-            tokio::fs::File::open(local).await.map_err(|e| StoreError::local(local, e))?;
-        let mut writer = BufWriter::with_capacity(self.inner.clone(), location.clone(), PART_SIZE)
-            .with_max_concurrency(PARTS_IN_FLIGHT);
+        let local_err = |e| StoreError::local(local, e);
+        let mut file = tokio::fs::File::open(local).await.map_err(local_err)?;
+        let len = file.metadata().await.map_err(local_err)?.len();
         let mut hasher = Sha256::new();
         let mut size = 0u64;
-        let mut buf = vec![0u8; CHUNK];
-        let written: std::io::Result<()> = async {
-            loop {
-                let n = file.read(&mut buf).await?;
-                if n == 0 {
-                    return Ok(());
+        if len <= PART_SIZE as u64 {
+            // One request for a file of one part or less.
+            let body = read_part(&mut file, len).await.map_err(local_err)?;
+            hasher.update(&body);
+            size = body.len() as u64;
+            progress.advance(size);
+            self.inner.put(&location, body.into()).await.map_err(|e| self.err(e))?;
+        } else {
+            let upload = self.inner.put_multipart(&location).await.map_err(|e| self.err(e))?;
+            let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+            let sent: Result<()> = async {
+                loop {
+                    // A part is read only when it can be sent: at most
+                    // PARTS_IN_FLIGHT parts are held at once.
+                    parts.wait_for_capacity(PARTS_IN_FLIGHT).await.map_err(|e| self.err(e))?;
+                    let part =
+                        read_part(&mut file, len.saturating_sub(size)).await.map_err(local_err)?;
+                    if part.is_empty() {
+                        return Ok(());
+                    }
+                    hasher.update(&part);
+                    size += part.len() as u64;
+                    progress.advance(part.len() as u64);
+                    parts.put(part.into());
                 }
-                hasher.update(&buf[..n]);
-                writer.write_all(&buf[..n]).await?;
-                size += n as u64;
-                progress.advance(n as u64);
+            }
+            .await;
+            match sent {
+                // A failed finish has already aborted its multipart upload.
+                Ok(()) => {
+                    parts.finish().await.map_err(|e| self.err(e))?;
+                }
+                Err(e) => {
+                    let _ = parts.abort().await;
+                    return Err(e);
+                }
             }
         }
-        .await;
-        if let Err(e) = written {
-            let _ = writer.abort().await;
-            return Err(self.upload_error(local, e));
-        }
-        // A failed shutdown has already aborted its multipart upload.
-        writer.shutdown().await.map_err(|e| self.upload_error(local, e))?;
         // What landed must be what was sent: a short object is retried, never committed.
         let stored = self.inner.head(&location).await.map_err(|e| self.err(e))?.size;
         if stored != size {
@@ -136,15 +152,25 @@ impl ArtifactStore {
             (Err(e), _) => Err(e),
         }
     }
+}
 
-    /// An io error from a buffered upload, unwrapped to the store error inside when there is one.
-    fn upload_error(&self, local: &Path, e: std::io::Error) -> StoreError {
-        match e.into_inner().map(|inner| inner.downcast::<object_store::Error>()) {
-            Some(Ok(store_error)) => self.err(*store_error),
-            Some(Err(other)) => StoreError::local(local, std::io::Error::other(other)),
-            None => StoreError::local(local, std::io::Error::other("upload failed")),
+/// The next part of `file`, of which `left` bytes are expected: that many
+/// bytes up to [`PART_SIZE`] (at least one, to find a file that grew), fewer
+/// at its end, none past it. Each part is a buffer of its own, handed to the
+/// upload whole: object_store sends a part made of several pieces as one
+/// copy of them.
+async fn read_part(file: &mut tokio::fs::File, left: u64) -> std::io::Result<Vec<u8>> {
+    let want = left.clamp(1, PART_SIZE as u64) as usize;
+    let mut part = vec![0u8; want];
+    let mut filled = 0;
+    while filled < want {
+        match file.read(&mut part[filled..]).await? {
+            0 => break,
+            n => filled += n,
         }
     }
+    part.truncate(filled);
+    Ok(part)
 }
 
 /// Where a pushed directory's symbolic links may lead.

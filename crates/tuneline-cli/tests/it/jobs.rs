@@ -111,42 +111,36 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
     error: control plane: 422 Unprocessable Entity: spec.dataset: no committed dataset version `datasets/chat/v9` in store; `tuneline data ls` lists them
     ");
     assert_eq!(code, 2);
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"],
-    );
-    assert_eq!(code, 2);
-    assert!(
-        err.contains(
-            "spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first"
+    cli_snapshot!(
+        ctx,
+        jobs(
+            &ctx,
+            &url,
+            &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"],
         ),
-        "{err}"
+        @""
     );
     // A name that would read as a flag in `tuneline` commands and users' scripts.
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run=--all", "--store", "store", "--", "python3", "train.py"],
+    cli_snapshot!(
+        ctx,
+        jobs(&ctx, &url, &["submit", "--run=--all", "--store", "store", "--", "python3", "train.py"]),
+        @""
     );
-    assert!(code == 2 && err.contains("spec.run: `--all` is not a valid name"), "{err}");
     // No run lies inside another's prefix, and a name stays short enough for every store's keys.
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"],
+    cli_snapshot!(
+        ctx,
+        jobs(
+            &ctx,
+            &url,
+            &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"],
+        ),
+        @""
     );
-    assert!(code == 2 && err.contains("spec.run: `r/checkpoints/7` is not a valid name"), "{err}");
     let long = "r".repeat(129);
-    let (code, _, err) = jobs(
-        &ctx,
-        &url,
-        &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"],
-    );
-    assert!(
-        code == 2
-            && err.contains("spec.run: a run's name is at most 128 characters; this one has 129"),
-        "{err}"
+    cli_snapshot!(
+        ctx,
+        jobs(&ctx, &url, &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"]),
+        @""
     );
     let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["cancel", "7"]), @"
     success: false

@@ -125,7 +125,7 @@ fn a_truncated_model_is_refused_before_anything_is_committed_or_planned() {
     ----- stdout -----
 
     ----- stderr -----
-    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: ./models/SmolLM2-135M-Instruct.Q4_1.gguf: tensor `blk.17.ffn_gate.weight` (Q4_1, [1536, 576]) needs bytes 52369984..52922944 but the file has 52428800 bytes: the file is truncated or damaged; download or copy it again
+    error: models/SmolLM2-135M-Instruct.Q4_1.gguf: tensor `blk.17.ffn_gate.weight` (Q4_1, [1536, 576]) needs bytes 52369984..52922944 but the file has 52428800 bytes: the file is truncated or damaged; download or copy it again
     ");
     // Nothing was committed.
     cli_snapshot!(ctx, ctx.run(&["store", "ls"]), @"

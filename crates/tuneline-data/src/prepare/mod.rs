@@ -121,8 +121,15 @@ pub fn plan(config: &Config, base: &Path, inputs: &[String]) -> Result<Plan, Dat
         })
         .collect::<Result<_, DataError>>()?;
     let model_path = base.join(&config.model.path);
-    let model_input =
-        |e: ModelError| DataError::Input { path: config.model.path.clone(), reason: e.to_string() };
+    // Named as the config names it when the error is about the model itself.
+    let model_input = |e: ModelError| DataError::Input {
+        path: if e.path == model_path {
+            config.model.path.clone()
+        } else {
+            e.path.display().to_string()
+        },
+        reason: e.message,
+    };
     let tokenizer = ModelTokenizer::load(&model_path).map_err(model_input)?;
     // A dataset for a base tuneline cannot train, evaluate or export would
     // only fail later: its architecture is refused here, by name.
