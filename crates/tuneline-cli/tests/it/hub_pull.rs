@@ -187,11 +187,26 @@ fn a_hub_model_is_downloaded_once_resuming_a_dropped_transfer_and_checked() {
     assert!(code == 0 && again.starts_with("already in the store:"), "{again}");
     assert_eq!(hub.ranges.lock().unwrap().len(), 1, "the second add downloaded nothing");
 
-    cli_snapshot!(ctx, add(&ctx, &endpoint, "hf://acme/gated", None), @"");
+    cli_snapshot!(ctx, add(&ctx, &endpoint, "hf://acme/gated", None), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: hf://acme/gated@main: the Hub answered 401 Unauthorized: the repository is gated or private; set HF_TOKEN to a token that may read it
+    ");
     let (code, out, err) = add(&ctx, &endpoint, "hf://acme/gated", Some(TOKEN));
     assert_eq!(code, 0, "the token opens it: {out}\n{err}");
 
-    cli_snapshot!(ctx, add(&ctx, &endpoint, "hf://acme/corrupt", None), @"");
+    cli_snapshot!(ctx, add(&ctx, &endpoint, "hf://acme/corrupt", None), @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    download hf://acme/corrupt: download (93.81 MiB)
+    error: smollm2-135m-instruct-q4_1.gguf: checksum mismatch: the Hub lists [HASH], the download is [HASH]; it was removed, run the command again
+    ");
     let partials = crate::common::files_under(&ctx.path(".tuneline/cache/hub/acme/corrupt"));
     assert!(
         partials.iter().all(|f| !f.ends_with(".gguf") && !f.ends_with(".partial")),

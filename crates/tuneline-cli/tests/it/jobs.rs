@@ -118,13 +118,27 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
             &url,
             &["submit", "--run", "../elsewhere", "--store", "store", "--", "python3", "train.py"],
         ),
-        @""
+        @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 422 Unprocessable Entity: spec.run: `../elsewhere` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first
+    "
     );
     // A name that would read as a flag in `tuneline` commands and users' scripts.
     cli_snapshot!(
         ctx,
         jobs(&ctx, &url, &["submit", "--run=--all", "--store", "store", "--", "python3", "train.py"]),
-        @""
+        @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 422 Unprocessable Entity: spec.run: `--all` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first
+    "
     );
     // No run lies inside another's prefix, and a name stays short enough for every store's keys.
     cli_snapshot!(
@@ -134,13 +148,27 @@ fn a_job_naming_what_does_not_exist_is_refused_at_submit() {
             &url,
             &["submit", "--run", "r/checkpoints/7", "--store", "store", "--", "python3", "train.py"],
         ),
-        @""
+        @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 422 Unprocessable Entity: spec.run: `r/checkpoints/7` is not a valid name; use letters, digits, `-`, `_` and `.`, not `-` or `.` first
+    "
     );
     let long = "r".repeat(129);
     cli_snapshot!(
         ctx,
         jobs(&ctx, &url, &["submit", "--run", &long, "--store", "store", "--", "python3", "train.py"]),
-        @""
+        @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: control plane: 422 Unprocessable Entity: spec.run: a run's name is at most 128 characters; this one has 129
+    "
     );
     let (code, _, _) = cli_snapshot!(ctx, jobs(&ctx, &url, &["cancel", "7"]), @"
     success: false
