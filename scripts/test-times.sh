@@ -6,7 +6,7 @@
 #
 # It builds the tests as `cargo test` does (same target directory as
 # .ci/run), then runs each binary itself from its crate's directory, as
-# cargo would, with libtest's JSON report and its per-test times (libtest's
+# cargo would (its directory in CARGO_MANIFEST_DIR), with libtest's JSON report and its per-test times (libtest's
 # unstable options, allowed by RUSTC_BOOTSTRAP in the test binaries' own
 # environment only, so nothing is rebuilt). Needs what the tests need:
 # scripts/setup-test-deps.sh first, and root for the namespace tests.
@@ -30,7 +30,7 @@ for line in sys.stdin:
 
 while IFS=$'\t' read -r dir exe label; do
   start=$(date +%s%N)
-  (cd "$dir" && RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --format json --report-time) \
+  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --format json --report-time) \
     > "$work/$(echo "$label" | tr / _).json" 2> /dev/null || true
   echo "$label $(( $(date +%s%N) - start ))" >> "$work/walls"
 done < "$work/binaries"

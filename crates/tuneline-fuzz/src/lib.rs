@@ -11,8 +11,6 @@
 
 pub mod seeds;
 
-use std::path::Path;
-
 use rand::{Rng, SeedableRng};
 
 /// How many mutations each target meets in `cargo test`.
@@ -95,7 +93,8 @@ pub fn target<F: Fn(&[u8]) + std::panic::RefUnwindSafe>(target: F) -> F {
 
 /// Runs `target` on the regression files of `name` and on every seed.
 pub fn replay(name: &str, seeds: &[Vec<u8>], target: &impl Fn(&[u8])) {
-    let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name);
+    let regressions =
+        tuneline_testkit::repo_root().join("crates/tuneline-fuzz/tests/regressions").join(name);
     if let Ok(entries) = std::fs::read_dir(&regressions) {
         for entry in entries.flatten() {
             target(&std::fs::read(entry.path()).expect("a regression input reads"));

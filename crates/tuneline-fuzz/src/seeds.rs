@@ -188,7 +188,7 @@ pub fn commit() -> Vec<Vec<u8>> {
 
 /// The example's config and `tuneline init`'s template.
 pub fn config() -> Vec<Vec<u8>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = tuneline_testkit::repo_root();
     ["examples/support-bot/tuneline.toml", "crates/tuneline-core/src/config/template.toml"]
         .iter()
         .map(|f| std::fs::read(root.join(f)).expect("a config in the checkout"))

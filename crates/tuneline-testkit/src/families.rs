@@ -20,7 +20,7 @@ pub const FAMILIES: [&str; 4] = ["qwen3", "llama3", "phi4", "gemma3"];
 /// `grad.<PEFT name>`), computed once per distinct input ([`Reference`]).
 /// Panics with Python's stderr on failure.
 pub fn family_model(family: &str, tokenizer: &Path, out: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference/family.py");
+    let script = crate::repo_root().join("crates/tuneline-testkit/reference/family.py");
     Reference::script(&script)
         .text(family)
         .input(tokenizer)

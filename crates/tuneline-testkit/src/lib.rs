@@ -25,8 +25,8 @@ mod sockets;
 pub use cloud::{Cloud, CloudInstance};
 pub use contract::Contract;
 pub use deps::{
-    cache_dir, chromium, docker_registry, fixture, garage_bin, llama_cpp_source,
-    llama_cpp_template, llama_cpp_tool, llama_cpp_vocab, playwright, reference_python,
+    cache_dir, chromium, crate_dir, docker_registry, fixture, garage_bin, llama_cpp_source,
+    llama_cpp_template, llama_cpp_tool, llama_cpp_vocab, playwright, reference_python, repo_root,
     schemathesis, sharegpt_json, smollm2_gguf, sshd, test_python, workflow_parser,
 };
 pub use families::{family_model, FAMILIES};

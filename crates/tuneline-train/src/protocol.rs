@@ -407,7 +407,7 @@ mod tests {
     fn the_committed_field_list_is_the_types() {
         let generated = format!("{:#}\n", field_list());
         if std::env::var_os("TUNELINE_BLESS").is_some() {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol.json");
+            let path = tuneline_testkit::crate_dir().join("src/protocol.json");
             std::fs::write(path, &generated).expect("write protocol.json");
             return;
         }

@@ -11,7 +11,7 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository")
+    tuneline_testkit::repo_root().canonicalize().expect("the repository")
 }
 
 fn document() -> String {

@@ -11,12 +11,12 @@ use crate::common::{output, server_with, TestContext};
 
 /// The example's directory.
 fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/github-actions")
+    tuneline_testkit::repo_root().join("examples/github-actions")
 }
 
 /// GitHub's parser on the workflow file at `path`: its exit code, its JSON summary and its errors.
 fn check(path: &Path) -> (i32, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/check-workflow.mjs");
+    let script = tuneline_testkit::crate_dir().join("tests/it/fixtures/check-workflow.mjs");
     let out = Command::new("node")
         .arg(script)
         .arg(path)

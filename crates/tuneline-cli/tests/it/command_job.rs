@@ -128,8 +128,9 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
         (State::Failed, 0, 1),
         "{bad_input:?}"
     );
-    assert!(
-        bad_input.error.as_deref().unwrap_or_default().contains("exiting 2"),
+    assert_eq!(
+        bad_input.error.as_deref(),
+        Some("exiting 2"),
         "the trainer's last lines explain it: {bad_input:?}"
     );
     assert_eq!(
@@ -137,16 +138,14 @@ async fn user_errors_fail_at_once_and_infrastructure_errors_are_retried() {
         (State::Failed, 3, 3),
         "retried up to max_attempts: {crashed:?}"
     );
-    assert!(
-        crashed.error.as_deref().unwrap_or_default().contains("out of attempts: 3 of 3 used"),
-        "{crashed:?}"
+    let exited = "the trainer exited with code 1: exiting 1";
+    assert_eq!(
+        crashed.error.unwrap_or_default(),
+        format!("out of attempts: 3 of 3 used; the last ended with: {exited}")
     );
     assert!(
-        crashed.attempts.iter().all(|a| a
-            .error
-            .as_deref()
-            .unwrap_or_default()
-            .contains("exited with code 1")),
-        "each attempt keeps its error: {crashed:?}"
+        crashed.attempts.iter().all(|a| a.error.as_deref() == Some(exited)),
+        "each attempt keeps its error: {:?}",
+        crashed.attempts
     );
 }

@@ -84,7 +84,7 @@ fn the_dashboard_in_chromium_shows_a_preempted_run_its_bill_compare_and_plan_and
 
     let out_dir = screenshots();
     let token = std::fs::read_to_string(ctx.path(".tuneline/control/token")).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/dashboard.mjs");
+    let script = tuneline_testkit::crate_dir().join("tests/it/fixtures/dashboard.mjs");
     let browse = Command::new("node")
         .arg(script)
         .env("URL", &url)

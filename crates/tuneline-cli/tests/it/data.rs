@@ -47,24 +47,48 @@ fn project() -> TestContext {
 #[test]
 fn prepare_commits_a_version_and_a_rerun_does_nothing() {
     let ctx = project();
-    let (code, out, err) = ctx.run(&["data", "prepare"]);
-    assert_eq!(code, 0, "{err}");
-    for stage in [
-        "prepare support: read, clean and tokenize (5.12 KiB)",
-        "prepare support: pack and write (2)",
-    ] {
-        assert!(err.contains(stage), "without a terminal, each stage is a log line: {err}");
-    }
-    let first = out.lines().next().unwrap().to_string();
-    assert!(
-        first.starts_with("dataset support@") && first.contains(" committed (datasets/support/"),
-        "{out}"
-    );
-    assert!(out.contains("kept                24"), "{out}");
+    // Without a terminal, each stage is a log line.
+    cli_snapshot!(ctx, ctx.run(&["data", "prepare"]), @"
+        success: true
+        exit_code: 0
+        ----- stdout -----
+        dataset support@[HASH] committed (datasets/support/[HASH])
+        inputs       1 file(s), 5.12 KiB
+        read                24
+        rejected             0
+        removed              0
+        dedup                0  (0 exact, 0 near; 0 clusters, largest 0)
+        dropped              0
+        edited       (samples changed, kept)
+        kept                24
+        tokens/sample p50 64, p90 65, p99 67, max 67, mean 64
+        eval                 2 samples, 1 rows, 129 tokens (38 trained), packing efficiency 25.2%
+        train               22 samples, 3 rows, 1406 tokens (416 trained), packing efficiency 91.5%
 
-    let (code, out, _) = ctx.run(&["data", "prepare"]);
-    assert_eq!(code, 0);
-    assert!(out.lines().next().unwrap().contains("is up to date; nothing to do"), "{out}");
+        ----- stderr -----
+        prepare support: read, clean and tokenize (5.12 KiB)
+        prepare support: pack and write (2)
+        commit datasets/support/[HASH]: upload (8.21 KiB)
+        ");
+    cli_snapshot!(ctx, ctx.run(&["data", "prepare"]), @"
+        success: true
+        exit_code: 0
+        ----- stdout -----
+        dataset support@[HASH] is up to date; nothing to do (datasets/support/[HASH])
+        inputs       1 file(s), 5.12 KiB
+        read                24
+        rejected             0
+        removed              0
+        dedup                0  (0 exact, 0 near; 0 clusters, largest 0)
+        dropped              0
+        edited       (samples changed, kept)
+        kept                24
+        tokens/sample p50 64, p90 65, p99 67, max 67, mean 64
+        eval                 2 samples, 1 rows, 129 tokens (38 trained), packing efficiency 25.2%
+        train               22 samples, 3 rows, 1406 tokens (416 trained), packing efficiency 91.5%
+
+        ----- stderr -----
+        ");
 
     let (_, out, _) = ctx.run(&["data", "ls"]);
     assert!(out.lines().nth(1).unwrap().starts_with("support "), "{out}");

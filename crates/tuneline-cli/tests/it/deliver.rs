@@ -108,9 +108,15 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
             && out.contains("ollama pull --insecure"),
         "{out}"
     );
-    let (code, _, err) = ctx.run(&["push", &target, "--dir", "out", "--insecure"]);
-    assert_eq!(code, 2, "no credentials: {err}");
-    assert!(err.contains("refused the credentials for cli/support"), "{err}");
+    // No credentials.
+    cli_snapshot!(ctx, ctx.run(&["push", &target, "--dir", "out", "--insecure"]), @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: registry 127.0.0.1:[PORT] refused the credentials for cli/support (401 Unauthorized); set TUNELINE_REGISTRY_USER and TUNELINE_REGISTRY_PASSWORD to an account that may push there
+    ");
     let mut cmd = ctx.cmd(&["push", "hf://acme/support", "--dir", "out"]);
     cmd.env_remove("HF_TOKEN");
     cli_snapshot!(ctx, crate::common::output(cmd), @"
@@ -191,12 +197,20 @@ fn bad_input_is_named_and_leaves_nothing_partial() {
     // A smoke test that fails (no loss increase tolerated) leaves no file.
     let config = std::fs::read_to_string(ctx.path("tuneline.toml")).unwrap();
     ctx.write("tuneline.toml", format!("{config}smoke_loss_tolerance = 0.0\n"));
-    let (code, _, err) = ctx.run(&["export", "--quant", "q4_0", "--out", "smoke/model.gguf"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("the smoke test failed: its eval loss")
-            && err.contains("nothing was written (`--no-smoke` skips the test)"),
-        "{err}"
+    cli_snapshot!(
+        ctx,
+        ctx.run(&["export", "--quant", "q4_0", "--out", "smoke/model.gguf"]),
+        [r"\d+\.\d+" => "[N]"],
+        @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    fetch runs/support-[HASH]/checkpoints/2: download ([N] MiB)
+    fetch datasets/support/[HASH]: download ([N] KiB)
+    error: the smoke test failed: its eval loss [N] is [N]% worse than the merge's [N], over [eval] smoke_loss_tolerance = 0; try a higher-precision --quant; nothing was written (`--no-smoke` skips the test)
+    "
     );
     assert_eq!(files_under(&ctx.path("smoke")), Vec::<String>::new(), "no file is left");
 

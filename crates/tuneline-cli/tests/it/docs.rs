@@ -2,8 +2,6 @@
 //! newcomer to type is one the binary accepts: each is run with `--help`
 //! added, which checks its subcommands and flags without doing its work.
 
-use std::path::Path;
-
 use crate::common::TestContext;
 
 /// The lines of a Markdown file's code blocks: indented by four spaces, or fenced.
@@ -68,7 +66,7 @@ fn commands(line: &str) -> Vec<Vec<String>> {
 /// Runs each tuneline command of `file` with `--help`, which must succeed;
 /// returns how many there were.
 fn accepts_every_command(ctx: &TestContext, file: &str) -> usize {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(file);
+    let path = tuneline_testkit::repo_root().join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut count = 0;
     for line in code_lines(&text) {

@@ -428,8 +428,8 @@ fn save_steps_auto_takes_the_young_daly_interval_of_the_configured_spot_offer() 
 fn refresh_reads_each_clouds_prices_into_a_dated_file_that_the_plan_then_uses() {
     let ctx = TestContext::new();
     let lambda = tuneline_testkit::Contract::serve(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tuneline-providers/tests/contracts/lambda-prices.json"),
+        tuneline_testkit::repo_root()
+            .join("crates/tuneline-providers/tests/contracts/lambda-prices.json"),
     );
     ctx.write(
         "tuneline.toml",

@@ -137,8 +137,7 @@ fn a_marketplace_pool_is_refused_with_what_to_set_before_anything_launches() {
 fn a_ranked_pool_on_two_clouds_launches_the_cheapest_job_first_and_falls_back_across_clouds_with_the_reasons(
 ) {
     let ctx = TestContext::new();
-    let contracts = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tuneline-providers/tests/contracts");
+    let contracts = tuneline_testkit::repo_root().join("crates/tuneline-providers/tests/contracts");
     let lambda =
         tuneline_testkit::Contract::serve(contracts.join("lambda-full-in-a-ranked-pool.json"));
     let moto = tuneline_testkit::moto();

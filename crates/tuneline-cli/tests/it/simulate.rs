@@ -57,8 +57,8 @@ fn simulate_reproduces_the_guides_spot_example_with_its_crossover() {
 #[test]
 fn simulate_replays_real_traces_and_names_bad_ones() {
     let ctx = TestContext::new();
-    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/spot-traces/preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json");
+    let trace = tuneline_testkit::repo_root()
+        .join("data/spot-traces/preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json");
     let run = ctx.run(&[
         "simulate",
         "--trace",

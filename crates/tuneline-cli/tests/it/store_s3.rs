@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{output, TestContext};
+use crate::common::{cli_snapshot, output, TestContext};
+
+/// The random part of a fresh prefix in the test bucket.
+const PREFIX: (&str, &str) = (r"\b(cli|raw)-[0-9a-f]{8}\b", "$1-[PREFIX]");
 
 /// A project whose store is a fresh prefix in the test Garage.
 fn s3_project(endpoint: &str) -> TestContext {
@@ -64,11 +67,19 @@ fn wrong_credentials_say_access_denied_in_one_line() {
     let g = tuneline_testkit::garage();
     let ctx = s3_project(&g.endpoint);
     ctx.write("d/a.txt", "a");
-    let (code, _, err) =
-        with_keys(&ctx, &["store", "push", "d", "models/x/v1"], &g.key_id, "wrong-secret");
-    assert_eq!(code, 1);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: access denied by s3://"), "{err}");
+    cli_snapshot!(
+        ctx,
+        with_keys(&ctx, &["store", "push", "d", "models/x/v1"], &g.key_id, "wrong-secret"),
+        [PREFIX.0 => PREFIX.1],
+        @r#"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    error: access denied by s3://tuneline-test/cli-[PREFIX]: check the access key and secret (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the bucket's permissions (Forbidden: Invalid signature)
+    "#
+    );
     let (_, out, _) = with_keys(&ctx, &["store", "ls"], &g.key_id, &g.secret);
     assert!(out.contains("no committed artifacts"), "nothing was committed: {out}");
 }
@@ -78,10 +89,14 @@ fn an_unreachable_endpoint_fails_fast_and_clearly() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let ctx = s3_project(&format!("http://127.0.0.1:{port}"));
     let started = Instant::now();
-    let (code, _, err) = with_keys(&ctx, &["store", "ls"], "k", "s");
-    assert_eq!(code, 1);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: cannot reach s3://"), "{err}");
+    cli_snapshot!(ctx, with_keys(&ctx, &["store", "ls"], "k", "s"), [PREFIX.0 => PREFIX.1], @"
+    success: false
+    exit_code: 1
+    ----- stdout -----
+
+    ----- stderr -----
+    error: cannot reach s3://tuneline-test/cli-[PREFIX]: Connection refused (os error 111); check store.endpoint and the network (timeouts: store.connect_timeout, store.request_timeout)
+    ");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
@@ -122,7 +137,17 @@ fn data_prepare_reads_raw_objects_uploaded_with_any_tool() {
     let (code, out, err) = run(&["data", "prepare", &url]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("is up to date"), "{out}");
-    let (code, _, err) = run(&["data", "prepare", &format!("{raw}/missing.jsonl")]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no object at or under"), "{err}");
+    cli_snapshot!(
+        ctx,
+        run(&["data", "prepare", &format!("{raw}/missing.jsonl")]),
+        [PREFIX.0 => PREFIX.1],
+        @"
+    success: false
+    exit_code: 2
+    ----- stdout -----
+
+    ----- stderr -----
+    error: no object at or under `raw-[PREFIX]/missing.jsonl` in s3://tuneline-test
+    "
+    );
 }

@@ -6,7 +6,9 @@ use tuneline_core::config::reference::markdown;
 
 #[test]
 fn docs_config_md_is_the_reference_the_schema_generates() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.md");
+    // Cargo's run-time value: the test binary may be a build from a clone at another path.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by cargo");
+    let path = Path::new(&manifest).join("../../docs/config.md");
     let generated = markdown();
     if std::env::var_os("TUNELINE_WRITE_REFERENCE").is_some() {
         std::fs::write(&path, &generated).unwrap();

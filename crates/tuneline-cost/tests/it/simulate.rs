@@ -71,7 +71,8 @@ fn guide_example_spot_loses_without_checkpoints_and_wins_with_them() {
 
 #[test]
 fn v100_traces_replay_with_a_deadline() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+    // Cargo's run-time value: the test binary may be a build from a clone at another path.
+    let dir = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("run by cargo"))
         .join("../../data/spot-traces/preemption/1-node/aws-04-22-2023");
     let traces = Trace::load(&dir).unwrap();
     assert_eq!(traces.len(), 4);

@@ -118,7 +118,7 @@ pub fn random_adapter(base: &Path, dir: &Path) {
 
 /// Runs the test Python on `script` (beside this file) with `args`; returns its stdout, failing with its stderr.
 pub fn python(script: &str, args: &[&str]) -> String {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delivery");
+    let here = tuneline_testkit::crate_dir().join("tests/delivery");
     let out = Command::new(tuneline_testkit::test_python())
         .arg(here.join(script))
         .args(args)

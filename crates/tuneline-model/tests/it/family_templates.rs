@@ -61,7 +61,7 @@ fn each_family_s_chat_template_renders_as_transformers_renders_it() {
     let dirs: Vec<PathBuf> =
         TEMPLATES.iter().map(|t| with_template(&smollm2, dir.path(), t)).collect();
     std::fs::write(dir.path().join("cases.json"), cases().to_string()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/family_templates.py");
+    let script = tuneline_testkit::crate_dir().join("tests/reference/family_templates.py");
     let run = dirs
         .iter()
         .fold(Reference::script(&script).input(&dir.path().join("cases.json")), |run, d| {

@@ -32,8 +32,7 @@ fn saved_by_transformers(dir: &Path) -> Value {
     let (source, out) = (dir.join("tuneline"), dir.join("transformers"));
     ModelTokenizer::load(&tuneline_testkit::smollm2_gguf()).unwrap().save_hf(&source).unwrap();
     std::fs::write(dir.join("cases.json"), cases().to_string()).unwrap();
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/saved_by_transformers.py");
+    let script = tuneline_testkit::crate_dir().join("tests/reference/saved_by_transformers.py");
     let stdout = Reference::script(&script)
         .input(&source)
         .output(&out)

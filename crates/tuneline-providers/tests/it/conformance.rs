@@ -117,8 +117,7 @@ async fn spot_preemption_is_a_notice_then_a_kill() {
 async fn spot_preemption_follows_a_real_trace_time_scaled() {
     let dir = tempfile::tempdir().unwrap();
     let traces = tuneline_cost::trace::Trace::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../data/spot-traces/preemption/1-node/aws-04-22-2023"),
+        &tuneline_testkit::repo_root().join("data/spot-traces/preemption/1-node/aws-04-22-2023"),
     )
     .unwrap();
     let longest =

@@ -12,7 +12,7 @@ use super::remote::link;
 /// The recorded contract `name` of this crate's `tests/contracts`.
 pub fn contract(name: &str) -> Contract {
     Contract::serve(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/contracts").join(format!("{name}.json")),
+        tuneline_testkit::crate_dir().join("tests/contracts").join(format!("{name}.json")),
     )
 }
 
