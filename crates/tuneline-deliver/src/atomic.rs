@@ -98,13 +98,19 @@ pub struct AtomicDir {
 impl AtomicDir {
     /// Starts filling `path`, which must not exist or be empty: a user's files are never replaced.
     pub fn create(path: &Path) -> Result<Self, DeliverError> {
-        if std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(Refusal::OutNotEmpty(path.to_path_buf()).into());
-        }
+        Self::check(path)?;
         let tmp = partial(path);
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| DeliverError::write(&tmp, e))?;
         Ok(Self { path: path.to_path_buf(), tmp, done: false })
+    }
+
+    /// Refuses `path` as [`AtomicDir::create`] would: a directory with files in it.
+    pub fn check(path: &Path) -> Result<(), DeliverError> {
+        match std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some()) {
+            true => Err(Refusal::OutNotEmpty(path.to_path_buf()).into()),
+            false => Ok(()),
+        }
     }
 
     /// The directory to write into.

@@ -75,6 +75,12 @@ impl WeightDtype {
     }
 }
 
+/// Refuses `out` as [`write`] would (an existing directory with files in
+/// it): for a caller to check before the work that [`write`] needs.
+pub fn check_out(out: &Path) -> Result<(), DeliverError> {
+    AtomicDir::check(out)
+}
+
 /// Writes `merged` (its weights and its tokenizer) into the new directory
 /// `out` as `dtype`, one safetensors file per `shard_bytes` at most; returns
 /// the directory. Each weight is merged as it is written.

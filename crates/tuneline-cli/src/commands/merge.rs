@@ -15,6 +15,8 @@ use tuneline_core::layout::LOCAL_CACHE;
 pub async fn merge(global: &Global, args: &MergeArgs) -> CliResult {
     let dtype: WeightDtype =
         args.dtype.parse().map_err(|e| Failure::input(format!("--dtype: {e}")))?;
+    // Refused before the checkpoint and the base are fetched.
+    hf_dir::check_out(&args.out)?;
     let mut config = load_config(global, false)?.config;
     let store = open_store(global, &config)?;
     localize_model(global, &store, &mut config, Path::new(LOCAL_CACHE)).await?;

@@ -45,7 +45,6 @@ fn a_run_merges_and_exports_to_gguf_modelfile_and_lora_gguf() {
     ----- stdout -----
 
     ----- stderr -----
-    fetch runs/support-[HASH]/checkpoints/2: download (2.68 MiB)
     error: merged exists and is not empty; remove it or choose another --out
     ");
 
