@@ -118,8 +118,9 @@ pub(crate) fn start_run(ctx: &TestContext, name: &str, env: &[(&str, &str)]) -> 
     Killed(run.stdout(file("out")).stderr(file("err")).stdin(Stdio::null()).spawn().unwrap())
 }
 
-/// The run `tuneline run` trained (not `whole`), and whether its final adapter is bit-identical to `whole`'s.
-pub(crate) fn identical_to_whole(ctx: &TestContext) -> bool {
+/// The run `tuneline run` trained (not `whole`), and whether its final
+/// adapter (at `max_steps`) is bit-identical to `whole`'s.
+pub(crate) fn identical_to_whole(ctx: &TestContext, max_steps: u32) -> bool {
     let runs = run_ok(ctx, &["store", "ls", "runs"]);
     let chaos = runs
         .lines()
@@ -133,7 +134,7 @@ pub(crate) fn identical_to_whole(ctx: &TestContext) -> bool {
             &[
                 "store",
                 "pull",
-                &format!("runs/{run}/checkpoints/{MAX_STEPS}"),
+                &format!("runs/{run}/checkpoints/{max_steps}"),
                 dir.to_str().unwrap(),
             ],
         );
@@ -258,7 +259,7 @@ fn a_run_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
     );
 
     assert!(
-        identical_to_whole(&ctx),
+        identical_to_whole(&ctx, MAX_STEPS),
         "the final adapter is bit-identical to the uninterrupted run's"
     );
     nothing_but_sshd_left(&fleet);
@@ -340,7 +341,7 @@ fn a_run_on_slurm_survives_scancel_and_a_server_restart_and_ends_bit_identical()
     );
     assert_eq!(outcomes.last().map(String::as_str), Some("succeeded"), "{outcomes:?}");
     assert!(
-        identical_to_whole(&ctx),
+        identical_to_whole(&ctx, MAX_STEPS),
         "the final adapter is bit-identical to the uninterrupted run's"
     );
     assert!(
@@ -436,6 +437,9 @@ fn a_gang_on_two_ssh_hosts_survives_a_cut_link_and_ends_bit_identical() {
         last.iter().any(|s| s.start_step.unwrap_or(0) >= SAVE_STEPS as u64),
         "resumed from a checkpoint: {segments:?}"
     );
-    assert!(identical_to_whole(&ctx), "the final adapter is bit-identical to one process's");
+    assert!(
+        identical_to_whole(&ctx, MAX_STEPS),
+        "the final adapter is bit-identical to one process's"
+    );
     nothing_but_sshd_left(&fleet);
 }
