@@ -214,24 +214,30 @@ impl Autoscaler {
         for provider in &self.providers {
             listings.push(provider.list().await);
         }
-        let (workers, runnable) = {
+        // The live workers, and those that ended within the boot grace: an
+        // instance younger than the grace whose worker ended is not booting.
+        let (workers, ended, runnable) = {
             let db = self.shared.db();
-            let workers = db.workers(false).unwrap_or_default();
-            (workers, db.runnable(self.pool.class).unwrap_or_default() as u32)
+            let since = now() - self.pool.boot_grace.as_secs_f64();
+            let (workers, ended): (Vec<Worker>, Vec<Worker>) = db
+                .workers_since(since)
+                .unwrap_or_default()
+                .into_iter()
+                .partition(|w| w.ended_at.is_none());
+            (workers, ended, db.runnable(self.pool.class).unwrap_or_default() as u32)
         };
         let mut live = 0;
         for (provider, listing) in self.providers.iter().zip(listings) {
-            let mine: Vec<&Worker> = workers
-                .iter()
-                .filter(|w| {
-                    w.info.provider == provider.name()
-                        && w.info.class == self.pool.class
-                        && w.info.instance.is_some()
-                })
-                .collect();
+            let of_provider = |w: &&Worker| {
+                w.info.provider == provider.name()
+                    && w.info.class == self.pool.class
+                    && w.info.instance.is_some()
+            };
+            let mine: Vec<&Worker> = workers.iter().filter(of_provider).collect();
+            let gone: Vec<&Worker> = ended.iter().filter(of_provider).collect();
             live += match listing {
                 Ok(instances) => {
-                    self.reconcile(provider.as_ref(), &instances, &mine, &mut pass).await
+                    self.reconcile(provider.as_ref(), &instances, (&mine, &gone), &mut pass).await
                 }
                 Err(e) => {
                     pass.failed.push(format!("cannot list instances: {e}"));
@@ -341,14 +347,15 @@ impl Autoscaler {
         terminated
     }
 
-    /// Reconciles `provider`'s `instances` with its workers `mine`: keeps
-    /// reported prices, loses the workers whose instance vanished, terminates
-    /// unknown and idle instances. Returns how many instances stay alive.
+    /// Reconciles `provider`'s `instances` with its live workers `mine` and
+    /// those that recently ended, `gone`: keeps reported prices, loses the
+    /// workers whose instance vanished, terminates unknown and idle instances
+    /// and those whose worker ended. Returns how many instances stay alive.
     async fn reconcile(
         &self,
         provider: &dyn Provider,
         instances: &[Instance],
-        mine: &[&Worker],
+        (mine, gone): (&[&Worker], &[&Worker]),
         pass: &mut Pass,
     ) -> u32 {
         let alive = |id: &str| instances.iter().any(|i| i.id == id);
@@ -372,7 +379,10 @@ impl Autoscaler {
         for instance in instances {
             let worker =
                 mine.iter().find(|w| w.info.instance.as_deref() == Some(instance.id.as_str()));
+            let ended = || gone.iter().any(|w| w.info.instance.as_deref() == Some(&instance.id));
             let reason = match worker {
+                // Its worker was lost or stopped: no other registers from it.
+                None if ended() => "its worker ended",
                 None if at - instance.launched_at > self.pool.boot_grace.as_secs_f64() => {
                     "no worker registered for it"
                 }

@@ -21,7 +21,7 @@
 //! pool launches elsewhere. If the host comes back, its worker's token has
 //! been revoked, and the next listing finds the tagged worker and stops it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -93,6 +93,9 @@ pub struct SshProvider {
     shells: Vec<Shell>,
     /// Instance id -> (host index, instance), as last listed or launched.
     known: Mutex<HashMap<String, (usize, Instance)>>,
+    /// The hosts whose last command failed (unreachable, most often): a
+    /// launch tries them after the others.
+    failing: Mutex<HashSet<usize>>,
     binary_sha: tokio::sync::OnceCell<String>,
 }
 
@@ -105,6 +108,7 @@ impl SshProvider {
             settings,
             shells,
             known: Mutex::new(HashMap::new()),
+            failing: Mutex::default(),
             binary_sha: tokio::sync::OnceCell::new(),
         }
     }
@@ -113,9 +117,16 @@ impl SshProvider {
         ProviderError::new("ssh", e.to_string())
     }
 
-    /// Runs `script` on host `i`, `stdin` fed to it.
+    /// Runs `script` on host `i`, `stdin` fed to it; notes whether the host failed.
     async fn run(&self, i: usize, script: &str, stdin: &[u8]) -> Result<String, ProviderError> {
-        self.shells[i].run(script, stdin).await.map_err(|e| self.error(e))
+        let result = self.shells[i].run(script, stdin).await;
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        if result.is_ok() {
+            failing.remove(&i)
+        } else {
+            failing.insert(i)
+        };
+        result.map_err(|e| self.error(e))
     }
 
     /// Copies the binary to host `i` unless the one there has the same SHA-256.
@@ -132,12 +143,17 @@ impl SshProvider {
             .map_err(|e| self.error(e))
     }
 
-    /// The hosts with no instance of this pool, in order.
+    /// The hosts with no instance of this pool, in order, those whose last
+    /// command failed last: a host that did not answer a moment ago would
+    /// likely keep a launch waiting for its connection timeout.
     fn free_hosts(&self) -> Vec<usize> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        (0..self.settings.hosts.len())
+        let failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free: Vec<usize> = (0..self.settings.hosts.len())
             .filter(|i| !known.values().any(|(host, _)| host == i))
-            .collect()
+            .collect();
+        free.sort_by_key(|i| failing.contains(i));
+        free
     }
 
     /// Starts a worker on host `i`.
@@ -177,8 +193,8 @@ impl Provider for SshProvider {
         Ok(vec![self.settings.offer.clone()])
     }
 
-    /// Starts a worker on the first free host that answers; the others' errors
-    /// are reported only if none does.
+    /// Starts a worker on the first free host that answers, those that failed
+    /// last tried last; the others' errors are reported only if none does.
     async fn launch(&self, offer: &Offer) -> Result<Instance, ProviderError> {
         let free = self.free_hosts();
         if free.is_empty() {
@@ -268,5 +284,44 @@ impl Provider for SshProvider {
         let instances = listed.values().map(|(_, inst)| inst.clone()).collect();
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) = listed;
         Ok(instances)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_launch_tries_a_host_that_just_failed_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let known_hosts = dir.path().join("known_hosts");
+        // Nothing listens on these ports of loopback: ssh is refused at once.
+        let hosts = ["root@127.0.0.1:1", "root@127.0.0.1:9", "root@127.0.0.1:13"];
+        let ssh = SshProvider::new(SshSettings {
+            hosts: hosts.iter().map(|h| SshHost::parse(h).unwrap()).collect(),
+            auth: SshAuth::new(None, known_hosts.clone()),
+            remote_dir: ".tuneline".into(),
+            link: PlaneLink {
+                server: "https://127.0.0.1:8470".into(),
+                join: "tlj1.5ec2e7".into(),
+                tag: "tltest".into(),
+                binary: dir.path().join("tuneline"),
+                known_hosts,
+                cache_size: None,
+                orphan_timeout: Duration::from_secs(1800),
+            },
+            offer: Offer {
+                instance_type: "box".into(),
+                price_per_hour: 0.35,
+                spot: false,
+                price_as_of: None,
+            },
+            class: WorkerClass::Gpu,
+            grace: Duration::from_secs(2),
+        });
+        assert_eq!(ssh.free_hosts(), [0, 1, 2], "in the config's order");
+        let e = ssh.run(0, "true", b"").await.unwrap_err();
+        assert!(e.message.contains("127.0.0.1"), "{e}");
+        assert_eq!(ssh.free_hosts(), [1, 2, 0], "the host that did not answer goes last");
     }
 }

@@ -346,6 +346,29 @@ async fn idle_workers_and_unknown_instances_are_terminated() {
 }
 
 #[tokio::test]
+async fn a_lost_workers_instance_is_terminated_at_once_and_replaced_within_its_boot_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, provider, autoscaler) =
+        setup(dir.path(), Duration::from_secs(1800), Duration::from_secs(600));
+    let job = shared.db().submit(&command(), 3).unwrap();
+    assert_eq!(autoscaler.pass().await.launched, ["i-0"]);
+    let worker = register(&shared, "i-0");
+    shared.db().lease(worker).unwrap().unwrap();
+    shared.db().start(job.id, worker, 0, None).unwrap();
+    // Another machine still booting: no worker has registered from it yet.
+    provider.launch(&offer()).await.unwrap();
+    // The worker goes silent (its link cut) while its machine is still listed.
+    shared.db().end_worker(worker, true).unwrap();
+    let pass = autoscaler.pass().await;
+    assert_eq!(
+        (pass.terminated, pass.launched),
+        (vec!["i-0".to_string()], vec![]),
+        "the lost worker's machine goes at once, the booting one stays and takes the job"
+    );
+    assert_eq!(provider.list().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn a_vanished_instance_requeues_its_job_and_stuck_ones_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (shared, provider, autoscaler) =

@@ -60,7 +60,6 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 import torch  # noqa: E402
 import torch.distributed  # noqa: E402
-from peft import LoraConfig, get_peft_model, get_peft_model_state_dict  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
@@ -158,9 +157,22 @@ def all_reduce(tensor, op):
         torch.distributed.all_reduce(tensor, op=op)
 
 
+def import_peft(spec):
+    """PEFT, imported once the run's spec is known. PEFT imports bitsandbytes
+    when it is installed, which costs seconds of CPU at every start (it loads
+    torch's compiler); a run with neither a 4-bit base nor an 8-bit optimizer
+    never uses it, so it is left out."""
+    if not spec["load_in_4bit"] and spec["optim"] == "adamw_torch":
+        sys.modules.setdefault("bitsandbytes", None)
+    import peft
+
+    return peft
+
+
 class Run:
     def __init__(self, spec):
         self.spec = spec
+        peft = import_peft(spec)
         self.device = torch.device(spec["device"])
         cuda = self.device.type == "cuda"
         self.dist = spec.get("dist")
@@ -197,15 +209,13 @@ class Run:
             _apply_liger_kernel_to_instance(model=model)
         model.config.use_cache = False
         if spec["load_in_4bit"] and not self.sharded:
-            from peft import prepare_model_for_kbit_training
-
             # It keeps norms and embeddings in f32; a base to shard keeps
             # them in its dtype, one per flattened layer, as TRL does.
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         if spec["gradient_checkpointing"]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         lora = spec["lora"]
-        config = LoraConfig(
+        config = peft.LoraConfig(
             r=lora["r"],
             lora_alpha=lora["lora_alpha"],
             lora_dropout=lora["lora_dropout"],
@@ -216,13 +226,13 @@ class Run:
         )
         # The PEFT model, which saves and loads the adapter; `self.model` is
         # what a pass goes through: it, or FSDP1's wrapper of it.
-        self.peft = self.model = get_peft_model(model, config)
+        self.peft = self.model = peft.get_peft_model(model, config)
         adapter = {n: p for n, p in self.peft.named_parameters() if p.requires_grad}
         self.params = list(adapter.values())
         # The adapter's parameters under the names PEFT saves them by, taken
         # before FSDP1 renames the modules they are in (FSDP leaves them
         # whole: they are its ignored states).
-        self.saved = get_peft_model_state_dict(self.peft, state_dict=adapter, save_embedding_layers=False)
+        self.saved = peft.get_peft_model_state_dict(self.peft, state_dict=adapter, save_embedding_layers=False)
         self.base_numel = sum(p.numel() for p in self.peft.parameters() if not p.requires_grad)
         # The adapter and the optimizer's state, at step `self.at`: a step
         # changes them, and a save reads them, holding `self.held`.
