@@ -2,10 +2,10 @@
 //! synced, and renamed onto the final name. A crash or an error leaves no
 //! half file under the final name, and the partial one is removed on error.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::direct::Output;
 use crate::error::{DeliverError, Refusal};
 
 /// `path` with `.partial` appended to its file name.
@@ -19,7 +19,7 @@ fn partial(path: &Path) -> PathBuf {
 pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<Output>,
 }
 
 impl AtomicFile {
@@ -29,16 +29,12 @@ impl AtomicFile {
             std::fs::create_dir_all(dir).map_err(|e| DeliverError::write(dir, e))?;
         }
         let tmp = partial(path);
-        let file = File::create(&tmp).map_err(|e| DeliverError::write(&tmp, e))?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            tmp,
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
-        })
+        let out = Output::create(&tmp).map_err(|e| DeliverError::write(&tmp, e))?;
+        Ok(Self { path: path.to_path_buf(), tmp, out: Some(out) })
     }
 
     /// Where the bytes go.
-    pub fn writer(&mut self) -> &mut BufWriter<File> {
+    pub fn writer(&mut self) -> &mut Output {
         self.out.as_mut().expect("not committed")
     }
 
@@ -60,8 +56,7 @@ impl AtomicFile {
     ) -> Result<PathBuf, DeliverError> {
         let out = self.out.take().expect("committed once");
         let done = (|| {
-            let file = out.into_inner().map_err(|e| DeliverError::write(&self.tmp, e.error()))?;
-            file.sync_all().map_err(|e| DeliverError::write(&self.tmp, e))?;
+            out.finish().map_err(|e| DeliverError::write(&self.tmp, e))?;
             check(&self.tmp)?;
             std::fs::rename(&self.tmp, &self.path).map_err(|e| DeliverError::write(&self.path, e))
         })();

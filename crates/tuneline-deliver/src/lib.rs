@@ -8,6 +8,7 @@
 
 pub mod atomic;
 pub mod card;
+pub mod direct;
 mod error;
 pub mod eval;
 pub mod gguf;

@@ -24,8 +24,15 @@ use names::{gguf_name, permute, Naming};
 use quant::{Placement, Quant, Role};
 use writer::{GgufWriter, TensorEntry};
 
-/// Tensors converted ahead of the one written next, at most.
+/// Pieces converted ahead of the one written next, at most.
 const AHEAD: usize = 8;
+
+/// Values in a piece of a large tensor, at most: a multiple of every block
+/// size, so that each piece is whole blocks. A tensor is converted and
+/// written a piece at a time where it can be sliced, so that no buffer holds
+/// a whole embedding (262k rows are 600 MB as f16) and the allocator's freed
+/// pages are used again rather than new ones faulted in.
+const PIECE: usize = 1 << 22;
 
 /// What an export wrote.
 #[derive(Debug, Clone)]
@@ -56,10 +63,27 @@ enum Source<'a> {
     Dense(Tensor),
 }
 
+/// A converted piece, shared by the targets that store it as the same type.
+type Bytes = std::sync::Arc<Vec<u8>>;
+
 impl Source<'_> {
-    /// Its bytes as each of `types` (none where it is copied instead), made
-    /// dense once and converted once per distinct type.
-    fn convert(&self, types: &[Option<GgmlDType>]) -> candle_core::Result<Vec<Option<Vec<u8>>>> {
+    /// Whether a range of its values can be made without making the rest:
+    /// a dense tensor, or a weight the adapter left alone and not permuted.
+    fn sliceable(&self, changed: bool) -> bool {
+        match self {
+            Source::Dense(_) => true,
+            Source::Merged(_, heads) => !changed && heads.is_none(),
+        }
+    }
+
+    /// The bytes of its values in `range` (flat, whole blocks) as each of
+    /// `types` (none where it is copied instead), made dense once and
+    /// converted once per distinct type.
+    fn convert(
+        &self,
+        types: &[Option<GgmlDType>],
+        range: std::ops::Range<usize>,
+    ) -> candle_core::Result<Vec<Option<Bytes>>> {
         if types.iter().all(Option::is_none) {
             return Ok(vec![None; types.len()]);
         }
@@ -68,14 +92,15 @@ impl Source<'_> {
             Source::Merged(w, None) => w.tensor()?,
             Source::Merged(w, Some(heads)) => permute(&w.tensor()?, *heads)?,
         };
-        // A type converted for an earlier target is copied, not converted again.
-        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(types.len());
+        let piece = tensor.flatten_all()?.narrow(0, range.start, range.len())?;
+        // A type converted for an earlier target is shared, not converted again.
+        let mut out: Vec<Option<Bytes>> = Vec::with_capacity(types.len());
         for (i, dtype) in types.iter().enumerate() {
             let bytes = match dtype {
                 None => None,
                 Some(dtype) => match types[..i].iter().position(|d| d == &Some(*dtype)) {
                     Some(earlier) => out[earlier].clone(),
-                    None => Some(writer::convert(&tensor, *dtype)?),
+                    None => Some(Bytes::new(writer::convert(&piece, *dtype)?)),
                 },
             };
             out.push(bytes);
@@ -196,32 +221,45 @@ pub fn export_all(
             GgufWriter::start(file.writer(), metadata, entries).map(|w| (w, out)).map_err(at(out))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // Tensors are merged and converted on every core, a few ahead of the one written next, and written in order.
-    let convert = |j: usize| {
+    // Each tensor's pieces: the whole tensor where it cannot be sliced or
+    // is copied from the base (in one piece) for some target.
+    let pieces: Vec<(usize, std::ops::Range<usize>)> = planned
+        .iter()
+        .enumerate()
+        .flat_map(|(j, p)| {
+            let n: usize = p.shape.iter().product();
+            let whole = !p.source.sliceable(p.changed) || layouts.iter().any(|(_, c)| c[j]);
+            let size = if whole { n.max(1) } else { PIECE };
+            (0..n.max(1)).step_by(size).map(move |start| (j, start..n.min(start + size)))
+        })
+        .collect();
+    // Pieces are merged and converted on every core, a few ahead of the one written next, and written in order.
+    let convert = |i: usize| {
+        let (j, range) = pieces[i].clone();
         let types: Vec<Option<GgmlDType>> = layouts
             .iter()
             .map(|(entries, copied)| (!copied[j]).then_some(entries[j].dtype))
             .collect();
         planned[j]
             .source
-            .convert(&types)
+            .convert(&types, range)
             .map_err(|e| DeliverError::Layout(format!("tensor `{}`: {e}", planned[j].name)))
     };
-    ordered(planned.len(), AHEAD, convert, |j, converted| {
+    ordered(pieces.len(), AHEAD, convert, |i, converted| {
+        let j = pieces[i].0;
         let mut copy = None;
         for ((writer, out), bytes) in writers.iter_mut().zip(converted?) {
             let bytes = match bytes {
                 Some(bytes) => bytes,
                 None => {
                     if copy.is_none() {
-                        copy = Some(
-                            base.as_mut().expect("copied from a base").bytes(&planned[j].name)?,
-                        );
+                        let base = base.as_mut().expect("copied from a base");
+                        copy = Some(Bytes::new(base.bytes(&planned[j].name)?));
                     }
                     copy.clone().expect("read just above")
                 }
             };
-            writer.tensor(&bytes).map_err(at(out))?;
+            writer.part(&bytes).map_err(at(out))?;
         }
         Ok(())
     })?;

@@ -62,6 +62,8 @@ pub struct GgufWriter<'a, W: Write + Seek> {
     w: &'a mut W,
     tensors: &'a [TensorEntry],
     next: usize,
+    /// Bytes of the next tensor written so far.
+    filled: u64,
 }
 
 impl<'a, W: Write + Seek> GgufWriter<'a, W> {
@@ -92,41 +94,64 @@ impl<'a, W: Write + Seek> GgufWriter<'a, W> {
             offset += t.bytes().div_ceil(ALIGNMENT) * ALIGNMENT;
         }
         pad(w)?;
-        Ok(Self { w, tensors, next: 0 })
+        Ok(Self { w, tensors, next: 0, filled: 0 })
     }
 
     /// Writes the next tensor's data, which must be its `bytes()` long.
     pub fn tensor(&mut self, bytes: &[u8]) -> Result<(), DeliverError> {
+        self.part(bytes)?;
+        match self.filled {
+            0 => Ok(()),
+            _ => Err(self.short()),
+        }
+    }
+
+    /// Writes the next part of the current tensor's data; the part that
+    /// makes it `bytes()` long ends it.
+    pub fn part(&mut self, bytes: &[u8]) -> Result<(), DeliverError> {
         let t = self
             .tensors
             .get(self.next)
             .ok_or_else(|| DeliverError::Layout("more tensors written than laid out".into()))?;
-        if bytes.len() as u64 != t.bytes() {
-            return Err(DeliverError::Layout(format!(
-                "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
-                t.name,
-                bytes.len(),
-                t.bytes(),
-                t.dtype,
-                t.shape
-            )));
+        self.filled += bytes.len() as u64;
+        if self.filled > t.bytes() {
+            return Err(self.short());
         }
         self.w.write_all(bytes)?;
-        pad(self.w)?;
-        self.next += 1;
+        if self.filled == t.bytes() {
+            pad(self.w)?;
+            self.next += 1;
+            self.filled = 0;
+        }
         Ok(())
+    }
+
+    /// The current tensor's bytes are not what its entry lays out.
+    fn short(&self) -> DeliverError {
+        let t = &self.tensors[self.next];
+        DeliverError::Layout(format!(
+            "tensor `{}`: {} bytes produced, {} laid out as {:?} {:?}",
+            t.name,
+            self.filled,
+            t.bytes(),
+            t.dtype,
+            t.shape
+        ))
     }
 
     /// Ends the file; every tensor must have been written.
     pub fn finish(self) -> Result<(), DeliverError> {
-        match self.next == self.tensors.len() {
-            true => Ok(()),
-            false => Err(DeliverError::Layout(format!(
+        if self.filled > 0 {
+            return Err(self.short());
+        }
+        if self.next < self.tensors.len() {
+            return Err(DeliverError::Layout(format!(
                 "{} of {} tensors written",
                 self.next,
                 self.tensors.len()
-            ))),
+            )));
         }
+        Ok(())
     }
 }
 
@@ -163,7 +188,9 @@ pub fn convert(t: &Tensor, dtype: GgmlDType) -> candle_core::Result<Vec<u8>> {
         GgmlDType::Q4K => super::k_quants::quantize_q4_k,
         GgmlDType::Q6K => super::k_quants::quantize_q6_k,
         quantized => {
-            let t = t.to_dtype(DType::F32)?;
+            // Its own storage: candle's quantizer reads a view's whole storage, not the view.
+            let values = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+            let t = Tensor::from_vec(values, t.elem_count(), t.device())?;
             return Ok(candle_core::quantized::QTensor::quantize(&t, quantized)?
                 .data()?
                 .into_owned());
@@ -253,5 +280,84 @@ fn write_value<W: Write>(w: &mut W, v: &Value) -> std::io::Result<()> {
             w.write_all(&(items.len() as u64).to_le_bytes())?;
             items.iter().try_for_each(|item| write_value(w, item))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use candle_core::quantized::GgmlDType;
+
+    use super::{GgufWriter, TensorEntry};
+
+    fn entries() -> Vec<TensorEntry> {
+        [("a", 3), ("b", 5)]
+            .map(|(name, rows)| TensorEntry {
+                name: name.into(),
+                shape: vec![rows, 4],
+                dtype: GgmlDType::F32,
+            })
+            .to_vec()
+    }
+
+    #[test]
+    fn a_tensor_written_in_parts_is_the_tensor_written_whole() {
+        let entries = entries();
+        let (a, b) = (vec![1u8; 48], vec![2u8; 80]);
+        let mut whole = Cursor::new(Vec::new());
+        let mut file = GgufWriter::start(&mut whole, &[], &entries).unwrap();
+        file.tensor(&a).unwrap();
+        file.tensor(&b).unwrap();
+        file.finish().unwrap();
+        let mut parts = Cursor::new(Vec::new());
+        let mut file = GgufWriter::start(&mut parts, &[], &entries).unwrap();
+        file.part(&a[..16]).unwrap();
+        file.part(&a[16..]).unwrap();
+        file.part(&b[..64]).unwrap();
+        file.part(&b[64..]).unwrap();
+        file.finish().unwrap();
+        assert_eq!(parts.into_inner(), whole.into_inner());
+    }
+
+    #[test]
+    fn a_tensor_converted_in_pieces_of_whole_blocks_is_the_tensor_converted_whole() {
+        use candle_core::{Device, Tensor};
+        let values: Vec<f32> = (0..6 * 512).map(|i| ((i as f32) * 0.377).sin()).collect();
+        let t = Tensor::from_vec(values, (6, 512), &Device::Cpu).unwrap();
+        let flat = t.flatten_all().unwrap();
+        for dtype in [
+            GgmlDType::F32,
+            GgmlDType::F16,
+            GgmlDType::BF16,
+            GgmlDType::Q8_0,
+            GgmlDType::Q4_0,
+            GgmlDType::Q5_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+        ] {
+            let mut pieces = Vec::new();
+            for (start, len) in [(0, 1024), (1024, 1792), (2816, 256)] {
+                let piece = flat.narrow(0, start, len).unwrap();
+                pieces.extend(super::convert(&piece, dtype).unwrap());
+            }
+            assert!(pieces == super::convert(&t, dtype).unwrap(), "{dtype:?}");
+        }
+    }
+
+    #[test]
+    fn a_tensor_of_the_wrong_size_is_named() {
+        let entries = entries();
+        let mut out = Cursor::new(Vec::new());
+        let mut file = GgufWriter::start(&mut out, &[], &entries).unwrap();
+        let e = file.part(&[0u8; 50]).unwrap_err().to_string();
+        assert_eq!(e, "tensor `a`: 50 bytes produced, 48 laid out as F32 [3, 4]");
+        let mut file = GgufWriter::start(&mut out, &[], &entries).unwrap();
+        file.part(&[0u8; 16]).unwrap();
+        let e = file.finish().unwrap_err().to_string();
+        assert_eq!(e, "tensor `a`: 16 bytes produced, 48 laid out as F32 [3, 4]");
+        let mut file = GgufWriter::start(&mut out, &[], &entries).unwrap();
+        let e = file.tensor(&[0u8; 16]).unwrap_err().to_string();
+        assert_eq!(e, "tensor `a`: 16 bytes produced, 48 laid out as F32 [3, 4]");
     }
 }
