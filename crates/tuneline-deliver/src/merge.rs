@@ -112,6 +112,12 @@ impl MergedWeight<'_> {
         self.weight.dims()
     }
 
+    /// Whether [`MergedWeight::tensor`] makes nothing new: `W` held dense,
+    /// which the adapter leaves alone.
+    pub fn is_held(&self) -> bool {
+        self.delta.is_none() && self.weight.is_dense()
+    }
+
     /// `W + scale * B A` in f32, in Hugging Face's layout; a weight the
     /// adapter leaves alone is `W` dense in the type it is held in.
     pub fn tensor(&self) -> candle_core::Result<Tensor> {

@@ -68,11 +68,11 @@ type Bytes = std::sync::Arc<Vec<u8>>;
 
 impl Source<'_> {
     /// Whether a range of its values can be made without making the rest:
-    /// a dense tensor, or a weight the adapter left alone and not permuted.
-    fn sliceable(&self, changed: bool) -> bool {
+    /// a dense tensor, or a weight held dense, unchanged and not permuted.
+    fn sliceable(&self) -> bool {
         match self {
             Source::Dense(_) => true,
-            Source::Merged(_, heads) => !changed && heads.is_none(),
+            Source::Merged(w, heads) => w.is_held() && heads.is_none(),
         }
     }
 
@@ -228,7 +228,7 @@ pub fn export_all(
         .enumerate()
         .flat_map(|(j, p)| {
             let n: usize = p.shape.iter().product();
-            let whole = !p.source.sliceable(p.changed) || layouts.iter().any(|(_, c)| c[j]);
+            let whole = !p.source.sliceable() || layouts.iter().any(|(_, c)| c[j]);
             let size = if whole { n.max(1) } else { PIECE };
             (0..n.max(1)).step_by(size).map(move |start| (j, start..n.min(start + size)))
         })
