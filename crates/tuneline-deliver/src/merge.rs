@@ -15,7 +15,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use tuneline_core::dataset::Row;
 use tuneline_model::bnb::Bnb4bit;
-use tuneline_model::llama::{Llama, Lora, WeightRef};
+use tuneline_model::llama::{Llama, Lora, Weight, WeightRef};
 use tuneline_model::{BaseModel, ModelSource, ModelTokenizer, Origin};
 
 use crate::error::{DeliverError, Refusal};
@@ -115,7 +115,11 @@ impl MergedWeight<'_> {
     /// Whether [`MergedWeight::tensor`] makes nothing new: `W` held dense,
     /// which the adapter leaves alone.
     pub fn is_held(&self) -> bool {
-        self.delta.is_none() && self.weight.is_dense()
+        let dense = matches!(
+            self.weight,
+            WeightRef::Tensor(_) | WeightRef::Linear { weight: Weight::Dense(_), .. }
+        );
+        self.delta.is_none() && dense
     }
 
     /// `W + scale * B A` in f32, in Hugging Face's layout; a weight the

@@ -74,11 +74,6 @@ impl WeightRef<'_> {
         }
     }
 
-    /// Whether it is held dense, so that [`WeightRef::dense`] makes nothing new.
-    pub fn is_dense(&self) -> bool {
-        matches!(self, WeightRef::Tensor(_) | WeightRef::Linear { weight: Weight::Dense(_), .. })
-    }
-
     /// It as a dense f32 tensor in Hugging Face's layout.
     pub fn dense(&self) -> Result<Tensor> {
         match self {
